@@ -1,0 +1,1 @@
+"""Block library of cosim, built only on the public ``cosim.Block`` API."""

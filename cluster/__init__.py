@@ -1,0 +1,1 @@
+"""Where units run: msgpack codec, Ray backend, ZeroMQ server/client, parameter sweeps."""

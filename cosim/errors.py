@@ -1,0 +1,114 @@
+"""Exception hierarchy of cosim.
+
+Build-time problems (``ModelError``, ``CompileError``) are distinct from run-time ones
+(``SimulationError``, ``ConvergenceError``, ``TransportError``, ``CodecError``), so callers can
+tell a bad model from a failed run. Every message names the thing at fault (``block.port``,
+connection, unit), the simulation time where there is one, and a remedy where there is one.
+"""
+
+from __future__ import annotations
+
+
+class CosimError(Exception):
+    """Base class of every error cosim raises."""
+
+
+class ModelError(CosimError):
+    """A model is malformed in a way found while it is being built or evaluated."""
+
+
+class CompileError(ModelError):
+    """Compilation found one or more problems; ``problems`` lists every one of them.
+
+    Parameters
+    ----------
+    problems : list of str
+        One human-readable line per problem, each naming the block/port at fault.
+    """
+
+    def __init__(self, problems: list[str], model: str = "model"):
+        self.problems = list(problems)
+        self.model = model
+        n = len(self.problems)
+        lines = "\n".join(f"  {i + 1}. {p}" for i, p in enumerate(self.problems))
+        super().__init__(f"{model!r} has {n} problem{'s' if n != 1 else ''}:\n{lines}")
+
+
+class SimulationError(CosimError):
+    """A block failed while the simulation ran.
+
+    Parameters
+    ----------
+    message : str
+        What went wrong.
+    t : float, optional
+        Simulation time at which it went wrong.
+    block : str, optional
+        Name (path) of the block at fault.
+    """
+
+    def __init__(self, message: str, t: float | None = None, block: str | None = None):
+        self.t = t
+        self.block = block
+        where = []
+        if block is not None:
+            where.append(f"block {block!r}")
+        if t is not None:
+            where.append(f"t={t:.9g}")
+        prefix = f"[{', '.join(where)}] " if where else ""
+        super().__init__(prefix + message)
+
+
+class ConvergenceError(SimulationError):
+    """An iteration (algebraic loop, Newton, co-simulation coupling) did not converge.
+
+    Parameters
+    ----------
+    what : str
+        The loop or coupling, naming its blocks or units.
+    iterations : int
+        Iterations performed.
+    residual : float
+        Max-norm residual at the last iteration.
+    t : float, optional
+        Simulation time.
+    remedy : str, optional
+        What the user can change.
+    """
+
+    def __init__(self, what: str, iterations: int, residual: float, t: float | None = None,
+                 remedy: str = ""):
+        self.what = what
+        self.iterations = iterations
+        self.residual = residual
+        msg = f"{what} did not converge after {iterations} iterations (residual {residual:.3g})"
+        if remedy:
+            msg += f"; {remedy}"
+        super().__init__(msg, t=t)
+
+
+class TransportError(CosimError):
+    """A call to a unit over a transport failed or timed out.
+
+    Parameters
+    ----------
+    unit : str
+        Name of the unit.
+    method : str
+        The protocol call (``do_step``, ``get_state``, ...).
+    message : str
+        What went wrong.
+    t : float, optional
+        Simulation time of the call.
+    """
+
+    def __init__(self, unit: str, method: str, message: str, t: float | None = None):
+        self.unit = unit
+        self.method = method
+        self.t = t
+        at = f" at t={t:.9g}" if t is not None else ""
+        super().__init__(f"unit {unit!r}: {method}{at} failed: {message}")
+
+
+class CodecError(CosimError):
+    """A message could not be encoded or decoded (malformed, oversized, wrong version)."""
