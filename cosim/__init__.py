@@ -4,12 +4,19 @@
 ``cluster`` and are found through a registry when first used).
 """
 
+from cosim.block import Block, Kernel
+from cosim.compile import Plan, compile_model
+from cosim.config import SimulationConfig
 from cosim.errors import (CodecError, CompileError, ConvergenceError, CosimError, ModelError,
                           SimulationError, TransportError)
+from cosim.logs import Logs
+from cosim.model import Connection, Model
+from cosim.simulator import Simulator
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CodecError", "CompileError", "ConvergenceError", "CosimError", "ModelError",
-    "SimulationError", "TransportError",
+    "Block", "CodecError", "CompileError", "Connection", "ConvergenceError", "CosimError",
+    "Kernel", "Logs", "Model", "ModelError", "Plan", "SimulationConfig", "SimulationError",
+    "Simulator", "TransportError", "compile_model",
 ]

@@ -1,0 +1,251 @@
+"""The block model: what a block is, what it must declare, and the life cycle the simulator drives.
+
+A block is the unit of computation of a diagram (as in pySimBlocks). Ports are dicts of numpy
+float64 arrays with a fixed shape per port; discrete state lives in ``state`` / ``next_state``
+dicts; parameters are plain attributes fixed at construction. Declarations are checked when a
+block *class* is defined (``__init_subclass__``), so a malformed block fails at import time with
+its class name rather than deep inside a run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+import re
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from cosim.errors import ModelError, SimulationError
+
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+__all__ = ["Block", "Kernel", "NAME_RE", "as_signal", "check_sample_time"]
+
+
+def as_signal(value) -> np.ndarray:
+    """Return ``value`` as a float64 signal array (scalars become shape ``(1,)``).
+
+    Parameters
+    ----------
+    value : float or array_like
+        A number, or an array of any fixed shape.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 array; a scalar gives shape ``(1,)``, an array keeps its shape.
+    """
+    a = np.asarray(value, dtype=np.float64)
+    return a.reshape(1) if a.ndim == 0 else a
+
+
+def check_sample_time(value, where: str):
+    """Validate a sample-time declaration and return it normalised.
+
+    Parameters
+    ----------
+    value : None, float or (float, float)
+        ``None`` inherits the simulation base step; ``0`` is continuous time; a positive
+        period, optionally with an offset ``(period, offset)``, ``0 <= offset < period``.
+    where : str
+        Name used in the error message.
+
+    Returns
+    -------
+    None, float or tuple of float
+    """
+    if value is None:
+        return None
+    if isinstance(value, tuple) and len(value) == 2:
+        period, offset = value
+        ok = all(isinstance(v, numbers.Real) and math.isfinite(v) for v in value)
+        if ok and period > 0 and 0 <= offset < period:
+            return (float(period), float(offset))
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if math.isfinite(value) and value >= 0:
+            return float(value)
+    raise ModelError(f"{where}: sample_time {value!r} is invalid; use None (inherit the base "
+                     "step), 0 (continuous), a period > 0, or (period, offset) with "
+                     "0 <= offset < period")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """Scalar source code of a block, for the generated fast path.
+
+    The fast path (see :mod:`cosim.codegen`) inlines these expressions into one generated step
+    function over plain Python floats, instead of calling the block's methods. Each expression
+    is Python source over the names ``u_<input port>``, ``x_<state name>``, ``t`` (time of the
+    tick), ``dt`` (the block's sample period) and ``math``; parameters are inlined as literals
+    (use ``repr(float(p))`` so they round-trip exactly). A kernel must compute *bit for bit* the
+    same numbers as the block's own methods: the test suite checks every fast path against the
+    reference interpreter.
+
+    Parameters
+    ----------
+    outputs : dict of str to str
+        Output port -> expression of its (scalar) value.
+    state : dict of str to str
+        State name -> expression of its next value (all evaluated before any is assigned).
+    """
+
+    outputs: dict[str, str]
+    state: dict[str, str] = field(default_factory=dict)
+
+
+class _Inputs(dict):
+    """Input port dict: reading a port that is not connected names ``block.port``."""
+
+    __slots__ = ("owner",)
+
+    def __missing__(self, port):
+        owner = self.owner
+        if port in owner.input_names:
+            raise SimulationError(
+                f"input {owner.name}.{port} is not connected; connect a signal to it "
+                f"(model.connect('<block>.<port>', '{owner.name}.{port}'))", block=owner.name)
+        raise SimulationError(f"{owner.name} has no input {port!r}; its inputs are "
+                              f"{', '.join(owner.input_names) or '(none)'}", block=owner.name)
+
+
+class Block:
+    """Base class of every block.
+
+    How to write a block
+    --------------------
+    1. Declare ports: class attributes ``input_ports`` / ``output_ports`` (tuples of names;
+       single-input/single-output blocks use ``in`` / ``out``, multi-port blocks ``in1``,
+       ``in2``, ...). A block whose port count depends on a parameter passes ``inputs=`` /
+       ``outputs=`` to ``Block.__init__`` instead.
+    2. Declare ``direct_feedthrough`` (class attribute, default True): False when no output
+       depends on the *current* input (delays, integrators, sinks). An instance may refine it in
+       ``__init__`` (a state-space block with ``D == 0`` has none).
+    3. Optionally declare ``sample_time`` (None inherits the base step ``dt``; a period that is an
+       integer multiple of ``dt``; or ``(period, offset)``); instances take ``sample_time=``.
+    4. Keep parameters as plain attributes set in ``__init__``; validate them there and raise
+       :class:`~cosim.errors.ModelError` naming the block.
+    5. Implement ``initialize(t0)``: set ``self.state`` (dict of float64 arrays) and, if you
+       can, ``self.outputs``. Outputs left unset are filled by one ``output_update(t0, dt)``
+       call, made when the block's inputs are ready.
+    6. Implement ``output_update(t, dt)``: set every output from the current state and (with
+       feedthrough) the current inputs ``self.inputs[port]``. It must be a pure function of
+       ``(t, state, inputs)``: loop solvers may call it several times per tick.
+    7. If the block has state, implement ``state_update(t, dt)``: write ``self.next_state``
+       from ``self.state`` and the inputs. The simulator commits ``next_state`` into ``state``
+       after every block of the tick has updated.
+    8. Arrays are values: always build new arrays; never write into an array you have put
+       in ``outputs`` or ``state`` (logs and downstream blocks hold references to them).
+    9. Optionally return a :class:`Kernel` from ``kernel()`` for the generated fast path.
+
+    The base class does the rest: port dicts, unconnected-input errors, sample-time checks,
+    commit, and the declaration checks made when the subclass is defined.
+
+    Parameters
+    ----------
+    name : str
+        Block name, unique in its diagram; letters, digits and ``_``.
+    sample_time : None, float or (float, float), optional
+        Overrides the class's ``sample_time``.
+    inputs, outputs : tuple of str, optional
+        Override the class's declared ports (for blocks whose port count is a parameter).
+    """
+
+    input_ports: ClassVar[tuple[str, ...]] = ("in",)
+    output_ports: ClassVar[tuple[str, ...]] = ("out",)
+    direct_feedthrough: ClassVar[bool] = True
+    sample_time: ClassVar = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        where = f"block class {cls.__qualname__}"
+        for attr in ("input_ports", "output_ports"):
+            ports = getattr(cls, attr)
+            if not isinstance(ports, tuple) or not all(isinstance(p, str) and NAME_RE.match(p)
+                                                        for p in ports):
+                raise TypeError(f"{where}: {attr} must be a tuple of identifiers, got {ports!r}")
+            if len(set(ports)) != len(ports):
+                raise TypeError(f"{where}: {attr} has duplicate names: {ports!r}")
+        if not isinstance(cls.direct_feedthrough, bool):
+            raise TypeError(f"{where}: direct_feedthrough must be True or False, "
+                            f"got {cls.direct_feedthrough!r}")
+        try:
+            check_sample_time(cls.sample_time, where)
+        except ModelError as err:
+            raise TypeError(str(err)) from None
+        for meth, nargs in (("initialize", 1), ("output_update", 2), ("state_update", 2),
+                            ("finalize", 0)):
+            fn = cls.__dict__.get(meth)
+            if fn is None:
+                continue
+            try:
+                inspect.signature(fn).bind(None, *range(nargs))
+            except TypeError:
+                raise TypeError(f"{where}: {meth} must accept {nargs} argument(s) after self "
+                                f"({'t0' if meth == 'initialize' else 't, dt' if nargs else ''})"
+                                ) from None
+        if cls.output_ports and cls.output_update is Block.output_update:
+            raise TypeError(f"{where} declares outputs {cls.output_ports} but does not "
+                            "implement output_update(t, dt)")
+
+    def __init__(self, name: str, *, sample_time=None, inputs: tuple[str, ...] | None = None,
+                 outputs: tuple[str, ...] | None = None):
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise ModelError(f"block name {name!r} is invalid: use letters, digits and '_', "
+                             "starting with a letter")
+        self.name = name
+        self.input_names: tuple[str, ...] = tuple(inputs) if inputs is not None \
+            else self.input_ports
+        self.output_names: tuple[str, ...] = tuple(outputs) if outputs is not None \
+            else self.output_ports
+        for p in self.input_names + self.output_names:
+            if not NAME_RE.match(p):
+                raise ModelError(f"{name}: port name {p!r} is invalid")
+        if sample_time is not None:
+            self.sample_time = check_sample_time(sample_time, f"block {name!r}")
+        self.inputs = _Inputs()
+        self.inputs.owner = self
+        self.outputs: dict[str, np.ndarray] = {}
+        self.state: dict[str, np.ndarray] = {}
+        self.next_state: dict[str, np.ndarray] = {}
+        # Expected input shapes, where the block knows them (checked at initialize, naming
+        # both ends of the connection).
+        self.input_shapes: dict[str, tuple[int, ...]] = {}
+        # Inputs that may stay unconnected (the block checks ``port in self.inputs``).
+        self.optional_inputs: frozenset[str] = frozenset()
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def initialize(self, t0: float) -> None:
+        """Set the initial state (and outputs where possible) at time ``t0``."""
+
+    def output_update(self, t: float, dt: float) -> None:
+        """Compute every output at time ``t`` from the state and (feedthrough) the inputs."""
+
+    def state_update(self, t: float, dt: float) -> None:
+        """Write ``next_state`` from ``state`` and the inputs at time ``t``."""
+
+    def finalize(self) -> None:
+        """Release resources at the end of a run."""
+
+    def kernel(self) -> Kernel | None:
+        """Scalar source for the generated fast path, or None (the default) to opt out."""
+        return None
+
+    # -- introspection ---------------------------------------------------------------------
+
+    @property
+    def has_state_update(self) -> bool:
+        """True if the block implements ``state_update``."""
+        return type(self).state_update is not Block.state_update
+
+    def parameters(self) -> dict[str, object]:
+        """Construction parameters (public attributes that are not ports or state)."""
+        skip = {"name", "inputs", "outputs", "state", "next_state", "input_names",
+                "output_names", "input_shapes", "optional_inputs"}
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k not in skip}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"

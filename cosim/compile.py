@@ -1,0 +1,362 @@
+"""Compilation: a pure pass from a model to an execution plan, reporting every problem at once.
+
+Checks every wire names existing blocks and ports, every input is driven exactly once, every
+sample time is an integer multiple of the base step, and that no algebraic loop exists (a
+strongly connected component of the direct-feedthrough graph). Orders the blocks topologically
+over the feedthrough edges, groups them into levels (bdsim's plan: blocks in one level are
+independent) and into tasks by sample time. Nothing here mutates the model.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from cosim.block import Block
+from cosim.errors import CompileError
+
+__all__ = ["Plan", "Task", "Wire", "compile_model", "split_ref"]
+
+#: Relative tolerance when checking that a sample time is an integer multiple of ``dt``.
+_TICK_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A resolved connection: output ``src.src_port`` drives input ``dst.dst_port``.
+
+    ``src`` and ``dst`` are indices into :attr:`Plan.blocks`.
+    """
+
+    src: int
+    src_port: str
+    dst: int
+    dst_port: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """Blocks sharing one sample time.
+
+    Attributes
+    ----------
+    period, offset : int
+        In ticks of the base step: the task runs at ticks ``k >= offset`` with
+        ``(k - offset) % period == 0``.
+    blocks : tuple of int
+        Indices into :attr:`Plan.blocks`, in execution order.
+    """
+
+    period: int
+    offset: int
+    blocks: tuple[int, ...]
+
+    def active(self, k: int) -> bool:
+        """True if the task runs at tick ``k``."""
+        return k >= self.offset and (k - self.offset) % self.period == 0
+
+
+def split_ref(ref: str) -> tuple[str, str] | None:
+    """Split ``"block.port"`` into its parts, or return None if it is malformed."""
+    if not isinstance(ref, str) or ref.count(".") < 1:
+        return None
+    block, _, port = ref.rpartition(".")
+    return (block, port) if block and port else None
+
+
+class Plan:
+    """The compiled form of a model: execution order, levels, tasks and wires.
+
+    Attributes
+    ----------
+    name : str
+        Model name.
+    dt : float
+        Base step (s).
+    blocks : tuple of Block
+        In execution (topological) order.
+    levels : list of list of Block
+        ``levels[i]`` holds blocks whose feedthrough inputs come only from lower levels.
+    tasks : tuple of Task
+        One per distinct (period, offset), fastest first.
+    task_of : tuple of int
+        Task index of each block.
+    wires : tuple of Wire
+        Every connection, resolved to block indices.
+    sample_period : tuple of float
+        Each block's sample period in seconds (``period * dt``), passed as ``dt`` to it.
+    """
+
+    def __init__(self, name, dt, blocks, levels, tasks, task_of, wires):
+        self.name = name
+        self.dt = dt
+        self.blocks = blocks
+        self.levels = levels
+        self.tasks = tasks
+        self.task_of = task_of
+        self.wires = wires
+        self.index = {b.name: i for i, b in enumerate(blocks)}
+        self.sample_period = tuple(tasks[task_of[i]].period * dt for i in range(len(blocks)))
+
+    def table(self) -> str:
+        """The plan as a text table: order, level, block, type, rate, feedthrough."""
+        level_of = {id(b): lv for lv, blocks in enumerate(self.levels) for b in blocks}
+        rows = [("#", "level", "block", "type", "period", "offset", "feedthrough")]
+        for i, b in enumerate(self.blocks):
+            task = self.tasks[self.task_of[i]]
+            rows.append((str(i), str(level_of[id(b)]), b.name, type(b).__name__,
+                         f"{task.period * self.dt:g}", f"{task.offset * self.dt:g}",
+                         "yes" if b.direct_feedthrough else "no"))
+        widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    def to_dot(self) -> str:
+        """The plan as Graphviz DOT: one cluster per level, feedthrough wires solid."""
+        out = [f'digraph "{self.name}" {{', "  rankdir=LR;", "  node [shape=box];"]
+        for lv, blocks in enumerate(self.levels):
+            out.append(f"  subgraph cluster_level{lv} {{ label=\"level {lv}\";")
+            for b in blocks:
+                out.append(f'    "{b.name}" [label="{b.name}\\n{type(b).__name__}"];')
+            out.append("  }")
+        for w in self.wires:
+            src, dst = self.blocks[w.src], self.blocks[w.dst]
+            style = "solid" if dst.direct_feedthrough else "dashed"
+            out.append(f'  "{src.name}" -> "{dst.name}" [label="{w.src_port}->{w.dst_port}", '
+                       f"style={style}];")
+        out.append("}")
+        return "\n".join(out) + "\n"
+
+    def __repr__(self) -> str:
+        return (f"Plan({self.name!r}, {len(self.blocks)} blocks, {len(self.levels)} levels, "
+                f"{len(self.tasks)} tasks)")
+
+
+def _ticks(seconds: float, dt: float) -> int | None:
+    """``seconds / dt`` as an integer if it is one (to a relative tolerance), else None."""
+    n = round(seconds / dt)
+    return n if abs(n * dt - seconds) <= _TICK_RTOL * max(abs(seconds), dt) else None
+
+
+def _resolve_wires(model, by_name, problems) -> list[tuple[int, str, int, str]]:
+    wires = []
+    for c in model.connections:
+        ends = []
+        for ref, kind in ((c.src, "output"), (c.dst, "input")):
+            parts = split_ref(ref)
+            if parts is None:
+                problems.append(f"connection {c.src!r} -> {c.dst!r}: {ref!r} is not of the form "
+                                "'block.port'")
+                ends.append(None)
+                continue
+            bname, port = parts
+            if bname not in by_name:
+                known = ", ".join(sorted(by_name)) or "(none)"
+                problems.append(f"connection {c}: no block named {bname!r} (blocks: {known})")
+                ends.append(None)
+                continue
+            i = by_name[bname]
+            blk = model.blocks[i]
+            names = blk.output_names if kind == "output" else blk.input_names
+            if port not in names:
+                other = blk.input_names if kind == "output" else blk.output_names
+                hint = (f"; {port!r} is an {'input' if kind == 'output' else 'output'}, "
+                        "so the wire points the wrong way") if port in other else ""
+                problems.append(f"connection {c}: {bname} has no {kind} {port!r} "
+                                f"({kind}s: {', '.join(names) or '(none)'}){hint}")
+                ends.append(None)
+                continue
+            ends.append((i, port))
+        if None not in ends:
+            wires.append((ends[0][0], ends[0][1], ends[1][0], ends[1][1]))
+    return wires
+
+
+def _check_drivers(model, wires, problems) -> None:
+    drivers: dict[tuple[int, str], list[str]] = {}
+    for s, sp, d, dp in wires:
+        drivers.setdefault((d, dp), []).append(f"{model.blocks[s].name}.{sp}")
+    for i, b in enumerate(model.blocks):
+        for p in b.input_names:
+            srcs = drivers.get((i, p), [])
+            if not srcs and p not in b.optional_inputs:
+                problems.append(f"input {b.name}.{p} is not connected; drive it from an output "
+                                "(a Constant block gives a fixed value)")
+            elif len(srcs) > 1:
+                problems.append(f"input {b.name}.{p} is driven {len(srcs)} times (by "
+                                f"{', '.join(srcs)}); an input takes exactly one wire (use a Sum "
+                                "to add signals)")
+
+
+def _find_loops(n, succ) -> list[list[int]]:
+    """Strongly connected components with a cycle (Tarjan, iterative), each as a cycle path."""
+    index, low, on_stack, stack, comps = {}, {}, set(), [], []
+    counter = 0
+    for root in range(n):
+        if root in index:
+            continue
+        work = [(root, iter(succ[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(succ[w])))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in succ[v]:
+                    comps.append(_cycle_in(sorted(comp), succ))
+    return comps
+
+
+def _cycle_in(comp: list[int], succ) -> list[int]:
+    """One cycle through the component's first node, by breadth-first search back to it."""
+    members = set(comp)
+    start = comp[0]
+    parent = {start: None}
+    queue = [start]
+    for v in queue:
+        for w in sorted(succ[v]):
+            if w == start:
+                path = [v]
+                while parent[path[-1]] is not None:
+                    path.append(parent[path[-1]])
+                return path[::-1] + [start]
+            if w in members and w not in parent:
+                parent[w] = v
+                queue.append(w)
+    return comp + [start]
+
+
+def feedthrough_graph(blocks, wires) -> list[set[int]]:
+    """Successor sets of the direct-feedthrough graph: ``s -> d`` when ``d`` has feedthrough."""
+    succ = [set() for _ in blocks]
+    for s, _, d, _ in wires:
+        if blocks[d].direct_feedthrough:
+            succ[s].add(d)
+    return succ
+
+
+def compile_model(model, dt: float, log: tuple[str, ...] | None = None) -> Plan:
+    """Compile ``model`` for base step ``dt`` into a :class:`Plan`.
+
+    Parameters
+    ----------
+    model : Model
+        The diagram.
+    dt : float
+        Base step (s).
+    log : tuple of str, optional
+        Signals the caller wants logged; unknown ones are reported with the other problems.
+
+    Raises
+    ------
+    CompileError
+        Listing every problem found.
+    """
+    problems: list[str] = []
+    blocks = list(model.blocks)
+    by_name: dict[str, int] = {}
+    for i, b in enumerate(blocks):
+        if b.name in by_name:
+            problems.append(f"two blocks are named {b.name!r} ({type(blocks[by_name[b.name]]).__name__}"
+                            f" and {type(b).__name__}); block names must be unique")
+        else:
+            by_name[b.name] = i
+    wires = _resolve_wires(model, by_name, problems)
+    _check_drivers(model, wires, problems)
+
+    # Sample times -> integer (period, offset) ticks.
+    rates: list[tuple[int, int] | None] = []
+    for b in blocks:
+        st = b.sample_time
+        if st is None:
+            rates.append((1, 0))
+            continue
+        period, offset = st if isinstance(st, tuple) else (st, 0.0)
+        if period == 0:
+            problems.append(f"block {b.name}: continuous sample time (0) needs a solver; "
+                            "continuous blocks are not supported by this simulator yet")
+            rates.append(None)
+            continue
+        p, o = _ticks(period, dt), _ticks(offset, dt)
+        if p is None or o is None or p < 1:
+            what = "sample time" if p is None or p < 1 else "offset"
+            val = period if what == "sample time" else offset
+            problems.append(f"block {b.name}: {what} {val:g} is not an integer multiple of the "
+                            f"base step dt={dt:g}; choose a multiple or reduce dt")
+            rates.append(None)
+        else:
+            rates.append((p, o))
+
+    succ = feedthrough_graph(blocks, wires)
+    for cycle in _find_loops(len(blocks), succ):
+        path = " -> ".join(blocks[i].name for i in cycle)
+        problems.append(f"algebraic loop: {path} (every block on it has direct feedthrough); "
+                        "break it with a UnitDelay or a block without direct feedthrough")
+
+    if log is not None:
+        for ref in log:
+            parts = split_ref(ref)
+            ok = parts is not None and parts[0] in by_name and \
+                (parts[1] in blocks[by_name[parts[0]]].output_names
+                 or parts[1] in blocks[by_name[parts[0]]].input_names)
+            if not ok:
+                problems.append(f"log: {ref!r} is not a port of the model (write 'block.port')")
+
+    if problems:
+        raise CompileError(problems, model.name)
+
+    # Kahn's algorithm over feedthrough edges; ties by insertion order, so plans are stable.
+    indeg = [0] * len(blocks)
+    for s in range(len(blocks)):
+        for d in succ[s]:
+            indeg[d] += 1
+    ready = [i for i in range(len(blocks)) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order, level = [], [0] * len(blocks)
+    while ready:
+        v = heapq.heappop(ready)
+        order.append(v)
+        for w in succ[v]:
+            level[w] = max(level[w], level[v] + 1)
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(ready, w)
+    pos = {old: new for new, old in enumerate(order)}
+    ordered = tuple(blocks[i] for i in order)
+    levels = [[] for _ in range(max(level, default=-1) + 1)]
+    for i in order:
+        levels[level[i]].append(blocks[i])
+
+    keys = sorted({rates[i] for i in range(len(blocks))})
+    task_index = {k: n for n, k in enumerate(keys)}
+    task_of = tuple(task_index[rates[i]] for i in order)
+    tasks = tuple(Task(p, o, tuple(j for j in range(len(order)) if task_of[j] == n))
+                  for n, (p, o) in enumerate(keys))
+    resolved = tuple(Wire(pos[s], sp, pos[d], dp) for s, sp, d, dp in wires)
+    return Plan(model.name, dt, ordered, levels, tasks, task_of, resolved)
