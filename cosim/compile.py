@@ -139,8 +139,10 @@ def _ticks(seconds: float, dt: float) -> int | None:
     return n if abs(n * dt - seconds) <= _TICK_RTOL * max(abs(seconds), dt) else None
 
 
-def _resolve_wires(model, by_name, problems) -> list[tuple[int, str, int, str]]:
-    wires = []
+def _resolve_wires(model, by_name, problems):
+    """Resolve wires to block indices; also return the inputs named by broken wires, so an
+    input whose only wire is already reported is not reported again as unconnected."""
+    wires, attempted = [], set()
     for c in model.connections:
         ends = []
         for ref, kind in ((c.src, "output"), (c.dst, "input")):
@@ -170,17 +172,19 @@ def _resolve_wires(model, by_name, problems) -> list[tuple[int, str, int, str]]:
             ends.append((i, port))
         if None not in ends:
             wires.append((ends[0][0], ends[0][1], ends[1][0], ends[1][1]))
-    return wires
+        elif ends[1] is not None:
+            attempted.add(ends[1])
+    return wires, attempted
 
 
-def _check_drivers(model, wires, problems) -> None:
+def _check_drivers(model, wires, attempted, problems) -> None:
     drivers: dict[tuple[int, str], list[str]] = {}
     for s, sp, d, dp in wires:
         drivers.setdefault((d, dp), []).append(f"{model.blocks[s].name}.{sp}")
     for i, b in enumerate(model.blocks):
         for p in b.input_names:
             srcs = drivers.get((i, p), [])
-            if not srcs and p not in b.optional_inputs:
+            if not srcs and p not in b.optional_inputs and (i, p) not in attempted:
                 problems.append(f"input {b.name}.{p} is not connected; drive it from an output "
                                 "(a Constant block gives a fixed value)")
             elif len(srcs) > 1:
@@ -287,8 +291,8 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None) -> Plan:
                             f" and {type(b).__name__}); block names must be unique")
         else:
             by_name[b.name] = i
-    wires = _resolve_wires(model, by_name, problems)
-    _check_drivers(model, wires, problems)
+    wires, attempted = _resolve_wires(model, by_name, problems)
+    _check_drivers(model, wires, attempted, problems)
 
     # Sample times -> integer (period, offset) ticks.
     rates: list[tuple[int, int] | None] = []

@@ -117,9 +117,9 @@ class Simulator:
                 raise SimulationError(f"initialize failed: {type(err).__name__}: {err}",
                                       t=t0, block=b.name) from err
             self._check_outputs(b, t0)
+            self._check_shapes(i)
             for w in self._fanout[i]:
                 w[0][w[1]] = w[2][w[3]]
-        self._check_shapes()
         self.k = 0
         self._last_logged = -1
         self._start_logs()
@@ -207,10 +207,13 @@ class Simulator:
                     f"{type(v).__name__ if not isinstance(v, np.ndarray) else v.dtype}; "
                     "set it with cosim.block.as_signal(value)", t=t0, block=b.name)
 
-    def _check_shapes(self) -> None:
+    def _check_shapes(self, i: int) -> None:
+        """Check block ``i``'s outputs against the shapes its readers expect."""
         problems = []
         blocks = self.plan.blocks
         for w in self.plan.wires:
+            if w.src != i:
+                continue
             src, dst = blocks[w.src], blocks[w.dst]
             want = dst.input_shapes.get(w.dst_port)
             have = src.outputs[w.src_port].shape
