@@ -176,7 +176,7 @@ class Block:
         except ModelError as err:
             raise TypeError(str(err)) from None
         for meth, nargs in (("initialize", 1), ("output_update", 2), ("state_update", 2),
-                            ("finalize", 0)):
+                            ("derivative", 1), ("finalize", 0)):
             fn = cls.__dict__.get(meth)
             if fn is None:
                 continue
@@ -210,6 +210,8 @@ class Block:
         self.outputs: dict[str, np.ndarray] = {}
         self.state: dict[str, np.ndarray] = {}
         self.next_state: dict[str, np.ndarray] = {}
+        # Continuous state (1-D float64) of blocks that implement ``derivative``.
+        self.cstate: np.ndarray | None = None
         # Expected input shapes, where the block knows them (checked at initialize, naming
         # both ends of the connection).
         self.input_shapes: dict[str, tuple[int, ...]] = {}
@@ -230,11 +232,27 @@ class Block:
     def finalize(self) -> None:
         """Release resources at the end of a run."""
 
+    def derivative(self, t: float) -> np.ndarray:
+        """Time derivative of the continuous state ``self.cstate`` at ``t`` (continuous blocks).
+
+        A block with continuous state sets ``self.cstate`` (1-D float64, its initial value) in
+        ``initialize`` and implements this method, reading ``self.cstate`` and its inputs. The
+        simulator integrates every block's state as one vector: it replaces ``self.cstate`` by
+        a view of that vector and overwrites it at every solver stage, so copy it before
+        putting it in ``outputs``. Returns an array of the shape of ``cstate``.
+        """
+        raise NotImplementedError
+
     def kernel(self) -> Kernel | None:
         """Scalar source for the generated fast path, or None (the default) to opt out."""
         return None
 
     # -- introspection ---------------------------------------------------------------------
+
+    @property
+    def has_derivative(self) -> bool:
+        """True if the block has continuous state (implements ``derivative``)."""
+        return type(self).derivative is not Block.derivative
 
     @property
     def has_state_update(self) -> bool:
@@ -243,7 +261,7 @@ class Block:
 
     def parameters(self) -> dict[str, object]:
         """Construction parameters (public attributes that are not ports or state)."""
-        skip = {"name", "inputs", "outputs", "state", "next_state", "input_names",
+        skip = {"name", "inputs", "outputs", "state", "next_state", "cstate", "input_names",
                 "output_names", "input_shapes", "optional_inputs"}
         return {k: v for k, v in vars(self).items() if not k.startswith("_") and k not in skip}
 

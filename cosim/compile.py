@@ -85,10 +85,19 @@ class Plan:
         Every connection, resolved to block indices.
     sample_period : tuple of float
         Each block's sample period in seconds (``period * dt``), passed as ``dt`` to it.
+    loops : tuple of tuple of int
+        Algebraic loops (strongly connected feedthrough components), each as block indices in
+        execution order; empty unless compiled with ``allow_loops``.
+    continuous : tuple of bool
+        Per block: evaluated at every solver stage (continuous time, or inherited rate in a
+        model with continuous state).
     """
 
-    def __init__(self, name, dt, blocks, levels, tasks, task_of, wires):
+    def __init__(self, name, dt, blocks, levels, tasks, task_of, wires, loops=(),
+                 continuous=None):
         self.name = name
+        self.loops = loops
+        self.continuous = continuous if continuous is not None else (False,) * len(blocks)
         self.dt = dt
         self.blocks = blocks
         self.levels = levels
@@ -193,8 +202,8 @@ def _check_drivers(model, wires, attempted, problems) -> None:
                                 "to add signals)")
 
 
-def _find_loops(n, succ) -> list[list[int]]:
-    """Strongly connected components with a cycle (Tarjan, iterative), each as a cycle path."""
+def _components(n, succ) -> list[list[int]]:
+    """Strongly connected components (Tarjan, iterative), in reverse topological order."""
     index, low, on_stack, stack, comps = {}, {}, set(), [], []
     counter = 0
     for root in range(n):
@@ -232,9 +241,12 @@ def _find_loops(n, succ) -> list[list[int]]:
                     comp.append(w)
                     if w == v:
                         break
-                if len(comp) > 1 or v in succ[v]:
-                    comps.append(_cycle_in(sorted(comp), succ))
+                comps.append(sorted(comp))
     return comps
+
+
+def _is_loop(comp: list[int], succ) -> bool:
+    return len(comp) > 1 or comp[0] in succ[comp[0]]
 
 
 def _cycle_in(comp: list[int], succ) -> list[int]:
@@ -265,7 +277,8 @@ def feedthrough_graph(blocks, wires) -> list[set[int]]:
     return succ
 
 
-def compile_model(model, dt: float, log: tuple[str, ...] | None = None) -> Plan:
+def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
+                  allow_loops: bool = False) -> Plan:
     """Compile ``model`` for base step ``dt`` into a :class:`Plan`.
 
     Parameters
@@ -276,6 +289,9 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None) -> Plan:
         Base step (s).
     log : tuple of str, optional
         Signals the caller wants logged; unknown ones are reported with the other problems.
+    allow_loops : bool
+        Accept algebraic loops (they become :attr:`Plan.loops`, solved by iteration at run
+        time); otherwise each loop is a problem reported with its path.
 
     Raises
     ------
@@ -294,19 +310,21 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None) -> Plan:
     wires, attempted = _resolve_wires(model, by_name, problems)
     _check_drivers(model, wires, attempted, problems)
 
-    # Sample times -> integer (period, offset) ticks.
+    # Sample times -> integer (period, offset) ticks. With continuous state in the model, blocks
+    # that inherit their rate are evaluated at every solver stage too (as in bdsim/Simulink).
+    has_cstate = any(b.has_derivative for b in blocks)
     rates: list[tuple[int, int] | None] = []
+    continuous = []
     for b in blocks:
         st = b.sample_time
-        if st is None:
+        continuous.append(st == 0 or (st is None and has_cstate))
+        if st is None or st == 0:
             rates.append((1, 0))
             continue
+        if b.has_derivative:
+            problems.append(f"block {b.name}: it has continuous state but sample time {st!r}; "
+                            "leave sample_time unset (or 0)")
         period, offset = st if isinstance(st, tuple) else (st, 0.0)
-        if period == 0:
-            problems.append(f"block {b.name}: continuous sample time (0) needs a solver; "
-                            "continuous blocks are not supported by this simulator yet")
-            rates.append(None)
-            continue
         p, o = _ticks(period, dt), _ticks(offset, dt)
         if p is None or o is None or p < 1:
             what = "sample time" if p is None or p < 1 else "offset"
@@ -318,10 +336,17 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None) -> Plan:
             rates.append((p, o))
 
     succ = feedthrough_graph(blocks, wires)
-    for cycle in _find_loops(len(blocks), succ):
-        path = " -> ".join(blocks[i].name for i in cycle)
-        problems.append(f"algebraic loop: {path} (every block on it has direct feedthrough); "
-                        "break it with a UnitDelay or a block without direct feedthrough")
+    comps = _components(len(blocks), succ)
+    for comp in comps:
+        if not _is_loop(comp, succ):
+            continue
+        path = " -> ".join(blocks[i].name for i in _cycle_in(comp, succ))
+        if not allow_loops:
+            problems.append(f"algebraic loop: {path} (every block on it has direct feedthrough);"
+                            " break it with a UnitDelay or a block without direct feedthrough, "
+                            "or enable the loop solver")
+        elif len({rates[i] for i in comp}) > 1 or len({continuous[i] for i in comp}) > 1:
+            problems.append(f"algebraic loop {path} mixes sample times; give its blocks one rate")
 
     if log is not None:
         for ref in log:
@@ -335,23 +360,35 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None) -> Plan:
     if problems:
         raise CompileError(problems, model.name)
 
-    # Kahn's algorithm over feedthrough edges; ties by insertion order, so plans are stable.
-    indeg = [0] * len(blocks)
-    for s in range(len(blocks)):
-        for d in succ[s]:
-            indeg[d] += 1
-    ready = [i for i in range(len(blocks)) if indeg[i] == 0]
-    heapq.heapify(ready)
-    order, level = [], [0] * len(blocks)
-    while ready:
-        v = heapq.heappop(ready)
-        order.append(v)
+    # Kahn's algorithm over the condensation (a loop is one node, its blocks kept in insertion
+    # order); ties by insertion order, so plans are stable.
+    comp_of = {}
+    for c, comp in enumerate(comps):
+        for i in comp:
+            comp_of[i] = c
+    csucc = [set() for _ in comps]
+    for v in range(len(blocks)):
         for w in succ[v]:
-            level[w] = max(level[w], level[v] + 1)
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(ready, w)
+            if comp_of[v] != comp_of[w]:
+                csucc[comp_of[v]].add(comp_of[w])
+    indeg = [0] * len(comps)
+    for c in range(len(comps)):
+        for d in csucc[c]:
+            indeg[d] += 1
+    ready = [(comps[c][0], c) for c in range(len(comps)) if indeg[c] == 0]
+    heapq.heapify(ready)
+    order, clevel = [], [0] * len(comps)
+    while ready:
+        _, c = heapq.heappop(ready)
+        order.extend(comps[c])
+        for d in csucc[c]:
+            clevel[d] = max(clevel[d], clevel[c] + 1)
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                heapq.heappush(ready, (comps[d][0], d))
+    level = [clevel[comp_of[i]] for i in range(len(blocks))]
     pos = {old: new for new, old in enumerate(order)}
+    loops = tuple(tuple(pos[i] for i in comp) for comp in comps if _is_loop(comp, succ))
     ordered = tuple(blocks[i] for i in order)
     levels = [[] for _ in range(max(level, default=-1) + 1)]
     for i in order:
@@ -363,4 +400,5 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None) -> Plan:
     tasks = tuple(Task(p, o, tuple(j for j in range(len(order)) if task_of[j] == n))
                   for n, (p, o) in enumerate(keys))
     resolved = tuple(Wire(pos[s], sp, pos[d], dp) for s, sp, d, dp in wires)
-    return Plan(model.name, dt, ordered, levels, tasks, task_of, resolved)
+    return Plan(model.name, dt, ordered, levels, tasks, task_of, resolved,
+                loops=tuple(sorted(loops)), continuous=tuple(continuous[i] for i in order))

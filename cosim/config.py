@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cosim.errors import ModelError
 
@@ -29,6 +29,23 @@ class SimulationConfig:
     fast : bool
         Run the generated step function when every block of the plan has a kernel (results are
         bit-identical to the reference interpreter); False forces the interpreter.
+    solver : str
+        Continuous-time solver, a name of :data:`cosim.solvers.SOLVERS` (``"SSPRK22"``,
+        ``"RK4"``, ``"RK45"``, ``"ESDIRK32"``, ``"BDF"``, ...).
+    rtol, atol, dt_min, dt_max, h0 : float
+        Adaptive solvers' tolerances and step bounds (s); ``h0=None`` chooses the first step.
+    loop_solver : bool
+        Solve algebraic loops by iteration; False makes each loop a compile error.
+    tolerance_fpi : float
+        Max-norm tolerance of the algebraic-loop iteration.
+    iterations_max : int
+        Fixed-point iterations (and then Newton iterations) before a ConvergenceError.
+    iterations_min : int, optional
+        Minimum iterations per loop solve; None uses the loop's length (PathSim's rule).
+    anderson : int
+        Anderson acceleration depth of the loop iteration (0 disables it).
+    progress : bool, optional
+        Show a progress bar; None shows one only on a terminal and for runs over ~2 s.
     """
 
     dt: float
@@ -36,7 +53,18 @@ class SimulationConfig:
     t0: float = 0.0
     log: tuple[str, ...] | None = None
     fast: bool = True
-    options: dict = field(default_factory=dict, compare=False, hash=False)
+    solver: str = "SSPRK22"
+    rtol: float = 1e-6
+    atol: float = 1e-9
+    dt_min: float = 1e-12
+    dt_max: float = math.inf
+    h0: float | None = None
+    loop_solver: bool = True
+    tolerance_fpi: float = 1e-12
+    iterations_max: int = 100
+    iterations_min: int | None = None
+    anderson: int = 4
+    progress: bool | None = None
 
     def __post_init__(self):
         problems = []

@@ -45,6 +45,7 @@ class Model:
         self.name = name
         self.blocks: list[Block] = []
         self.connections: list[Connection] = []
+        self.events: list = []
 
     def add(self, *blocks: Block) -> Block:
         """Add one or more blocks; returns the last one added."""
@@ -61,6 +62,10 @@ class Model:
                              "destination 'block.port'")
         for d in dsts:
             self.connections.append(Connection(src, d))
+
+    def add_event(self, *events) -> None:
+        """Add zero-crossing or scheduled events (:mod:`cosim.events`)."""
+        self.events.extend(events)
 
     def __getitem__(self, name: str) -> Block:
         for b in self.blocks:

@@ -102,8 +102,8 @@ def test_run_continues_without_duplicate_samples():
     cfg = SimulationConfig(dt=0.01, t_end=1.0)
     ref = Simulator(demo_model(), cfg).run()
     sim = Simulator(demo_model(), cfg)
-    sim.run(0.37)
-    logs = sim.run(1.0)
+    sim.run(t_end=0.37)
+    logs = sim.run(t_end=1.0)
     for key in ref:
         np.testing.assert_array_equal(ref[key], logs[key])
         np.testing.assert_array_equal(ref.time_of(key), logs.time_of(key))
