@@ -43,17 +43,28 @@ def _block_in_traceback(tb) -> Block | None:
     return found
 
 
+def _same(state: dict, nxt: dict) -> bool:
+    """True if committing ``nxt`` leaves ``state`` unchanged."""
+    for key, v in nxt.items():
+        old = state.get(key)
+        if old is not v and (old is None or not np.array_equal(old, v)):
+            return False
+    return True
+
+
 class _Schedule:
     """What one activation pattern (set of active tasks) executes, precomputed."""
 
-    __slots__ = ("outputs", "states", "commits", "logs", "ticks")
+    __slots__ = ("outputs", "states", "commits", "logs", "ticks", "discrete", "cont_commits")
 
-    def __init__(self, outputs, states, commits, logs, ticks):
+    def __init__(self, outputs, states, commits, logs, ticks, discrete, cont_commits):
         self.outputs = outputs    # [(output_update or loop, dt, [(dst_inputs, dport, src_outputs, sport)])]
         self.states = states      # [(bound state_update, dt)]
         self.commits = commits    # [(state dict, next_state dict)]
         self.logs = logs          # [(list.append, outputs dict, port)]
         self.ticks = ticks        # [list.append of the active tasks' tick lists]
+        self.discrete = discrete  # a discrete-rate block runs: its held outputs may jump
+        self.cont_commits = cont_commits  # commits of stage-evaluated blocks with state
 
 
 class Simulator:
@@ -517,11 +528,14 @@ class Simulator:
         plan = self.plan
         run = [active[plan.task_of[i]] for i in range(len(plan.blocks))]
         outputs = self._entries(lambda i: run[i])
-        states, commits = [], []
+        states, commits, cont_commits = [], [], []
         for i, b in enumerate(plan.blocks):
             if run[i] and b.has_state_update:
                 states.append((b.state_update, plan.sample_period[i]))
                 commits.append((b.state, b.next_state))
+                if plan.continuous[i]:
+                    cont_commits.append((b.state, b.next_state))
+        discrete = any(run[i] and not plan.continuous[i] for i in range(len(plan.blocks)))
         logs = []
         for i, p, key in self._log_refs:
             if run[i]:
@@ -529,7 +543,7 @@ class Simulator:
                 src = b.outputs if p in b.output_names else b.inputs
                 logs.append((self._log_lists[key][0].append, src, p))
         ticks = [self._task_ticks[n].append for n, on in enumerate(active) if on]
-        return _Schedule(outputs, states, commits, logs, ticks)
+        return _Schedule(outputs, states, commits, logs, ticks, discrete, cont_commits)
 
     def _active(self, k: int) -> tuple[bool, ...]:
         return tuple(k >= tk.offset and (k - tk.offset) % tk.period == 0
@@ -632,12 +646,20 @@ class Simulator:
                     for append in sch.ticks:
                         append(k)
                     self._last_logged = k
+                if has_x:
+                    x_before = self._X.copy()
                 for update, bdt in sch.states:
                     update(t, bdt)
+                if has_x:
+                    # The solver restarts (drops FSAL/history) only where the right-hand side
+                    # may jump: a discrete block ran, a stage block's state or x changed.
+                    jump = sch.discrete or not all(_same(st, nx) for st, nx in sch.cont_commits)
                 for state, nxt in sch.commits:
                     state.update(nxt)
-                if has_x and not self._integrate(t, t0 + (k + 1) * dt):
-                    break
+                if has_x:
+                    jump = jump or not np.array_equal(x_before, self._X)
+                    if not self._integrate(t, t0 + (k + 1) * dt, jump):
+                        break
                 k += 1
                 self.k = k
         except CosimError as err:
@@ -650,10 +672,11 @@ class Simulator:
             self.stats["ticks"] = self.k
             self.stats.update(self.solver_stats)
 
-    def _integrate(self, t: float, t_next: float) -> bool:
+    def _integrate(self, t: float, t_next: float, jump: bool) -> bool:
         """Integrate the continuous state from tick time ``t`` to ``t_next``; False on stop."""
         solver, X = self.solver, self._X
-        solver.reset(t, X.copy())
+        if jump:
+            solver.reset(t, X.copy())
         sched = [ev for ev in self.events if isinstance(ev, Scheduled)]
         zcs = [(n, ev) for n, ev in enumerate(self.events) if isinstance(ev, ZeroCrossing)]
         if zcs:
