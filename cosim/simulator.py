@@ -170,6 +170,7 @@ class Simulator:
         self._t_cont = None
         self._stop = False
         self._last_logged = -1
+        self._log_k0 = 0
         self.event_log.clear()
         self._start_logs()
         self._schedules.clear()
@@ -269,7 +270,7 @@ class Simulator:
                 raise SimulationError(f"signal {key} changed shape during the run ({err}); an "
                                       "output must keep the shape it had at initialize") from err
             times[key] = cfg.t0 + np.asarray(ticks[:n], dtype=np.float64) * cfg.dt
-        base = cfg.t0 + np.arange(self._last_logged + 1, dtype=np.float64) * cfg.dt
+        base = cfg.t0 + np.arange(self._log_k0, self._last_logged + 1, dtype=np.float64) * cfg.dt
         return Logs(values, times, base)
 
     @property
