@@ -9,6 +9,7 @@ its class name rather than deep inside a run.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import numbers
@@ -22,7 +23,48 @@ from cosim.errors import ModelError, SimulationError
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-__all__ = ["Block", "Kernel", "NAME_RE", "as_signal", "check_sample_time"]
+__all__ = ["Block", "Kernel", "NAME_RE", "as_signal", "check_sample_time", "is_deferred"]
+
+
+def _has_expression(value) -> bool:
+    """True if ``value`` (or a nested list/tuple/dict element) is an ``"=expr"`` string."""
+    if isinstance(value, str):
+        return value.startswith("=")
+    if isinstance(value, (list, tuple)):
+        return any(_has_expression(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_expression(v) for v in value.values())
+    return False
+
+
+def _recording(init):
+    """Wrap a block class's ``__init__`` so every block remembers how it was made.
+
+    The arguments are the block's *specification*: model files are written from it, remote
+    units rebuild blocks from it (no pickling), and a block given parameter expressions
+    (``"=2*wn"``) is *deferred*: it is built with the evaluated values during the evaluation
+    phase, once the workspaces are known.
+    """
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        if "_spec_args" not in self.__dict__:
+            self.__dict__["_spec_args"] = (args, kwargs)
+            self.__dict__["_spec_init"] = init
+            if _has_expression((args[1:], kwargs)):
+                name = args[0] if args else kwargs.get("name")
+                if not isinstance(name, str) or not NAME_RE.match(name):
+                    raise ModelError(f"block name {name!r} is invalid: use letters, digits "
+                                     "and '_', starting with a letter")
+                self.__dict__["name"] = name
+                self.__dict__["_deferred"] = True
+                return
+        init(self, *args, **kwargs)
+    return __init__
+
+
+def is_deferred(block) -> bool:
+    """True if ``block`` waits for the evaluation phase (it was given parameter expressions)."""
+    return block.__dict__.get("_deferred", False)
 
 
 def as_signal(value) -> np.ndarray:
@@ -160,6 +202,8 @@ class Block:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _recording(cls.__dict__["__init__"])
         where = f"block class {cls.__qualname__}"
         for attr in ("input_ports", "output_ports"):
             ports = getattr(cls, attr)
@@ -259,11 +303,36 @@ class Block:
         """True if the block implements ``state_update``."""
         return type(self).state_update is not Block.state_update
 
-    def parameters(self) -> dict[str, object]:
-        """Construction parameters (public attributes that are not ports or state)."""
-        skip = {"name", "inputs", "outputs", "state", "next_state", "cstate", "input_names",
-                "output_names", "input_shapes", "optional_inputs"}
-        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k not in skip}
+    def spec(self) -> dict[str, object]:
+        """The construction arguments by parameter name (without ``name``), as given.
+
+        Values may be parameter expressions (``"=k/m"``); see :meth:`build`.
+        """
+        init = self.__dict__.get("_spec_init")
+        if init is None:
+            return {}
+        args, kwargs = self.__dict__["_spec_args"]
+        bound = inspect.signature(init).bind(self, *args, **kwargs).arguments
+        out = {}
+        for key, val in list(bound.items())[1:]:
+            if key == "name":
+                continue
+            if isinstance(val, dict) and inspect.signature(init).parameters[key].kind \
+                    is inspect.Parameter.VAR_KEYWORD:
+                out.update(val)
+            else:
+                out[key] = val
+        return out
+
+    def rebuild(self, params: dict[str, object]) -> None:
+        """(Re)construct this block in place from evaluated parameters (evaluation phase).
+
+        The specification (what the user wrote, expressions included) is kept, so a later
+        evaluation with other parameter values builds it again.
+        """
+        init = self.__dict__["_spec_init"]
+        init(self, self.name, **params)
+        self.__dict__["_deferred"] = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

@@ -80,8 +80,8 @@ def save(sim, path) -> None:
         sim._fast.flush_logs()
     arrays: dict[str, np.ndarray] = {"X": sim._X.copy()}
     scalars: dict = {}
-    for b in sim.plan.blocks:
-        flatten({"state": dict(b.state), "outputs": dict(b.outputs)}, f"b/{b.name}", arrays,
+    for b, bpath in zip(sim.plan.blocks, sim.plan.names):
+        flatten({"state": dict(b.state), "outputs": dict(b.outputs)}, f"b/{bpath}", arrays,
                 scalars)
     if sim.solver is not None:
         flatten(sim.solver.get_state(), "solver", arrays, scalars)
@@ -90,7 +90,7 @@ def save(sim, path) -> None:
         "cosim": cosim.__version__,
         "numpy": np.__version__,
         "model": sim.plan.name,
-        "blocks": [[b.name, type(b).__name__] for b in sim.plan.blocks],
+        "blocks": [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)],
         "dt": sim.config.dt,
         "t0": sim.config.t0,
         "k": sim.k,
@@ -119,7 +119,7 @@ def load(sim, path) -> None:
     if meta.get("format") != FORMAT:
         raise ModelError(f"checkpoint {jpath} has format {meta.get('format')!r}; this cosim "
                          f"reads format {FORMAT}")
-    mine = [[b.name, type(b).__name__] for b in sim.plan.blocks]
+    mine = [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)]
     problems = []
     if meta["blocks"] != mine:
         have = {tuple(x) for x in meta["blocks"]}
@@ -144,8 +144,8 @@ def load(sim, path) -> None:
         raise ModelError(f"checkpoint {jpath}: continuous state has {arrays['X'].size} entries, "
                          f"the model {sim._X.size}")
     sim._X[:] = arrays["X"]
-    for b in sim.plan.blocks:
-        tree = unflatten(f"b/{b.name}", arrays, scalars)
+    for b, bpath in zip(sim.plan.blocks, sim.plan.names):
+        tree = unflatten(f"b/{bpath}", arrays, scalars)
         b.state.clear()
         b.state.update(tree.get("state", {}))
         b.next_state.clear()

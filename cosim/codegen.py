@@ -139,7 +139,7 @@ def build(sim) -> FastPath | None:
             key = (i, port)
             if kind == "u":
                 if key not in driver:
-                    raise KeyError(f"{blocks[i].name}: kernel reads unknown input {port!r}")
+                    raise KeyError(f"{plan.names[i]}: kernel reads unknown input {port!r}")
                 return driver[key]
             return state_name[key]
         return _DT.sub(repr(plan.sample_period[i]), _NAME.sub(name, expr))

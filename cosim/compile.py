@@ -12,8 +12,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from cosim.block import Block
 from cosim.errors import CompileError
+from cosim.flatten import flatten, split_ref
 
 __all__ = ["Plan", "Task", "Wire", "compile_model", "split_ref"]
 
@@ -56,14 +56,6 @@ class Task:
         return k >= self.offset and (k - self.offset) % self.period == 0
 
 
-def split_ref(ref: str) -> tuple[str, str] | None:
-    """Split ``"block.port"`` into its parts, or return None if it is malformed."""
-    if not isinstance(ref, str) or ref.count(".") < 1:
-        return None
-    block, _, port = ref.rpartition(".")
-    return (block, port) if block and port else None
-
-
 class Plan:
     """The compiled form of a model: execution order, levels, tasks and wires.
 
@@ -75,6 +67,8 @@ class Plan:
         Base step (s).
     blocks : tuple of Block
         In execution (topological) order.
+    names : tuple of str
+        Path name of each block (``"sub/inner"`` inside virtual subsystems).
     levels : list of list of Block
         ``levels[i]`` holds blocks whose feedthrough inputs come only from lower levels.
     tasks : tuple of Task
@@ -94,8 +88,9 @@ class Plan:
     """
 
     def __init__(self, name, dt, blocks, levels, tasks, task_of, wires, loops=(),
-                 continuous=None):
+                 continuous=None, names=None):
         self.name = name
+        self.names = names if names is not None else tuple(b.name for b in blocks)
         self.loops = loops
         self.continuous = continuous if continuous is not None else (False,) * len(blocks)
         self.dt = dt
@@ -104,7 +99,8 @@ class Plan:
         self.tasks = tasks
         self.task_of = task_of
         self.wires = wires
-        self.index = {b.name: i for i, b in enumerate(blocks)}
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.path_of = {id(b): n for b, n in zip(blocks, self.names)}
         self.sample_period = tuple(tasks[task_of[i]].period * dt for i in range(len(blocks)))
 
     def table(self) -> str:
@@ -113,7 +109,7 @@ class Plan:
         rows = [("#", "level", "block", "type", "period", "offset", "feedthrough")]
         for i, b in enumerate(self.blocks):
             task = self.tasks[self.task_of[i]]
-            rows.append((str(i), str(level_of[id(b)]), b.name, type(b).__name__,
+            rows.append((str(i), str(level_of[id(b)]), self.names[i], type(b).__name__,
                          f"{task.period * self.dt:g}", f"{task.offset * self.dt:g}",
                          "yes" if b.direct_feedthrough else "no"))
         widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
@@ -127,12 +123,13 @@ class Plan:
         for lv, blocks in enumerate(self.levels):
             out.append(f"  subgraph cluster_level{lv} {{ label=\"level {lv}\";")
             for b in blocks:
-                out.append(f'    "{b.name}" [label="{b.name}\\n{type(b).__name__}"];')
+                n = self.path_of[id(b)]
+                out.append(f'    "{n}" [label="{n}\\n{type(b).__name__}"];')
             out.append("  }")
         for w in self.wires:
-            src, dst = self.blocks[w.src], self.blocks[w.dst]
+            dst = self.blocks[w.dst]
             style = "solid" if dst.direct_feedthrough else "dashed"
-            out.append(f'  "{src.name}" -> "{dst.name}" [label="{w.src_port}->{w.dst_port}", '
+            out.append(f'  "{self.names[w.src]}" -> "{self.names[w.dst]}" [label="{w.src_port}->{w.dst_port}", '
                        f"style={style}];")
         out.append("}")
         return "\n".join(out) + "\n"
@@ -148,56 +145,18 @@ def _ticks(seconds: float, dt: float) -> int | None:
     return n if abs(n * dt - seconds) <= _TICK_RTOL * max(abs(seconds), dt) else None
 
 
-def _resolve_wires(model, by_name, problems):
-    """Resolve wires to block indices; also return the inputs named by broken wires, so an
-    input whose only wire is already reported is not reported again as unconnected."""
-    wires, attempted = [], set()
-    for c in model.connections:
-        ends = []
-        for ref, kind in ((c.src, "output"), (c.dst, "input")):
-            parts = split_ref(ref)
-            if parts is None:
-                problems.append(f"connection {c.src!r} -> {c.dst!r}: {ref!r} is not of the form "
-                                "'block.port'")
-                ends.append(None)
-                continue
-            bname, port = parts
-            if bname not in by_name:
-                known = ", ".join(sorted(by_name)) or "(none)"
-                problems.append(f"connection {c}: no block named {bname!r} (blocks: {known})")
-                ends.append(None)
-                continue
-            i = by_name[bname]
-            blk = model.blocks[i]
-            names = blk.output_names if kind == "output" else blk.input_names
-            if port not in names:
-                other = blk.input_names if kind == "output" else blk.output_names
-                hint = (f"; {port!r} is an {'input' if kind == 'output' else 'output'}, "
-                        "so the wire points the wrong way") if port in other else ""
-                problems.append(f"connection {c}: {bname} has no {kind} {port!r} "
-                                f"({kind}s: {', '.join(names) or '(none)'}){hint}")
-                ends.append(None)
-                continue
-            ends.append((i, port))
-        if None not in ends:
-            wires.append((ends[0][0], ends[0][1], ends[1][0], ends[1][1]))
-        elif ends[1] is not None:
-            attempted.add(ends[1])
-    return wires, attempted
-
-
-def _check_drivers(model, wires, attempted, problems) -> None:
+def _check_drivers(paths, blocks, wires, attempted, problems) -> None:
     drivers: dict[tuple[int, str], list[str]] = {}
     for s, sp, d, dp in wires:
-        drivers.setdefault((d, dp), []).append(f"{model.blocks[s].name}.{sp}")
-    for i, b in enumerate(model.blocks):
+        drivers.setdefault((d, dp), []).append(f"{paths[s]}.{sp}")
+    for i, b in enumerate(blocks):
         for p in b.input_names:
             srcs = drivers.get((i, p), [])
-            if not srcs and p not in b.optional_inputs and (i, p) not in attempted:
-                problems.append(f"input {b.name}.{p} is not connected; drive it from an output "
+            if not srcs and p not in b.optional_inputs and (paths[i], p) not in attempted:
+                problems.append(f"input {paths[i]}.{p} is not connected; drive it from an output "
                                 "(a Constant block gives a fixed value)")
             elif len(srcs) > 1:
-                problems.append(f"input {b.name}.{p} is driven {len(srcs)} times (by "
+                problems.append(f"input {paths[i]}.{p} is driven {len(srcs)} times (by "
                                 f"{', '.join(srcs)}); an input takes exactly one wire (use a Sum "
                                 "to add signals)")
 
@@ -298,38 +257,33 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     CompileError
         Listing every problem found.
     """
-    problems: list[str] = []
-    blocks = list(model.blocks)
-    by_name: dict[str, int] = {}
-    for i, b in enumerate(blocks):
-        if b.name in by_name:
-            problems.append(f"two blocks are named {b.name!r} ({type(blocks[by_name[b.name]]).__name__}"
-                            f" and {type(b).__name__}); block names must be unique")
-        else:
-            by_name[b.name] = i
-    wires, attempted = _resolve_wires(model, by_name, problems)
-    _check_drivers(model, wires, attempted, problems)
+    flat = flatten(model)
+    problems: list[str] = list(flat.problems)
+    blocks, paths = flat.blocks, flat.paths
+    by_name = {p: i for i, p in enumerate(paths)}
+    wires = [(by_name[s], sp, by_name[d], dp) for s, sp, d, dp in flat.wires]
+    _check_drivers(paths, blocks, wires, flat.attempted, problems)
 
     # Sample times -> integer (period, offset) ticks. With continuous state in the model, blocks
     # that inherit their rate are evaluated at every solver stage too (as in bdsim/Simulink).
     has_cstate = any(b.has_derivative for b in blocks)
     rates: list[tuple[int, int] | None] = []
     continuous = []
-    for b in blocks:
+    for i, b in enumerate(blocks):
         st = b.sample_time
         continuous.append(st == 0 or (st is None and has_cstate))
         if st is None or st == 0:
             rates.append((1, 0))
             continue
         if b.has_derivative:
-            problems.append(f"block {b.name}: it has continuous state but sample time {st!r}; "
+            problems.append(f"block {paths[i]}: it has continuous state but sample time {st!r}; "
                             "leave sample_time unset (or 0)")
         period, offset = st if isinstance(st, tuple) else (st, 0.0)
         p, o = _ticks(period, dt), _ticks(offset, dt)
         if p is None or o is None or p < 1:
             what = "sample time" if p is None or p < 1 else "offset"
             val = period if what == "sample time" else offset
-            problems.append(f"block {b.name}: {what} {val:g} is not an integer multiple of the "
+            problems.append(f"block {paths[i]}: {what} {val:g} is not an integer multiple of the "
                             f"base step dt={dt:g}; choose a multiple or reduce dt")
             rates.append(None)
         else:
@@ -340,7 +294,7 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     for comp in comps:
         if not _is_loop(comp, succ):
             continue
-        path = " -> ".join(blocks[i].name for i in _cycle_in(comp, succ))
+        path = " -> ".join(paths[i] for i in _cycle_in(comp, succ))
         if not allow_loops:
             problems.append(f"algebraic loop: {path} (every block on it has direct feedthrough);"
                             " break it with a UnitDelay or a block without direct feedthrough, "
@@ -401,4 +355,5 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
                   for n, (p, o) in enumerate(keys))
     resolved = tuple(Wire(pos[s], sp, pos[d], dp) for s, sp, d, dp in wires)
     return Plan(model.name, dt, ordered, levels, tasks, task_of, resolved,
+                names=tuple(paths[i] for i in order),
                 loops=tuple(sorted(loops)), continuous=tuple(continuous[i] for i in order))

@@ -56,12 +56,12 @@ class AlgebraicLoop:
         Shared statistics; ``loop_iterations`` is incremented here.
     """
 
-    def __init__(self, members, tears, options: LoopOptions, stats: dict):
+    def __init__(self, members, tears, options: LoopOptions, stats: dict, names=None):
         self.members = members
         self.tears = tears
         self.opts = options
         self.stats = stats
-        self.names = [m[0].name for m in members]
+        self.names = list(names) if names is not None else [m[0].name for m in members]
         self.min_it = options.iterations_min if options.iterations_min is not None \
             else len(members)
         fan = {id(m[0]): m[2] for m in members}

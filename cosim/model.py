@@ -1,13 +1,26 @@
-"""A diagram as written by the user: blocks and the connections between their ports."""
+"""Diagrams as written by the user: models, subsystems, their ports, signal tags, references.
+
+A :class:`Model` is the top diagram; a :class:`Subsystem` is a diagram used as a block in its
+parent, with :class:`Inport` / :class:`Outport` blocks as its ports. Virtual subsystems are
+flattened at compile time; atomic ones (``atomic=True``) stay one node with their own plan,
+rate and solver — the unit that co-simulation distributes. :class:`Goto` / :class:`From` carry a
+signal by tag; :class:`Reference` names a reusable subsystem definition, inlined at evaluation.
+Problems are not raised while a diagram is built: compilation collects them all.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from cosim.block import Block
+import numpy as np
+
+from cosim.block import NAME_RE, Block
 from cosim.errors import ModelError
 
-__all__ = ["Connection", "Model"]
+__all__ = ["Connection", "Diagram", "From", "Goto", "Inport", "Model", "Outport", "Reference",
+           "Subsystem", "VISIBILITIES"]
+
+VISIBILITIES = ("local", "scoped", "global")
 
 
 @dataclass(frozen=True)
@@ -21,17 +34,74 @@ class Connection:
         return f"{self.src} -> {self.dst}"
 
 
-class Model:
-    """A block diagram.
+class Diagram:
+    """Blocks and the wires between their ports (the common part of models and subsystems).
 
-    Problems (unknown blocks or ports, duplicate names, undriven inputs, loops) are not raised
-    while the model is built: compilation collects them all into one
-    :class:`~cosim.errors.CompileError`.
+    Parameters
+    ----------
+    name : str
+    context : dict, optional
+        Workspace variables of this diagram (values or ``"=expr"`` strings), visible to its
+        blocks and to the diagrams inside it; inner definitions shadow outer ones.
+    """
+
+    def __init__(self, name: str, context: dict | None = None):
+        self.name = name
+        self.blocks: list = []
+        self.connections: list[Connection] = []
+        self.context: dict = dict(context or {})
+
+    def add(self, *blocks):
+        """Add blocks, subsystems or references; returns the last one added."""
+        for b in blocks:
+            if not isinstance(b, (Block, Subsystem, Reference)):
+                raise ModelError(f"{self.name!r}: add() takes blocks, subsystems or references, "
+                                 f"got {b!r}")
+            self.blocks.append(b)
+        return blocks[-1] if blocks else None
+
+    def connect(self, src: str, *dsts: str) -> None:
+        """Wire output ``src`` (``"block.port"``) to one or more inputs (fan-out allowed)."""
+        if not dsts:
+            raise ModelError(f"{self.name!r}: connect({src!r}) needs at least one destination "
+                             "'block.port'")
+        for d in dsts:
+            self.connections.append(Connection(src, d))
+
+    def __getitem__(self, name: str):
+        """The block or subsystem called ``name``; a path ``"sub/inner"`` descends."""
+        head, _, rest = name.partition("/")
+        for b in self.blocks:
+            if b.name == head:
+                if rest:
+                    if not isinstance(b, Diagram):
+                        break
+                    return b[rest]
+                return b
+        raise KeyError(f"{self.name!r} has no block {name!r}")
+
+    def __contains__(self, name: str) -> bool:
+        try:
+            self[name]
+        except KeyError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.name!r}, {len(self.blocks)} blocks, "
+                f"{len(self.connections)} wires)")
+
+
+class Model(Diagram):
+    """The top-level diagram.
 
     Parameters
     ----------
     name : str
         Model name, used in messages and logs.
+    parameters : dict, optional
+        Model workspace (values or ``"=expr"`` strings): the outermost scope of every
+        parameter expression. Parameter studies override these.
 
     Examples
     --------
@@ -41,40 +111,161 @@ class Model:
     >>> m.connect("src.out", "g.in")
     """
 
-    def __init__(self, name: str = "model"):
-        self.name = name
-        self.blocks: list[Block] = []
-        self.connections: list[Connection] = []
+    def __init__(self, name: str = "model", parameters: dict | None = None):
+        super().__init__(name)
+        self.parameters: dict = dict(parameters or {})
         self.events: list = []
-
-    def add(self, *blocks: Block) -> Block:
-        """Add one or more blocks; returns the last one added."""
-        for b in blocks:
-            if not isinstance(b, Block):
-                raise ModelError(f"model {self.name!r}: add() takes blocks, got {b!r}")
-            self.blocks.append(b)
-        return blocks[-1] if blocks else None
-
-    def connect(self, src: str, *dsts: str) -> None:
-        """Wire output ``src`` (``"block.port"``) to one or more inputs (fan-out allowed)."""
-        if not dsts:
-            raise ModelError(f"model {self.name!r}: connect({src!r}) needs at least one "
-                             "destination 'block.port'")
-        for d in dsts:
-            self.connections.append(Connection(src, d))
 
     def add_event(self, *events) -> None:
         """Add zero-crossing or scheduled events (:mod:`cosim.events`)."""
         self.events.extend(events)
 
-    def __getitem__(self, name: str) -> Block:
-        for b in self.blocks:
-            if b.name == name:
-                return b
-        raise KeyError(f"model {self.name!r} has no block {name!r}")
 
-    def __contains__(self, name: str) -> bool:
-        return any(b.name == name for b in self.blocks)
+class Subsystem(Diagram):
+    """A diagram used as one block of its parent; its ports are its Inport/Outport blocks.
 
-    def __repr__(self) -> str:
-        return f"Model({self.name!r}, {len(self.blocks)} blocks, {len(self.connections)} wires)"
+    Parameters
+    ----------
+    name : str
+    atomic : bool
+        False (virtual): flattened into the parent at compile time. True: compiled into its own
+        plan and run as one block (or one co-simulation unit) with its own ``dt`` and solver.
+    context : dict, optional
+        This diagram's workspace.
+    dt : float, optional
+        Atomic only: the inner base step (default: the parent's). Also the subsystem's sample
+        time in the parent.
+    solver : str, optional
+        Atomic only: the inner continuous solver (default: the parent's).
+    options : dict, optional
+        Atomic only: other :class:`~cosim.config.SimulationConfig` fields for the inner plan.
+    """
+
+    def __init__(self, name: str, *, atomic: bool = False, context: dict | None = None,
+                 dt: float | None = None, solver: str | None = None,
+                 options: dict | None = None):
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise ModelError(f"subsystem name {name!r} is invalid: use letters, digits and '_'")
+        super().__init__(name, context)
+        self.atomic = bool(atomic)
+        self.dt = dt
+        self.solver = solver
+        self.options = dict(options or {})
+        if not atomic and (dt is not None or solver is not None or options):
+            raise ModelError(f"subsystem {name!r}: dt, solver and options apply to atomic "
+                             "subsystems only (pass atomic=True)")
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """Input ports: the names of its Inport blocks, in the order they were added."""
+        return tuple(b.name for b in self.blocks if isinstance(b, Inport))
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Output ports: the names of its Outport blocks, in the order they were added."""
+        return tuple(b.name for b in self.blocks if isinstance(b, Outport))
+
+
+class Inport(Block):
+    """An input port of a subsystem: inside, a source whose ``out`` is the port's signal.
+
+    In a virtual subsystem it vanishes when flattened. In an atomic subsystem or a unit it
+    holds the value set from outside.
+
+    Parameters
+    ----------
+    name : str
+        The port name seen from the parent (``"subsystem.<name>"``).
+    shape : tuple of int
+        Signal shape (the value before the first input arrives is zeros of it).
+    """
+
+    input_ports = ()
+    direct_feedthrough = False
+
+    def __init__(self, name: str, shape=(1,), **kw):
+        super().__init__(name, **kw)
+        self.shape = tuple(int(n) for n in np.atleast_1d(shape))
+
+    def initialize(self, t0):
+        self.outputs["out"] = self.value if getattr(self, "value", None) is not None \
+            else np.zeros(self.shape)
+
+    def output_update(self, t, dt):
+        if getattr(self, "value", None) is not None:
+            self.outputs["out"] = self.value
+
+    def set(self, value: np.ndarray) -> None:
+        """Set the value seen inside (from the parent or the co-simulation master)."""
+        self.value = value
+
+
+class Outport(Block):
+    """An output port of a subsystem: inside, a sink whose ``in`` is the port's signal."""
+
+    output_ports = ()
+    direct_feedthrough = True
+
+    def __init__(self, name: str, **kw):
+        super().__init__(name, **kw)
+
+
+class Goto(Block):
+    """Sends its input to the :class:`From` blocks of the same tag, without a wire.
+
+    Parameters
+    ----------
+    name : str
+    tag : str
+    visibility : str
+        ``"local"`` (Froms in the same diagram), ``"scoped"`` (the same diagram and the
+        diagrams inside it) or ``"global"`` (anywhere in the model).
+    """
+
+    output_ports = ()
+
+    def __init__(self, name: str, tag: str, visibility: str = "local"):
+        super().__init__(name)
+        if visibility not in VISIBILITIES:
+            raise ModelError(f"Goto {name!r}: visibility {visibility!r} is not one of "
+                             f"{VISIBILITIES}")
+        if not isinstance(tag, str) or not tag:
+            raise ModelError(f"Goto {name!r}: tag must be a non-empty string")
+        self.tag = tag
+        self.visibility = visibility
+
+
+class From(Block):
+    """Outputs the signal of the visible :class:`Goto` with the same tag (innermost wins)."""
+
+    input_ports = ()
+
+    def __init__(self, name: str, tag: str):
+        super().__init__(name)
+        if not isinstance(tag, str) or not tag:
+            raise ModelError(f"From {name!r}: tag must be a non-empty string")
+        self.tag = tag
+
+    def output_update(self, t, dt):  # never runs: Goto/From pairs become wires
+        raise ModelError(f"From {self.name!r} was not resolved to a Goto")
+
+
+@dataclass
+class Reference:
+    """A reusable subsystem definition, inlined at evaluation with parameter overrides.
+
+    Parameters
+    ----------
+    name : str
+        Name of the inlined subsystem in this diagram.
+    source : str or callable
+        A library name registered with :func:`cosim.library.register`, a ``"module:function"``
+        factory path, a YAML model file path, or a factory callable. A factory takes
+        ``name`` and keyword overrides and returns a :class:`Subsystem`.
+    overrides : dict
+        Values for the definition's context (they shadow its defaults).
+    """
+
+    name: str
+    source: object
+    overrides: dict = field(default_factory=dict)

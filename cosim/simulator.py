@@ -21,7 +21,8 @@ from dataclasses import replace
 import numpy as np
 
 from cosim.block import Block
-from cosim.compile import Plan, compile_model, split_ref
+from cosim.compile import Plan, compile_model
+from cosim.flatten import split_ref
 from cosim.config import SimulationConfig
 from cosim.errors import CosimError, ModelError, SimulationError
 from cosim.events import Scheduled, ZeroCrossing
@@ -99,6 +100,8 @@ class Simulator:
             raise ModelError(f"Simulator needs a SimulationConfig, got {type(config).__name__}")
         self.model = model
         self.config = config
+        from cosim.evaluate import evaluate
+        evaluate(model)
         self.plan: Plan = compile_model(model, config.dt, config.log,
                                         allow_loops=config.loop_solver)
         self.events = list(getattr(model, "events", ()))
@@ -154,13 +157,13 @@ class Simulator:
                 # the loop once from zero tear values (or what initialize set).
                 group = [m for m, _, _ in lp.members]
                 for m in group:
-                    self._call_init(m, plan.index[m.name], t0, compute_outputs=False)
+                    self._call_init(m, plan.index[plan.path_of[id(m)]], t0, compute_outputs=False)
                 for m, p in lp.tears:
                     m.outputs.setdefault(p, np.zeros(1))
                 self._solve_init_loop(lp, t0)
             for m in group:
                 done.add(id(m))
-                j = plan.index[m.name]
+                j = plan.index[plan.path_of[id(m)]]
                 self._check_outputs(m, t0)
                 self._check_shapes(j)
                 for w in self._fanout[j]:
@@ -252,7 +255,8 @@ class Simulator:
             try:
                 b.finalize()
             except Exception as err:
-                raise SimulationError(f"finalize failed: {err}", t=self.t, block=b.name) from err
+                raise SimulationError(f"finalize failed: {err}", t=self.t,
+                                      block=self.plan.path_of[id(b)]) from err
 
     @property
     def logs(self) -> Logs:
@@ -287,7 +291,7 @@ class Simulator:
 
     def state_slices(self) -> dict[str, slice]:
         """Block name -> its slice of the continuous state vector."""
-        return {b.name: sl for b, sl in self._cblocks}
+        return {self.plan.path_of[id(b)]: sl for b, sl in self._cblocks}
 
     def get_state_vector(self) -> np.ndarray:
         """A copy of the continuous state vector, shape ``(n_states,)``."""
@@ -337,10 +341,10 @@ class Simulator:
         except CosimError as err:
             if isinstance(err, SimulationError) and err.block is not None:
                 raise
-            raise SimulationError(f"initialize failed: {err}", t=t0, block=b.name) from err
+            raise SimulationError(f"initialize failed: {err}", t=t0, block=self.plan.names[i]) from err
         except Exception as err:
             raise SimulationError(f"initialize failed: {type(err).__name__}: {err}",
-                                  t=t0, block=b.name) from err
+                                  t=t0, block=self.plan.names[i]) from err
 
     def _solve_init_loop(self, lp: AlgebraicLoop, t0: float) -> None:
         for m, _, fan in lp.members:
@@ -354,7 +358,7 @@ class Simulator:
         except Exception as err:
             blk = _block_in_traceback(sys.exc_info()[2])
             raise SimulationError(f"initialize failed in {lp.describe()}: {type(err).__name__}: "
-                                  f"{err}", t=t0, block=blk.name if blk else None) from err
+                                  f"{err}", t=t0, block=self.plan.path_of.get(id(blk))) from err
 
     @property
     def _fanout(self):
@@ -383,7 +387,8 @@ class Simulator:
                     if key not in tears:
                         tears.append(key)
             lp = AlgebraicLoop([(plan.blocks[i], plan.sample_period[i], self._fanout[i])
-                                for i in members], tears, opts, self.stats)
+                                for i in members], tears, opts, self.stats,
+                               names=[plan.names[i] for i in members])
             self._loops.append(lp)
             for i in members:
                 self._loop_of[id(plan.blocks[i])] = lp
@@ -414,7 +419,8 @@ class Simulator:
             x = b.cstate
             if not isinstance(x, np.ndarray) or x.ndim != 1 or x.dtype != np.float64:
                 raise SimulationError("a block with continuous state must set self.cstate to a "
-                                      "1-D float64 array in initialize", t=cfg.t0, block=b.name)
+                                      "1-D float64 array in initialize", t=cfg.t0,
+                                      block=plan.path_of[id(b)])
             parts.append(x)
             self._cblocks.append((b, slice(n, n + x.size)))
             n += x.size
@@ -450,7 +456,7 @@ class Simulator:
 
     def _check_events(self) -> None:
         problems = []
-        names = {b.name: b for b in self.plan.blocks}
+        names = dict(zip(self.plan.names, self.plan.blocks))
         for ev in self.events:
             if not isinstance(ev, (ZeroCrossing, Scheduled)):
                 problems.append(f"{ev!r} is not a ZeroCrossing or Scheduled event")
@@ -473,13 +479,14 @@ class Simulator:
             raise CompileError(problems, self.plan.name)
 
     def _check_outputs(self, b: Block, t0: float) -> None:
+        path = self.plan.path_of[id(b)]
         for p in b.output_names:
             v = b.outputs.get(p)
             if not isinstance(v, np.ndarray) or v.dtype != np.float64:
                 raise SimulationError(
-                    f"output {b.name}.{p} must be a float64 numpy array after initialize, got "
+                    f"output {path}.{p} must be a float64 numpy array after initialize, got "
                     f"{type(v).__name__ if not isinstance(v, np.ndarray) else v.dtype}; "
-                    "set it with cosim.block.as_signal(value)", t=t0, block=b.name)
+                    "set it with cosim.block.as_signal(value)", t=t0, block=path)
 
     def _check_shapes(self, i: int) -> None:
         """Check block ``i``'s outputs against the shapes its readers expect."""
@@ -492,7 +499,8 @@ class Simulator:
             want = dst.input_shapes.get(w.dst_port)
             have = src.outputs[w.src_port].shape
             if want is not None and tuple(want) != have:
-                problems.append(f"{src.name}.{w.src_port} (shape {have}) -> {dst.name}."
+                problems.append(f"{self.plan.names[w.src]}.{w.src_port} (shape {have}) -> "
+                                f"{self.plan.names[w.dst]}."
                                 f"{w.dst_port} (expects shape {tuple(want)})")
         if problems:
             raise SimulationError("port shapes do not match: " + "; ".join(problems) +
@@ -511,14 +519,14 @@ class Simulator:
             refs = [(plan.index[bn], p) for bn, p in map(split_ref, wanted)]
             refs += [(i, p) for i, b in enumerate(plan.blocks)
                      if getattr(b, "records_inputs", False) for p in b.input_names
-                     if f"{b.name}.{p}" not in wanted]
+                     if f"{plan.names[i]}.{p}" not in wanted]
         self._task_ticks = [[] for _ in plan.tasks]
         self._log_lists: dict[str, tuple[list, list]] = {}
         self._log_refs: list[tuple[int, str, str]] = []   # (block index, port, key)
         self._log_shape: dict[str, tuple[int, ...]] = {}
         for i, p in refs:
             b = plan.blocks[i]
-            key = f"{b.name}.{p}"
+            key = f"{plan.names[i]}.{p}"
             src = b.outputs if p in b.output_names else b.inputs
             self._log_lists[key] = ([], self._task_ticks[plan.task_of[i]])
             self._log_refs.append((i, p, key))
@@ -823,5 +831,5 @@ class Simulator:
 
     def _raise_from(self, err: Exception, t: float):
         blk = _block_in_traceback(sys.exc_info()[2])
-        name = blk.name if blk is not None else None
+        name = self.plan.path_of.get(id(blk)) if blk is not None else None
         raise SimulationError(f"{type(err).__name__}: {err}", t=t, block=name) from err
