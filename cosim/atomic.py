@@ -1,1 +1,155 @@
-"""Atomic subsystems: a diagram compiled into its own plan and run as one block of its parent."""
+"""Atomic subsystems: a diagram compiled into its own plan and run as one block of its parent.
+
+An atomic subsystem (Xcos's atomic super block) keeps its own base step, solver and multirate
+tasks; loops inside are solved inside. In its parent it is one discrete block at its own rate:
+at each hit it takes its inputs, computes its outputs (``output_update``), and then advances its
+inner simulator to the next hit (``state_update``). Which outputs depend directly on which
+inputs (:func:`boundary`) decides its feedthrough in the parent — and is what the co-simulation
+master needs to know about a unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cosim.block import Block
+from cosim.errors import ModelError
+from cosim.model import Inport, Outport, Subsystem
+
+__all__ = ["AtomicSubsystem", "boundary", "inner_config"]
+
+
+def boundary(sub: Subsystem) -> dict[str, tuple[str, ...]]:
+    """For each output port of ``sub``, the input ports it depends on directly.
+
+    A dependency is a path from an Inport to an Outport through blocks with direct feedthrough
+    (atomic subsystems inside count with their own boundary).
+
+    Returns
+    -------
+    dict of str to tuple of str
+        Output port -> input ports, both in declaration order.
+    """
+    from cosim.flatten import flatten
+
+    flat = flatten(sub)
+    if flat.problems:
+        from cosim.errors import CompileError
+        raise CompileError(flat.problems, sub.name)
+    index = {p: i for i, p in enumerate(flat.paths)}
+    succ: dict[int, set[int]] = {i: set() for i in range(len(flat.paths))}
+    for s, _, d, _ in flat.wires:
+        succ[index[s]].add(index[d])
+    result = {}
+    ins = [i for i, b in enumerate(flat.blocks) if isinstance(b, Inport)]
+    for o, b in enumerate(flat.blocks):
+        if not isinstance(b, Outport):
+            continue
+        deps = []
+        for i in ins:
+            # Depth-first over feedthrough blocks only (the Outport itself has feedthrough).
+            stack, seen = [i], {i}
+            while stack:
+                v = stack.pop()
+                for w in succ[v]:
+                    if w in seen or not flat.blocks[w].direct_feedthrough:
+                        continue
+                    seen.add(w)
+                    stack.append(w)
+            if o in seen:
+                deps.append(flat.blocks[i].name)
+        result[b.name] = tuple(deps)
+    return result
+
+
+def inner_config(sub: Subsystem, parent):
+    """The configuration of an atomic subsystem's own plan, derived from the parent's."""
+    fields = {"fast": parent.fast, "log": None}
+    if sub.dt is not None:
+        fields["dt"] = float(sub.dt)
+    if sub.solver is not None:
+        fields["solver"] = sub.solver
+    fields.update(sub.options)
+    try:
+        return replace(parent, **fields)
+    except TypeError as err:
+        raise ModelError(f"atomic subsystem {sub.name!r}: options {sub.options} are not "
+                         f"SimulationConfig fields ({err})") from None
+
+
+class AtomicSubsystem(Block):
+    """The block an atomic :class:`~cosim.model.Subsystem` becomes in its parent's plan.
+
+    Ports are the subsystem's Inport / Outport names; feedthrough from :func:`boundary`. The
+    inner :class:`~cosim.simulator.Simulator` is made when the parent binds its configuration
+    (:meth:`bind`); its logs and checkpoints are gathered by the parent under the subsystem's
+    path.
+    """
+
+    runs_at_stages = False
+
+    def __init__(self, sub: Subsystem):
+        super().__init__(sub.name, sample_time=sub.dt, inputs=sub.input_names,
+                         outputs=sub.output_names)
+        self.subsystem = sub
+        self.dependencies = boundary(sub)
+        self.direct_feedthrough = any(self.dependencies.values())
+        self.inner = None
+
+    @classmethod
+    def of(cls, sub: Subsystem) -> AtomicSubsystem:
+        """The (one) block of subsystem ``sub``, made on first use."""
+        blk = sub.__dict__.get("_atomic_block")
+        if blk is None:
+            blk = sub.__dict__["_atomic_block"] = cls(sub)
+        return blk
+
+    def bind(self, parent_config) -> None:
+        """Compile the inner plan with the configuration derived from the parent's."""
+        from cosim.simulator import Simulator
+
+        cfg = inner_config(self.subsystem, parent_config)
+        self.inner = Simulator(self.subsystem, cfg)
+        plan = self.inner.plan
+        self._inports = [(p, plan.blocks[plan.index[p]]) for p in self.input_names]
+        self._outports = [(p, plan.blocks[plan.index[p]]) for p in self.output_names]
+        self._ticks = None
+
+    def _push_inputs(self) -> None:
+        ins = self.inputs
+        for p, blk in self._inports:
+            if p in ins:
+                blk.set(ins[p])
+
+    def _pull_outputs(self) -> None:
+        for p, blk in self._outports:
+            self.outputs[p] = blk.inputs["in"]
+
+    def initialize(self, t0):
+        if self.inner is None:
+            raise ModelError(f"atomic subsystem {self.name!r} was not bound to a parent "
+                             "configuration (run it through a Simulator)")
+        for _, blk in self._inports:
+            blk.value = None
+        self._push_inputs()
+        self.inner.initialize(t0)
+        self._pull_outputs()
+
+    def output_update(self, t, dt):
+        self._push_inputs()
+        self.inner.output_phase()
+        self._pull_outputs()
+
+    def state_update(self, t, dt):
+        # Inputs of non-feedthrough paths may have been computed after our output_update in
+        # this tick (plan order); the inner state update must see the tick's final inputs.
+        self._push_inputs()
+        if self._ticks is None:
+            self._ticks = max(1, int(round(dt / self.inner.config.dt)))
+        inner = self.inner
+        for _ in range(self._ticks):
+            inner.step()
+
+    def finalize(self):
+        if self.inner is not None:
+            self.inner.finalize()

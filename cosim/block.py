@@ -199,6 +199,9 @@ class Block:
     output_ports: ClassVar[tuple[str, ...]] = ("out",)
     direct_feedthrough: ClassVar[bool] = True
     sample_time: ClassVar = None
+    #: With an inherited sample time in a model with continuous state, the block is evaluated
+    #: at every solver stage too; False keeps it on the base step (atomic subsystems).
+    runs_at_stages: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

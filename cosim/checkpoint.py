@@ -70,26 +70,17 @@ def _paths(path) -> tuple[Path, Path]:
     return base.with_name(base.name + ".json"), base.with_name(base.name + ".npz")
 
 
-def save(sim, path) -> None:
-    """Write the checkpoint of ``sim`` to ``path.json`` + ``path.npz``."""
-    import cosim
-
-    if not sim._initialized:
-        raise ModelError("save_checkpoint before the simulator was initialized")
+def _collect(sim, prefix: str, arrays: dict, scalars: dict) -> dict:
+    """Gather ``sim``'s numbers under ``prefix`` (recursing into atomic subsystems)."""
     if sim._fast is not None:
         sim._fast.flush_logs()
-    arrays: dict[str, np.ndarray] = {"X": sim._X.copy()}
-    scalars: dict = {}
+    arrays[f"{prefix}X"] = sim._X.copy()
     for b, bpath in zip(sim.plan.blocks, sim.plan.names):
-        flatten({"state": dict(b.state), "outputs": dict(b.outputs)}, f"b/{bpath}", arrays,
-                scalars)
+        flatten({"state": dict(b.state), "outputs": dict(b.outputs)}, f"{prefix}b/{bpath}",
+                arrays, scalars)
     if sim.solver is not None:
-        flatten(sim.solver.get_state(), "solver", arrays, scalars)
-    meta = {
-        "format": FORMAT,
-        "cosim": cosim.__version__,
-        "numpy": np.__version__,
-        "model": sim.plan.name,
+        flatten(sim.solver.get_state(), f"{prefix}solver", arrays, scalars)
+    return {
         "blocks": [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)],
         "dt": sim.config.dt,
         "t0": sim.config.t0,
@@ -102,23 +93,29 @@ def save(sim, path) -> None:
         "g_prev": sim._g_prev,
         "event_log": sim.event_log,
         "stats": sim.stats,
-        "scalars": scalars,
+        "atomic": {path: _collect(blk.inner, f"{prefix}a/{path}/", arrays, scalars)
+                   for path, blk in sim.atomics},
     }
+
+
+def save(sim, path) -> None:
+    """Write the checkpoint of ``sim`` to ``path.json`` + ``path.npz``."""
+    import cosim
+
+    if not sim._initialized:
+        raise ModelError("save_checkpoint before the simulator was initialized")
+    arrays: dict[str, np.ndarray] = {}
+    scalars: dict = {}
+    meta = {"format": FORMAT, "cosim": cosim.__version__, "numpy": np.__version__,
+            "model": sim.plan.name}
+    meta.update(_collect(sim, "", arrays, scalars))
+    meta["scalars"] = scalars
     jpath, npath = _paths(path)
     jpath.write_text(json.dumps(meta, indent=1))
     np.savez(npath, **arrays)
 
 
-def load(sim, path) -> None:
-    """Restore ``sim`` (same model) from a checkpoint written by :func:`save`."""
-    jpath, npath = _paths(path)
-    try:
-        meta = json.loads(jpath.read_text())
-    except (OSError, ValueError) as err:
-        raise ModelError(f"cannot read checkpoint {jpath}: {err}") from err
-    if meta.get("format") != FORMAT:
-        raise ModelError(f"checkpoint {jpath} has format {meta.get('format')!r}; this cosim "
-                         f"reads format {FORMAT}")
+def _mismatch(sim, meta) -> list[str]:
     mine = [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)]
     problems = []
     if meta["blocks"] != mine:
@@ -132,20 +129,22 @@ def load(sim, path) -> None:
                         f"{sim.config.dt}/{sim.config.t0}")
     if meta["events"] != [ev.name for ev in sim.events]:
         problems.append(f"events differ: {meta['events']} vs {[ev.name for ev in sim.events]}")
-    if problems:
-        raise ModelError(f"checkpoint {jpath} does not match model {sim.plan.name!r}: "
-                         + "; ".join(problems))
+    for path, blk in sim.atomics:
+        if path in meta["atomic"]:
+            problems += [f"{path}: {p}" for p in _mismatch(blk.inner, meta["atomic"][path])]
+    return problems
+
+
+def _restore(sim, prefix: str, meta: dict, arrays, scalars) -> None:
     if not sim._initialized:
         sim.initialize()
-    scalars = meta["scalars"]
-    with np.load(npath, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    if arrays["X"].shape != sim._X.shape:
-        raise ModelError(f"checkpoint {jpath}: continuous state has {arrays['X'].size} entries, "
-                         f"the model {sim._X.size}")
-    sim._X[:] = arrays["X"]
+    X = arrays[f"{prefix}X"]
+    if X.shape != sim._X.shape:
+        raise ModelError(f"checkpoint: continuous state has {X.size} entries, the model "
+                         f"{sim._X.size}")
+    sim._X[:] = X
     for b, bpath in zip(sim.plan.blocks, sim.plan.names):
-        tree = unflatten(f"b/{bpath}", arrays, scalars)
+        tree = unflatten(f"{prefix}b/{bpath}", arrays, scalars)
         b.state.clear()
         b.state.update(tree.get("state", {}))
         b.next_state.clear()
@@ -156,7 +155,7 @@ def load(sim, path) -> None:
         for dins, dport, souts, sport in fan[i]:
             dins[dport] = souts[sport]
     if sim.solver is not None:
-        sim.solver.set_state(unflatten("solver", arrays, scalars))
+        sim.solver.set_state(unflatten(f"{prefix}solver", arrays, scalars))
     sim.k = meta["k"]
     sim._t_cont = meta["t_cont"]
     sim._last_logged = meta["last_logged"]
@@ -164,6 +163,29 @@ def load(sim, path) -> None:
     sim._g_prev = meta["g_prev"]
     sim.event_log[:] = [tuple(e) for e in meta["event_log"]]
     sim.stats.update(meta["stats"])
+    for path, blk in sim.atomics:
+        _restore(blk.inner, f"{prefix}a/{path}/", meta["atomic"][path], arrays, scalars)
     sim._start_logs()
     sim._schedules.clear()
     sim._fast = sim._make_fast() if sim.config.fast else None
+
+
+def load(sim, path) -> None:
+    """Restore ``sim`` (same model) from a checkpoint written by :func:`save`."""
+    jpath, npath = _paths(path)
+    try:
+        meta = json.loads(jpath.read_text())
+    except (OSError, ValueError) as err:
+        raise ModelError(f"cannot read checkpoint {jpath}: {err}") from err
+    if meta.get("format") != FORMAT:
+        raise ModelError(f"checkpoint {jpath} has format {meta.get('format')!r}; this cosim "
+                         f"reads format {FORMAT}")
+    problems = _mismatch(sim, meta)
+    if problems:
+        raise ModelError(f"checkpoint {jpath} does not match model {sim.plan.name!r}: "
+                         + "; ".join(problems))
+    with np.load(npath, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    if not sim._initialized:
+        sim.initialize()
+    _restore(sim, "", meta, arrays, meta["scalars"])

@@ -59,12 +59,14 @@ class FastPath:
                                   t=sim.config.t0 + k * sim.config.dt) from err
         self._sync()
 
-    def outputs_only(self, k: int) -> None:
-        """Compute and log the outputs of tick ``k`` only (no state update)."""
+    def outputs_only(self, k: int, log: bool = True) -> None:
+        """Compute (and log) the outputs of tick ``k`` only (no state update)."""
         sim = self.sim
         state = list(self.X)
-        sim.k, sim._last_logged = self._fn(k, k + 1, sim._last_logged, self.S, self.X,
-                                           self.rows, self.ticks)
+        last = sim._last_logged if log else k
+        k_new, last = self._fn(k, k + 1, last, self.S, self.X, self.rows, self.ticks)
+        if log:
+            sim._last_logged = last
         sim.k = k
         self.X[:] = state
         self._sync()

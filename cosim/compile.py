@@ -271,7 +271,7 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     continuous = []
     for i, b in enumerate(blocks):
         st = b.sample_time
-        continuous.append(st == 0 or (st is None and has_cstate))
+        continuous.append(st == 0 or (st is None and has_cstate and b.runs_at_stages))
         if st is None or st == 0:
             rates.append((1, 0))
             continue

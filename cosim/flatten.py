@@ -166,6 +166,7 @@ def flatten(model: Diagram) -> Flat:
         if not cands:
             problems.append(f"From {fpath} (tag {f.tag!r}) has no visible Goto; add a Goto with "
                             "that tag in the same diagram, or make one 'scoped'/'global'")
+            attempted.add(("from", fpath))
             continue
         cands.sort(reverse=True)
         if len(cands) > 1 and cands[0][0] == cands[1][0]:

@@ -100,10 +100,17 @@ class Simulator:
             raise ModelError(f"Simulator needs a SimulationConfig, got {type(config).__name__}")
         self.model = model
         self.config = config
+        from cosim.atomic import AtomicSubsystem
         from cosim.evaluate import evaluate
-        evaluate(model)
+        from cosim.model import Model
+        if isinstance(model, Model):
+            evaluate(model)        # a subsystem was evaluated with its parent's workspaces
         self.plan: Plan = compile_model(model, config.dt, config.log,
                                         allow_loops=config.loop_solver)
+        self.atomics = [(n, b) for n, b in zip(self.plan.names, self.plan.blocks)
+                        if isinstance(b, AtomicSubsystem)]
+        for _, b in self.atomics:
+            b.bind(config)
         self.events = list(getattr(model, "events", ()))
         self._check_events()
         self.k = 0
@@ -186,6 +193,13 @@ class Simulator:
         if not self._initialized:
             raise SimulationError("step() before initialize(); call sim.initialize() first")
         self._advance(self.k + 1)
+
+    def output_phase(self) -> None:
+        """Compute the outputs of the current tick only (no log, no state update).
+
+        Used by an enclosing atomic subsystem: outputs first, state later (:meth:`step`).
+        """
+        self._outputs_only(self.k, log=False)
 
     def run(self, duration: float | None = None, *, t_end: float | None = None,
             reset: bool = False) -> Logs:
@@ -275,6 +289,11 @@ class Simulator:
                                       "output must keep the shape it had at initialize") from err
             times[key] = cfg.t0 + np.asarray(ticks[:n], dtype=np.float64) * cfg.dt
         base = cfg.t0 + np.arange(self._log_k0, self._last_logged + 1, dtype=np.float64) * cfg.dt
+        for path, blk in self.atomics:
+            inner = blk.inner.logs
+            for key in inner:
+                values[f"{path}/{key}"] = inner[key]
+                times[f"{path}/{key}"] = inner.time_of(key)
         return Logs(values, times, base)
 
     @property
@@ -803,12 +822,12 @@ class Simulator:
             self._t_cont = t
         return stop
 
-    def _outputs_only(self, k: int) -> None:
-        """Compute and log the outputs of tick ``k`` without updating state (end of a run)."""
-        if k <= self._last_logged:
+    def _outputs_only(self, k: int, log: bool = True) -> None:
+        """Compute (and log) the outputs of tick ``k`` without updating state."""
+        if log and k <= self._last_logged:
             return
         if self._fast is not None:
-            self._fast.outputs_only(k)
+            self._fast.outputs_only(k, log)
             return
         t = self.config.t0 + k * self.config.dt
         active = self._active(k)
@@ -823,11 +842,18 @@ class Simulator:
             raise
         except Exception as err:
             self._raise_from(err, t)
+        if not log:
+            return
         for append, src, port in sch.logs:
             append(src[port])
         for append in sch.ticks:
             append(k)
         self._last_logged = k
+        for _, blk in self.atomics:
+            # The inner plan logs its ticks as it steps; its tick at the end time too.
+            inner = blk.inner
+            if abs(inner.t - t) <= 1e-9 * max(1.0, abs(t)):
+                inner._outputs_only(inner.k)
 
     def _raise_from(self, err: Exception, t: float):
         blk = _block_in_traceback(sys.exc_info()[2])
