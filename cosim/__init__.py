@@ -6,17 +6,19 @@
 
 from cosim.block import Block, Kernel
 from cosim.compile import Plan, compile_model
-from cosim.config import SimulationConfig
+from cosim.config import CosimConfig, SimulationConfig
 from cosim.errors import (CodecError, CompileError, ConvergenceError, CosimError, ModelError,
                           SimulationError, TransportError)
 from cosim.logs import Logs
-from cosim.model import Connection, Model
+from cosim.model import (Connection, From, Goto, Inport, Model, Outport, Reference,
+                         Subsystem)
 from cosim.simulator import Simulator
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Block", "CodecError", "CompileError", "Connection", "ConvergenceError", "CosimError",
-    "Kernel", "Logs", "Model", "ModelError", "Plan", "SimulationConfig", "SimulationError",
-    "Simulator", "TransportError", "compile_model",
+    "Block", "CodecError", "CompileError", "Connection", "ConvergenceError", "CosimConfig",
+    "CosimError", "From", "Goto", "Inport", "Kernel", "Logs", "Model", "ModelError", "Outport",
+    "Plan", "Reference", "SimulationConfig", "SimulationError", "Simulator", "Subsystem",
+    "TransportError", "compile_model",
 ]

@@ -130,7 +130,7 @@ class AtomicSubsystem(Block):
             raise ModelError(f"atomic subsystem {self.name!r} was not bound to a parent "
                              "configuration (run it through a Simulator)")
         for _, blk in self._inports:
-            blk.value = None
+            blk.set(None)
         self._push_inputs()
         self.inner.initialize(t0)
         self._pull_outputs()

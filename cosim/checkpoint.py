@@ -21,13 +21,28 @@ __all__ = ["load", "save", "flatten", "unflatten"]
 FORMAT = 1
 
 
+def _esc(key: str) -> str:
+    """A key as one path segment ('/' and '%' escaped)."""
+    return str(key).replace("%", "%25").replace("/", "%2F")
+
+
+def _unesc(seg: str) -> str:
+    return seg.replace("%2F", "/").replace("%25", "%")
+
+
+def _jsonable(v) -> bool:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return True
+    if isinstance(v, (list, tuple)):
+        return all(_jsonable(e) for e in v)
+    return False
+
+
 def flatten(tree: dict, prefix: str, arrays: dict, scalars: dict) -> None:
     """Split a nested dict into ``arrays`` (ndarrays) and ``scalars`` (JSON values), keyed by
-    ``prefix/key/...``."""
+    ``prefix/key/...`` (keys escaped, so they may contain '/')."""
     for key, v in tree.items():
-        if "/" in str(key):
-            raise ModelError(f"checkpoint: key {key!r} under {prefix!r} contains '/'")
-        name = f"{prefix}/{key}"
+        name = f"{prefix}/{_esc(key)}"
         if isinstance(v, dict):
             scalars[name] = {"__dict__": True}
             flatten(v, name, arrays, scalars)
@@ -37,8 +52,7 @@ def flatten(tree: dict, prefix: str, arrays: dict, scalars: dict) -> None:
             scalars[name] = v.item()
         elif v is None or isinstance(v, (bool, int, float, str)):
             scalars[name] = v
-        elif isinstance(v, (list, tuple)) and all(isinstance(e, (bool, int, float, str))
-                                                   for e in v):
+        elif isinstance(v, (list, tuple)) and _jsonable(v):
             scalars[name] = {"__list__": list(v)}
         else:
             raise ModelError(f"checkpoint: cannot save {name} of type {type(v).__name__}; "
@@ -51,7 +65,7 @@ def unflatten(prefix: str, arrays, scalars: dict) -> dict:
     plen = len(prefix) + 1
     for name, v in scalars.items():
         if name.startswith(prefix + "/") and "/" not in name[plen:]:
-            key = name[plen:]
+            key = _unesc(name[plen:])
             if isinstance(v, dict) and v.get("__dict__"):
                 out[key] = unflatten(name, arrays, scalars)
             elif isinstance(v, dict) and "__list__" in v:
@@ -60,7 +74,7 @@ def unflatten(prefix: str, arrays, scalars: dict) -> dict:
                 out[key] = v
     for name in arrays:
         if name.startswith(prefix + "/") and "/" not in name[plen:]:
-            out[name[plen:]] = np.array(arrays[name])
+            out[_unesc(name[plen:])] = np.array(arrays[name])
     return out
 
 
@@ -76,8 +90,8 @@ def _collect(sim, prefix: str, arrays: dict, scalars: dict) -> dict:
         sim._fast.flush_logs()
     arrays[f"{prefix}X"] = sim._X.copy()
     for b, bpath in zip(sim.plan.blocks, sim.plan.names):
-        flatten({"state": dict(b.state), "outputs": dict(b.outputs)}, f"{prefix}b/{bpath}",
-                arrays, scalars)
+        flatten({"state": dict(b.state), "outputs": dict(b.outputs)},
+                f"{prefix}b/{_esc(bpath)}", arrays, scalars)
     if sim.solver is not None:
         flatten(sim.solver.get_state(), f"{prefix}solver", arrays, scalars)
     return {
@@ -91,9 +105,11 @@ def _collect(sim, prefix: str, arrays: dict, scalars: dict) -> dict:
         "solver": sim.config.solver if sim.solver is not None else None,
         "events": [ev.name for ev in sim.events],
         "g_prev": sim._g_prev,
-        "event_log": sim.event_log,
-        "stats": sim.stats,
-        "atomic": {path: _collect(blk.inner, f"{prefix}a/{path}/", arrays, scalars)
+        "event_log": [list(e) for e in sim.event_log],
+        "stats": dict(sim.stats),
+        "log_lengths": {key: len(samples) for key, (samples, _) in sim._log_lists.items()},
+        "task_ticks": [len(ticks) for ticks in sim._task_ticks],
+        "atomic": {path: _collect(blk.inner, f"{prefix}a/{_esc(path)}/", arrays, scalars)
                    for path, blk in sim.atomics},
     }
 
@@ -135,7 +151,9 @@ def _mismatch(sim, meta) -> list[str]:
     return problems
 
 
-def _restore(sim, prefix: str, meta: dict, arrays, scalars) -> None:
+def _restore(sim, prefix: str, meta: dict, arrays, scalars, rollback: bool = False) -> None:
+    """Put ``sim`` back to ``meta``/``arrays``; ``rollback`` keeps the logs, cut back to the
+    snapshot (in-memory rollback), otherwise logs restart at the checkpoint (a new run)."""
     if not sim._initialized:
         sim.initialize()
     X = arrays[f"{prefix}X"]
@@ -144,7 +162,7 @@ def _restore(sim, prefix: str, meta: dict, arrays, scalars) -> None:
                          f"{sim._X.size}")
     sim._X[:] = X
     for b, bpath in zip(sim.plan.blocks, sim.plan.names):
-        tree = unflatten(f"{prefix}b/{bpath}", arrays, scalars)
+        tree = unflatten(f"{prefix}b/{_esc(bpath)}", arrays, scalars)
         b.state.clear()
         b.state.update(tree.get("state", {}))
         b.next_state.clear()
@@ -159,15 +177,43 @@ def _restore(sim, prefix: str, meta: dict, arrays, scalars) -> None:
     sim.k = meta["k"]
     sim._t_cont = meta["t_cont"]
     sim._last_logged = meta["last_logged"]
-    sim._log_k0 = meta["last_logged"] + 1
-    sim._g_prev = meta["g_prev"]
+    sim._g_prev = list(meta["g_prev"])
     sim.event_log[:] = [tuple(e) for e in meta["event_log"]]
     sim.stats.update(meta["stats"])
     for path, blk in sim.atomics:
-        _restore(blk.inner, f"{prefix}a/{path}/", meta["atomic"][path], arrays, scalars)
-    sim._start_logs()
-    sim._schedules.clear()
+        _restore(blk.inner, f"{prefix}a/{_esc(path)}/", meta["atomic"][path], arrays,
+                 scalars, rollback)
+    if rollback:
+        if sim._fast is not None:
+            sim._fast.flush_logs()
+        for key, (samples, _) in sim._log_lists.items():
+            del samples[meta["log_lengths"][key]:]
+        for ticks, n in zip(sim._task_ticks, meta["task_ticks"]):
+            del ticks[n:]
+    else:
+        sim._log_k0 = meta["last_logged"] + 1
+        sim._start_logs()
+        sim._schedules.clear()
     sim._fast = sim._make_fast() if sim.config.fast else None
+
+
+def snapshot(sim) -> dict:
+    """The full state of an initialized simulator as one nested dict (for UnitState.data).
+
+    Holds plain values and arrays only (it travels over the wire for remote units).
+    """
+    arrays: dict = {}
+    scalars: dict = {}
+    meta = _collect(sim, "", arrays, scalars)
+    return {"meta": meta, "arrays": arrays, "scalars": scalars}
+
+
+def restore_snapshot(sim, data: dict) -> None:
+    """Roll ``sim`` back to a :func:`snapshot`; logs after it are discarded."""
+    problems = _mismatch(sim, data["meta"])
+    if problems:
+        raise ModelError("state does not match this unit: " + "; ".join(problems))
+    _restore(sim, "", data["meta"], data["arrays"], data["scalars"], rollback=True)
 
 
 def load(sim, path) -> None:

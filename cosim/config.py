@@ -2,12 +2,123 @@
 
 from __future__ import annotations
 
+import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cosim.errors import ModelError
 
-__all__ = ["SimulationConfig"]
+__all__ = ["Acceleration", "CosimConfig", "OnNonConvergence", "Scheme", "SimulationConfig"]
+
+
+class Scheme(enum.Enum):
+    """Orchestration of the units in a macro step."""
+
+    JACOBI = "jacobi"                 #: all units step concurrently on extrapolated inputs
+    GAUSS_SEIDEL = "gauss-seidel"     #: units step in the order of the unit graph
+
+
+class Acceleration(enum.Enum):
+    """Update rule of the coupling iteration."""
+
+    NONE = "none"          #: relaxation only
+    AITKEN = "aitken"      #: Aitken's dynamic relaxation
+    ANDERSON = "anderson"  #: Anderson acceleration
+    NEWTON = "newton"      #: Newton with a finite-difference coupling Jacobian
+
+
+class OnNonConvergence(enum.Enum):
+    """What a coupling iteration that does not converge does."""
+
+    RAISE = "raise"        #: raise ConvergenceError (the default)
+    CONTINUE = "continue"  #: accept the last iterate and record it in the iteration log
+
+
+@dataclass(frozen=True)
+class CosimConfig:
+    """Options of a co-simulation (``SimulationConfig(cosim=CosimConfig(...))``).
+
+    Parameters
+    ----------
+    H : float
+        Macro step (s); a common multiple of every unit's step. The initial one when adaptive.
+    scheme : Scheme or str
+        ``"jacobi"`` or ``"gauss-seidel"``.
+    extrapolation : int
+        Order (0, 1, 2) of the polynomial that extrapolates inputs from past macro points.
+    iterate : bool
+        Iterate algebraic couplings (groups of units coupled through direct feedthrough) to a
+        fixed point each macro step, rolling units back between iterations.
+    tolerance : float
+        Max-norm tolerance of the coupling iteration.
+    max_iterations : int
+    relaxation : float
+        Relaxation factor (initial factor for Aitken).
+    acceleration : Acceleration or str
+        ``"none"``, ``"aitken"``, ``"anderson"`` or ``"newton"``.
+    on_nonconvergence : OnNonConvergence or str
+        ``"raise"`` or ``"continue"`` (recorded in the iteration log).
+    adaptive : bool
+        Adapt H from the coupling error (extrapolated vs actual inputs), rejecting and rolling
+        back steps over tolerance.
+    rtol, atol : float
+        Coupling-error tolerances of the adaptive macro step.
+    H_min, H_max : float
+        Bounds of the adaptive macro step (s).
+    log_every : int
+        Collect the units' logs every this many macro steps (and at the end).
+    backend : str
+        Where units run: ``"local"`` (in process), ``"ray"``, ``"zmq"`` (registered backends).
+    units : dict
+        Per-unit options by unit name (placement: ``num_cpus``, ``resources``, ``node``;
+        ``address`` of a remote ZeroMQ unit).
+    checkpoint_every : int, optional
+        Take a central checkpoint every this many macro steps (fault recovery).
+    trace : bool
+        Record every unit call (for tests and debugging).
+    """
+
+    H: float
+    scheme: Scheme | str = Scheme.JACOBI
+    extrapolation: int = 0
+    iterate: bool = True
+    tolerance: float = 1e-10
+    max_iterations: int = 50
+    relaxation: float = 1.0
+    acceleration: Acceleration | str = Acceleration.ANDERSON
+    on_nonconvergence: OnNonConvergence | str = OnNonConvergence.RAISE
+    adaptive: bool = False
+    rtol: float = 1e-4
+    atol: float = 1e-6
+    H_min: float = 0.0
+    H_max: float = math.inf
+    log_every: int = 100
+    backend: str = "local"
+    units: dict = field(default_factory=dict, hash=False)
+    checkpoint_every: int | None = None
+    trace: bool = False
+
+    def __post_init__(self):
+        problems = []
+        for name, enum_cls in (("scheme", Scheme), ("acceleration", Acceleration),
+                               ("on_nonconvergence", OnNonConvergence)):
+            try:
+                object.__setattr__(self, name, enum_cls(getattr(self, name)))
+            except ValueError:
+                problems.append(f"{name}={getattr(self, name)!r} is not one of "
+                                f"{[e.value for e in enum_cls]}")
+        if not (isinstance(self.H, (int, float)) and math.isfinite(self.H) and self.H > 0):
+            problems.append(f"H must be a finite number > 0, got {self.H!r}")
+        if self.extrapolation not in (0, 1, 2):
+            problems.append(f"extrapolation must be 0, 1 or 2, got {self.extrapolation!r}")
+        if not (isinstance(self.max_iterations, int) and self.max_iterations >= 1):
+            problems.append(f"max_iterations must be an int >= 1, got {self.max_iterations!r}")
+        if not self.tolerance > 0:
+            problems.append(f"tolerance must be > 0, got {self.tolerance!r}")
+        if not (isinstance(self.log_every, int) and self.log_every >= 1):
+            problems.append(f"log_every must be an int >= 1, got {self.log_every!r}")
+        if problems:
+            raise ModelError("CosimConfig: " + "; ".join(problems))
 
 
 @dataclass(frozen=True)
@@ -46,6 +157,9 @@ class SimulationConfig:
         Anderson acceleration depth of the loop iteration (0 disables it).
     progress : bool, optional
         Show a progress bar; None shows one only on a terminal and for runs over ~2 s.
+    cosim : CosimConfig, optional
+        Co-simulate: every top-level atomic subsystem becomes a unit (the other top-level
+        blocks one more), advanced by a master. None simulates the model monolithically.
     """
 
     dt: float
@@ -65,6 +179,7 @@ class SimulationConfig:
     iterations_min: int | None = None
     anderson: int = 4
     progress: bool | None = None
+    cosim: CosimConfig | None = None
 
     def __post_init__(self):
         problems = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from cosim.errors import ConvergenceError
+from cosim.fixedpoint import Anderson, Relaxation
 
 __all__ = ["AlgebraicLoop", "LoopOptions"]
 
@@ -67,6 +68,7 @@ class AlgebraicLoop:
         fan = {id(m[0]): m[2] for m in members}
         self._tear_fans = [[w for w in fan[id(b)] if w[3] == p] for b, p in tears]
         self._shapes = None
+        self._accel = Anderson(options.anderson) if options.anderson > 0 else Relaxation()
 
     def describe(self) -> str:
         return "algebraic loop " + " -> ".join(self.names + self.names[:1])
@@ -100,27 +102,13 @@ class AlgebraicLoop:
         g = self._sweep(t, y)
         res = float(np.max(np.abs(g - y))) if y.size else 0.0
         it = 1
-        m = opts.anderson
-        dY, dF = [], []
-        f_prev = g_prev = None
+        accel = self._accel
+        accel.reset()
         while it < self.min_it or res > opts.tolerance_fpi:
             if it >= opts.iterations_max:
-                y, res, it = self._newton(t, g, it)
+                self._newton(t, g, it)
                 return
-            f = g - y
-            y_new = g
-            if m > 0:
-                if f_prev is not None:
-                    dF.append(f - f_prev)
-                    dY.append(g - g_prev)
-                    if len(dF) > m:
-                        dF.pop(0)
-                        dY.pop(0)
-                    A = np.column_stack(dF)
-                    gamma, *_ = np.linalg.lstsq(A, f, rcond=None)
-                    y_new = g - np.column_stack(dY) @ gamma
-                f_prev, g_prev = f, g
-            y = y_new
+            y = accel.update(y, g)
             g = self._sweep(t, y)
             res = float(np.max(np.abs(g - y)))
             it += 1

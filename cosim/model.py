@@ -187,17 +187,42 @@ class Inport(Block):
         super().__init__(name, **kw)
         self.shape = tuple(int(n) for n in np.atleast_1d(shape))
 
+    value = None
+    derivatives = ()
+    t_ref = 0.0
+
     def initialize(self, t0):
-        self.outputs["out"] = self.value if getattr(self, "value", None) is not None \
-            else np.zeros(self.shape)
+        self.outputs["out"] = self.value if self.value is not None else np.zeros(self.shape)
 
     def output_update(self, t, dt):
-        if getattr(self, "value", None) is not None:
-            self.outputs["out"] = self.value
+        v = self.value
+        if v is None:
+            return
+        d = self.derivatives
+        if d:
+            # Input polynomial from the master's extrapolation: v + d1*tau + d2*tau^2/2.
+            tau = t - self.t_ref
+            v = v + d[0] * tau
+            if len(d) > 1:
+                v = v + d[1] * (0.5 * tau * tau)
+        self.outputs["out"] = v
 
-    def set(self, value: np.ndarray) -> None:
-        """Set the value seen inside (from the parent or the co-simulation master)."""
+    def set(self, value: np.ndarray, derivatives=(), t_ref: float = 0.0) -> None:
+        """Set the value seen inside (from the parent or the co-simulation master).
+
+        Parameters
+        ----------
+        value : ndarray
+            Value at ``t_ref``, shape ``self.shape``.
+        derivatives : sequence of ndarray
+            Optional first (and second) time derivatives at ``t_ref``: the input then follows
+            the polynomial over the coming step (FMI's input derivatives).
+        t_ref : float
+            Time (s) the value and derivatives refer to.
+        """
         self.value = value
+        self.derivatives = tuple(derivatives)
+        self.t_ref = t_ref
 
 
 class Outport(Block):

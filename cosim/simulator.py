@@ -95,6 +95,13 @@ class Simulator:
         Events that fired, as ``(t, name)``.
     """
 
+    def __new__(cls, model=None, config=None):
+        # A co-simulation config gives the co-simulated run of the same model.
+        if cls is Simulator and isinstance(config, SimulationConfig) and config.cosim:
+            from cosim.cosimulation import CoSimulation
+            return CoSimulation(model, config)
+        return super().__new__(cls)
+
     def __init__(self, model, config: SimulationConfig):
         if not isinstance(config, SimulationConfig):
             raise ModelError(f"Simulator needs a SimulationConfig, got {type(config).__name__}")
@@ -194,12 +201,32 @@ class Simulator:
             raise SimulationError("step() before initialize(); call sim.initialize() first")
         self._advance(self.k + 1)
 
-    def output_phase(self) -> None:
-        """Compute the outputs of the current tick only (no log, no state update).
+    def output_phase(self, log: bool = False) -> None:
+        """Compute the outputs of the current tick only (no state update).
 
-        Used by an enclosing atomic subsystem: outputs first, state later (:meth:`step`).
+        Used by an enclosing atomic subsystem or unit: outputs first, state later
+        (:meth:`step`). With ``log``, the outputs are logged as the tick's sample, replacing
+        one logged before at the same tick (a co-simulation unit refreshing its outputs for
+        new inputs at a macro point).
         """
-        self._outputs_only(self.k, log=False)
+        if log and self.k == self._last_logged:
+            self._unlog_last()
+        self._outputs_only(self.k, log=log)
+
+    def _unlog_last(self) -> None:
+        """Drop the samples of the last logged tick (it is about to be logged again)."""
+        k = self._last_logged
+        if self._fast is not None:
+            self._fast.flush_logs()
+        active = self._active(k)
+        plan = self.plan
+        for i, p, key in self._log_refs:
+            if active[plan.task_of[i]]:
+                self._log_lists[key][0].pop()
+        for n, on in enumerate(active):
+            if on and self._task_ticks[n] and self._task_ticks[n][-1] == k:
+                self._task_ticks[n].pop()
+        self._last_logged = k - 1
 
     def run(self, duration: float | None = None, *, t_end: float | None = None,
             reset: bool = False) -> Logs:
@@ -295,6 +322,29 @@ class Simulator:
                 values[f"{path}/{key}"] = inner[key]
                 times[f"{path}/{key}"] = inner.time_of(key)
         return Logs(values, times, base)
+
+    def logs_since(self, marks: dict[str, int]) -> dict:
+        """Samples logged after ``marks[key]`` samples, as ``{key: (time, values)}``.
+
+        Updates ``marks`` to the new lengths. Atomic subsystems' signals are included under
+        their path. This is how logs travel in batches instead of every step.
+        """
+        if self._fast is not None:
+            self._fast.flush_logs()
+        cfg = self.config
+        out = {}
+        for key, (samples, ticks) in self._log_lists.items():
+            n = min(len(samples), len(ticks))
+            start = marks.get(key, 0)
+            vals = np.array(samples[start:n], dtype=np.float64) if n > start else \
+                np.zeros((0,) + self._log_shape[key])
+            out[key] = (cfg.t0 + np.asarray(ticks[start:n], dtype=np.float64) * cfg.dt, vals)
+            marks[key] = n
+        for path, blk in self.atomics:
+            sub_marks = marks.setdefault(f"{path}/", {})
+            for key, tv in blk.inner.logs_since(sub_marks).items():
+                out[f"{path}/{key}"] = tv
+        return out
 
     @property
     def solver_stats(self) -> dict:

@@ -1,0 +1,111 @@
+"""A model co-simulated: partitioned into units on a backend, advanced by a master.
+
+``Simulator(model, SimulationConfig(..., cosim=CosimConfig(...)))`` returns a
+:class:`CoSimulation`; it has the run/log/checkpoint surface of a Simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from cosim.backends import get_backend
+from cosim.master import Master
+from cosim.model import Inport
+from cosim.partition import REST, partition
+
+__all__ = ["CoSimulation"]
+
+
+class CoSimulation:
+    """Co-simulation of a model with atomic subsystems as units.
+
+    Parameters
+    ----------
+    model : Model
+    config : SimulationConfig
+        With ``cosim`` set.
+
+    Attributes
+    ----------
+    master : Master
+    partition : Partition
+    """
+
+    def __init__(self, model, config):
+        from cosim.simulator import Simulator
+
+        self.model = model
+        self.config = config
+        # The monolithic compile and initialize validate the whole model (every problem at
+        # once) and give the shapes of the signals that cross between units.
+        mono = Simulator(model, replace(config, cosim=None))
+        mono.initialize()
+        self.partition = partition(model, config)
+        shapes = {}
+        for name, blk in zip(mono.plan.names, mono.plan.blocks):
+            for p in blk.output_names:
+                shapes[f"{name}__{p}"] = blk.outputs[p].shape
+        for spec in self.partition.units:
+            if spec.name == REST:
+                for b in spec.subsystem.blocks:
+                    if isinstance(b, Inport) and b.name in shapes:
+                        b.shape = shapes[b.name]
+        self.backend = get_backend(config.cosim.backend)(config.cosim)
+        proxies = self.backend.start(self.partition.units)
+        self.master = Master(proxies, self.partition.links, config)
+
+    def initialize(self) -> None:
+        self.master.initialize()
+
+    def step(self) -> float:
+        """One macro step; returns its size."""
+        if not self.master._initialized:
+            self.master.initialize()
+        return self.master.step()
+
+    def run(self, t_end: float | None = None):
+        """Run to ``t_end`` (default ``config.t_end``); returns the central logs."""
+        return self.master.run(t_end)
+
+    @property
+    def logs(self):
+        return self.master.logs
+
+    @property
+    def t(self) -> float:
+        return self.master.T
+
+    @property
+    def stats(self) -> dict:
+        return self.master.stats
+
+    @property
+    def step_log(self) -> list:
+        return self.master.step_log
+
+    def save_logs(self, path) -> None:
+        """Logs as NPZ plus the iteration / step-rejection log under ``steps/...``."""
+        logs = self.logs
+        arrays = {"time": logs.time}
+        for k in logs:
+            arrays[f"values/{k}"] = logs[k]
+            arrays[f"time/{k}"] = logs.time_of(k)
+        for k, v in self.master.step_log_arrays().items():
+            arrays[f"steps/{k}"] = v
+        np.savez(path, **arrays)
+
+    def save_checkpoint(self, path) -> None:
+        self.master.save_checkpoint(path)
+
+    def load_checkpoint(self, path) -> None:
+        self.master.load_checkpoint(path)
+
+    def close(self) -> None:
+        """Terminate the units and stop the backend."""
+        try:
+            if self.master._initialized:
+                self.master.terminate()
+        finally:
+            self.backend.stop()

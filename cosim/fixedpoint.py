@@ -1,0 +1,74 @@
+"""Fixed-point acceleration shared by the algebraic-loop solver and the co-simulation master.
+
+Both solve ``y = G(y)`` by iteration: within a block diagram (one sweep of a loop's blocks) and
+across units (one rolled-back macro step). The update rules live here once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Aitken", "Anderson", "Relaxation"]
+
+
+class Relaxation:
+    """``y <- y + omega * (G(y) - y)`` (plain iteration when ``omega == 1``)."""
+
+    def __init__(self, omega: float = 1.0):
+        self.omega = omega
+
+    def reset(self) -> None:
+        pass
+
+    def update(self, y: np.ndarray, g: np.ndarray) -> np.ndarray:
+        return g if self.omega == 1.0 else y + self.omega * (g - y)
+
+
+class Aitken:
+    """Aitken's dynamic relaxation (Irons–Tuck): ``omega`` adapted from successive residuals."""
+
+    def __init__(self, omega0: float = 1.0):
+        self.omega0 = omega0
+        self.reset()
+
+    def reset(self) -> None:
+        self.omega = self.omega0
+        self._r_prev = None
+
+    def update(self, y: np.ndarray, g: np.ndarray) -> np.ndarray:
+        r = g - y
+        if self._r_prev is not None:
+            dr = r - self._r_prev
+            denom = float(dr @ dr)
+            if denom > 0.0:
+                self.omega = -self.omega * float(self._r_prev @ dr) / denom
+        self._r_prev = r
+        return y + self.omega * r
+
+
+class Anderson:
+    """Anderson acceleration (type II) of depth ``m`` on the residual ``f = G(y) - y``."""
+
+    def __init__(self, m: int = 4):
+        self.m = m
+        self.reset()
+
+    def reset(self) -> None:
+        self._dF: list[np.ndarray] = []
+        self._dG: list[np.ndarray] = []
+        self._f = None
+        self._g = None
+
+    def update(self, y: np.ndarray, g: np.ndarray) -> np.ndarray:
+        f = g - y
+        out = g
+        if self.m > 0 and self._f is not None:
+            self._dF.append(f - self._f)
+            self._dG.append(g - self._g)
+            if len(self._dF) > self.m:
+                self._dF.pop(0)
+                self._dG.pop(0)
+            gamma, *_ = np.linalg.lstsq(np.column_stack(self._dF), f, rcond=None)
+            out = g - np.column_stack(self._dG) @ gamma
+        self._f, self._g = f, g
+        return out

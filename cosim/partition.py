@@ -1,0 +1,97 @@
+"""Partitioning: which units a model becomes, and the links between their ports.
+
+Every top-level atomic subsystem becomes a unit; the remaining top-level blocks form one more
+unit (``"main"``), whose wires to and from the atomic subsystems become Inport / Outport
+blocks named ``<block>__<port>``. Runs on an evaluated model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from cosim.atomic import inner_config
+from cosim.errors import CompileError
+from cosim.flatten import split_ref
+from cosim.model import Inport, Outport, Subsystem
+
+__all__ = ["Link", "Partition", "UnitSpec", "partition"]
+
+REST = "main"
+
+
+@dataclass(frozen=True)
+class Link:
+    """Output ``src.src_port`` of one unit drives input ``dst.dst_port`` of another."""
+
+    src: str
+    src_port: str
+    dst: str
+    dst_port: str
+
+    def __str__(self) -> str:
+        return f"{self.src}.{self.src_port} -> {self.dst}.{self.dst_port}"
+
+
+@dataclass
+class UnitSpec:
+    """One unit to create: its diagram and its own configuration."""
+
+    name: str
+    subsystem: Subsystem
+    config: object
+
+
+@dataclass
+class Partition:
+    """The units of a model and the links between them."""
+
+    units: list[UnitSpec]
+    links: list[Link]
+
+
+def partition(model, config) -> Partition:
+    """Split an evaluated ``model`` into units for ``config`` (its ``cosim`` is dropped)."""
+    base = replace(config, cosim=None, log=None)
+    atomic = {b.name: b for b in model.blocks if isinstance(b, Subsystem) and b.atomic}
+    if REST in atomic:
+        raise CompileError([f"an atomic subsystem is named {REST!r}, the name of the unit "
+                            "that holds the other top-level blocks; rename it"], model.name)
+    rest = Subsystem(REST)
+    rest.blocks = [b for b in model.blocks if b.name not in atomic]
+    rest.context = {}
+    rest.events = list(getattr(model, "events", ()))
+    links, problems = [], []
+    outs: dict[str, str] = {}
+    ins: dict[str, str] = {}
+    for c in model.connections:
+        src, dst = split_ref(c.src), split_ref(c.dst)
+        if src is None or dst is None:
+            problems.append(f"connection {c}: write 'block.port'")
+            continue
+        s_at, d_at = src[0] in atomic, dst[0] in atomic
+        if not s_at and not d_at:
+            rest.connections.append(c)
+            continue
+        if s_at:
+            s_unit, s_port = src
+        else:
+            s_unit, s_port = REST, outs.get(c.src)
+            if s_port is None:
+                s_port = outs[c.src] = f"{src[0]}__{src[1]}"
+                rest.add(Outport(s_port))
+                rest.connect(c.src, f"{s_port}.in")
+        if d_at:
+            links.append(Link(s_unit, s_port, dst[0], dst[1]))
+        else:
+            port = ins.get(c.src)
+            if port is None:
+                port = ins[c.src] = f"{src[0]}__{src[1]}"
+                rest.add(Inport(port))
+                links.append(Link(s_unit, s_port, REST, port))
+            rest.connect(f"{port}.out", c.dst)
+    if problems:
+        raise CompileError(problems, model.name)
+    units = [UnitSpec(name, sub, inner_config(sub, base)) for name, sub in atomic.items()]
+    if rest.blocks:
+        units.append(UnitSpec(REST, rest, base))
+    return Partition(units, links)

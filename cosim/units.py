@@ -1,0 +1,209 @@
+"""Units: what a co-simulation master drives, and the in-process implementation.
+
+A unit is shaped like an FMI co-simulation slave. The master talks to every unit through one
+method, :meth:`Unit.handle`, with the frozen request messages of :mod:`cosim.protocol`, so it
+never knows whether a unit runs in this process, in a Ray actor, behind a ZeroMQ socket or in
+an FMU. :class:`LocalUnit` runs an atomic subsystem with its own :class:`~cosim.simulator.Simulator`
+(its own base step, solver and multirate tasks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cosim import protocol as P
+from cosim.errors import ConvergenceError, CosimError, ModelError, SimulationError
+
+__all__ = ["LocalUnit", "Unit", "error_reply"]
+
+
+def error_reply(err: Exception, t: float | None = None) -> P.ErrorReply:
+    """The ErrorReply for an exception raised while a unit served a request."""
+    if isinstance(err, ConvergenceError):
+        kind = P.ErrorKind.CONVERGENCE
+    elif isinstance(err, SimulationError):
+        kind = P.ErrorKind.SIMULATION
+        t = err.t if err.t is not None else t
+    elif isinstance(err, (ModelError, KeyError, ValueError)):
+        kind = P.ErrorKind.PROTOCOL
+    elif isinstance(err, CosimError):
+        kind = P.ErrorKind.SIMULATION
+    else:
+        kind = P.ErrorKind.INTERNAL
+    msg = str(err) if not isinstance(err, KeyError) else str(err.args[0])
+    return P.ErrorReply(kind, f"{type(err).__name__}: {msg}", t)
+
+
+class Unit:
+    """Base class of every unit implementation.
+
+    How to write a unit
+    -------------------
+    1. Implement the protocol calls as methods: ``describe() -> UnitDescription``,
+       ``initialize(t0)``, ``set_inputs(values, derivatives)``, ``do_step(t, h) -> StepResult``,
+       ``get_outputs() -> dict``, ``get_state() -> UnitState``, ``set_state(UnitState)``,
+       ``collect_logs() -> Logs``, ``terminate()``.
+    2. Raise cosim errors naming the block/port and the time; :meth:`handle` turns every
+       exception into an :class:`~cosim.protocol.ErrorReply`, so one failing request never
+       takes the unit (or its server) down.
+    3. ``do_step(t, h)`` must land exactly on ``t + h`` (integer ticks of the unit's own step)
+       and report an event if it stopped early.
+    4. ``get_state`` must capture everything ``do_step`` depends on, including the log
+       position, so that ``set_state`` rolls back logs too.
+
+    :meth:`handle` is the single entry point used by the master and by servers.
+    """
+
+    name = "unit"
+
+    def handle(self, req: P.Request) -> P.Reply:
+        """Serve one request; every failure becomes an ErrorReply."""
+        try:
+            return self._dispatch(req)
+        except Exception as err:  # noqa: BLE001 - a unit answers, it does not crash
+            return error_reply(err, getattr(self, "t", None))
+
+    def _dispatch(self, req: P.Request) -> P.Reply:
+        kind = type(req)
+        if kind is P.SetInputs:
+            self.set_inputs(req.values, req.derivatives)
+            return P.Ok()
+        if kind is P.DoStep:
+            return self.do_step(req.t, req.h)
+        if kind is P.GetOutputs:
+            return P.Outputs(self.get_outputs())
+        if kind is P.GetState:
+            return self.get_state()
+        if kind is P.SetState:
+            self.set_state(req.state)
+            return P.Ok()
+        if kind is P.Initialize:
+            self.initialize(req.t0)
+            return P.Ok()
+        if kind is P.CollectLogs:
+            return self.collect_logs()
+        if kind is P.Describe:
+            return self.describe()
+        if kind is P.Terminate:
+            self.terminate()
+            return P.Ok()
+        if kind is P.Heartbeat:
+            return P.Ok()
+        if kind is P.Hello:
+            if req.protocol_version != P.PROTOCOL_VERSION:
+                raise ModelError(f"protocol version {req.protocol_version} is not "
+                                 f"{P.PROTOCOL_VERSION}; upgrade the older side")
+            return P.Welcome(P.PROTOCOL_VERSION, self.describe())
+        raise ModelError(f"unit {self.name!r} cannot serve {kind.__name__}")
+
+
+class LocalUnit(Unit):
+    """An atomic subsystem run in this process by its own Simulator.
+
+    Parameters
+    ----------
+    subsystem : Subsystem
+        Evaluated diagram whose Inport / Outport blocks are the unit's ports.
+    config : SimulationConfig
+        The unit's own configuration (base step, solver, loop options).
+    name : str, optional
+        Unit name (default: the subsystem's).
+    """
+
+    def __init__(self, subsystem, config, name: str | None = None):
+        from cosim.atomic import boundary
+        from cosim.simulator import Simulator
+
+        self.name = name or subsystem.name
+        self.subsystem = subsystem
+        self.sim = Simulator(subsystem, config)
+        plan = self.sim.plan
+        self.inports = {p: plan.blocks[plan.index[p]] for p in subsystem.input_names}
+        self.outports = {p: plan.blocks[plan.index[p]] for p in subsystem.output_names}
+        self.dependencies = boundary(subsystem)
+        self.dt = config.dt
+        self.t0 = config.t0
+        self._initialized = False
+        self._collected: dict[str, int] = {}
+
+    @property
+    def t(self) -> float:
+        return self.sim.t
+
+    # -- protocol -------------------------------------------------------------------------
+
+    def describe(self) -> P.UnitDescription:
+        if not self._initialized:
+            self.initialize(self.t0)
+        return P.UnitDescription(
+            name=self.name,
+            inputs=tuple(P.PortInfo(p, b.shape) for p, b in self.inports.items()),
+            outputs=tuple(P.PortInfo(p, tuple(b.inputs["in"].shape))
+                          for p, b in self.outports.items()),
+            feedthrough=tuple((o, tuple(deps)) for o, deps in self.dependencies.items()),
+            dt=self.dt,
+            can_get_set_state=True,
+            capabilities=("rollback", "input-derivatives"),
+        )
+
+    def initialize(self, t0: float) -> None:
+        for blk in self.inports.values():
+            blk.set(None)
+        self.sim.initialize(t0)
+        self.t0 = t0
+        self._initialized = True
+        self._collected: dict[str, int] = {}
+
+    def set_inputs(self, values: dict, derivatives: dict | None = None) -> None:
+        for p, v in values.items():
+            blk = self.inports.get(p)
+            if blk is None:
+                raise ModelError(f"unit {self.name!r} has no input {p!r} (inputs: "
+                                 f"{', '.join(self.inports)})")
+            v = np.asarray(v, dtype=np.float64)
+            if v.shape != blk.shape:
+                raise ModelError(f"unit {self.name!r}: input {p} has shape {v.shape}, expected "
+                                 f"{blk.shape}")
+            blk.set(v, (derivatives or {}).get(p, ()), self.sim.t)
+
+    def do_step(self, t: float, h: float) -> P.StepResult:
+        sim = self.sim
+        if abs(t - sim.t) > 1e-9 * max(1.0, abs(t)):
+            raise ModelError(f"unit {self.name!r}: do_step(t={t}) but the unit is at "
+                             f"t={sim.t}; roll back with set_state or step from {sim.t}")
+        if h == 0.0:
+            # Outputs for the inputs just set, logged as this time's sample (a later refresh
+            # at the same time replaces it): co-initialization and the final macro point.
+            sim.output_phase(log=True)
+            return P.StepResult(sim.t, False)
+        n = (t + h - sim.config.t0) / self.dt - sim.k
+        ticks = round(n)
+        if ticks < 1 or abs(ticks - n) > 1e-6:
+            raise ModelError(f"unit {self.name!r}: macro step h={h} is not a multiple of its "
+                             f"step dt={self.dt}; choose H as a common multiple of the units' dt")
+        k_end = sim.k + ticks
+        sim._advance(k_end)
+        if sim._t_cont is not None:
+            return P.StepResult(sim.t, True)
+        sim.output_phase()
+        return P.StepResult(sim.t, False)
+
+    def get_outputs(self) -> dict:
+        return {p: b.inputs["in"] for p, b in self.outports.items()}
+
+    def get_state(self) -> P.UnitState:
+        from cosim.checkpoint import snapshot
+        return P.UnitState(self.sim.t, snapshot(self.sim))
+
+    def set_state(self, state: P.UnitState) -> None:
+        from cosim.checkpoint import restore_snapshot
+        restore_snapshot(self.sim, state.data)
+
+    def collect_logs(self) -> P.Logs:
+        """Samples logged since the previous call (accepted steps only: the master collects
+        after it accepted a macro step, and rollbacks truncate uncollected samples)."""
+        return P.Logs(self.sim.logs_since(self._collected))
+
+    def terminate(self) -> None:
+        self.sim.finalize()
+

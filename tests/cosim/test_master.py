@@ -1,0 +1,209 @@
+"""The co-simulation master against the monolithic simulation of the same model."""
+
+import numpy as np
+import pytest
+
+from blocks import Constant, Gain, Sine, Sum
+from blocks.continuous import Integrator
+from cosim import (ConvergenceError, CosimConfig, Inport, Model, ModelError, Outport,
+                   SimulationConfig, Simulator, Subsystem)
+from cosim.cosimulation import CoSimulation
+
+
+def three_units(atomic=True):
+    """Plant a (x' = u - x), integrator b, and the remaining blocks (source, error sum)."""
+    m = Model("three")
+    a = Subsystem("a", atomic=atomic)
+    a.add(Inport("u"), Integrator("x", 1.0), Gain("k", -1.0), Sum("s", "++"), Outport("y"))
+    a.connect("u.out", "s.in1")
+    a.connect("x.out", "k.in", "y.in")
+    a.connect("k.out", "s.in2")
+    a.connect("s.out", "x.in")
+    b = Subsystem("b", atomic=atomic)
+    b.add(Inport("u"), Integrator("x", 0.0), Outport("y"))
+    b.connect("u.out", "x.in")
+    b.connect("x.out", "y.in")
+    m.add(a, b, Sine("src", frequency=0.3), Sum("e", "+-"))
+    m.connect("src.out", "e.in1")
+    m.connect("b.y", "e.in2")
+    m.connect("e.out", "a.u")
+    m.connect("a.y", "b.u")
+    return m
+
+
+def cfg(**cosim):
+    return SimulationConfig(dt=0.002, t_end=1.0, solver="RK4",
+                            cosim=CosimConfig(**cosim) if cosim else None)
+
+
+@pytest.fixture(scope="module")
+def monolithic():
+    return Simulator(three_units(atomic=False), cfg()).run()
+
+
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+@pytest.mark.parametrize("order,expected", [(0, 1.0), (1, 2.0)])
+def test_error_shrinks_with_the_order_of_the_scheme(monolithic, scheme, order, expected):
+    Hs = np.array([0.04, 0.02, 0.01])
+    errs = []
+    for H in Hs:
+        logs = Simulator(three_units(), cfg(H=H, extrapolation=order, scheme=scheme)).run()
+        assert np.array_equal(logs.time_of("b/x.out"), monolithic.time_of("b/x.out"))
+        errs.append(np.max(np.abs(logs["b/x.out"] - monolithic["b/x.out"])))
+    slope = np.polyfit(np.log(Hs), np.log(errs), 1)[0]
+    assert expected - 0.15 <= slope <= expected + 0.3, (errs, slope)
+
+
+def algebraic(atomic=True):
+    """Two static units in a feedthrough loop: y_a = 0.5 y_b + sin(t), y_b = cos(t) - 0.8 y_a."""
+    m = Model("alg")
+    a = Subsystem("a", atomic=atomic)
+    a.add(Inport("u"), Gain("g", 0.5), Sine("s", frequency=1 / (2 * np.pi)), Sum("y_", "++"),
+          Outport("y"))
+    a.connect("u.out", "g.in")
+    a.connect("g.out", "y_.in1")
+    a.connect("s.out", "y_.in2")
+    a.connect("y_.out", "y.in")
+    b = Subsystem("b", atomic=atomic)
+    b.add(Inport("u"), Gain("g", -0.8), Sine("c", frequency=1 / (2 * np.pi), phase=np.pi / 2),
+          Sum("y_", "++"), Outport("y"))
+    b.connect("u.out", "g.in")
+    b.connect("g.out", "y_.in1")
+    b.connect("c.out", "y_.in2")
+    b.connect("y_.out", "y.in")
+    m.add(a, b)
+    m.connect("a.y", "b.u")
+    m.connect("b.y", "a.u")
+    return m
+
+
+def exact_loop(t):
+    s, c = np.sin(t), np.cos(t)
+    ya = (0.5 * c + s) / 1.4
+    return ya, c - 0.8 * ya
+
+
+@pytest.mark.parametrize("acceleration", ["none", "aitken", "anderson", "newton"])
+def test_algebraic_coupling_iterated_matches_loop_solution(acceleration):
+    sim = Simulator(algebraic(), SimulationConfig(
+        dt=0.01, t_end=1.0, cosim=CosimConfig(H=0.05, tolerance=1e-13, acceleration=acceleration,
+                                         max_iterations=200)))
+    logs = sim.run()
+    t = logs.time_of("a/y_.out")
+    macro = np.isclose(np.round(t / 0.05) * 0.05, t, atol=1e-12)
+    ya, yb = exact_loop(t[macro])
+    np.testing.assert_allclose(logs["a/y_.out"][macro, 0], ya, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(logs["b/y_.out"][macro, 0], yb, rtol=0, atol=1e-10)
+    mono = Simulator(algebraic(False), SimulationConfig(dt=0.01, t_end=1.0,
+                                                          tolerance_fpi=1e-14)).run()
+    np.testing.assert_allclose(logs["a/y_.out"][macro], mono["a/y_.out"][macro], atol=1e-10)
+    assert all(r["status"] == "accepted" for r in sim.step_log)
+    assert max(r["iterations"] for r in sim.step_log) >= 2
+
+
+def test_algebraic_coupling_without_iteration_reports_its_error():
+    with pytest.warns(UserWarning, match="without iteration"):
+        sim = Simulator(algebraic(), SimulationConfig(
+            dt=0.01, t_end=1.0, cosim=CosimConfig(H=0.05, iterate=False)))
+        logs = sim.run()
+    assert {r["status"] for r in sim.step_log} == {"uniterated"}
+    residual = max(r["residual"] for r in sim.step_log)
+    t = logs.time_of("a/y_.out")
+    err = np.max(np.abs(logs["a/y_.out"][:, 0] - exact_loop(t)[0]))
+    # Zero-order extrapolation over H = 0.05 of signals with unit slope: errors of order H.
+    assert 0.005 < residual < 0.2 and 0.005 < err < 0.2
+
+
+def test_nonconvergence_raises_or_is_recorded():
+    def strong():
+        m = algebraic()
+        m["a"]["g"].k = 3.0          # loop gain 2.4: plain iteration diverges
+        return m
+    with pytest.raises(ConvergenceError, match=r"a <-> b.*a\.y.*b\.y") as exc:
+        Simulator(strong(), SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(
+            H=0.05, acceleration="none", max_iterations=10))).run()
+    assert exc.value.iterations == 10
+    sim = Simulator(strong(), SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(
+        H=0.05, acceleration="none", max_iterations=10, on_nonconvergence="continue")))
+    sim.run()
+    assert {r["status"] for r in sim.step_log} == {"continued"}
+
+
+def calls(trace, t=None):
+    return [(u, c) for u, c, tt in trace if t is None or tt == t]
+
+
+def test_trace_jacobi_and_gauss_seidel():
+    sim = Simulator(three_units(), cfg(H=0.1, trace=True))
+    sim.run(t_end=0.2)
+    step = [("a", "SetInputs"), ("a", "DoStep"), ("a", "GetOutputs"),
+            ("b", "SetInputs"), ("b", "DoStep"), ("b", "GetOutputs"),
+            ("main", "SetInputs"), ("main", "DoStep"), ("main", "GetOutputs")]
+    assert calls(sim.master.trace, 0.1) == step
+    sim = Simulator(three_units(), cfg(H=0.1, scheme="gauss-seidel", trace=True))
+    sim.run(t_end=0.2)
+    # Graph order: the cycle main -> a -> b -> main, entered at the first unit.
+    order = [u for u, c in calls(sim.master.trace, 0.1) if c == "DoStep"]
+    assert order == ["a", "b", "main"]
+
+
+def test_trace_of_iterated_coupling_rolls_back_between_iterations():
+    sim = Simulator(algebraic(), SimulationConfig(dt=0.01, t_end=0.05, cosim=CosimConfig(
+        H=0.05, tolerance=1e-13, trace=True)))
+    sim.run()
+    seq = calls(sim.master.trace, 0.0)
+    first = seq.index(("a", "GetState"))
+    body = seq[first:]
+    assert body[:2] == [("a", "GetState"), ("b", "GetState")]
+    assert body[2:8] == [("a", "SetInputs"), ("a", "DoStep"), ("a", "GetOutputs"),
+                         ("b", "SetInputs"), ("b", "DoStep"), ("b", "GetOutputs")]
+    rest = body[8:]
+    n = sim.step_log[0]["iterations"] - 1
+    it = [("a", "SetState"), ("a", "SetInputs"), ("a", "DoStep"), ("a", "GetOutputs"),
+          ("b", "SetState"), ("b", "SetInputs"), ("b", "DoStep"), ("b", "GetOutputs")]
+    assert rest[:8 * n] == it * n
+
+
+def test_checkpoint_continue_is_bit_identical(tmp_path):
+    config = cfg(H=0.02, extrapolation=2, scheme="gauss-seidel")
+    ref = Simulator(three_units(), config).run()
+    sim = Simulator(three_units(), config)
+    sim.run(t_end=0.4)
+    sim.save_checkpoint(tmp_path / "cp")
+    other = Simulator(three_units(), config)
+    other.load_checkpoint(tmp_path / "cp")
+    logs = other.run()
+    for key in ref:
+        got = logs.time_of(key)
+        assert got[0] > 0.4 - 1e-9 and len(got) > 0, key
+        np.testing.assert_array_equal(ref[key][-len(got):], logs[key], err_msg=key)
+        np.testing.assert_array_equal(ref.time_of(key)[-len(got):], got)
+
+
+def test_adaptive_macro_step_rejects_and_grows(monolithic):
+    sim = Simulator(three_units(), cfg(H=0.2, adaptive=True, extrapolation=1, rtol=1e-4,
+                                       atol=1e-5, H_max=0.2))
+    logs = sim.run()
+    steps = sim.step_log
+    assert any(r["status"] == "rejected" for r in steps)
+    accepted = [r for r in steps if r["status"] == "accepted"]
+    assert abs(accepted[-1]["t"] + accepted[-1]["H"] - 1.0) < 1e-12
+    assert len({r["H"] for r in accepted}) > 1
+    err = np.max(np.abs(logs["b/x.out"] - monolithic["b/x.out"]))
+    assert err < 2e-3
+
+
+def test_macro_step_must_be_a_multiple_of_unit_steps():
+    with pytest.raises(ModelError, match="common multiple"):
+        Simulator(three_units(), cfg(H=0.003)).run()
+
+
+def test_simulator_facade_and_logs(tmp_path):
+    sim = Simulator(three_units(), cfg(H=0.02))
+    assert isinstance(sim, CoSimulation)
+    logs = sim.run()
+    assert "a/x.out" in logs and "main/e.out" in logs
+    np.testing.assert_allclose(np.diff(logs.time_of("a/x.out")), 0.002)
+    sim.save_logs(tmp_path / "r.npz")
+    with np.load(tmp_path / "r.npz") as z:
+        assert "steps/iterations" in z.files and "values/b/x.out" in z.files
