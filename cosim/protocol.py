@@ -113,7 +113,7 @@ class Reply(Message):
 
 
 class ErrorKind(str, Enum):
-    """What kind of failure an :class:`ErrorReply` reports; the master maps each to an error type."""
+    """What kind of failure an :class:`ErrorReply` reports; the master maps each to an error."""
 
     PROTOCOL = "protocol"
     """The request is not valid now: wrong order, unknown port, wrong shape, version mismatch."""
@@ -243,7 +243,7 @@ class GetState(Request):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class SetState(Request):
-    """Restores a snapshot taken by :class:`GetState` (rollback, checkpoint); answered by :class:`Ok`.
+    """Restores a :class:`GetState` snapshot (rollback, checkpoint); answered by :class:`Ok`.
 
     Parameters
     ----------
