@@ -1,8 +1,33 @@
-"""Block library of cosim, built only on the public ``cosim.Block`` API (one module per family)."""
+"""Block library of cosim, built only on the public ``cosim.Block`` API (one module per family).
 
-from blocks.discrete import UnitDelay
-from blocks.math import Gain, Sum
+============  =====================================================================
+module        blocks
+============  =====================================================================
+sources       Constant, Sine, Step, Ramp, Pulse, Square, Clock, FromArray
+math          Gain, Sum, Product, Abs, MathFunction
+nonlinear     Saturation, DeadZone, Lookup1D
+routing       Mux, Demux
+discrete      UnitDelay, ZeroOrderHold, RateTransition, DiscreteIntegrator,
+              DiscreteStateSpace, DiscreteTransferFunction, DiscretePID
+sinks         Recorder, Terminator
+============  =====================================================================
+
+Every block documents its ports (with shapes), whether it has direct feedthrough, and whether
+it has a fast-path kernel (a scalar :class:`~cosim.block.Kernel` that reproduces its methods
+bit for bit).
+"""
+
+from blocks.discrete import (DiscreteIntegrator, DiscretePID, DiscreteStateSpace,
+                             DiscreteTransferFunction, RateTransition, UnitDelay, ZeroOrderHold)
+from blocks.math import Abs, Gain, MathFunction, Product, Sum
+from blocks.nonlinear import DeadZone, Lookup1D, Saturation
+from blocks.routing import Demux, Mux
 from blocks.sinks import Recorder, Terminator
-from blocks.sources import Constant, Sine
+from blocks.sources import Clock, Constant, FromArray, Pulse, Ramp, Sine, Square, Step
 
-__all__ = ["Constant", "Gain", "Recorder", "Sine", "Sum", "Terminator", "UnitDelay"]
+__all__ = [
+    "Abs", "Clock", "Constant", "DeadZone", "Demux", "DiscreteIntegrator", "DiscretePID",
+    "DiscreteStateSpace", "DiscreteTransferFunction", "FromArray", "Gain", "Lookup1D",
+    "MathFunction", "Mux", "Product", "Pulse", "Ramp", "RateTransition", "Recorder",
+    "Saturation", "Sine", "Square", "Step", "Sum", "Terminator", "UnitDelay", "ZeroOrderHold",
+]

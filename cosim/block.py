@@ -126,16 +126,28 @@ class Kernel:
     same numbers as the block's own methods: the test suite checks every fast path against the
     reference interpreter.
 
+    Continuous blocks name their state components ``c_0``, ``c_1``, ... and give one
+    derivative expression per component; the fast path then integrates them inline when the
+    solver is a fixed-step explicit Runge–Kutta method.
+
     Parameters
     ----------
     outputs : dict of str to str
         Output port -> expression of its (scalar) value.
     state : dict of str to str
         State name -> expression of its next value (all evaluated before any is assigned).
+    derivatives : tuple of str
+        Expression of ``d c_i / dt`` for each continuous state component ``c_i``.
+    params : dict of str to float
+        Values of the names ``p_<name>`` used in the expressions. Blocks whose kernels differ
+        only in these values share one template, so the fast path can run many of them as
+        one numpy operation (a chain of 1000 lags becomes a handful of vector operations).
     """
 
     outputs: dict[str, str]
     state: dict[str, str] = field(default_factory=dict)
+    derivatives: tuple[str, ...] = ()
+    params: dict[str, float] = field(default_factory=dict)
 
 
 class _Inputs(dict):

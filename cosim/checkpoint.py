@@ -107,7 +107,8 @@ def _collect(sim, prefix: str, arrays: dict, scalars: dict) -> dict:
         "g_prev": sim._g_prev,
         "event_log": [list(e) for e in sim.event_log],
         "stats": dict(sim.stats),
-        "log_lengths": {key: len(samples) for key, (samples, _) in sim._log_lists.items()},
+        "log_lengths": {key: samples.length() for key, (samples, _) in
+                        sim._log_lists.items()},
         "task_ticks": [len(ticks) for ticks in sim._task_ticks],
         "atomic": {path: _collect(blk.inner, f"{prefix}a/{_esc(path)}/", arrays, scalars)
                    for path, blk in sim.atomics},
@@ -187,7 +188,7 @@ def _restore(sim, prefix: str, meta: dict, arrays, scalars, rollback: bool = Fal
         if sim._fast is not None:
             sim._fast.flush_logs()
         for key, (samples, _) in sim._log_lists.items():
-            del samples[meta["log_lengths"][key]:]
+            samples.truncate(meta["log_lengths"][key])
         for ticks, n in zip(sim._task_ticks, meta["task_ticks"]):
             del ticks[n:]
     else:

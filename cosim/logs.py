@@ -6,7 +6,69 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-__all__ = ["Logs"]
+__all__ = ["Logs", "SampleList"]
+
+
+class SampleList(list):
+    """The samples of one logged signal while a run records them.
+
+    Elements are single samples (arrays of the signal's shape, appended by the interpreter
+    at C speed: ``append`` is the list's own) or *chunks* of many samples (arrays with one
+    more leading axis, added by the fast path in one go). Lengths and cuts count samples.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The signal's shape.
+    """
+
+    __slots__ = ("ndim", "shape")
+
+    def __init__(self, shape: tuple[int, ...]):
+        super().__init__()
+        self.shape = tuple(shape)
+        self.ndim = len(self.shape)
+
+    def _n(self, e) -> int:
+        return 1 if e.ndim == self.ndim else len(e)
+
+    def length(self) -> int:
+        """Number of samples."""
+        nd = self.ndim
+        return sum(1 if e.ndim == nd else len(e) for e in self)
+
+    def array(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Samples ``start:stop`` as one array of shape ``(n, *shape)``."""
+        parts, pos = [], 0
+        stop = self.length() if stop is None else stop
+        for e in self:
+            n = self._n(e)
+            lo, hi = max(start - pos, 0), min(stop - pos, n)
+            if lo < hi:
+                parts.append(e[None] if e.ndim == self.ndim else e[lo:hi])
+            pos += n
+            if pos >= stop:
+                break
+        if not parts:
+            return np.zeros((0,) + self.shape)
+        return np.concatenate(parts).astype(np.float64, copy=False)
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` samples."""
+        pos = 0
+        for idx, e in enumerate(self):
+            m = self._n(e)
+            if pos + m > n:
+                if e.ndim != self.ndim and n > pos:
+                    self[idx] = e[:n - pos]
+                    idx += 1
+                del self[idx:]
+                return
+            pos += m
+
+    def pop_last(self) -> None:
+        """Drop the last sample."""
+        self.truncate(self.length() - 1)
 
 
 class Logs(Mapping):

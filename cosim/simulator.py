@@ -26,7 +26,7 @@ from cosim.flatten import split_ref
 from cosim.config import SimulationConfig
 from cosim.errors import CosimError, ModelError, SimulationError
 from cosim.events import Scheduled, ZeroCrossing
-from cosim.logs import Logs
+from cosim.logs import Logs, SampleList
 from cosim.loops import AlgebraicLoop, LoopOptions
 
 __all__ = ["Simulator"]
@@ -222,7 +222,7 @@ class Simulator:
         plan = self.plan
         for i, p, key in self._log_refs:
             if active[plan.task_of[i]]:
-                self._log_lists[key][0].pop()
+                self._log_lists[key][0].pop_last()
         for n, on in enumerate(active):
             if on and self._task_ticks[n] and self._task_ticks[n][-1] == k:
                 self._task_ticks[n].pop()
@@ -307,10 +307,9 @@ class Simulator:
         cfg = self.config
         values, times = {}, {}
         for key, (samples, ticks) in self._log_lists.items():
-            n = min(len(samples), len(ticks))
+            n = min(samples.length(), len(ticks))
             try:
-                values[key] = np.array(samples[:n], dtype=np.float64) if n else \
-                    np.zeros((0,) + self._log_shape[key])
+                values[key] = samples.array(0, n)
             except ValueError as err:
                 raise SimulationError(f"signal {key} changed shape during the run ({err}); an "
                                       "output must keep the shape it had at initialize") from err
@@ -334,10 +333,9 @@ class Simulator:
         cfg = self.config
         out = {}
         for key, (samples, ticks) in self._log_lists.items():
-            n = min(len(samples), len(ticks))
+            n = min(samples.length(), len(ticks))
             start = marks.get(key, 0)
-            vals = np.array(samples[start:n], dtype=np.float64) if n > start else \
-                np.zeros((0,) + self._log_shape[key])
+            vals = samples.array(start, n)
             out[key] = (cfg.t0 + np.asarray(ticks[start:n], dtype=np.float64) * cfg.dt, vals)
             marks[key] = n
         for path, blk in self.atomics:
@@ -597,7 +595,8 @@ class Simulator:
             b = plan.blocks[i]
             key = f"{plan.names[i]}.{p}"
             src = b.outputs if p in b.output_names else b.inputs
-            self._log_lists[key] = ([], self._task_ticks[plan.task_of[i]])
+            self._log_lists[key] = (SampleList(src[p].shape),
+                                    self._task_ticks[plan.task_of[i]])
             self._log_refs.append((i, p, key))
             self._log_shape[key] = src[p].shape
 
@@ -628,7 +627,7 @@ class Simulator:
                      for tk in self.plan.tasks)
 
     def _make_fast(self):
-        if self.plan.loops or self._X.size or self.events:
+        if self.plan.loops or self.events:
             return None
         from cosim import codegen
         return codegen.build(self)

@@ -15,6 +15,17 @@ from cosim.solvers.base import Solver
 from cosim.solvers.dense import HermiteDense
 
 
+def _combine(terms, K, shape) -> np.ndarray:
+    """``sum(a * K[j] for a, j in terms)``, accumulated left to right (a new array)."""
+    if not terms:
+        return np.zeros(shape)
+    a, j = terms[0]
+    acc = a * K[j]
+    for a, j in terms[1:]:
+        acc += a * K[j]
+    return acc
+
+
 class ExplicitRK(Solver):
     """Generic explicit Runge-Kutta method with fixed step, defined by its Butcher tableau.
 
@@ -61,8 +72,13 @@ class ExplicitRK(Solver):
             raise TypeError(f"tableau of {cls.__qualname__}: " + "; ".join(problems))
         cls.A, cls.b, cls.c = A, b, c
         cls.n_stages = s
-        # Precomputed per-stage rows, so a stage is one dot, one scale, one add and one call.
-        cls._rows = tuple(np.ascontiguousarray(A[i, :i]) for i in range(1, s))
+        # Per stage, the nonzero coefficients as (a_ij, j): a stage sums a_ij * k_j term by
+        # term, left to right. Written element-wise (not as a BLAS dot, whose summation order
+        # and fused multiply-adds are unspecified) so that the generated fast path, which does
+        # the same scalar operations in the same order, is bit-identical to this solver.
+        cls._terms = tuple(tuple((float(A[i, j]), j) for j in range(i) if A[i, j] != 0.0)
+                           for i in range(1, s))
+        cls._bterms = tuple((float(b[j]), j) for j in range(s) if b[j] != 0.0)
         cls._nodes = tuple(float(ci) for ci in c[1:])
 
     def __init__(self, fun, n, options=None, jac=None):
@@ -74,8 +90,8 @@ class ExplicitRK(Solver):
         """Fill ``K[:s]`` (shape (>= s, n)) with the stage derivatives of a step of size ``h``."""
         K[0] = f0
         fun = self._f
-        for i, (row, ci) in enumerate(zip(self._rows, self._nodes), start=1):
-            xi = np.dot(row, K[:i])
+        for i, (terms, ci) in enumerate(zip(self._terms, self._nodes), start=1):
+            xi = _combine(terms, K, x.shape)
             xi *= h
             xi += x
             K[i] = fun(t + ci * h, xi)
@@ -83,7 +99,7 @@ class ExplicitRK(Solver):
     def _step_impl(self, t, x, h, f0):
         K = self._K
         self._stages(t, x, h, f0, K)
-        x_new = np.dot(self.b, K)
+        x_new = _combine(self._bterms, K, x.shape)
         x_new *= h
         x_new += x
         return x_new, 0.0, HermiteDense(t, h, x, x_new, f0, None, self._end_derivative), None
