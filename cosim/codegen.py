@@ -122,7 +122,7 @@ class FastPath:
                 continue
             arr = np.array(rows, dtype=np.float64)
             for key, c in cols:
-                lists[key][0].append(arr[:, c:c + 1])     # one chunk of samples
+                lists[key][0].add_chunk(arr[:, c:c + 1])
             rows.clear()
 
 

@@ -22,20 +22,26 @@ class SampleList(list):
         The signal's shape.
     """
 
-    __slots__ = ("ndim", "shape")
+    __slots__ = ("ndim", "shape", "extra")
 
     def __init__(self, shape: tuple[int, ...]):
         super().__init__()
         self.shape = tuple(shape)
         self.ndim = len(self.shape)
+        self.extra = 0          # samples beyond one per element (in chunks)
 
     def _n(self, e) -> int:
         return 1 if e.ndim == self.ndim else len(e)
 
+    def add_chunk(self, chunk: np.ndarray) -> None:
+        """Append many samples at once, shape ``(n, *shape)``."""
+        if len(chunk):
+            self.append(chunk)
+            self.extra += len(chunk) - 1
+
     def length(self) -> int:
-        """Number of samples."""
-        nd = self.ndim
-        return sum(1 if e.ndim == nd else len(e) for e in self)
+        """Number of samples (constant time)."""
+        return len(self) + self.extra
 
     def array(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Samples ``start:stop`` as one array of shape ``(n, *shape)``."""
@@ -54,17 +60,20 @@ class SampleList(list):
         return np.concatenate(parts).astype(np.float64, copy=False)
 
     def truncate(self, n: int) -> None:
-        """Keep the first ``n`` samples."""
-        pos = 0
-        for idx, e in enumerate(self):
+        """Keep the first ``n`` samples (walks back from the end: cuts are recent)."""
+        total = self.length()
+        while self and total > n:
+            e = self[-1]
             m = self._n(e)
-            if pos + m > n:
-                if e.ndim != self.ndim and n > pos:
-                    self[idx] = e[:n - pos]
-                    idx += 1
-                del self[idx:]
-                return
-            pos += m
+            if total - m >= n:
+                self.pop()
+                self.extra -= m - 1
+                total -= m
+            else:
+                keep = m - (total - n)
+                self[-1] = e[:keep]
+                self.extra -= m - keep
+                total = n
 
     def pop_last(self) -> None:
         """Drop the last sample."""

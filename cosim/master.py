@@ -138,6 +138,8 @@ class Master:
         self._check_links()
         self._build_graph()
         self._quantum = self._common_step()
+        self._quanta_cache: dict[float, int] = {}
+        self._nq = 0          # quanta elapsed: T = t0 + nq * quantum, never accumulated
         H = self.cfg.H
         if not self._is_multiple(H):
             raise ModelError(f"macro step H={H} is not a common multiple of the units' steps "
@@ -207,9 +209,16 @@ class Master:
                                              math.gcd(q.denominator, f.denominator))
         return q
 
+    def _quanta(self, H: float) -> int | None:
+        """``H`` in quanta (the units' common step), or None if it is not a multiple."""
+        n = self._quanta_cache.get(H)
+        if n is None:
+            f = Fraction(H).limit_denominator(10**9) / self._quantum
+            n = self._quanta_cache[H] = f.numerator if f.denominator == 1 and f > 0 else 0
+        return n or None
+
     def _is_multiple(self, H: float) -> bool:
-        n = Fraction(H).limit_denominator(10**9) / self._quantum
-        return n.denominator == 1 and n.numerator >= 1
+        return self._quanta(H) is not None
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -480,7 +489,8 @@ class Master:
 
     def _accept(self, T, H, outputs) -> None:
         self.n += 1
-        self.T = self.config.t0 + self._ticks_done(T, H)
+        self._nq += self._quanta(H)
+        self.T = self.config.t0 + self._nq * float(self._quantum)
         self.values.update(outputs)
         for key, v in outputs.items():
             hist = self.history.setdefault(key, [])
@@ -489,12 +499,6 @@ class Master:
         self.stats["macro_steps"] += 1
         if self.n % self.cfg.log_every == 0:
             self._collect()
-
-    def _ticks_done(self, T, H) -> float:
-        """Elapsed time in exact quanta: T is a sum of macro steps, never accumulated."""
-        q = self._quantum
-        done = Fraction(T - self.config.t0).limit_denominator(10**9) / q
-        return float((round(done) + round(Fraction(H).limit_denominator(10**9) / q)) * q)
 
     # -- run, logs ------------------------------------------------------------------------
 
@@ -571,7 +575,7 @@ class Master:
         for n, (key, v) in enumerate(sorted(self.values.items())):
             arrays[f"value/{n}"] = v
         meta = {"format": 1, "kind": "co-simulation", "units": self.names, "T": self.T,
-                "n": self.n, "H": self.H, "history": hist,
+                "nq": self._nq, "n": self.n, "H": self.H, "history": hist,
                 "values": [[u, p] for (u, p) in sorted(self.values)],
                 "stats": self.stats, "scalars": scalars}
         jpath, npath = _paths(path)
@@ -597,7 +601,7 @@ class Master:
             tree = unflatten(f"unit/{u}", arrays, scalars)
             batch[u] = [P.SetState(P.UnitState(tree["t"], tree["data"]))]
         self._call(batch, meta["T"])
-        self.T, self.n, self.H = meta["T"], meta["n"], meta["H"]
+        self.T, self.n, self.H, self._nq = meta["T"], meta["n"], meta["H"], meta["nq"]
         self.values = {(u, p): arrays[f"value/{n}"] for n, (u, p) in enumerate(meta["values"])}
         self.history = {}
         for n, h in meta["history"].items():
