@@ -136,6 +136,8 @@ class Master:
         reps = self._call({u: [P.Initialize(t0), P.Describe()] for u in self.names}, t0)
         self.desc = {u: reps[u][1] for u in self.names}
         self._check_links()
+        self._period = {(u, p.name): p.sample_time for u, d in self.desc.items()
+                        for p in d.outputs}
         self._build_graph()
         self._quantum = self._common_step()
         self._quanta_cache: dict[float, int] = {}
@@ -196,6 +198,16 @@ class Master:
         self.group_of = {u: g for g in self.groups for u in g}
         comps = _components(self.names, succ)[::-1]       # topological order
         self.order = [u for comp in comps for u in comp]
+        # Units whose outputs depend directly on inputs, outside iterated couplings, are
+        # refreshed at each macro point once their inputs are known: level by level of the
+        # direct-feedthrough graph (one level's units are independent, refreshed together).
+        level = {}
+        for u in self.order:
+            if feeds[u] and u not in self.group_of:
+                level[u] = 1 + max((level.get(s, 0) for s in self.names if u in direct[s]
+                                    and s in level), default=0)
+        self.refresh_levels = [[u for u in self.order if level.get(u) == n]
+                               for n in range(1, max(level.values(), default=0) + 1)]
         if self.groups and not self.cfg.iterate:
             warnings.warn("algebraic coupling(s) " + "; ".join(" <-> ".join(g) for g in
                           self.groups) + " run without iteration: the coupling error is "
@@ -223,10 +235,16 @@ class Master:
     # -- inputs ---------------------------------------------------------------------------
 
     def _extrapolate(self, key, H):
-        """Value at T, derivatives at T, and the prediction at T+H from past macro points."""
+        """Value at T, derivatives at T, and the prediction at T+H from past macro points.
+
+        A discrete output whose period is at least H is held (it does not change within the
+        step); others follow the configured order, lowered while history is short.
+        """
         hist = self.history[key]
         y = hist[-1][1]
         order = min(self.cfg.extrapolation, len(hist) - 1)
+        if self._period[key] >= H * (1 - 1e-9):
+            order = 0
         if order == 0:
             return y, (), y
         (t1, y1), (t0, y0) = hist[-1], hist[-2]
@@ -250,7 +268,7 @@ class Master:
             if key in cand:
                 vals[p.name], ders[p.name] = y, ((cand[key] - y) / H,)
             elif key in fresh:
-                if self.cfg.extrapolation == 0:
+                if self.cfg.extrapolation == 0 or self._period[key] >= H * (1 - 1e-9):
                     vals[p.name] = fresh[key]
                 else:
                     vals[p.name], ders[p.name] = y, ((fresh[key] - y) / H,)
@@ -357,6 +375,7 @@ class Master:
             H = self._propose(H, err, shrink=True)
         self.step_log.append(record)
         self._accept(T, H, outputs)
+        self._refresh()
         if self.cfg.adaptive:
             self.H = self._propose(H, record["error"], shrink=False)
         return H
@@ -460,6 +479,20 @@ class Master:
             cp[j] += h
             J[:, j] = ((run(cp, True) - cp) - F) / h
         return c - np.linalg.solve(J, F)
+
+    def _refresh(self) -> None:
+        """Make feedthrough outputs at the new macro point consistent with the exchanged
+        inputs (they were computed with extrapolated ones)."""
+        T = self.T
+        for level in self.refresh_levels:
+            batch = {u: [P.SetInputs({p.name: self.values[self.driver[(u, p.name)]]
+                                      for p in self.desc[u].inputs}, {}),
+                         P.DoStep(T, 0.0), P.GetOutputs()] for u in level}
+            reps = self._call(batch, T)
+            for u in level:
+                for p, v in reps[u][2].values.items():
+                    self.values[(u, p)] = v
+                    self.history[(u, p)][-1] = (T, v)
 
     def _coupling_error(self, outputs, H) -> float:
         """Scaled max difference between extrapolated and actual inputs at T+H."""

@@ -140,10 +140,16 @@ class PortInfo:
     shape : tuple of int
         Shape of the port value, e.g. ``()`` for a scalar, ``(3,)`` for a 3-vector. Values are
         ``float64`` arrays of exactly this shape.
+    sample_time : float
+        Outputs: the period (s) at which the value changes, held in between (a discrete
+        output); 0.0 when it varies continuously or at every step of the unit. The master
+        holds a discrete output over a macro step no longer than its period instead of
+        extrapolating it (FMI's discrete variability).
     """
 
     name: str
     shape: tuple[int, ...]
+    sample_time: float = 0.0
 
     def __post_init__(self):
         if type(self.name) is not str or not self.name:

@@ -121,6 +121,7 @@ class LocalUnit(Unit):
         self.inports = {p: plan.blocks[plan.index[p]] for p in subsystem.input_names}
         self.outports = {p: plan.blocks[plan.index[p]] for p in subsystem.output_names}
         self.dependencies = boundary(subsystem)
+        self._inport_index = {plan.index[p] for p in self.inports}
         self.dt = config.dt
         self.t0 = config.t0
         self._initialized = False
@@ -138,13 +139,26 @@ class LocalUnit(Unit):
         return P.UnitDescription(
             name=self.name,
             inputs=tuple(P.PortInfo(p, b.shape) for p, b in self.inports.items()),
-            outputs=tuple(P.PortInfo(p, tuple(b.inputs["in"].shape))
+            outputs=tuple(P.PortInfo(p, tuple(b.inputs["in"].shape), self._period(p))
                           for p, b in self.outports.items()),
             feedthrough=tuple((o, tuple(deps)) for o, deps in self.dependencies.items()),
             dt=self.dt,
             can_get_set_state=True,
             capabilities=("rollback", "input-derivatives"),
         )
+
+    def _period(self, port: str) -> float:
+        """How often output ``port`` changes: its source block's period if that block is
+        discrete (held between hits), else 0.0."""
+        plan = self.sim.plan
+        dst = plan.index[port]
+        for w in plan.wires:
+            if w.dst == dst:
+                src = w.src
+                if plan.continuous[src] or src in self._inport_index:
+                    return 0.0
+                return float(plan.sample_period[src])
+        return 0.0
 
     def initialize(self, t0: float) -> None:
         for blk in self.inports.values():

@@ -311,7 +311,7 @@ def test_encode_enforces_the_size_and_length_limits():
     (msgpack.packb([4, {1: 1.0}, {}]), "malformed"),
     (b"\x92\x01\xa2\xff\xfe", "malformed"),  # invalid UTF-8
     (msgpack.packb([32, 1, ["u", [], [], [["y", []]], 0.0, True, []]]), "feedthrough names 'y'"),
-    (msgpack.packb([33, "u", [["a", [2.5]]], [], [], 0.0, True, []]),
+    (msgpack.packb([33, "u", [["a", [2.5], 0.0]], [], [], 0.0, True, []]),
      r"UnitDescription.inputs\[0\].shape\[0\]: expected an int"),
     (msgpack.packb([37, 0.0, {"a": msgpack.Timestamp(1)}]), "Timestamp is not allowed"),
     (msgpack.packb([37, 0.0, {"a": {b"k": 1}}], use_bin_type=True), "keys must be str"),

@@ -77,7 +77,7 @@ SCHEMA_V1 = {
     37: "UnitState(t: float, data: dict[str, Any])",
     38: "Logs(signals: dict[str, tuple[np.ndarray, np.ndarray]])",
     39: "ErrorReply(kind: ErrorKind, message: str, t: float | None)",
-    "PortInfo": "PortInfo(name: str, shape: tuple[int, ...])",
+    "PortInfo": "PortInfo(name: str, shape: tuple[int, ...], sample_time: float)",
     "ErrorKind": "protocol, unsupported, simulation, convergence, codec, internal",
 }
 
