@@ -1,0 +1,97 @@
+"""Benchmark: the co-simulation master's own overhead per unit per macro step (in process).
+
+Trivial units (Inport -> UnitDelay -> Outport, a ring) isolate the master's work: building
+inputs, calling units, exchanging outputs, bookkeeping. Reference measured in the same run:
+mosaik (if installed) running a two-simulator chain in process, the figure the issue quotes
+(91-140 us per step measured here). Run: python -m pytest -m bench -s tests/benchmarks
+"""
+
+import time
+
+import pytest
+
+from blocks import UnitDelay
+from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator, Subsystem
+
+STEPS = 2000
+
+
+def ring(n):
+    m = Model("trivial")
+    for i in range(n):
+        s = Subsystem(f"u{i}", atomic=True)
+        s.add(Inport("u"), UnitDelay("d", 1.0), Outport("y"))
+        s.connect("u.out", "d.in")
+        s.connect("d.out", "y.in")
+        m.add(s)
+    for i in range(n):
+        m.connect(f"u{i}.y", f"u{(i + 1) % n}.u")
+    return m
+
+
+def cosim_us_per_step(n, scheme):
+    best = float("inf")
+    for _ in range(3):
+        sim = Simulator(ring(n), SimulationConfig(
+            dt=0.01, t_end=STEPS * 0.01, log=[],
+            cosim=CosimConfig(H=0.01, scheme=scheme, log_every=10 * STEPS)))
+        sim.initialize()
+        t0 = time.perf_counter()
+        sim.run()
+        best = min(best, (time.perf_counter() - t0) / STEPS)
+    return best * 1e6
+
+
+def unit_only_us_per_step():
+    """What one trivial unit costs by itself per macro step (its own simulator step)."""
+    from cosim import protocol as P
+    from cosim.units import LocalUnit
+    import numpy as np
+    sub = ring(1)["u0"]
+    unit = LocalUnit(sub, SimulationConfig(dt=0.01, t_end=STEPS * 0.01, log=[]))
+    unit.initialize(0.0)
+    reqs = [P.SetInputs({"u": np.ones(1)}), None, P.GetOutputs()]
+    t0 = time.perf_counter()
+    for k in range(STEPS):
+        reqs[1] = P.DoStep(k * 0.01, 0.01)
+        for r in reqs:
+            unit.handle(r)
+    return (time.perf_counter() - t0) / STEPS * 1e6
+
+
+def mosaik_us_per_step():
+    mosaik = pytest.importorskip("mosaik")
+    config = {"A": {"python": "tests.benchmarks.mosaik_chain:ChainSim"},
+              "B": {"python": "tests.benchmarks.mosaik_chain:ChainSim"}}
+    world = mosaik.World(config, debug=False)
+    a = world.start("A").Node()
+    b = world.start("B").Node()
+    world.connect(a, b, ("val", "inp"))
+    t0 = time.perf_counter()
+    world.run(until=STEPS, print_progress=False)
+    return (time.perf_counter() - t0) / STEPS * 1e6
+
+
+@pytest.mark.bench
+def test_master_overhead_per_unit_per_macro_step():
+    rows = []
+    unit = unit_only_us_per_step()
+    for n in (2, 8):
+        for scheme in ("jacobi", "gauss-seidel"):
+            us = cosim_us_per_step(n, scheme)
+            rows.append((n, scheme, us, us / n, us / n - unit))
+    try:
+        ref = mosaik_us_per_step()
+    except Exception as err:  # noqa: BLE001 - the reference is optional
+        ref = None
+        print(f"mosaik reference unavailable: {err}")
+    print(f"\none trivial unit alone (SetInputs+DoStep+GetOutputs, no master): {unit:.1f} us")
+    print(f"{'units':>5} {'scheme':>13} {'us/step':>9} {'us/unit/step':>13} "
+          f"{'master us/unit/step':>20}")
+    for n, scheme, us, per_unit, master in rows:
+        print(f"{n:>5} {scheme:>13} {us:9.1f} {per_unit:13.1f} {master:20.1f}")
+    if ref is not None:
+        two = next(r[2] for r in rows if r[0] == 2 and r[1] == "gauss-seidel")
+        print(f"mosaik, 2-simulator chain in process: {ref:.1f} us/step "
+              f"-> cosim 2 units is {ref / two:.1f}x faster")
+    assert all(r[2] > 0 for r in rows)
