@@ -60,7 +60,8 @@ class LocalBackend:
 
     def start(self, specs) -> dict:
         from cosim.units import LocalUnit
-        return {s.name: LocalProxy(LocalUnit(s.subsystem, s.config, s.name)) for s in specs}
+        return {s.name: LocalProxy(s.factory() if s.factory is not None else
+                                   LocalUnit(s.subsystem, s.config, s.name)) for s in specs}
 
     def stop(self) -> None:
         pass

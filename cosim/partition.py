@@ -1,8 +1,9 @@
 """Partitioning: which units a model becomes, and the links between their ports.
 
-Every top-level atomic subsystem becomes a unit; the remaining top-level blocks form one more
-unit (``"main"``), whose wires to and from the atomic subsystems become Inport / Outport
-blocks named ``<block>__<port>``. Runs on an evaluated model.
+Every top-level atomic subsystem becomes a unit, and so does every top-level block that can
+run as a unit by itself (it has an ``as_unit(name, config)`` method, e.g. an FMU block); the
+remaining top-level blocks form one more unit (``"main"``), whose wires to and from the units
+become Inport / Outport blocks named ``<block>__<port>``. Runs on an evaluated model.
 """
 
 from __future__ import annotations
@@ -34,11 +35,16 @@ class Link:
 
 @dataclass
 class UnitSpec:
-    """One unit to create: its diagram and its own configuration."""
+    """One unit to create: its diagram and its own configuration.
+
+    ``factory``, when set, makes the unit instead (a block that is a unit by itself);
+    ``subsystem`` is then None.
+    """
 
     name: str
-    subsystem: Subsystem
+    subsystem: Subsystem | None
     config: object
+    factory: object = None
 
 
 @dataclass
@@ -52,7 +58,8 @@ class Partition:
 def partition(model, config) -> Partition:
     """Split an evaluated ``model`` into units for ``config`` (its ``cosim`` is dropped)."""
     base = replace(config, cosim=None, log=None)
-    atomic = {b.name: b for b in model.blocks if isinstance(b, Subsystem) and b.atomic}
+    atomic = {b.name: b for b in model.blocks
+              if (isinstance(b, Subsystem) and b.atomic) or hasattr(b, "as_unit")}
     if REST in atomic:
         raise CompileError([f"an atomic subsystem is named {REST!r}, the name of the unit "
                             "that holds the other top-level blocks; rename it"], model.name)
@@ -91,7 +98,13 @@ def partition(model, config) -> Partition:
             rest.connect(f"{port}.out", c.dst)
     if problems:
         raise CompileError(problems, model.name)
-    units = [UnitSpec(name, sub, inner_config(sub, base)) for name, sub in atomic.items()]
+    units = []
+    for name, b in atomic.items():
+        if isinstance(b, Subsystem):
+            units.append(UnitSpec(name, b, inner_config(b, base)))
+        else:
+            units.append(UnitSpec(name, None, base,
+                                  factory=lambda b=b, name=name: b.as_unit(name, base)))
     if rest.blocks:
         units.append(UnitSpec(REST, rest, base))
     return Partition(units, links)
