@@ -122,6 +122,11 @@ class Logs(Mapping):
         self[key]
         return self._times[key]
 
+    def plot(self, keys=None, path=None, title=None, units=None):
+        """Plot the signals, one panel per unit (see :func:`cosim.plotting.plot_logs`)."""
+        from cosim.plotting import plot_logs
+        return plot_logs(self, keys, path, title, units)
+
     def to_npz(self, path) -> None:
         """Save as a NumPy ``.npz``: ``time``, ``values/<key>``, ``time/<key>``."""
         arrays = {"time": self.time}
