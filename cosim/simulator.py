@@ -173,7 +173,7 @@ class Simulator:
                 for m in group:
                     self._call_init(m, plan.index[plan.path_of[id(m)]], t0, compute_outputs=False)
                 for m, p in lp.tears:
-                    m.outputs.setdefault(p, np.zeros(1))
+                    m.outputs.setdefault(p, np.zeros(self._tear_shape(m, p)))
                 self._solve_init_loop(lp, t0)
             for m in group:
                 done.add(id(m))
@@ -365,10 +365,34 @@ class Simulator:
         return self._X.copy()
 
     def set_state_vector(self, x: np.ndarray) -> None:
-        """Overwrite the continuous state vector (and recompute the stage outputs)."""
+        """Overwrite the continuous state vector; the solver restarts from it (outputs are
+        recomputed at the next evaluation)."""
         self._X[:] = x
+        if self._fast is not None and len(self._fast.C):
+            self._fast.C[:] = self._X
         if self.solver is not None:
             self.solver.reset(self.t, self._X.copy())
+
+    @property
+    def initialized(self) -> bool:
+        """True once :meth:`initialize` (or ``run``) has run."""
+        return self._initialized
+
+    def linearize(self, inputs, outputs, **kw):
+        """(A, B, C, D) about the current operating point; see :func:`cosim.analysis.linearize`."""
+        from cosim.analysis import linearize
+        return linearize(self, inputs, outputs, **kw)
+
+    def steady_state(self, **kw) -> np.ndarray:
+        """States with zero derivatives; see :func:`cosim.analysis.steady_state`."""
+        from cosim.analysis import steady_state
+        return steady_state(self, **kw)
+
+    def periodic_steady_state(self, period: float, **kw) -> np.ndarray:
+        """Initial state of the periodic steady state; see
+        :func:`cosim.analysis.periodic_steady_state`."""
+        from cosim.analysis import periodic_steady_state
+        return periodic_steady_state(self, period, **kw)
 
     def derivatives(self, t: float, x: np.ndarray) -> np.ndarray:
         """``dx/dt`` of the whole model at ``(t, x)``, discrete outputs held; shape ``(n,)``.
@@ -412,6 +436,16 @@ class Simulator:
         except Exception as err:
             raise SimulationError(f"initialize failed: {type(err).__name__}: {err}",
                                   t=t0, block=self.plan.names[i]) from err
+
+    def _tear_shape(self, blk: Block, port: str) -> tuple[int, ...]:
+        """First guess of a tear signal's shape: what a reader expects, else a scalar."""
+        i = self.plan.index[self.plan.path_of[id(blk)]]
+        for w in self.plan.wires:
+            if w.src == i and w.src_port == port:
+                want = self.plan.blocks[w.dst].input_shapes.get(w.dst_port)
+                if want is not None:
+                    return tuple(want)
+        return (1,)
 
     def _solve_init_loop(self, lp: AlgebraicLoop, t0: float) -> None:
         for m, _, fan in lp.members:
