@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cosim.block import Block, as_signal
+from cosim.block import Block, Kernel, as_signal
 from cosim.errors import ModelError
 
 __all__ = ["Integrator"]
@@ -60,6 +60,11 @@ class Integrator(Block):
             return u
         x = self.cstate
         return np.where(((x <= self.lower) & (u < 0)) | ((x >= self.upper) & (u > 0)), 0.0, u)
+
+    def kernel(self):
+        if self.limited or "reset" in self.inputs or self.initial.shape != (1,):
+            return None
+        return Kernel({"out": "c_0"}, {"reset_prev": "x_reset_prev"}, ("u_in",))
 
     def state_update(self, t, dt):
         # Limits and resets act on the continuous state in place, between solver intervals.

@@ -36,9 +36,9 @@ def _groups(plan, kernels) -> list[list[int]]:
     for i, b in enumerate(plan.blocks):
         tpl = _template(kernels[i])
         key = (level[id(b)], plan.task_of[i], plan.continuous[i], tpl)
-        vectorizable = not any("math." in e for e in
-                               list(kernels[i].outputs.values()) +
-                               list(kernels[i].state.values()) + list(kernels[i].derivatives))
+        vectorizable = kernels[i].live is None and not any(
+            "math." in e for e in list(kernels[i].outputs.values()) +
+            list(kernels[i].state.values()) + list(kernels[i].derivatives))
         if not vectorizable:
             key += (i,)
         groups.setdefault(key, []).append(i)
@@ -107,6 +107,8 @@ def build(sim, kernels, tableau) -> FastPath:
                 return ref("X", [state_at[(i, r)] for i in group])
             if kind == "c":
                 return ref(cvar, [cont_at[(i, r)] for i in group])
+            if kind == "l":
+                return f"{const(kern.live)}[{int(r)}]"     # live values: singleton groups
             vals = [float(kernels[i].params[r]) for i in group]
             return repr(vals[0]) if len(group) == 1 else const(np.array(vals))
         out = _NAME.sub(name, text)
@@ -197,7 +199,7 @@ def build(sim, kernels, tableau) -> FastPath:
             stage(si, "Z", "ts")
         integ.append(f"C[:] = C + h * ({combo(bterms)})")
 
-    lines = ["def advance(k, k_stop, last_logged, S, X, C, rows, ticks):",
+    lines = ["def advance(k, k_stop, last_logged, S, X, C, rows, ticks, full=True):",
              "    try:",
              "        while k < k_stop:",
              f"            t = {sim.config.t0!r} + k * {sim.config.dt!r}"]
@@ -205,8 +207,11 @@ def build(sim, kernels, tableau) -> FastPath:
     lines.append("            if k > last_logged:")
     lines += emit(log_stmts, 16)
     lines.append("                last_logged = k")
-    lines += emit(upd, 12)
-    lines += ["            " + s for s in integ]
+    # Without ``full`` a call computes (and logs) the outputs of one tick only.
+    if upd or integ:
+        lines.append("            if full:")
+        lines += emit(upd, 16)
+        lines += ["                " + s for s in integ]
     lines += ["            k += 1",
               "    except Exception as err:",
               "        err._cosim_tick = k",

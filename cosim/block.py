@@ -142,12 +142,17 @@ class Kernel:
         Values of the names ``p_<name>`` used in the expressions. Blocks whose kernels differ
         only in these values share one template, so the fast path can run many of them as
         one numpy operation (a chain of 1000 lags becomes a handful of vector operations).
+    live : list of float, optional
+        Values that change between calls of the step function, read as ``l_0``, ``l_1``, ...
+        The block keeps this very list and writes into it (e.g. an Inport whose value the
+        co-simulation master sets every macro step).
     """
 
     outputs: dict[str, str]
     state: dict[str, str] = field(default_factory=dict)
     derivatives: tuple[str, ...] = ()
     params: dict[str, float] = field(default_factory=dict)
+    live: list | None = None
 
 
 class _Inputs(dict):

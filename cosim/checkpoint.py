@@ -1,10 +1,12 @@
-"""Checkpoints of a simulator: ``path.json`` (structure, time, versions) + ``path.npz`` (numbers).
+"""Checkpoints and snapshots of a simulator.
 
-Everything the continuation depends on is saved: every block's discrete ``state`` and held
-``outputs``, the continuous state vector, the solver's controller and caches, the clock, the
-event detector's last values. Loading into a simulator of the same model and continuing is bit
-for bit the same as never stopping. Scalars travel in the JSON (Python's float repr
-round-trips exactly); arrays in the NPZ. Blocks are matched by name and type, in plan order.
+A *snapshot* is the full state of a simulator as one nested dict of plain values and arrays:
+every block's discrete ``state`` and held ``outputs``, the continuous state vector, the
+solver's controller and caches, the clock, the event detector, the log positions, and the
+same for every atomic subsystem inside. Restoring it and continuing is bit for bit the same as
+never stopping. Snapshots are what units return for rollback (``UnitState.data``; they travel
+over the wire as they are). A *checkpoint* writes a snapshot to ``path.json`` (structure,
+scalars, versions — Python's float repr round-trips exactly) and ``path.npz`` (arrays).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import numpy as np
 
 from cosim.errors import ModelError
 
-__all__ = ["load", "save", "flatten", "unflatten"]
+__all__ = ["flatten", "load", "restore_snapshot", "save", "snapshot", "unflatten"]
 
-FORMAT = 1
+FORMAT = 2
 
+
+# -- nested dicts <-> (arrays, JSON scalars) -------------------------------------------------
 
 def _esc(key: str) -> str:
     """A key as one path segment ('/' and '%' escaped)."""
@@ -41,10 +45,10 @@ def _jsonable(v) -> bool:
 def flatten(tree: dict, prefix: str, arrays: dict, scalars: dict) -> None:
     """Split a nested dict into ``arrays`` (ndarrays) and ``scalars`` (JSON values), keyed by
     ``prefix/key/...`` (keys escaped, so they may contain '/')."""
+    scalars[prefix] = {"__dict__": True}
     for key, v in tree.items():
         name = f"{prefix}/{_esc(key)}"
         if isinstance(v, dict):
-            scalars[name] = {"__dict__": True}
             flatten(v, name, arrays, scalars)
         elif isinstance(v, np.ndarray):
             arrays[name] = v
@@ -60,79 +64,69 @@ def flatten(tree: dict, prefix: str, arrays: dict, scalars: dict) -> None:
 
 
 def unflatten(prefix: str, arrays, scalars: dict) -> dict:
-    """Inverse of :func:`flatten` for the subtree ``prefix``."""
-    out: dict = {}
+    """Inverse of :func:`flatten`: the nested dict stored under ``prefix``."""
+    root: dict = {}
     plen = len(prefix) + 1
+
+    def put(name, value):
+        node = root
+        segs = [_unesc(s) for s in name[plen:].split("/")]
+        for seg in segs[:-1]:
+            node = node.setdefault(seg, {})
+        if isinstance(value, dict):
+            node.setdefault(segs[-1], {})      # an empty dict marker, never a clobber
+        else:
+            node[segs[-1]] = value
+
     for name, v in scalars.items():
-        if name.startswith(prefix + "/") and "/" not in name[plen:]:
-            key = _unesc(name[plen:])
+        if name.startswith(prefix + "/"):
             if isinstance(v, dict) and v.get("__dict__"):
-                out[key] = unflatten(name, arrays, scalars)
-            elif isinstance(v, dict) and "__list__" in v:
-                out[key] = v["__list__"]
+                put(name, {})
             else:
-                out[key] = v
-    for name in arrays:
-        if name.startswith(prefix + "/") and "/" not in name[plen:]:
-            out[_unesc(name[plen:])] = np.array(arrays[name])
-    return out
+                put(name, v["__list__"] if isinstance(v, dict) and "__list__" in v else v)
+    for name, a in arrays.items():
+        if name.startswith(prefix + "/"):
+            put(name, np.array(a))
+    return root
 
 
-def _paths(path) -> tuple[Path, Path]:
-    p = Path(path)
-    base = p.with_suffix("") if p.suffix in (".json", ".npz") else p
-    return base.with_name(base.name + ".json"), base.with_name(base.name + ".npz")
+# -- snapshots -------------------------------------------------------------------------------
 
-
-def _collect(sim, prefix: str, arrays: dict, scalars: dict) -> dict:
-    """Gather ``sim``'s numbers under ``prefix`` (recursing into atomic subsystems)."""
+def snapshot(sim) -> dict:
+    """The full state of an initialized simulator as one nested dict (see module doc)."""
+    if not sim.initialized:
+        raise ModelError("snapshot of a simulator that was not initialized")
     if sim._fast is not None:
         sim._fast.flush_logs()
-    arrays[f"{prefix}X"] = sim._X.copy()
-    for b, bpath in zip(sim.plan.blocks, sim.plan.names):
-        flatten({"state": dict(b.state), "outputs": dict(b.outputs)},
-                f"{prefix}b/{_esc(bpath)}", arrays, scalars)
-    if sim.solver is not None:
-        flatten(sim.solver.get_state(), f"{prefix}solver", arrays, scalars)
+    solver = sim.solver.get_state() if sim.solver is not None else None
     return {
-        "blocks": [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)],
-        "dt": sim.config.dt,
-        "t0": sim.config.t0,
-        "k": sim.k,
-        "t": sim.t,
-        "t_cont": sim._t_cont,
-        "last_logged": sim._last_logged,
-        "solver": sim.config.solver if sim.solver is not None else None,
-        "events": [ev.name for ev in sim.events],
-        "g_prev": sim._g_prev,
-        "event_log": [list(e) for e in sim.event_log],
-        "stats": dict(sim.stats),
-        "log_lengths": {key: samples.length() for key, (samples, _) in
-                        sim._log_lists.items()},
-        "task_ticks": [len(ticks) for ticks in sim._task_ticks],
-        "atomic": {path: _collect(blk.inner, f"{prefix}a/{_esc(path)}/", arrays, scalars)
-                   for path, blk in sim.atomics},
+        "meta": {
+            "blocks": [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)],
+            "dt": sim.config.dt,
+            "t0": sim.config.t0,
+            "k": sim.k,
+            "t": sim.t,
+            "t_cont": sim._t_cont,
+            "last_logged": sim._last_logged,
+            "events": [ev.name for ev in sim.events],
+            "g_prev": list(sim._g_prev),
+            "event_log": [list(e) for e in sim.event_log],
+            "stats": dict(sim.stats),
+            "log_lengths": {key: samples.length()
+                            for key, (samples, _) in sim._log_lists.items()},
+            "task_ticks": [len(ticks) for ticks in sim._task_ticks],
+        },
+        "X": sim._X.copy(),
+        # Block arrays are values (never written in place: Block rule 8), so references do.
+        "blocks": {n: {"state": dict(b.state), "outputs": dict(b.outputs)}
+                   for b, n in zip(sim.plan.blocks, sim.plan.names)},
+        "solver": {} if solver is None else solver,
+        "atomic": {path: snapshot(blk.inner) for path, blk in sim.atomics},
     }
 
 
-def save(sim, path) -> None:
-    """Write the checkpoint of ``sim`` to ``path.json`` + ``path.npz``."""
-    import cosim
-
-    if not sim._initialized:
-        raise ModelError("save_checkpoint before the simulator was initialized")
-    arrays: dict[str, np.ndarray] = {}
-    scalars: dict = {}
-    meta = {"format": FORMAT, "cosim": cosim.__version__, "numpy": np.__version__,
-            "model": sim.plan.name}
-    meta.update(_collect(sim, "", arrays, scalars))
-    meta["scalars"] = scalars
-    jpath, npath = _paths(path)
-    jpath.write_text(json.dumps(meta, indent=1))
-    np.savez(npath, **arrays)
-
-
-def _mismatch(sim, meta) -> list[str]:
+def _mismatch(sim, tree) -> list[str]:
+    meta = tree["meta"]
     mine = [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)]
     problems = []
     if meta["blocks"] != mine:
@@ -147,34 +141,35 @@ def _mismatch(sim, meta) -> list[str]:
     if meta["events"] != [ev.name for ev in sim.events]:
         problems.append(f"events differ: {meta['events']} vs {[ev.name for ev in sim.events]}")
     for path, blk in sim.atomics:
-        if path in meta["atomic"]:
-            problems += [f"{path}: {p}" for p in _mismatch(blk.inner, meta["atomic"][path])]
+        if path in tree["atomic"]:
+            problems += [f"{path}: {p}" for p in _mismatch(blk.inner, tree["atomic"][path])]
     return problems
 
 
-def _restore(sim, prefix: str, meta: dict, arrays, scalars, rollback: bool = False) -> None:
-    """Put ``sim`` back to ``meta``/``arrays``; ``rollback`` keeps the logs, cut back to the
-    snapshot (in-memory rollback), otherwise logs restart at the checkpoint (a new run)."""
-    if not sim._initialized:
+def _apply(sim, tree: dict, rollback: bool) -> None:
+    """Put ``sim`` in the state of ``tree``; ``rollback`` keeps the logs, cut back to the
+    snapshot (in-memory rollback), otherwise logs restart there (a run resumed from a file)."""
+    if not sim.initialized:
         sim.initialize()
-    X = arrays[f"{prefix}X"]
+    meta = tree["meta"]
+    X = np.asarray(tree["X"], dtype=np.float64)
     if X.shape != sim._X.shape:
         raise ModelError(f"checkpoint: continuous state has {X.size} entries, the model "
                          f"{sim._X.size}")
     sim._X[:] = X
-    for b, bpath in zip(sim.plan.blocks, sim.plan.names):
-        tree = unflatten(f"{prefix}b/{_esc(bpath)}", arrays, scalars)
+    for b, path in zip(sim.plan.blocks, sim.plan.names):
+        saved = tree["blocks"][path]
         b.state.clear()
-        b.state.update(tree.get("state", {}))
+        b.state.update(saved.get("state", {}))
         b.next_state.clear()
         b.outputs.clear()
-        b.outputs.update(tree.get("outputs", {}))
+        b.outputs.update(saved.get("outputs", {}))
     fan = sim._fanout
     for i in range(len(sim.plan.blocks)):
         for dins, dport, souts, sport in fan[i]:
             dins[dport] = souts[sport]
     if sim.solver is not None:
-        sim.solver.set_state(unflatten(f"{prefix}solver", arrays, scalars))
+        sim.solver.set_state(tree["solver"])
     sim.k = meta["k"]
     sim._t_cont = meta["t_cont"]
     sim._last_logged = meta["last_logged"]
@@ -182,8 +177,7 @@ def _restore(sim, prefix: str, meta: dict, arrays, scalars, rollback: bool = Fal
     sim.event_log[:] = [tuple(e) for e in meta["event_log"]]
     sim.stats.update(meta["stats"])
     for path, blk in sim.atomics:
-        _restore(blk.inner, f"{prefix}a/{_esc(path)}/", meta["atomic"][path], arrays,
-                 scalars, rollback)
+        _apply(blk.inner, tree["atomic"][path], rollback)
     if rollback:
         if sim._fast is not None:
             sim._fast.flush_logs()
@@ -191,30 +185,43 @@ def _restore(sim, prefix: str, meta: dict, arrays, scalars, rollback: bool = Fal
             samples.truncate(meta["log_lengths"][key])
         for ticks, n in zip(sim._task_ticks, meta["task_ticks"]):
             del ticks[n:]
+        if sim._fast is not None:
+            sim._fast.reload()
     else:
         sim._log_k0 = meta["last_logged"] + 1
         sim._start_logs()
         sim._schedules.clear()
-    sim._fast = sim._make_fast() if sim.config.fast else None
+        sim._fast = sim._make_fast() if sim.config.fast else None
 
 
-def snapshot(sim) -> dict:
-    """The full state of an initialized simulator as one nested dict (for UnitState.data).
-
-    Holds plain values and arrays only (it travels over the wire for remote units).
-    """
-    arrays: dict = {}
-    scalars: dict = {}
-    meta = _collect(sim, "", arrays, scalars)
-    return {"meta": meta, "arrays": arrays, "scalars": scalars}
-
-
-def restore_snapshot(sim, data: dict) -> None:
+def restore_snapshot(sim, tree: dict) -> None:
     """Roll ``sim`` back to a :func:`snapshot`; logs after it are discarded."""
-    problems = _mismatch(sim, data["meta"])
+    problems = _mismatch(sim, tree)
     if problems:
-        raise ModelError("state does not match this unit: " + "; ".join(problems))
-    _restore(sim, "", data["meta"], data["arrays"], data["scalars"], rollback=True)
+        raise ModelError("state does not match this simulator: " + "; ".join(problems))
+    _apply(sim, tree, rollback=True)
+
+
+# -- checkpoint files ------------------------------------------------------------------------
+
+def _paths(path) -> tuple[Path, Path]:
+    p = Path(path)
+    base = p.with_suffix("") if p.suffix in (".json", ".npz") else p
+    return base.with_name(base.name + ".json"), base.with_name(base.name + ".npz")
+
+
+def save(sim, path) -> None:
+    """Write the checkpoint of ``sim`` to ``path.json`` + ``path.npz``."""
+    import cosim
+
+    arrays: dict[str, np.ndarray] = {}
+    scalars: dict = {}
+    flatten(snapshot(sim), "sim", arrays, scalars)
+    meta = {"format": FORMAT, "cosim": cosim.__version__, "numpy": np.__version__,
+            "model": sim.plan.name, "scalars": scalars}
+    jpath, npath = _paths(path)
+    jpath.write_text(json.dumps(meta, indent=1))
+    np.savez(npath, **arrays)
 
 
 def load(sim, path) -> None:
@@ -227,12 +234,11 @@ def load(sim, path) -> None:
     if meta.get("format") != FORMAT:
         raise ModelError(f"checkpoint {jpath} has format {meta.get('format')!r}; this cosim "
                          f"reads format {FORMAT}")
-    problems = _mismatch(sim, meta)
+    with np.load(npath, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    tree = unflatten("sim", arrays, meta["scalars"])
+    problems = _mismatch(sim, tree)
     if problems:
         raise ModelError(f"checkpoint {jpath} does not match model {sim.plan.name!r}: "
                          + "; ".join(problems))
-    with np.load(npath, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    if not sim._initialized:
-        sim.initialize()
-    _restore(sim, "", meta, arrays, meta["scalars"])
+    _apply(sim, tree, rollback=False)

@@ -25,7 +25,7 @@ from cosim.errors import SimulationError
 
 __all__ = ["FastPath", "build"]
 
-_NAME = re.compile(r"\b([uxcp])_([A-Za-z0-9_]+)\b")
+_NAME = re.compile(r"\b([uxcpl])_([A-Za-z0-9_]+)\b")
 _DT = re.compile(r"\bdt\b")
 _T = re.compile(r"\bt\b")
 
@@ -57,8 +57,16 @@ class FastPath:
         self.rows = [[] for _ in sim.plan.tasks]
         self.ticks = sim._task_ticks
 
-    def _run(self, k0, k1, last):
-        return self._fn(k0, k1, last, self.S, self.X, self.C, self.rows, self.ticks)
+    def reload(self) -> None:
+        """Take the values back from the blocks (after the simulator was rolled back)."""
+        self.S[:] = [float(b.outputs[p][0]) for b, p in self._sig_slots]
+        self.X[:] = [float(b.state[n][0]) for b, n in self._state_slots]
+        self.C[:] = [float(v) for v in self.sim._X]
+        for rows in self.rows:
+            rows.clear()
+
+    def _run(self, k0, k1, last, full=True):
+        return self._fn(k0, k1, last, self.S, self.X, self.C, self.rows, self.ticks, full)
 
     def advance(self, k_stop: int) -> None:
         """Run ticks ``sim.k .. k_stop-1``."""
@@ -82,13 +90,10 @@ class FastPath:
     def outputs_only(self, k: int, log: bool = True) -> None:
         """Compute (and log) the outputs of tick ``k`` only (no state update)."""
         sim = self.sim
-        X, C = self.X.copy(), self.C.copy()
         last = sim._last_logged if log else k
         try:
-            _, last = self._run(k, k + 1, last)
+            _, last = self._run(k, k + 1, last, full=False)
         except Exception as err:
-            self.X[:] = X
-            self.C[:] = C
             self._sync()
             raise SimulationError(f"{type(err).__name__}: {err} (in the generated fast path; "
                                   "rerun with SimulationConfig(fast=False) to find the block)",
@@ -96,8 +101,6 @@ class FastPath:
         if log:
             sim._last_logged = last
         sim.k = k
-        self.X[:] = X
-        self.C[:] = C
         self._sync()
 
     def _sync(self) -> None:
@@ -202,6 +205,7 @@ def _build(sim) -> FastPath | None:
             cont_name[(i, str(j))] = f"c{sl.start + j}"
     n_c = sim._X.size
     driver = {(w.dst, w.dst_port): sig_name[(w.src, w.src_port)] for w in plan.wires}
+    namespace = {"math": math, "inf": math.inf, "nan": math.nan}
 
     def subst(i: int, expr: str, cvar: str = "c", tvar: str = "t") -> str:
         """Kernel expression of block ``i`` with its names bound to generated locals."""
@@ -216,6 +220,9 @@ def _build(sim) -> FastPath | None:
                 return state_name[key]
             if kind == "p":
                 return repr(float(kernels[i].params[ref]))
+            if kind == "l":
+                namespace[f"L{i}"] = kernels[i].live
+                return f"L{i}[{int(ref)}]"
             return cvar + cont_name[key][1:]
         out = _DT.sub(repr(plan.sample_period[i]), _NAME.sub(name, expr))
         return _T.sub(tvar, out) if tvar != "t" else out
@@ -302,7 +309,7 @@ def _build(sim) -> FastPath | None:
     sig_vars = [f"s{j}" for j in range(len(sig_slots))]
     st_vars = [f"x{j}" for j in range(len(state_slots))]
     c_vars = [f"c{j}" for j in range(n_c)]
-    lines = ["def advance(k, k_stop, last_logged, S, X, C, rows, ticks):"]
+    lines = ["def advance(k, k_stop, last_logged, S, X, C, rows, ticks, full=True):"]
     for names, src in ((sig_vars, "S"), (st_vars, "X"), (c_vars, "C")):
         if names:
             lines.append(f"    {', '.join(names)}, = {src}")
@@ -313,8 +320,11 @@ def _build(sim) -> FastPath | None:
     lines.append("            if k > last_logged:")
     lines += emit(log_stmts, 16)
     lines.append("                last_logged = k")
-    lines += emit(upd, 12)
-    lines += ["            " + s for s in integ]
+    # Without ``full`` a call computes (and logs) the outputs of one tick only.
+    if upd or integ:
+        lines.append("            if full:")
+        lines += emit(upd, 16)
+        lines += ["                " + s for s in integ]
     lines.append("            k += 1")
     lines += ["    except Exception as err:",
               "        err._cosim_tick = k",
@@ -326,7 +336,6 @@ def _build(sim) -> FastPath | None:
     lines.append("        pass")
     lines.append("    return k, last_logged")
     source = "\n".join(lines) + "\n"
-    namespace = {"math": math, "inf": math.inf, "nan": math.nan}
     exec(compile(source, f"<cosim plan {plan.name}>", "exec"), namespace)
     return FastPath(sim, source, namespace["advance"], sig_slots, state_slots, task_logs,
                     len(tableau[1]) + 1 if tableau else 0)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cosim.block import NAME_RE, Block
+from cosim.block import NAME_RE, Block, Kernel
 from cosim.errors import ModelError
 
 __all__ = ["Connection", "Diagram", "From", "Goto", "Inport", "Model", "Outport", "Reference",
@@ -177,35 +177,62 @@ class Inport(Block):
     name : str
         The port name seen from the parent (``"subsystem.<name>"``).
     shape : tuple of int
-        Signal shape (the value before the first input arrives is zeros of it).
+        Signal shape.
+    initial : float or array_like, optional
+        Value before the first input arrives (default zeros): what the inside sees while a
+        unit is initialized, before the master exchanges values.
     """
 
     input_ports = ()
     direct_feedthrough = False
 
-    def __init__(self, name: str, shape=(1,), **kw):
+    def __init__(self, name: str, shape=(1,), initial=None, **kw):
         super().__init__(name, **kw)
         self.shape = tuple(int(n) for n in np.atleast_1d(shape))
+        self.initial = None if initial is None else \
+            np.broadcast_to(np.asarray(initial, dtype=np.float64), self.shape).copy()
 
     value = None
     derivatives = ()
     t_ref = 0.0
 
     def initialize(self, t0):
-        self.outputs["out"] = self.value if self.value is not None else np.zeros(self.shape)
+        if self.value is None:
+            self.value = self.initial if self.initial is not None else np.zeros(self.shape)
+        self.outputs["out"] = self.value
+        self._sync_live()
 
     def output_update(self, t, dt):
         v = self.value
-        if v is None:
-            return
         d = self.derivatives
         if d:
-            # Input polynomial from the master's extrapolation: v + d1*tau + d2*tau^2/2.
+            # Input polynomial from the master's extrapolation: v + d1*tau + d2*tau^2/2,
+            # the same operations as the kernel (bit for bit).
             tau = t - self.t_ref
             v = v + d[0] * tau
-            if len(d) > 1:
-                v = v + d[1] * (0.5 * tau * tau)
+            v = v + (d[1] if len(d) > 1 else 0.0 * v) * (0.5 * tau * tau)
         self.outputs["out"] = v
+
+    def _sync_live(self) -> None:
+        """Mirror value, derivatives and reference time into the fast path's live list."""
+        live = getattr(self, "_live", None)
+        if live is None or self.shape != (1,) or self.value is None:
+            return
+        d = self.derivatives
+        live[0] = float(self.value[0])
+        live[1] = 1.0 if d else 0.0
+        live[2] = float(d[0][0]) if d else 0.0
+        live[3] = float(d[1][0]) if len(d) > 1 else 0.0
+        live[4] = float(self.t_ref)
+
+    def kernel(self):
+        if self.shape != (1,):
+            return None
+        self._live = [0.0] * 5
+        self._sync_live()
+        # l_1 selects the polynomial, so a held input is returned as it is (as above).
+        return Kernel({"out": "(l_0 if not l_1 else (l_0 + l_2 * (t - l_4)) + l_3 * "
+                              "(0.5 * (t - l_4) * (t - l_4)))"}, live=self._live)
 
     def set(self, value: np.ndarray, derivatives=(), t_ref: float = 0.0) -> None:
         """Set the value seen inside (from the parent or the co-simulation master).
@@ -223,6 +250,7 @@ class Inport(Block):
         self.value = value
         self.derivatives = tuple(derivatives)
         self.t_ref = t_ref
+        self._sync_live()
 
 
 class Outport(Block):
@@ -233,6 +261,9 @@ class Outport(Block):
 
     def __init__(self, name: str, **kw):
         super().__init__(name, **kw)
+
+    def kernel(self):
+        return Kernel({})
 
 
 class Goto(Block):

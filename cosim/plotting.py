@@ -71,7 +71,8 @@ def plot_logs(logs, keys=None, path=None, title: str | None = None, units: dict 
                 else:
                     draw(t, v2[:, j], label=label)
         ax.set_title(group, loc="left", fontsize=10)
-        ax.set_ylabel("value")
+        shared = {units.get(k) for k in ks}
+        ax.set_ylabel(shared.pop() if len(shared) == 1 and None not in shared else "value")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
     axes[-1, 0].set_xlabel("time [s]")

@@ -1,0 +1,36 @@
+"""Every example runs as a user would run it (subprocess), with short horizons."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args, cwd):
+    out = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_quickstart(tmp_path):
+    out = run(str(ROOT / "examples" / "quickstart.py"), "--out", str(tmp_path / "r.npz"),
+              cwd=tmp_path)
+    assert "units: ctrl, main, motor" in out
+    assert (tmp_path / "r.npz").exists()
+    diff = float(out.split("max |co-simulated - monolithic| over the run: ")[1].split()[0])
+    assert diff < 1e-9
+
+
+@pytest.mark.slow
+def test_electric_vehicle_with_plot(tmp_path):
+    png = tmp_path / "ev.png"
+    out = run(str(ROOT / "examples" / "electric_vehicle.py"), "--t-end", "20", "--plot",
+              str(png), cwd=tmp_path)
+    assert "units: battery, control, cycle, motor, vehicle" in out
+    assert png.stat().st_size > 20_000
+    iters = float(out.split("iterated ")[1].split()[0])
+    assert iters >= 2        # the battery <-> motor coupling really is iterated
