@@ -9,6 +9,8 @@ nonlinear     Saturation, DeadZone, Lookup1D
 routing       Mux, Demux
 discrete      UnitDelay, ZeroOrderHold, RateTransition, DiscreteIntegrator,
               DiscreteStateSpace, DiscreteTransferFunction, DiscretePID
+continuous    Integrator, StateSpace, TransferFunction, FirstOrderLag, PID, Derivative,
+              ODE, TransportDelay
 sinks         Recorder, Terminator
 ============  =====================================================================
 
@@ -17,6 +19,8 @@ it has a fast-path kernel (a scalar :class:`~cosim.block.Kernel` that reproduces
 bit for bit).
 """
 
+from blocks.continuous import (ODE, PID, Derivative, FirstOrderLag, Integrator, StateSpace,
+                               TransferFunction, TransportDelay)
 from blocks.discrete import (DiscreteIntegrator, DiscretePID, DiscreteStateSpace,
                              DiscreteTransferFunction, RateTransition, UnitDelay, ZeroOrderHold)
 from blocks.math import Abs, Gain, MathFunction, Product, Sum
@@ -26,6 +30,8 @@ from blocks.sinks import Recorder, Terminator
 from blocks.sources import Clock, Constant, FromArray, Pulse, Ramp, Sine, Square, Step
 
 __all__ = [
+    "Derivative", "FirstOrderLag", "Integrator", "ODE", "PID", "StateSpace",
+    "TransferFunction", "TransportDelay",
     "Abs", "Clock", "Constant", "DeadZone", "Demux", "DiscreteIntegrator", "DiscretePID",
     "DiscreteStateSpace", "DiscreteTransferFunction", "FromArray", "Gain", "Lookup1D",
     "MathFunction", "Mux", "Product", "Pulse", "Ramp", "RateTransition", "Recorder",
