@@ -705,3 +705,42 @@ def check_version(hello: Hello | Welcome) -> None:
         raise CodecError(f"protocol version mismatch: the peer speaks version "
                          f"{hello.protocol_version}, this side speaks {PROTOCOL_VERSION}; "
                          f"run the same cosim release on both ends")
+
+
+#: Most messages in one batch (a unit gets a handful per macro step).
+MAX_BATCH = 64
+
+
+def encode_batch(msgs, *, max_size: int = DEFAULT_MAX_SIZE,
+                 limits: Limits = DEFAULT_LIMITS) -> bytes:
+    """Encode several messages as one msgpack array of encoded messages (one round trip).
+
+    Parameters
+    ----------
+    msgs : sequence of Message
+        At most :data:`MAX_BATCH`.
+    """
+    if len(msgs) > MAX_BATCH:
+        raise CodecError(f"batch of {len(msgs)} messages exceeds {MAX_BATCH}")
+    parts = [encode(m, max_size=max_size, limits=limits) for m in msgs]
+    data = msgpack.packb(parts, use_bin_type=True)
+    if len(data) > max_size:
+        raise CodecError(f"batch of {len(data)} bytes exceeds the limit of {max_size}")
+    return data
+
+
+def decode_batch(data, *, max_size: int = DEFAULT_MAX_SIZE,
+                 limits: Limits = DEFAULT_LIMITS) -> list:
+    """Decode :func:`encode_batch` bytes; every failure is a :class:`CodecError`."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CodecError(f"a batch must be bytes, got {type(data).__name__}")
+    if len(data) > max_size:
+        raise CodecError(f"batch of {len(data)} bytes exceeds the limit of {max_size}")
+    try:
+        parts = msgpack.unpackb(data, raw=False, max_array_len=MAX_BATCH, max_map_len=0,
+                                max_str_len=0, max_ext_len=0, max_bin_len=max_size)
+    except Exception as err:  # noqa: BLE001 - msgpack raises many types; all are bad input
+        raise CodecError(f"malformed batch: {type(err).__name__}: {err}") from None
+    if not isinstance(parts, list) or not all(isinstance(p, bytes) for p in parts):
+        raise CodecError("a batch must be an array of encoded messages")
+    return [decode(p, max_size=max_size, limits=limits) for p in parts]

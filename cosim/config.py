@@ -73,7 +73,17 @@ class CosimConfig:
         Per-unit options by unit name (placement: ``num_cpus``, ``resources``, ``node``;
         ``address`` of a remote ZeroMQ unit).
     checkpoint_every : int, optional
-        Take a central checkpoint every this many macro steps (fault recovery).
+        Keep a central checkpoint every this many macro steps; when a unit's actor or process
+        dies, it is recreated, every unit is restored from the last checkpoint and the run
+        replays from there (fault recovery). None: a unit failure fails the run.
+    max_restarts : int
+        How often a unit may be recreated (Ray actor restarts) over the run.
+    timeout : float
+        Seconds a unit may take to answer one batch of requests (and to come back after a
+        failure) before a TransportError.
+    address : str, optional
+        Ray cluster to join (``"auto"``, ``"ray://host:port"``); None starts a local Ray
+        instance when the Ray backend is used.
     trace : bool
         Record every unit call (for tests and debugging).
     """
@@ -96,6 +106,9 @@ class CosimConfig:
     backend: str = "local"
     units: dict = field(default_factory=dict, hash=False)
     checkpoint_every: int | None = None
+    max_restarts: int = 3
+    timeout: float = 60.0
+    address: str | None = None
     trace: bool = False
 
     def __post_init__(self):

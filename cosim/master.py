@@ -94,7 +94,8 @@ class Master:
         self.cfg = config.cosim
         self.trace: list[tuple[str, str, float]] = []
         self.step_log: list[dict] = []
-        self.stats = {"macro_steps": 0, "rejected": 0, "iterations": 0}
+        self.stats = {"macro_steps": 0, "rejected": 0, "iterations": 0, "recoveries": 0}
+        self._checkpoint = None
         self.desc = {}
         self.T = config.t0
         self._logs: dict[str, tuple[list, list]] = {}
@@ -154,8 +155,9 @@ class Master:
         self.values = {(u, p): v for u in self.names for p, v in reps[u][0].values.items()}
         self._coinitialize()
         self.history = {key: [(t0, v)] for key, v in self.values.items()}
-        self._log_marks = 0
         self._initialized = True
+        if self.cfg.checkpoint_every:
+            self._checkpoint = self._capture()
 
     def _check_links(self) -> None:
         problems = []
@@ -546,7 +548,14 @@ class Master:
             if not self._is_multiple(H):
                 H = max(float(self._quantum),
                         math.floor(H / float(self._quantum) + 1e-9) * float(self._quantum))
-            self.step(H if H != self.H else None)
+            try:
+                self.step(H if H != self.H else None)
+            except TransportError as err:
+                self._recover(err)
+                continue
+            every = self.cfg.checkpoint_every
+            if every and self.n % every == 0:
+                self._checkpoint = self._capture()
         self._finish()
         return self.logs
 
@@ -579,7 +588,7 @@ class Master:
 
     def step_log_arrays(self) -> dict[str, np.ndarray]:
         """The iteration / step-rejection log as arrays (saved beside the logs)."""
-        statuses = ["accepted", "rejected", "continued", "uniterated"]
+        statuses = ["accepted", "rejected", "continued", "uniterated", "recovered"]
         rec = self.step_log
         return {"t": np.array([r["t"] for r in rec]), "H": np.array([r["H"] for r in rec]),
                 "iterations": np.array([r["iterations"] for r in rec]),
@@ -590,29 +599,62 @@ class Master:
     def terminate(self) -> None:
         self._call({u: [P.Terminate()] for u in self.names}, self.T)
 
-    # -- checkpoints ----------------------------------------------------------------------
+    # -- checkpoints and fault recovery -------------------------------------------------
+
+    def _capture(self) -> dict:
+        """Every unit's state and the master's own, as one nested dict of plain values.
+
+        Logs are collected first, so everything before the capture is central and the units'
+        log positions in their states match what the master holds.
+        """
+        self._collect()
+        reps = self._call({u: [P.GetState()] for u in self.names}, self.T)
+        keys = sorted(self.history)
+        return {
+            "units": {u: {"t": reps[u][0].t, "data": reps[u][0].data} for u in self.names},
+            "master": {"T": self.T, "n": self.n, "nq": self._nq, "H": self.H,
+                       "stats": dict(self.stats)},
+            "ports": [[u, p] for u, p in keys],
+            "values": {str(i): self.values[k] for i, k in enumerate(keys)},
+            "history": {str(i): {"t": [t for t, _ in self.history[k]],
+                                 "v": {str(j): v for j, (_, v) in enumerate(self.history[k])}}
+                        for i, k in enumerate(keys)},
+            "log_lengths": {k: len(ts) for k, (ts, _) in self._logs.items()},
+        }
+
+    def _restore(self, cp: dict, logs: str) -> None:
+        """Put every unit and the master back to capture ``cp``.
+
+        ``logs="truncate"`` cuts the central logs back to the capture (fault recovery: no
+        gap, no duplicate); ``logs="restart"`` starts them afresh (a run resumed from file).
+        """
+        self._call({u: [P.SetState(P.UnitState(st["t"], st["data"]))]
+                    for u, st in cp["units"].items()}, cp["master"]["T"])
+        m = cp["master"]
+        self.T, self.n, self._nq, self.H = m["T"], m["n"], m["nq"], m["H"]
+        self.stats.update(m["stats"])
+        keys = [tuple(k) for k in cp["ports"]]
+        self.values = {k: np.asarray(cp["values"][str(i)]) for i, k in enumerate(keys)}
+        self.history = {}
+        for i, k in enumerate(keys):
+            h = cp["history"][str(i)]
+            self.history[k] = [(t, np.asarray(h["v"][str(j)])) for j, t in enumerate(h["t"])]
+        if logs == "truncate":
+            for key, (ts, vs) in self._logs.items():
+                n = cp["log_lengths"].get(key, 0)
+                del ts[n:], vs[n:]
+        else:
+            self._logs = {}
+            # The units logged before the checkpoint too: drop that, logs restart here.
+            self._call({u: [P.CollectLogs()] for u in self.names}, self.T)
 
     def save_checkpoint(self, path) -> None:
         """Gather every unit's state and the master's own into ``path.json`` + ``path.npz``."""
         from cosim.checkpoint import _paths, flatten
-        reps = self._call({u: [P.GetState()] for u in self.names}, self.T)
         arrays, scalars = {}, {}
-        for u in self.names:
-            st = reps[u][0]
-            flatten({"t": st.t, "data": st.data}, f"unit/{u}", arrays, scalars)
-        hist = {}
-        for n, (key, h) in enumerate(sorted(self.history.items())):
-            hist[str(n)] = {"unit": key[0], "port": key[1], "t": [t for t, _ in h]}
-            for i, (_, v) in enumerate(h):
-                arrays[f"hist/{n}/{i}"] = v
-        for n, (key, v) in enumerate(sorted(self.values.items())):
-            arrays[f"value/{n}"] = v
-        meta = {"format": 1, "kind": "co-simulation", "units": self.names, "T": self.T,
-                "nq": self._nq, "n": self.n, "H": self.H, "history": hist,
-                "values": [[u, p] for (u, p) in sorted(self.values)],
-                "stats": self.stats, "scalars": scalars}
+        flatten(self._capture(), "cosim", arrays, scalars)
+        meta = {"format": 2, "kind": "co-simulation", "units": self.names, "scalars": scalars}
         jpath, npath = _paths(path)
-        self._collect()
         jpath.write_text(json.dumps(meta, indent=1))
         np.savez(npath, **arrays)
 
@@ -620,27 +662,31 @@ class Master:
         """Restore every unit and the master from :meth:`save_checkpoint`'s files."""
         from cosim.checkpoint import _paths, unflatten
         jpath, npath = _paths(path)
-        meta = json.loads(Path(jpath).read_text())
-        if meta.get("kind") != "co-simulation" or meta["units"] != self.names:
+        try:
+            meta = json.loads(Path(jpath).read_text())
+        except (OSError, ValueError) as err:
+            raise ModelError(f"cannot read checkpoint {jpath}: {err}") from err
+        if meta.get("kind") != "co-simulation" or meta.get("units") != self.names:
             raise ModelError(f"checkpoint {jpath} is not of this co-simulation (units "
                              f"{meta.get('units')} vs {self.names})")
         with np.load(npath, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         if not self._initialized:
             self.initialize()
-        scalars = meta["scalars"]
-        batch = {}
-        for u in self.names:
-            tree = unflatten(f"unit/{u}", arrays, scalars)
-            batch[u] = [P.SetState(P.UnitState(tree["t"], tree["data"]))]
-        self._call(batch, meta["T"])
-        self.T, self.n, self.H, self._nq = meta["T"], meta["n"], meta["H"], meta["nq"]
-        self.values = {(u, p): arrays[f"value/{n}"] for n, (u, p) in enumerate(meta["values"])}
-        self.history = {}
-        for n, h in meta["history"].items():
-            self.history[(h["unit"], h["port"])] = [(t, arrays[f"hist/{n}/{i}"])
-                                                    for i, t in enumerate(h["t"])]
-        self.stats.update(meta["stats"])
-        self._logs = {}
-        # Logs restart at the checkpoint: drop what the units logged before it.
-        self._call({u: [P.CollectLogs()] for u in self.names}, self.T)
+        self._restore(unflatten("cosim", arrays, meta["scalars"]), logs="restart")
+
+    def _recover(self, err: TransportError) -> None:
+        """A unit failed: recreate it, restore every unit from the last checkpoint, replay."""
+        import time
+        if self._checkpoint is None or self.stats["recoveries"] >= self.cfg.max_restarts:
+            raise err
+        deadline = time.time() + self.cfg.timeout
+        for u, proxy in self.proxies.items():
+            recover = getattr(proxy, "recover", None)
+            if recover is not None:
+                recover(deadline)
+        recoveries = self.stats["recoveries"] + 1
+        self._restore(self._checkpoint, logs="truncate")
+        self.stats["recoveries"] = recoveries
+        self.step_log.append({"t": self.T, "H": 0.0, "iterations": 0, "residual": 0.0,
+                              "status": "recovered", "error": str(err)})

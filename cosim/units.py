@@ -212,6 +212,11 @@ class LocalUnit(Unit):
     def set_state(self, state: P.UnitState) -> None:
         from cosim.checkpoint import restore_snapshot
         restore_snapshot(self.sim, state.data)
+        # Samples after the restored point are gone: never collect past what exists now.
+        lengths = state.data["meta"]["log_lengths"]
+        for key, n in lengths.items():
+            if self._collected.get(key, 0) > n:
+                self._collected[key] = n
 
     def collect_logs(self) -> P.Logs:
         """Samples logged since the previous call (accepted steps only: the master collects

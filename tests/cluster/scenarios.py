@@ -1,0 +1,80 @@
+"""Co-simulation scenarios shared by the backend tests (built fresh for every run)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+
+from blocks import Gain, Sine, Sum
+from blocks.continuous import Integrator
+from cosim import Block, Inport, Model, Outport, Subsystem
+
+
+def three_units():
+    """Plant a (x' = u - x), integrator b, and the remaining blocks (source, error sum)."""
+    m = Model("three")
+    a = Subsystem("a", atomic=True, dt=0.002, solver="RK4")
+    a.add(Inport("u"), Integrator("x", 1.0), Gain("k", -1.0), Sum("s", "++"), Outport("y"))
+    a.connect("u.out", "s.in1")
+    a.connect("x.out", "k.in", "y.in")
+    a.connect("k.out", "s.in2")
+    a.connect("s.out", "x.in")
+    b = Subsystem("b", atomic=True, dt=0.002, solver="RK45")
+    b.add(Inport("u"), Integrator("x", 0.0), Outport("y"))
+    b.connect("u.out", "x.in")
+    b.connect("x.out", "y.in")
+    m.add(a, b, Sine("src", frequency=0.3), Sum("e", "+-"))
+    m.connect("src.out", "e.in1")
+    m.connect("b.y", "e.in2")
+    m.connect("e.out", "a.u")
+    m.connect("a.y", "b.u")
+    return m
+
+
+def algebraic():
+    """Two static units in a feedthrough loop (an algebraic coupling, iterated)."""
+    m = Model("alg")
+    for name, gain, phase in (("a", 0.5, 0.0), ("b", -0.8, np.pi / 2)):
+        s = Subsystem(name, atomic=True, dt=0.01)
+        s.add(Inport("u"), Gain("g", gain), Sine("s", frequency=1 / (2 * np.pi), phase=phase),
+              Sum("y_", "++"), Outport("y"))
+        s.connect("u.out", "g.in")
+        s.connect("g.out", "y_.in1")
+        s.connect("s.out", "y_.in2")
+        s.connect("y_.out", "y.in")
+        m.add(s)
+    m.connect("a.y", "b.u")
+    m.connect("b.y", "a.u")
+    return m
+
+
+class Crash(Block):
+    """Passes its input through; kills its own process once, at ``t_crash``.
+
+    The marker file makes the crash happen once: after the unit is recreated, it runs on.
+    """
+
+    def __init__(self, name, t_crash=0.5, marker=""):
+        super().__init__(name)
+        self.t_crash = t_crash
+        self.marker = marker
+
+    def output_update(self, t, dt):
+        if t >= self.t_crash and self.marker and not Path(self.marker).exists():
+            Path(self.marker).write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.outputs["out"] = self.inputs["in"]
+
+
+def crashing(marker: str):
+    """``three_units`` whose unit b dies (SIGKILL) at t = 0.5 the first time."""
+    m = three_units()
+    b = m["b"]
+    b.connections = [c for c in b.connections if c.dst != "y.in"]
+    b.add(Crash("crash", 0.5, marker))
+    b.connect("x.out", "crash.in")
+    b.connect("crash.out", "y.in")
+    return m
