@@ -1,21 +1,22 @@
 """The Ray backend: every unit lives in a Ray actor anywhere on a Ray cluster.
 
 Ray places the actors (per-unit CPUs, custom resources, node affinity), restarts them when they
-die and tells the master when they are gone; the data travel as msgpack bytes
-(:func:`cluster.codec.encode_batch`): one actor call per unit per macro step carries all of that
-unit's requests, and the calls of one Jacobi group are in flight at once. With no cluster
-given, a local Ray instance is started (the embedded default); ``CosimConfig(address=...)``
-joins an existing cluster.
+die and tells the master when they are gone. The data do not travel as actor calls (about
+1 ms each here): each actor serves its unit on a ZeroMQ socket (:mod:`cluster.dataplane`) and
+the master talks to it directly, one msgpack batch per unit per macro step, all units' batches
+in flight at once. With no cluster given, a local Ray instance is started (the embedded
+default); ``CosimConfig(address=...)`` joins an existing cluster.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import ray
 
-from cluster.codec import decode_batch, encode_batch
+from cluster.dataplane import DataClient, serve
 from cosim.errors import ModelError, TransportError
 
 __all__ = ["RayBackend", "RayProxy", "ensure_ray"]
@@ -30,83 +31,93 @@ def ensure_ray(address: str | None = None) -> None:
              configure_logging=False)
 
 
-@ray.remote
+@ray.remote(max_concurrency=4)
 class UnitActor:
-    """Hosts one unit; serves batches of encoded requests."""
+    """Hosts one unit and serves it on its data-plane socket."""
 
     def __init__(self, spec):
         from cosim.units import LocalUnit
         self.unit = spec.factory() if spec.factory is not None else \
             LocalUnit(spec.subsystem, spec.config, spec.name)
-
-    def handle(self, data: bytes) -> bytes:
-        from cluster.codec import CodecError
-        from cosim import protocol as P
-        try:
-            requests = decode_batch(data)
-        except CodecError as err:
-            return encode_batch([P.ErrorReply(P.ErrorKind.CODEC, str(err))])
-        return encode_batch([self.unit.handle(r) for r in requests])
+        self.endpoint, _ = serve(self.unit, ray.util.get_node_ip_address())
 
     def where(self) -> dict:
-        """Node id and process id of this actor (placement checks, fault tests)."""
-        return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+        """Node id, process id and data-plane endpoint of this actor."""
+        return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+                "endpoint": self.endpoint}
+
+    def watch(self) -> None:
+        """Never returns: its reference fails the moment the actor dies (failure detection)."""
+        threading.Event().wait()
 
 
 class RayProxy:
-    """The master's handle on one unit actor.
+    """The master's handle on one unit actor: data over ZeroMQ, life cycle over Ray.
 
     Parameters
     ----------
     name : str
         Unit name.
     actor : ray.actor.ActorHandle
+    endpoint : str
+        The actor's data-plane endpoint.
     timeout : float
         Seconds to wait for one batch's replies before raising TransportError.
     """
 
-    def __init__(self, name: str, actor, timeout: float):
+    #: Seconds between checks that the actor is still alive while waiting for a reply.
+    POLL = 0.05
+
+    def __init__(self, name: str, actor, endpoint: str, timeout: float):
         self.name = name
         self.actor = actor
         self.timeout = timeout
+        self.data = DataClient(name, endpoint, self.POLL)
+        self._watch = actor.watch.remote()
 
     def submit(self, requests):
-        return requests, self.actor.handle.remote(encode_batch(requests))
+        return self.data.submit(requests)
 
-    def result(self, handle):
-        requests, ref = handle
-        call = type(requests[-1]).__name__
-        t = getattr(requests[-1], "t", None)
-        try:
-            data = ray.get(ref, timeout=self.timeout)
-        except ray.exceptions.GetTimeoutError:
-            raise TransportError(self.name, call, f"no reply within {self.timeout} s",
-                                 t=t) from None
-        except ray.exceptions.RayError as err:
-            raise TransportError(self.name, call, f"the unit's actor failed: "
-                                 f"{type(err).__name__}", t=t) from err
-        replies = decode_batch(data)
-        if len(replies) != len(requests) and len(replies) == 1:
-            return replies * len(requests)          # a batch-level error answers all
-        return replies
+    def result(self, requests):
+        deadline = time.time() + self.timeout
+        while True:
+            try:
+                return self.data.result(requests)
+            except TransportError:
+                done, _ = ray.wait([self._watch], timeout=0)
+                last = requests[-1]
+                if done:
+                    raise TransportError(self.name, type(last).__name__, "the unit's actor "
+                                         "died", t=getattr(last, "t", None)) from None
+                if time.time() >= deadline:
+                    raise TransportError(self.name, type(last).__name__, f"no reply within "
+                                         f"{self.timeout} s", t=getattr(last, "t", None)) \
+                        from None
 
     def where(self) -> dict:
-        """Node id and process id of the actor."""
+        """Node id, process id and endpoint of the actor."""
         return ray.get(self.actor.where.remote(), timeout=self.timeout)
 
     def recover(self, deadline: float) -> None:
-        """Wait until Ray has restarted the actor (after a crash), or raise TransportError."""
+        """After a crash: wait until Ray has restarted the actor, then reconnect to it."""
+        done, _ = ray.wait([self._watch], timeout=0)
+        if not done:
+            return                          # this unit is alive; another one failed
         while True:
             try:
-                ray.get(self.actor.where.remote(), timeout=max(0.1, deadline - time.time()))
-                return
+                info = ray.get(self.actor.where.remote(),
+                               timeout=max(0.1, deadline - time.time()))
+                break
             except ray.exceptions.RayError as err:
                 if time.time() >= deadline:
                     raise TransportError(self.name, "recover", f"the actor did not come back "
                                          f"({type(err).__name__})") from err
                 time.sleep(0.1)
+        self.data.reconnect(info["endpoint"])
+        self._watch = self.actor.watch.remote()
 
     def close(self) -> None:
+        self.data.close()
         ray.kill(self.actor, no_restart=True)
 
 
@@ -140,16 +151,17 @@ class RayBackend:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
                     opts["node"], soft=False)
             actors[spec.name] = UnitActor.options(**options).remote(spec)
-        self.proxies = {name: RayProxy(name, a, self.cfg.timeout) for name, a in actors.items()}
         # Actors start in parallel; wait for all of them (placement failures surface here).
         refs = {name: a.where.remote() for name, a in actors.items()}
         for name, ref in refs.items():
             try:
-                ray.get(ref, timeout=self.cfg.timeout)
+                info = ray.get(ref, timeout=self.cfg.timeout)
             except ray.exceptions.GetTimeoutError:
                 raise ModelError(f"unit {name!r} could not be placed within "
                                  f"{self.cfg.timeout} s: check its resources/node options "
                                  f"({self.cfg.units.get(name, {})}) against the cluster") from None
+            self.proxies[name] = RayProxy(name, actors[name], info["endpoint"],
+                                          self.cfg.timeout)
         return dict(self.proxies)
 
     def stop(self) -> None:

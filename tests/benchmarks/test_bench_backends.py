@@ -1,0 +1,132 @@
+"""Benchmark: per-macro-step exchange overhead with 1 and 8 trivial units, per backend.
+
+References measured in the same run with the same payloads (the encoded batch of one unit's
+[SetInputs, DoStep, GetOutputs] and its replies): a raw pyzmq REQ/REP round trip to an echo
+server in another process, a raw 8-way pyzmq fan-out, and a raw Ray actor call (1 and 8-way).
+Run: python -m pytest -m bench -s tests/benchmarks/test_bench_backends.py
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import numpy as np
+import pytest
+
+from blocks import UnitDelay
+from cluster.codec import encode_batch
+from cosim import (CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator,
+                   Subsystem)
+from cosim import protocol as P
+
+STEPS = 400
+
+
+def ring(n):
+    m = Model("trivial")
+    for i in range(n):
+        s = Subsystem(f"u{i}", atomic=True)
+        s.add(Inport("u"), UnitDelay("d", 1.0), Outport("y"))
+        s.connect("u.out", "d.in")
+        s.connect("d.out", "y.in")
+        m.add(s)
+    for i in range(n):
+        m.connect(f"u{i}.y", f"u{(i + 1) % n}.u")
+    return m
+
+
+def cosim_us(n, backend):
+    sim = Simulator(ring(n), SimulationConfig(dt=0.01, t_end=STEPS * 0.01, log=[],
+                                              cosim=CosimConfig(H=0.01, backend=backend,
+                                                                log_every=10 * STEPS)))
+    try:
+        sim.master.initialize()
+        sim.master.step()                      # warm-up
+        t0 = time.perf_counter()
+        for _ in range(STEPS - 2):
+            sim.master.step()
+        return (time.perf_counter() - t0) / (STEPS - 2) * 1e6
+    finally:
+        sim.close()
+
+
+def _echo(port_queue, reply):
+    import zmq
+    sock = zmq.Context.instance().socket(zmq.REP)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    port_queue.put(port)
+    while True:
+        msg = sock.recv()
+        if msg == b"stop":
+            sock.send(b"")
+            return
+        sock.send(reply)
+
+
+def raw_zmq_us(n_servers, request, reply, rounds=2000):
+    import zmq
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_echo, args=(q, reply), daemon=True) for _ in range(n_servers)]
+    for p in procs:
+        p.start()
+    socks = []
+    for _ in procs:
+        s = zmq.Context.instance().socket(zmq.REQ)
+        s.connect(f"tcp://127.0.0.1:{q.get(timeout=30)}")
+        socks.append(s)
+    for s in socks:
+        s.send(request)
+        s.recv()
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        for s in socks:
+            s.send(request)
+        for s in socks:
+            s.recv()
+    us = (time.perf_counter() - t0) / rounds * 1e6
+    for s in socks:
+        s.send(b"stop")
+        s.recv()
+        s.close()
+    for p in procs:
+        p.join(timeout=5)
+    return us
+
+
+def raw_ray_us(n_actors, request, rounds=300):
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Echo:
+        def call(self, data):
+            return data
+    actors = [Echo.remote() for _ in range(n_actors)]
+    ray.get([a.call.remote(request) for a in actors])
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        ray.get([a.call.remote(request) for a in actors])
+    us = (time.perf_counter() - t0) / rounds * 1e6
+    for a in actors:
+        ray.kill(a)
+    return us
+
+
+@pytest.mark.bench
+def test_bench_exchange_overhead_per_backend(ray_session):
+    request = encode_batch([P.SetInputs({"u": np.ones(1)}), P.DoStep(0.0, 0.01),
+                            P.GetOutputs()])
+    reply = encode_batch([P.Ok(), P.StepResult(0.01, False), P.Outputs({"y": np.ones(1)})])
+    rows = []
+    for n in (1, 8):
+        raw_z = raw_zmq_us(n, request, reply)
+        raw_r = raw_ray_us(n, request)
+        rows.append((n, raw_z, raw_r, cosim_us(n, "local"), cosim_us(n, "ray")))
+    print("\nper-macro-step exchange, trivial units (us per step)")
+    print(f"{'units':>5} {'raw pyzmq':>10} {'raw Ray call':>13} {'cosim local':>12} "
+          f"{'cosim ray':>10} {'ray/raw zmq':>12} {'raw ray/cosim ray':>18}")
+    for n, z, r, loc, rb in rows:
+        print(f"{n:>5} {z:10.1f} {r:13.1f} {loc:12.1f} {rb:10.1f} {rb / z:12.2f} "
+              f"{r / rb:18.2f}")
+    assert all(r[1] > 0 for r in rows)
