@@ -92,7 +92,12 @@ class DataClient:
         self._connect(endpoint)
 
     def submit(self, requests):
-        self._sock.send(encode_batch(requests), copy=False)
+        try:
+            self._sock.send(encode_batch(requests), copy=False)
+        except zmq.ZMQError as err:
+            last = requests[-1]
+            raise TransportError(self.name, type(last).__name__, f"cannot send to "
+                                 f"{self.endpoint}: {err}", t=getattr(last, "t", None)) from err
         return requests
 
     def result(self, requests):

@@ -78,6 +78,9 @@ class CosimConfig:
         replays from there (fault recovery). None: a unit failure fails the run.
     max_restarts : int
         How often a unit may be recreated (Ray actor restarts) over the run.
+    checkpoint_path : str, optional
+        Where the last checkpoint is written when a unit fails for good (unreachable past
+        ``timeout``), so the run can be resumed from it.
     timeout : float
         Seconds a unit may take to answer one batch of requests (and to come back after a
         failure) before a TransportError.
@@ -107,6 +110,7 @@ class CosimConfig:
     units: dict = field(default_factory=dict, hash=False)
     checkpoint_every: int | None = None
     max_restarts: int = 3
+    checkpoint_path: str | None = None
     timeout: float = 60.0
     address: str | None = None
     trace: bool = False

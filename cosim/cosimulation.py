@@ -103,9 +103,12 @@ class CoSimulation:
         self.master.load_checkpoint(path)
 
     def close(self) -> None:
-        """Terminate the units and stop the backend."""
+        """Terminate the units and stop the backend (units that already failed are skipped)."""
+        from cosim.errors import CosimError
         try:
             if self.master._initialized:
                 self.master.terminate()
+        except CosimError:
+            pass                # a failed unit cannot be terminated; the backend stops it
         finally:
             self.backend.stop()

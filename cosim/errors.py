@@ -105,6 +105,7 @@ class TransportError(CosimError):
     def __init__(self, unit: str, method: str, message: str, t: float | None = None):
         self.unit = unit
         self.method = method
+        self.message = message
         self.t = t
         at = f" at t={t:.9g}" if t is not None else ""
         super().__init__(f"unit {unit!r}: {method}{at} failed: {message}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import warnings
 from fractions import Fraction
 from pathlib import Path
@@ -650,9 +651,12 @@ class Master:
 
     def save_checkpoint(self, path) -> None:
         """Gather every unit's state and the master's own into ``path.json`` + ``path.npz``."""
+        self._write(self._capture(), path)
+
+    def _write(self, capture: dict, path) -> None:
         from cosim.checkpoint import _paths, flatten
         arrays, scalars = {}, {}
-        flatten(self._capture(), "cosim", arrays, scalars)
+        flatten(capture, "cosim", arrays, scalars)
         meta = {"format": 2, "kind": "co-simulation", "units": self.names, "scalars": scalars}
         jpath, npath = _paths(path)
         jpath.write_text(json.dumps(meta, indent=1))
@@ -676,8 +680,26 @@ class Master:
         self._restore(unflatten("cosim", arrays, meta["scalars"]), logs="restart")
 
     def _recover(self, err: TransportError) -> None:
-        """A unit failed: recreate it, restore every unit from the last checkpoint, replay."""
-        import time
+        """A unit failed: recreate it, restore every unit from the last checkpoint, replay.
+
+        When that is impossible (no checkpoint, restarts used up, the unit stays away), the
+        last checkpoint is written to ``cosim.checkpoint_path`` (if set) and the error says
+        how to resume from it.
+        """
+        try:
+            self._recover_units(err)
+        except TransportError as final:
+            path = self.cfg.checkpoint_path
+            if self._checkpoint is None or path is None:
+                raise
+            self._write(self._checkpoint, path)
+            raise TransportError(final.unit, final.method,
+                                 f"{final.message}; the last checkpoint (t="
+                                 f"{self._checkpoint['master']['T']:g}) was saved to {path}: "
+                                 f"resume with `cosim run MODEL --resume {path}`",
+                                 t=final.t) from final
+
+    def _recover_units(self, err: TransportError) -> None:
         if self._checkpoint is None or self.stats["recoveries"] >= self.cfg.max_restarts:
             raise err
         deadline = time.time() + self.cfg.timeout

@@ -64,3 +64,25 @@ def test_units_run_on_the_nodes_they_ask_for():
                          timeout=300, cwd=Path(__file__).parents[2])
     assert out.returncode == 0, out.stdout + out.stderr
     assert "placement ok" in out.stdout
+
+
+def test_unit_gone_for_good_leaves_a_checkpoint_to_resume_from(ray_session, tmp_path):
+    from cosim import TransportError
+    cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1, checkpoint_every=5)
+    _, ref = run(three_units(), "local", **cosim)
+    cp = tmp_path / "failed"
+    with pytest.raises(TransportError, match="resume with") as exc:
+        run(crashing(str(tmp_path / "crashed")), "ray", max_restarts=0, timeout=3.0,
+            checkpoint_path=str(cp), **cosim)
+    assert exc.value.unit == "b"
+    assert cp.with_suffix(".json").exists()
+    # Resume in process (the crash marker exists now, so the unit runs on).
+    sim = Simulator(crashing(str(tmp_path / "crashed")), SimulationConfig(
+        dt=0.002, t_end=1.0, cosim=CosimConfig(backend="local", **cosim)))
+    sim.load_checkpoint(cp)
+    logs = sim.run()
+    t_cp = logs.time_of("a/x.out")[0]
+    assert 0.0 < t_cp < 1.0
+    for key in ref:
+        n = len(logs[key])
+        np.testing.assert_array_equal(ref[key][-n:], logs[key], err_msg=key)
