@@ -262,3 +262,30 @@ def interp_array(u: np.ndarray, x, y, slope, extrapolate: bool) -> np.ndarray:
     if extrapolate:
         return np.where(u == x[-1], y[-1], v)
     return np.where(u < x[0], y[0], np.where(u >= x[-1], y[-1], v))
+
+
+def state_space(p: Params, A, B, C, D, x0):
+    """Validated state-space matrices ``(A, B, C, D, x0)``; ``D`` and ``x0`` default to zero.
+
+    Shapes: A (n, n), B (n, m), C (q, n), D (q, m), x0 (n,). Every error names the block and
+    the matrix.
+    """
+    A = p.array("A", A, ndim=2)
+    n = A.shape[0]
+    if A.shape != (n, n):
+        raise p.error("A", f"must be square, got shape {A.shape}")
+    B = p.array("B", B, ndim=2)
+    if B.shape[0] != n:
+        raise p.error("B", f"must have {n} rows (the order of A), got shape {B.shape}")
+    C = p.array("C", C, ndim=2)
+    if C.shape[1] != n:
+        raise p.error("C", f"must have {n} columns (the order of A), got shape {C.shape}")
+    shape_d = (C.shape[0], B.shape[1])
+    D = np.zeros(shape_d) if D is None else p.array("D", D, ndim=2)
+    if D.shape != shape_d:
+        raise p.error("D", f"must have shape {shape_d} (rows of C, columns of B), got "
+                           f"{D.shape}")
+    x0 = np.zeros(n) if x0 is None else p.array("x0", x0, ndim=1)
+    if x0.shape != (n,):
+        raise p.error("x0", f"must have shape ({n},) (one entry per state), got {x0.shape}")
+    return A, B, C, D, x0

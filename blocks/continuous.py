@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from blocks._support import (Params, affine_expr, affine_terms, affine_value, lit,
+                             state_space)
 from cosim.block import Block, Kernel, as_signal
 from cosim.errors import ModelError
 
@@ -80,11 +82,6 @@ class Integrator(Block):
             self.next_state["reset_prev"] = r.copy()
 
 
-def _params(block, name):
-    from blocks._support import Params
-    return Params(block, name)
-
-
 class StateSpace(Block):
     """Linear time-invariant system ``dx/dt = A x + B u``, ``y = C x + D u``.
 
@@ -117,29 +114,14 @@ class StateSpace(Block):
 
     def __init__(self, name: str, A, B, C, D=None, x0=None, **kw):
         super().__init__(name, **kw)
-        p = _params(self, name)
-        self.A = p.array("A", A, ndim=2)
+        self.A, self.B, self.C, self.D, self.x0 = state_space(Params(self, name), A, B, C, D,
+                                                               x0)
         n = self.A.shape[0]
-        if self.A.shape != (n, n):
-            raise p.error("A", f"must be square, got shape {self.A.shape}")
-        self.B = p.array("B", B, ndim=2)
-        if self.B.shape[0] != n:
-            raise p.error("B", f"must have {n} rows (the order of A), got {self.B.shape}")
-        self.C = p.array("C", C, ndim=2)
-        if self.C.shape[1] != n:
-            raise p.error("C", f"must have {n} columns (the order of A), got {self.C.shape}")
-        shape_d = (self.C.shape[0], self.B.shape[1])
-        self.D = np.zeros(shape_d) if D is None else p.array("D", D, ndim=2)
-        if self.D.shape != shape_d:
-            raise p.error("D", f"must have shape {shape_d}, got {self.D.shape}")
-        self.x0 = np.zeros(n) if x0 is None else p.array("x0", x0, ndim=1)
-        if self.x0.shape != (n,):
-            raise p.error("x0", f"must have shape ({n},), got {self.x0.shape}")
+        shape_d = self.D.shape
         self.direct_feedthrough = bool(np.any(self.D != 0))
         self.input_shapes["in"] = (self.B.shape[1],)
         self._scalar = shape_d == (1, 1) and n <= 8
         if self._scalar:
-            from blocks._support import affine_terms
             idx = range(n + 1)           # state j at index j, the input at index n
             self._y_terms = affine_terms(list(self.C[0]) + [self.D[0, 0]], idx)
             self._x_terms = [affine_terms(list(self.A[i]) + [self.B[i, 0]], idx)
@@ -150,7 +132,6 @@ class StateSpace(Block):
 
     def output_update(self, t, dt):
         if self._scalar:
-            from blocks._support import affine_value
             vals = [float(v) for v in self.cstate] + [
                 float(self.inputs["in"][0]) if self.direct_feedthrough else 0.0]
             self.outputs["out"] = np.array([affine_value(self._y_terms, vals)])
@@ -162,7 +143,6 @@ class StateSpace(Block):
 
     def derivative(self, t):
         if self._scalar:
-            from blocks._support import affine_value
             vals = [float(v) for v in self.cstate] + [float(self.inputs["in"][0])]
             return np.array([affine_value(terms, vals) for terms in self._x_terms])
         return self.A @ self.cstate + self.B @ self.inputs["in"]
@@ -170,7 +150,6 @@ class StateSpace(Block):
     def kernel(self):
         if not self._scalar:
             return None
-        from blocks._support import affine_expr
         n = self.A.shape[0]
         names = [f"c_{j}" for j in range(n)] + ["u_in"]
         y_names = names if self.direct_feedthrough else names[:-1] + ["0.0"]
@@ -200,7 +179,7 @@ class TransferFunction(StateSpace):
 
     def __init__(self, name: str, num, den, x0=None, **kw):
         from scipy import signal
-        p = _params(self, name)
+        p = Params(self, name)
         num_a = p.array("num", num, ndim=1)
         den_a = p.array("den", den, ndim=1)
         if len(num_a) > len(den_a):
@@ -239,7 +218,7 @@ class FirstOrderLag(Block):
 
     def __init__(self, name: str, tau=1.0, gain=1.0, initial=0.0, **kw):
         super().__init__(name, **kw)
-        p = _params(self, name)
+        p = Params(self, name)
         self.tau = p.real("tau", tau, positive=True)
         self.gain = p.real("gain", gain)
         self.initial = p.array("initial", initial, ndim=1)
@@ -288,7 +267,7 @@ class PID(Block):
     def __init__(self, name: str, kp=1.0, ki=0.0, kd=0.0, tf=0.01, initial=0.0, lower=None,
                  upper=None, **kw):
         super().__init__(name, **kw)
-        p = _params(self, name)
+        p = Params(self, name)
         self.kp = p.real("kp", kp)
         self.ki = p.real("ki", ki)
         self.kd = p.real("kd", kd)
@@ -321,7 +300,6 @@ class PID(Block):
         return np.array([0.0 if windup else e, (e - xf) / self.tf])
 
     def kernel(self):
-        from blocks._support import lit
         kp, ki, kd, tf = lit(self.kp), lit(self.ki), lit(self.kd), lit(self.tf)
         lo, hi = lit(self.lower), lit(self.upper)
         e = "u_in" if self.direct_feedthrough else "0.0"
@@ -351,7 +329,7 @@ class Derivative(Block):
 
     def __init__(self, name: str, tau=0.01, initial=0.0, **kw):
         super().__init__(name, **kw)
-        p = _params(self, name)
+        p = Params(self, name)
         self.tau = p.real("tau", tau, positive=True)
         self.initial = p.array("initial", initial, ndim=1)
         self.input_shapes["in"] = self.initial.shape
@@ -396,7 +374,7 @@ class ODE(Block):
 
     def __init__(self, name: str, f, g, x0, feedthrough: bool = False, input_shape=None, **kw):
         super().__init__(name, **kw)
-        p = _params(self, name)
+        p = Params(self, name)
         if not callable(f) or not callable(g):
             raise p.error("f", "and g must be callables f(t, x, u) and g(t, x, u)")
         self.f, self.g = f, g
@@ -448,7 +426,7 @@ class TransportDelay(Block):
 
     def __init__(self, name: str, delay=1.0, initial=0.0, **kw):
         super().__init__(name, **kw)
-        p = _params(self, name)
+        p = Params(self, name)
         self.delay = p.real("delay", delay, positive=True)
         self.initial = p.array("initial", initial, ndim=1)
         self.input_shapes["in"] = self.initial.shape

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from blocks._support import (Params, affine_expr, affine_terms, affine_value, clip_array,
-                             clip_expr, clip_float, lit)
+                             clip_expr, clip_float, lit, state_space)
 from cosim.block import Block, Kernel
 
 __all__ = ["DiscreteIntegrator", "DiscretePID", "DiscreteStateSpace",
@@ -311,22 +311,7 @@ class DiscreteStateSpace(Block):
     def __init__(self, name: str, A, B, C, D=None, x0=None, **kw):
         super().__init__(name, **kw)
         p = Params(self, name)
-        self.A = p.array("A", A, ndim=2)
-        n = self.A.shape[0]
-        if self.A.shape != (n, n):
-            raise p.error("A", f"must be square, got shape {self.A.shape}")
-        self.B = p.array("B", B, ndim=2)
-        if self.B.shape[0] != n:
-            raise p.error("B", f"must have {n} rows (the order of A), got shape {self.B.shape}")
-        self.C = p.array("C", C, ndim=2)
-        if self.C.shape[1] != n:
-            raise p.error("C", f"must have {n} columns (the order of A), got shape "
-                               f"{self.C.shape}")
-        shape_d = (self.C.shape[0], self.B.shape[1])
-        self.D = np.zeros(shape_d) if D is None else p.array("D", D, ndim=2)
-        if self.D.shape != shape_d:
-            raise p.error("D", f"must have shape {shape_d} (rows of C, columns of B), got "
-                               f"{self.D.shape}")
+        self.A, self.B, self.C, self.D, _ = state_space(p, A, B, C, D, None)
         self._realise(p, x0)
 
     def _realise(self, p: Params, x0):

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from cosim.codegen import _DT, _NAME, _T, FastPath, _Unsupported
+from cosim.codegen import _DT, _NAME, _T, FastPath, _Unsupported, guard, step_function
 
 __all__ = ["build", "worthwhile"]
 
@@ -117,12 +117,6 @@ def build(sim, kernels, tableau) -> FastPath:
         assert kern is not None and not periods
         return _T.sub(tvar, out) if tvar != "t" else out
 
-    def guard(task) -> str | None:
-        if task.period == 1 and task.offset == 0:
-            return None
-        cond = f"(k - {task.offset}) % {task.period} == 0"
-        return cond + (f" and k >= {task.offset}" if task.offset else "")
-
     groups = _groups(plan, kernels)
     body, upd = [], []
     for g in groups:
@@ -150,26 +144,12 @@ def build(sim, kernels, tableau) -> FastPath:
     for n, task in enumerate(plan.tasks):
         gd = guard(task)
         log_stmts.append((gd, f"ticks[{n}].append(k)"))
-        if task_idx[n]:
-            ix = _index(task_idx[n])
-            src = f"S[{ix}].copy()" if ix is not None and ":" in ix else \
-                f"S[{ix if ix is not None else const(np.array(task_idx[n]))}]"
-            if len(task_idx[n]) == 1:
-                src = f"S[{task_idx[n][0]}:{task_idx[n][0] + 1}].copy()"
+        idx = task_idx[n]
+        if idx:
+            # A row is a copy: a slice (contiguous columns) copied, or fancy indexing.
+            ix = _index(idx) if len(idx) > 1 else f"{idx[0]}:{idx[0] + 1}"
+            src = f"S[{ix}].copy()" if ix is not None else f"S[{const(np.array(idx))}]"
             log_stmts.append((gd, f"rows[{n}].append({src})"))
-
-    def emit(stmts, indent):
-        out, cur = [], object()
-        for gd, s in stmts:
-            if gd is None:
-                out.append(" " * indent + s)
-                cur = object()
-            else:
-                if gd != cur:
-                    out.append(" " * indent + f"if {gd}:")
-                    cur = gd
-                out.append(" " * (indent + 4) + s)
-        return out
 
     integ = []
     n_c = sim._X.size
@@ -199,25 +179,7 @@ def build(sim, kernels, tableau) -> FastPath:
             stage(si, "Z", "ts")
         integ.append(f"C[:] = C + h * ({combo(bterms)})")
 
-    lines = ["def advance(k, k_stop, last_logged, S, X, C, rows, ticks, full=True):",
-             "    try:",
-             "        while k < k_stop:",
-             f"            t = {sim.config.t0!r} + k * {sim.config.dt!r}"]
-    lines += emit(body, 12)
-    lines.append("            if k > last_logged:")
-    lines += emit(log_stmts, 16)
-    lines.append("                last_logged = k")
-    # Without ``full`` a call computes (and logs) the outputs of one tick only.
-    if upd or integ:
-        lines.append("            if full:")
-        lines += emit(upd, 16)
-        lines += ["                " + s for s in integ]
-    lines += ["            k += 1",
-              "    except Exception as err:",
-              "        err._cosim_tick = k",
-              "        raise",
-              "    return k, last_logged"]
-    source = "\n".join(lines) + "\n"
+    source = step_function(sim, body, log_stmts, upd, integ)
     exec(compile(source, f"<cosim batched plan {plan.name}>", "exec"), consts)
     return FastPath(sim, source, consts["advance"], sig_slots, state_slots, task_logs,
                     len(tableau[1]) + 1 if tableau else 0, vector=True)

@@ -129,6 +129,56 @@ class FastPath:
             rows.clear()
 
 
+def guard(task) -> str | None:
+    """Source of the condition under which ``task`` runs at tick ``k`` (None: every tick)."""
+    if task.period == 1 and task.offset == 0:
+        return None
+    cond = f"(k - {task.offset}) % {task.period} == 0"
+    return cond + (f" and k >= {task.offset}" if task.offset else "")
+
+
+def emit(stmts, indent: int) -> list[str]:
+    """Source lines of ``[(guard, statement)]``, consecutive statements of one guard grouped."""
+    out, cur = [], object()
+    for g, s in stmts:
+        if g is None:
+            out.append(" " * indent + s)
+            cur = object()
+        else:
+            if g != cur:
+                out.append(" " * indent + f"if {g}:")
+                cur = g
+            out.append(" " * (indent + 4) + s)
+    return out
+
+
+def step_function(sim, body, log_stmts, upd, integ, prologue=(), epilogue=()) -> str:
+    """Source of ``advance(k, k_stop, last_logged, S, X, C, rows, ticks, full=True)``.
+
+    Per tick: outputs (``body``), logs, and — with ``full``, else the call only computes and
+    logs one tick's outputs — the state updates (``upd``) and the integration (``integ``).
+    ``prologue`` / ``epilogue`` load and store the values (scalar mode keeps them in locals).
+    """
+    cfg = sim.config
+    lines = ["def advance(k, k_stop, last_logged, S, X, C, rows, ticks, full=True):",
+             *prologue, "    try:", "        while k < k_stop:",
+             f"            t = {cfg.t0!r} + k * {cfg.dt!r}"]
+    lines += emit(body, 12)
+    lines.append("            if k > last_logged:")
+    lines += emit(log_stmts, 16)
+    lines.append("                last_logged = k")
+    if upd or integ:
+        lines.append("            if full:")
+        lines += emit(upd, 16)
+        lines += ["                " + s for s in integ]
+    lines += ["            k += 1", "    except Exception as err:", "        err._cosim_tick = k",
+              "        raise"]
+    if epilogue:
+        lines += ["    finally:", *epilogue]
+    lines.append("    return k, last_logged")
+    return "\n".join(lines) + "\n"
+
+
 class _Unsupported(Exception):
     """The plan cannot run on the fast path (the interpreter runs it instead)."""
 
@@ -227,12 +277,6 @@ def _build(sim) -> FastPath | None:
         out = _DT.sub(repr(plan.sample_period[i]), _NAME.sub(name, expr))
         return _T.sub(tvar, out) if tvar != "t" else out
 
-    def guard(task) -> str | None:
-        if task.period == 1 and task.offset == 0:
-            return None
-        cond = f"(k - {task.offset}) % {task.period} == 0"
-        return cond + (f" and k >= {task.offset}" if task.offset else "")
-
     # Per-task log columns (a row tuple per active tick).
     task_logs = [[] for _ in plan.tasks]
     task_cols = [[] for _ in plan.tasks]
@@ -265,19 +309,6 @@ def _build(sim) -> FastPath | None:
         exprs = [subst(i, e) for e in st.values()]
         upd.append((g, f"{', '.join(names)} = {', '.join(exprs)}"))
 
-    def emit(stmts, indent):
-        out, cur = [], object()
-        for g, s in stmts:
-            if g is None:
-                out.append(" " * indent + s)
-                cur = object()
-            else:
-                if g != cur:
-                    out.append(" " * indent + f"if {g}:")
-                    cur = g
-                out.append(" " * (indent + 4) + s)
-        return out
-
     integ: list[str] = []
     if n_c:
         terms, nodes, bterms = tableau
@@ -309,33 +340,11 @@ def _build(sim) -> FastPath | None:
     sig_vars = [f"s{j}" for j in range(len(sig_slots))]
     st_vars = [f"x{j}" for j in range(len(state_slots))]
     c_vars = [f"c{j}" for j in range(n_c)]
-    lines = ["def advance(k, k_stop, last_logged, S, X, C, rows, ticks, full=True):"]
-    for names, src in ((sig_vars, "S"), (st_vars, "X"), (c_vars, "C")):
-        if names:
-            lines.append(f"    {', '.join(names)}, = {src}")
-    lines += ["    try:",
-              "        while k < k_stop:",
-              f"            t = {sim.config.t0!r} + k * {sim.config.dt!r}"]
-    lines += emit(body, 12)
-    lines.append("            if k > last_logged:")
-    lines += emit(log_stmts, 16)
-    lines.append("                last_logged = k")
-    # Without ``full`` a call computes (and logs) the outputs of one tick only.
-    if upd or integ:
-        lines.append("            if full:")
-        lines += emit(upd, 16)
-        lines += ["                " + s for s in integ]
-    lines.append("            k += 1")
-    lines += ["    except Exception as err:",
-              "        err._cosim_tick = k",
-              "        raise",
-              "    finally:"]
-    for names, dst in ((sig_vars, "S"), (st_vars, "X"), (c_vars, "C")):
-        if names:
-            lines.append(f"        {dst}[:] = [{', '.join(names)}]")
-    lines.append("        pass")
-    lines.append("    return k, last_logged")
-    source = "\n".join(lines) + "\n"
+    groups = [(v, src) for v, src in ((sig_vars, "S"), (st_vars, "X"), (c_vars, "C")) if v]
+    source = step_function(
+        sim, body, log_stmts, upd, integ,
+        prologue=[f"    {', '.join(v)}, = {src}" for v, src in groups],
+        epilogue=[f"        {src}[:] = [{', '.join(v)}]" for v, src in groups])
     exec(compile(source, f"<cosim plan {plan.name}>", "exec"), namespace)
     return FastPath(sim, source, namespace["advance"], sig_slots, state_slots, task_logs,
                     len(tableau[1]) + 1 if tableau else 0)

@@ -14,26 +14,13 @@ import time
 import numpy as np
 import pytest
 
-from blocks import UnitDelay
 from cluster.codec import encode_batch
-from cosim import (CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator,
-                   Subsystem)
+from cosim import CosimConfig, SimulationConfig, Simulator
+
+from tests.benchmarks.rings import ring
 from cosim import protocol as P
 
 STEPS = 400
-
-
-def ring(n):
-    m = Model("trivial")
-    for i in range(n):
-        s = Subsystem(f"u{i}", atomic=True)
-        s.add(Inport("u"), UnitDelay("d", 1.0), Outport("y"))
-        s.connect("u.out", "d.in")
-        s.connect("d.out", "y.in")
-        m.add(s)
-    for i in range(n):
-        m.connect(f"u{i}.y", f"u{(i + 1) % n}.u")
-    return m
 
 
 def cosim_us(n, backend):

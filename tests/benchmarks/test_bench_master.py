@@ -10,23 +10,11 @@ import time
 
 import pytest
 
-from blocks import UnitDelay
-from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator, Subsystem
+from cosim import CosimConfig, SimulationConfig, Simulator
+
+from tests.benchmarks.rings import ring
 
 STEPS = 2000
-
-
-def ring(n):
-    m = Model("trivial")
-    for i in range(n):
-        s = Subsystem(f"u{i}", atomic=True)
-        s.add(Inport("u"), UnitDelay("d", 1.0), Outport("y"))
-        s.connect("u.out", "d.in")
-        s.connect("d.out", "y.in")
-        m.add(s)
-    for i in range(n):
-        m.connect(f"u{i}.y", f"u{(i + 1) % n}.u")
-    return m
 
 
 def cosim_us_per_step(n, scheme):
