@@ -101,6 +101,8 @@ def check_sample_time(value, where: str):
     """
     if value is None:
         return None
+    if isinstance(value, list) and len(value) == 2:     # (period, offset) from a model file
+        value = tuple(value)
     if isinstance(value, tuple) and len(value) == 2:
         period, offset = value
         ok = all(isinstance(v, numbers.Real) and math.isfinite(v) for v in value)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -26,7 +27,8 @@ from cosim.block import NAME_RE, Block
 from cosim.errors import ModelError
 
 __all__ = ["BlockType", "Param", "RESERVED", "conflicts", "describe", "known", "lookup",
-           "name_of", "parameters", "register", "unregister"]
+           "name_of", "parameters", "register", "unknown_message", "unregister", "Declared",
+           "declared"]
 
 #: Type names with a meaning of their own in model files (not block classes).
 RESERVED = frozenset({"Subsystem"})
@@ -253,30 +255,75 @@ def parameters(cls: type) -> list[Param]:
         klass, skip_pos, skip_kw = _forwarding(cls, owner, fn)
 
 
-def _init_sources(cls: type) -> list[ast.AST]:
-    """Syntax trees of the constructors in ``cls``'s MRO below Block (those with source)."""
+def _class_sources(cls: type) -> list[ast.AST]:
+    """Syntax trees of the classes in ``cls``'s MRO below Block (those with source), most
+    derived first."""
     trees = []
-    return [t for t in (_tree(fn) for _, fn in _inits(cls)) if t is not None]
+    for klass in cls.__mro__:
+        if klass is Block or klass is object:
+            break
+        try:
+            trees.append(ast.parse(textwrap.dedent(inspect.getsource(klass))))
+        except (OSError, TypeError, SyntaxError):
+            continue
+    return trees
 
 
-def _set_by_init(cls: type) -> tuple[bool, bool]:
-    """Whether the constructors choose the ports (``inputs=``/``outputs=`` passed to a base
-    ``__init__``, or ``input_names`` assigned) and the feedthrough (``self.direct_feedthrough``
-    assigned) from the parameters."""
-    ports = feedthrough = False
-    for tree in _init_sources(cls):
+@dataclass(frozen=True)
+class Declared:
+    """What a block class fixes for all its instances, read from its source (:func:`declared`).
+
+    Attributes
+    ----------
+    inputs, outputs : tuple of str or None
+        The ports every instance has; None when the constructor chooses them from the
+        parameters.
+    feedthrough_varies : bool
+        The constructor sets ``direct_feedthrough`` from the parameters.
+    """
+
+    inputs: tuple[str, ...] | None
+    outputs: tuple[str, ...] | None
+    feedthrough_varies: bool
+
+
+@functools.lru_cache(maxsize=None)
+def declared(cls: type) -> Declared:
+    """The ports and feedthrough of ``cls`` as its declarations and constructors fix them.
+
+    Ports are the class attributes ``input_ports`` / ``output_ports`` unless the class passes
+    ``inputs=`` / ``outputs=`` to a base ``__init__`` (a literal tuple fixes them, any other
+    value makes them depend on the parameters) or assigns ``self.input_names`` /
+    ``self.output_names``. Feedthrough varies when a method assigns
+    ``self.direct_feedthrough``. Read from the source of the classes below Block; nothing is
+    instantiated; without source, only the class attributes are seen.
+    """
+    ports = {"inputs": tuple(cls.input_ports), "outputs": tuple(cls.output_ports)}
+    fixed: set[str] = set()   # set by a more derived class already
+    feedthrough = False
+    for tree in _class_sources(cls):   # most derived first
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr == "__init__":
-                ports |= any(k.arg in ("inputs", "outputs") for k in node.keywords)
+                for k in node.keywords:
+                    if k.arg in ports and k.arg not in fixed:
+                        fixed.add(k.arg)
+                        try:
+                            value = ast.literal_eval(k.value)
+                            ports[k.arg] = tuple(value) if isinstance(value, (tuple, list)) \
+                                and all(isinstance(v, str) for v in value) else None
+                        except ValueError:
+                            ports[k.arg] = None
             targets = node.targets if isinstance(node, ast.Assign) else \
                 [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
             for t in targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
                         and t.value.id == "self":
-                    ports |= t.attr in ("input_names", "output_names")
+                    if t.attr in ("input_names", "output_names"):
+                        ports[t.attr.replace("_names", "s")] = None
+                        fixed.add(t.attr.replace("_names", "s"))
                     feedthrough |= t.attr == "direct_feedthrough"
-    return ports, feedthrough
+    return Declared(ports["inputs"], ports["outputs"], feedthrough)
 
 
 @dataclass(frozen=True)
@@ -289,14 +336,13 @@ class BlockType:
         Type name in model files.
     cls : type
     summary : str
-        First line of the class docstring.
-    inputs, outputs : tuple of str
-        Declared ports (class attributes ``input_ports`` / ``output_ports``).
-    ports_vary : bool
-        The constructor chooses the ports from the parameters.
+        First paragraph of the class docstring.
+    inputs, outputs : tuple of str or None
+        The ports every instance has (see :func:`declared`); None when the parameters
+        choose them.
     default_inputs, default_outputs : tuple of str or None
-        Ports of an instance made with default parameters, when every parameter has a default
-        and the ports vary (None otherwise).
+        Ports of an instance made with the default parameters, for ports the parameters
+        choose, when every parameter has a default (None otherwise).
     params : list of Param
     feedthrough : bool
         Declared ``direct_feedthrough``.
@@ -311,9 +357,8 @@ class BlockType:
     name: str
     cls: type
     summary: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    ports_vary: bool
+    inputs: tuple[str, ...] | None
+    outputs: tuple[str, ...] | None
     default_inputs: tuple[str, ...] | None
     default_outputs: tuple[str, ...] | None
     params: list[Param]
@@ -326,23 +371,25 @@ class BlockType:
 def describe(name: str, cls: type | None = None) -> BlockType:
     """Describe block type ``name`` from its class's declarations.
 
-    Nothing is instantiated except, for a type whose ports vary and whose parameters all have
-    defaults, one instance with the defaults (to show its default ports).
+    Nothing is instantiated except, for a type whose ports the parameters choose and whose
+    parameters all have defaults, one instance with the defaults (to show its default ports).
     """
     cls = lookup(name) if cls is None else cls
     params = parameters(cls)
-    ports_vary, ft_varies = _set_by_init(cls)
+    decl = declared(cls)
     d_in = d_out = None
-    if ports_vary and not any(p.required for p in params):
+    if (decl.inputs is None or decl.outputs is None) and not any(p.required for p in params):
         try:
             inst = cls("probe")
             d_in, d_out = tuple(inst.input_names), tuple(inst.output_names)
         except Exception:   # a description must not fail on a constructor's own checks
             pass
-    doc = inspect.getdoc(cls) or ""
+    doc = (inspect.getdoc(cls) or "").strip()
+    summary = " ".join(doc.split("\n\n")[0].split())   # the first paragraph, on one line
     return BlockType(
-        name=name, cls=cls, summary=doc.strip().splitlines()[0] if doc.strip() else "",
-        inputs=tuple(cls.input_ports), outputs=tuple(cls.output_ports), ports_vary=ports_vary,
-        default_inputs=d_in, default_outputs=d_out, params=params,
-        feedthrough=cls.direct_feedthrough, feedthrough_varies=ft_varies,
+        name=name, cls=cls, summary=summary,
+        inputs=decl.inputs, outputs=decl.outputs,
+        default_inputs=d_in if decl.inputs is None else None,
+        default_outputs=d_out if decl.outputs is None else None, params=params,
+        feedthrough=cls.direct_feedthrough, feedthrough_varies=decl.feedthrough_varies,
         sample_time=cls.sample_time, continuous=cls.derivative is not Block.derivative)

@@ -111,6 +111,9 @@ class Model(Diagram):
     >>> m.connect("src.out", "g.in")
     """
 
+    #: The simulation configuration a model file carried (``Model.from_yaml``), else None.
+    simulation = None
+
     def __init__(self, name: str = "model", parameters: dict | None = None):
         super().__init__(name)
         self.parameters: dict = dict(parameters or {})
@@ -119,6 +122,25 @@ class Model(Diagram):
     def add_event(self, *events) -> None:
         """Add zero-crossing or scheduled events (:mod:`cosim.events`)."""
         self.events.extend(events)
+
+    def to_yaml(self, path=None, *, simulation=None) -> str:
+        """Write this model as a model file (see :mod:`cosim.yaml_io`); returns the text.
+
+        ``simulation`` (a SimulationConfig) becomes the file's ``simulation:`` section
+        (default: ``self.simulation`` when the model was read from a file).
+        """
+        from cosim.yaml_io import dump_model
+        return dump_model(self, path, simulation=simulation)
+
+    @classmethod
+    def from_yaml(cls, path_or_text) -> Model:
+        """Read a model file (a path or YAML text; see :mod:`cosim.yaml_io`).
+
+        The file's ``simulation:`` section is the returned model's ``simulation`` attribute
+        (a SimulationConfig, or None). Raises CompileError listing every problem, located.
+        """
+        from cosim.yaml_io import load_model
+        return load_model(path_or_text)
 
 
 class Subsystem(Diagram):
@@ -315,9 +337,9 @@ class Reference:
     name : str
         Name of the inlined subsystem in this diagram.
     source : str or callable
-        A library name registered with :func:`cosim.library.register`, a ``"module:function"``
-        factory path, a YAML model file path, or a factory callable. A factory takes
-        ``name`` and keyword overrides and returns a :class:`Subsystem`.
+        A library name registered with :func:`cosim.library.register`, a YAML subsystem file
+        path, or (from Python) a factory callable ``f(name) -> Subsystem``. Never an
+        importable module path: loading a model file must not run code it names.
     overrides : dict
         Values for the definition's context (they shadow its defaults).
     """
