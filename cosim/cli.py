@@ -25,9 +25,8 @@ import time
 
 __all__ = ["BACKENDS", "main"]
 
-#: Choices of ``--backend``. A backend registered in :data:`cosim.backends.BACKENDS` becomes
-#: available on the command line by adding its name here.
-BACKENDS = ("local",)
+#: Choices of ``--backend``: the backends registered in :data:`cosim.backends.BACKENDS`.
+BACKENDS = ("local", "ray", "zmq")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -59,17 +58,34 @@ def _existing(path: str):
     return p
 
 
-def _config(model, path: str, t_end: float | None = None, backend: str | None = None):
-    """The model file's simulation options with the command line's changes."""
+def _config(model, path: str, t_end: float | None = None, backend: str | None = None,
+            macro_step: float | None = None, monolithic: bool = False):
+    """The model file's simulation options with the command line's changes.
+
+    ``--cosim H`` or ``--backend`` co-simulate (with the file's co-simulation options if it
+    has any, else Jacobi at the macro step H, default the base step); ``--monolithic`` runs
+    the model as one simulation whatever the file says.
+    """
     from dataclasses import replace
+
+    from cosim.config import CosimConfig
     cfg = getattr(model, "simulation", None)
     if cfg is None:
         raise _Usage(f"{path} has no 'simulation:' section; add one with at least dt and "
                      "t_end, e.g. 'simulation: {dt: 0.01, t_end: 10.0}'")
     if t_end is not None:
         cfg = replace(cfg, t_end=t_end)   # validated again: a bad value is a ModelError
-    if backend is not None and cfg.cosim is not None:
-        cfg = replace(cfg, cosim=replace(cfg.cosim, backend=backend))
+    if monolithic:
+        if macro_step is not None or backend is not None:
+            raise _Usage("--monolithic cannot be combined with --cosim or --backend")
+        return replace(cfg, cosim=None)
+    if macro_step is not None or backend is not None:
+        cosim = cfg.cosim or CosimConfig(H=cfg.dt)
+        if macro_step is not None:
+            cosim = replace(cosim, H=macro_step)
+        if backend is not None:
+            cosim = replace(cosim, backend=backend)
+        cfg = replace(cfg, cosim=cosim)
     return cfg
 
 
@@ -160,7 +176,7 @@ def cmd_run(args) -> int:
     from pathlib import Path
     model = _load(args.model)
     overrides = _overrides(args.params or [], model)
-    cfg = _config(model, args.model, args.t_end, args.backend)
+    cfg = _config(model, args.model, args.t_end, args.backend, args.cosim, args.monolithic)
     out = None
     if args.out:
         out = Path(args.out if args.out.endswith(".npz") else args.out + ".npz")  # as numpy
@@ -168,11 +184,16 @@ def cmd_run(args) -> int:
             raise _Usage(f"cannot write {out}: no directory {out.parent}")
     model.parameters.update(overrides)
     sim = _simulator(model, cfg)
+    if args.resume:
+        sim.load_checkpoint(args.resume)      # a mismatch is a model error (exit 2)
     start = time.perf_counter()
     try:
         logs = sim.run()
     except Exception as err:
         raise _RunFailed(err) from err
+    finally:
+        if hasattr(sim, "close"):
+            sim.close()
     lines = _summary(model, cfg, sim, logs, overrides, time.perf_counter() - start)
     if out is not None:
         try:
@@ -180,6 +201,12 @@ def cmd_run(args) -> int:
         except OSError as err:
             raise _Usage(f"cannot write {out}: {err.strerror or err}") from err
         lines.append(f"saved {out}")
+    if args.plot:
+        try:
+            logs.plot(path=args.plot, title=model.name)
+        except OSError as err:
+            raise _Usage(f"cannot write {args.plot}: {err.strerror or err}") from err
+        lines.append(f"plotted {args.plot}")
     print("\n".join(lines))
     return EXIT_OK
 
@@ -286,7 +313,16 @@ def _parser() -> argparse.ArgumentParser:
                                                               "file's simulation.t_end")
     p.add_argument("--out", metavar="FILE.npz", help="save the logs as a NumPy .npz file")
     p.add_argument("--backend", choices=BACKENDS, default=None,
-                   help="where co-simulation units run (default: the file's, else local)")
+                   help="co-simulate, with the units running there (local: in this "
+                        "process; ray: Ray actors, a local Ray is started if none runs)")
+    p.add_argument("--cosim", type=float, metavar="H", default=None,
+                   help="co-simulate with macro step H (s): every top-level atomic "
+                        "subsystem is a unit")
+    p.add_argument("--monolithic", action="store_true",
+                   help="simulate as one plan even if the file asks for co-simulation")
+    p.add_argument("--resume", metavar="CHECKPOINT",
+                   help="continue from a checkpoint (e.g. the one a failed run left)")
+    p.add_argument("--plot", metavar="FILE.png", help="plot the logs (needs matplotlib)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("plan", parents=[common], help="print the execution plan",

@@ -140,7 +140,9 @@ def test_blocks_lists_the_library_from_the_declarations():
     ([], 2, "choose a command"),
     (["run"], 2, "the following arguments are required: model"),
     (["run", "nowhere.yaml"], 2, "no such model file: nowhere.yaml"),
-    (["run", SERVO, "--backend", "ray"], 2, "invalid choice: 'ray' (choose from 'local')"),
+    (["run", SERVO, "--backend", "mpi"], 2,
+     "invalid choice: 'mpi' (choose from 'local', 'ray', 'zmq')"),
+    (["run", SERVO, "--monolithic", "--cosim", "0.01"], 2, "--monolithic cannot be combined"),
     (["blocks", "Gian"], 2, "unknown block type 'Gian'; did you mean Gain?"),
     (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
 ])
@@ -152,7 +154,7 @@ def test_usage_errors(args, status, needle):
 
 def test_help_and_backend_option():
     r = cosim("run", "--help")
-    assert r.returncode == 0 and "--backend {local}" in r.stdout
+    assert r.returncode == 0 and "--backend {local,ray,zmq}" in r.stdout
     r = cosim("run", SERVO, "--backend", "local")
     assert r.returncode == 0, r.stderr
 
@@ -169,3 +171,31 @@ def test_import_cosim_stays_light():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=60)
     assert r.stdout.strip() == "[]", r.stderr
+
+
+def test_cosimulate_resume_and_plot_from_the_command_line(tmp_path):
+    pair = str(DATA / "cosim_pair.yaml")
+    mono = cosim("run", pair, "--monolithic", "--out", str(tmp_path / "mono.npz"))
+    assert mono.returncode == 0, mono.stderr
+    co = cosim("run", pair, "--cosim", "0.05", "--out", str(tmp_path / "co.npz"),
+               "--plot", str(tmp_path / "co.png"))
+    assert co.returncode == 0, co.stderr
+    assert (tmp_path / "co.png").stat().st_size > 10_000
+    with np.load(tmp_path / "co.npz") as z:
+        # Units' signals are keyed "unit/block.port".
+        assert "values/plant/x.out" in z.files and "values/ctrl/z.out" in z.files
+    # A checkpoint written half way through (Python API) is resumed by the CLI.
+    from cosim import CosimConfig, Model, SimulationConfig, Simulator
+    model = Model.from_yaml(pair)
+    cfg = SimulationConfig(dt=model.simulation.dt, t_end=model.simulation.t_end,
+                           cosim=CosimConfig(H=0.05))
+    sim = Simulator(model, cfg)
+    sim.run(t_end=model.simulation.t_end / 2)
+    sim.save_checkpoint(tmp_path / "half")
+    full = Simulator(Model.from_yaml(pair), cfg).run()
+    res = cosim("run", pair, "--cosim", "0.05", "--resume", str(tmp_path / "half"),
+                "--out", str(tmp_path / "rest.npz"))
+    assert res.returncode == 0, res.stderr
+    with np.load(tmp_path / "rest.npz") as z:
+        rest = z["values/plant/x.out"]
+    np.testing.assert_array_equal(full["plant/x.out"][-len(rest):], rest)
