@@ -148,7 +148,7 @@ SIGNALS = {"cycle/profile.out": "m/s", "vehicle/speed.out": "m/s",
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", default="local")
+    ap.add_argument("--backend", default="local", help="where units run: local, ray, zmq")
     ap.add_argument("--t-end", type=float, default=60.0)
     ap.add_argument("--plot", help="save a plot of the main signals (PNG)")
     args = ap.parse_args()
