@@ -34,3 +34,24 @@ def test_electric_vehicle_with_plot(tmp_path):
     assert png.stat().st_size > 20_000
     iters = float(out.split("iterated ")[1].split()[0])
     assert iters >= 2        # the battery <-> motor coupling really is iterated
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_electric_vehicle_on_ray_is_bit_identical_to_in_process(ray_session):
+    import numpy as np
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import electric_vehicle as ev
+    finally:
+        sys.path.pop(0)
+    from cosim import Simulator
+    local = Simulator(ev.build(), ev.config("local", 3.0)).run()
+    sim = Simulator(ev.build(), ev.config("ray", 3.0))
+    try:
+        remote = sim.run()
+    finally:
+        sim.close()
+    assert sorted(local) == sorted(remote)
+    for key in local:
+        np.testing.assert_array_equal(local[key], remote[key], err_msg=key)
