@@ -343,11 +343,24 @@ def _parser() -> argparse.ArgumentParser:
                                    "parameters, feedthrough and sample time.")
     p.add_argument("types", nargs="*", metavar="TYPE", help="only these types")
     p.set_defaults(func=cmd_blocks)
+    for name, (_, text) in DELEGATED.items():
+        sub.add_parser(name, help=text, add_help=False)
     return parser
+
+
+#: Commands whose implementation lives in the ``cluster`` package (imported only when used,
+#: so the core CLI never imports zmq or ray): name -> (module, help).
+DELEGATED = {
+    "serve": ("cluster.server", "serve units over ZeroMQ for remote masters"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``cosim`` command line; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        import importlib
+        return importlib.import_module(DELEGATED[argv[0]][0]).main(argv[1:])
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -355,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("cosim: error: choose a command (run, plan, check, blocks)", file=sys.stderr)
+        print(f"cosim: error: choose a command (run, plan, check, blocks, "
+              f"{', '.join(DELEGATED)})", file=sys.stderr)
         return EXIT_USAGE
     from cosim.errors import ModelError
 

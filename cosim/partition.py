@@ -45,6 +45,9 @@ class UnitSpec:
     subsystem: Subsystem | None
     config: object
     factory: object = None
+    #: The model's parameters and context: what the subsystem's expressions may refer to
+    #: (a backend that rebuilds the unit from a model file needs them).
+    workspace: dict | None = None
 
 
 @dataclass
@@ -99,12 +102,13 @@ def partition(model, config) -> Partition:
     if problems:
         raise CompileError(problems, model.name)
     units = []
+    workspace = {**getattr(model, "parameters", {}), **model.context}
     for name, b in atomic.items():
         if isinstance(b, Subsystem):
-            units.append(UnitSpec(name, b, inner_config(b, base)))
+            units.append(UnitSpec(name, b, inner_config(b, base), workspace=workspace))
         else:
             units.append(UnitSpec(name, None, base,
                                   factory=lambda b=b, name=name: b.as_unit(name, base)))
     if rest.blocks:
-        units.append(UnitSpec(REST, rest, base))
+        units.append(UnitSpec(REST, rest, base, workspace=workspace))
     return Partition(units, links)

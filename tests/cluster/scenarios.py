@@ -11,6 +11,7 @@ import numpy as np
 from blocks import Gain, Sine, Sum
 from blocks.continuous import Integrator
 from cosim import Block, Inport, Model, Outport, Subsystem
+from cosim.blocktypes import register
 
 
 def three_units():
@@ -51,6 +52,7 @@ def algebraic():
     return m
 
 
+@register
 class Crash(Block):
     """Passes its input through; kills its own process once, at ``t_crash``.
 

@@ -1,0 +1,211 @@
+"""Unit servers: one standalone process hosting units for masters elsewhere (ZeroMQ).
+
+A team serves its subsystem on a machine it owns; a master refers to the unit by address
+(``CosimConfig(units={"plant": {"address": "tcp://host:5555"}})``) and sees only its ports.
+
+Framing: a client's REQ socket sends two frames, ``[unit name, batch]``, where ``batch`` is
+:func:`cluster.codec.encode_batch` bytes; the ROUTER socket here answers ``[batch of
+replies]``. A malformed, oversized or misaddressed message is answered with an ErrorReply and
+the server keeps serving; a master that disconnects leaves the units as they are, and the next
+session starts with ``Initialize``. Binds loopback by default. With CURVE keys (files made by
+``zmq.auth.create_certificates``), clients must hold an authorized key; refusals are logged.
+
+Command line: ``cosim serve UNIT_FILE --bind tcp://127.0.0.1:5555 [--plugin MODULE]``
+(UNIT_FILE: a model file whose top-level atomic subsystems are served, or a subsystem library
+file; a plugin module registers the server owner's own block types).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import zmq
+
+from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_batch
+from cosim import protocol as P
+
+__all__ = ["UnitServer", "main", "units_from_file"]
+
+log = logging.getLogger("cosim.server")
+
+
+class UnitServer:
+    """Serve ``units`` (name -> :class:`~cosim.units.Unit`) on one ROUTER socket.
+
+    Parameters
+    ----------
+    units : dict of str to Unit
+    bind : str
+        Endpoint, loopback by default.
+    curve_secret_key_file : str, optional
+        This server's secret key file: enables CURVE encryption and authentication.
+    authorized_keys_dir : str, optional
+        Directory of the clients' public key files allowed in (with CURVE).
+    max_message_size : int
+        Larger requests are refused with an error reply.
+    """
+
+    def __init__(self, units: dict, bind: str = "tcp://127.0.0.1:5555", *,
+                 curve_secret_key_file: str | None = None,
+                 authorized_keys_dir: str | None = None,
+                 max_message_size: int = DEFAULT_MAX_SIZE):
+        self.units = dict(units)
+        self.max_message_size = max_message_size
+        self._ctx = zmq.Context()
+        self._auth = None
+        self.sock = self._ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        # A hard cap far above the refusal threshold bounds what one message can allocate.
+        self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
+        if curve_secret_key_file:
+            from zmq import auth
+            from zmq.auth.thread import ThreadAuthenticator
+            public, secret = auth.load_certificate(curve_secret_key_file)
+            if secret is None:
+                raise ValueError(f"{curve_secret_key_file} holds no secret key")
+            self._auth = ThreadAuthenticator(self._ctx)
+            self._auth.start()
+            self._auth.configure_curve(domain="*", location=authorized_keys_dir or ".")
+            self.sock.curve_secretkey = secret
+            self.sock.curve_publickey = public
+            self.sock.curve_server = True
+        # Refused handshakes (wrong key, bad protocol) are logged from the socket's monitor.
+        self._monitor = self.sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+        self.endpoint = self._bind(bind)
+        self._running = True
+        log.info("serving %s on %s", ", ".join(self.units), self.endpoint)
+
+    def _bind(self, bind: str) -> str:
+        if bind.endswith(":0") or bind.endswith(":*"):
+            port = self.sock.bind_to_random_port(bind.rsplit(":", 1)[0])
+            return f"{bind.rsplit(':', 1)[0]}:{port}"
+        self.sock.bind(bind)
+        return bind
+
+    def _answer(self, frames: list) -> bytes:
+        if len(frames) != 2:
+            return encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"expected 2 frames "
+                                 f"[unit, batch], got {len(frames)}")])
+        name, payload = bytes(frames[0]).decode("utf-8", "replace"), frames[1]
+        if len(payload) > self.max_message_size:
+            return encode_batch([P.ErrorReply(P.ErrorKind.CODEC, f"message of {len(payload)} "
+                                 f"bytes exceeds the limit of {self.max_message_size}")])
+        unit = self.units.get(name)
+        if unit is None:
+            return encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"no unit {name!r} here; "
+                                 f"this server has {', '.join(self.units)}")])
+        try:
+            requests = decode_batch(payload.buffer if hasattr(payload, "buffer") else payload,
+                                    max_size=self.max_message_size)
+        except CodecError as err:
+            log.warning("malformed request for %s: %s", name, err)
+            return encode_batch([P.ErrorReply(P.ErrorKind.CODEC, str(err))])
+        return encode_batch([unit.handle(r) for r in requests])
+
+    def serve_forever(self, poll_ms: int = 200) -> None:
+        """Answer requests until :meth:`close` (or SIGTERM/SIGINT in :func:`main`)."""
+        from zmq.utils.monitor import recv_monitor_message
+        sock = self.sock
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        while self._running:
+            ready = dict(poller.poll(poll_ms))
+            if self._monitor in ready:
+                event = recv_monitor_message(self._monitor)
+                log.warning("refused a client at %s: handshake failed (%s)",
+                            event.get("endpoint", b"?").decode(errors="replace"),
+                            "authentication" if event["event"] ==
+                            zmq.EVENT_HANDSHAKE_FAILED_AUTH else "protocol")
+            if sock not in ready:
+                continue
+            frames = sock.recv_multipart(copy=False)
+            # ROUTER frames from a REQ client: [identity, empty delimiter, *message].
+            ident, body = frames[0], frames[2:] if len(frames) > 2 and not len(frames[1]) \
+                else frames[1:]
+            sock.send_multipart([ident, b"", self._answer(body)], copy=False)
+
+    def close(self) -> None:
+        self._running = False
+        self.sock.disable_monitor()
+        self._monitor.close(linger=0)
+        self.sock.close(linger=0)
+        if self._auth is not None:
+            self._auth.stop()
+        self._ctx.term()
+
+
+def units_from_file(path: str) -> dict:
+    """The units a UNIT_FILE defines: a model file's top-level atomic subsystems (with its
+    ``simulation:`` options), or the one subsystem of a library file."""
+    from cosim.atomic import inner_config
+    from cosim.config import SimulationConfig
+    from cosim.evaluate import evaluate
+    from cosim.model import Model, Subsystem
+    from cosim.units import LocalUnit
+    from cosim.yaml_io import load
+    obj = load(path)
+    if isinstance(obj, Subsystem):
+        if not obj.atomic or obj.dt is None:
+            raise ValueError(f"{path}: a served subsystem must be atomic with its own dt")
+        parent = Model(obj.name)
+        parent.add(obj)
+        evaluate(parent)
+        # A unit is driven by do_step: t_end is not used.
+        cfg = SimulationConfig(dt=obj.dt, t_end=0.0)
+        return {obj.name: LocalUnit(obj, inner_config(obj, cfg))}
+    evaluate(obj)
+    cfg = getattr(obj, "simulation", None) or SimulationConfig(dt=0.01, t_end=0.0)
+    units = {b.name: LocalUnit(b, inner_config(b, cfg)) for b in obj.blocks
+             if isinstance(b, Subsystem) and b.atomic}
+    if not units:
+        raise ValueError(f"{path} has no top-level atomic subsystem to serve")
+    return units
+
+
+def main(argv=None) -> int:
+    """``cosim serve UNIT_FILE [--bind ADDR] [--curve-secret FILE --authorized DIR]``."""
+    ap = argparse.ArgumentParser(prog="cosim serve", description="Serve units over ZeroMQ.")
+    ap.add_argument("unit_file", help="model file (its top-level atomic subsystems) or "
+                                      "subsystem file")
+    ap.add_argument("--bind", default="tcp://127.0.0.1:5555",
+                    help="endpoint (default loopback; ':0' picks a free port)")
+    ap.add_argument("--curve-secret", metavar="FILE", help="server secret key file (CURVE)")
+    ap.add_argument("--authorized", metavar="DIR", help="directory of client public keys")
+    ap.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                    help="import MODULE first (it registers its block types with "
+                         "cosim.blocktypes.register); repeatable")
+    ap.add_argument("--log-level", default="INFO")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        import importlib
+        for module in args.plugin:
+            importlib.import_module(module)   # chosen by who runs the server, not the file
+        units = units_from_file(args.unit_file)
+        server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
+                            authorized_keys_dir=args.authorized)
+    except Exception as err:  # noqa: BLE001 - a clear message, not a traceback
+        print(f"cosim serve: error: {err}", file=sys.stderr)
+        return 2
+    print(f"serving {', '.join(units)} on {server.endpoint}", flush=True)
+
+    def stop(*_):
+        server._running = False
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        server.serve_forever()
+    finally:
+        server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
