@@ -17,7 +17,13 @@ The motor draws ``I = P / V`` from the battery while the battery's terminal volt
 ``V = OCV(SOC) - R*I``: the two units are coupled algebraically (each output depends directly
 on the other's), so the master iterates that coupling to a fixed point every macro step.
 
-Run: python examples/electric_vehicle.py [--backend local|ray] [--plot ev.png]
+Run: python examples/electric_vehicle.py [--backend local|ray|zmq] [--plot ev.png]
+
+A team serves its unit from its own machine:
+
+    python examples/electric_vehicle.py --export-unit battery battery.yaml
+    cosim serve battery.yaml --bind tcp://127.0.0.1:5555
+    python examples/electric_vehicle.py --remote battery=tcp://127.0.0.1:5555
 """
 
 from __future__ import annotations
@@ -135,10 +141,26 @@ def build(atomic: bool = True) -> Model:
     return m
 
 
-def config(backend: str = "local", t_end: float = 60.0) -> SimulationConfig:
-    """10 ms macro steps, Gauss–Seidel, first-order extrapolation, iterated coupling."""
+def config(backend: str = "local", t_end: float = 60.0, remote: dict | None = None
+           ) -> SimulationConfig:
+    """10 ms macro steps, Gauss–Seidel, first-order extrapolation, iterated coupling.
+
+    ``remote`` maps unit names to the addresses of servers that host them (``cosim serve``).
+    """
+    units = {name: {"address": addr} for name, addr in (remote or {}).items()}
+    if units and backend == "local":
+        backend = "zmq"          # remote units are reached over ZeroMQ; the rest run locally
     return SimulationConfig(dt=0.001, t_end=t_end, solver="RK4", cosim=CosimConfig(
-        H=0.01, scheme="gauss-seidel", extrapolation=1, tolerance=1e-10, backend=backend))
+        H=0.01, scheme="gauss-seidel", extrapolation=1, tolerance=1e-10, backend=backend,
+        units=units))
+
+
+def export_unit(name: str, path: str) -> None:
+    """Write unit ``name`` as a model file its team can serve with ``cosim serve``."""
+    full = build()
+    unit = Model(f"{name}_unit", parameters=dict(PARAMETERS))
+    unit.add(full[name])
+    unit.to_yaml(path, simulation=SimulationConfig(dt=0.001, t_end=0.0, solver="RK4"))
 
 
 SIGNALS = {"cycle/profile.out": "m/s", "vehicle/speed.out": "m/s",
@@ -151,8 +173,18 @@ def main() -> None:
     ap.add_argument("--backend", default="local", help="where units run: local, ray, zmq")
     ap.add_argument("--t-end", type=float, default=60.0)
     ap.add_argument("--plot", help="save a plot of the main signals (PNG)")
+    ap.add_argument("--remote", action="append", default=[], metavar="UNIT=ADDRESS",
+                    help="a unit served elsewhere, e.g. battery=tcp://127.0.0.1:5555")
+    ap.add_argument("--export-unit", nargs=2, metavar=("UNIT", "FILE"),
+                    help="write UNIT as a model file for `cosim serve`, and stop")
     args = ap.parse_args()
-    sim = Simulator(build(), config(args.backend, args.t_end))
+    if args.export_unit:
+        export_unit(*args.export_unit)
+        print(f"wrote {args.export_unit[1]}: serve it with "
+              f"`cosim serve {args.export_unit[1]} --bind tcp://127.0.0.1:5555`")
+        return
+    remote = dict(r.split("=", 1) for r in args.remote)
+    sim = Simulator(build(), config(args.backend, args.t_end, remote))
     logs = sim.run()
     sim.close()
     iters = [r["iterations"] for r in sim.step_log if r["t"] > 0]

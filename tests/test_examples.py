@@ -55,3 +55,23 @@ def test_electric_vehicle_on_ray_is_bit_identical_to_in_process(ray_session):
     assert sorted(local) == sorted(remote)
     for key in local:
         np.testing.assert_array_equal(local[key], remote[key], err_msg=key)
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_electric_vehicle_with_the_battery_served_over_zeromq(tmp_path):
+    """The README's team workflow: export the battery, serve it, run against it."""
+    ex = str(ROOT / "examples" / "electric_vehicle.py")
+    run(ex, "--export-unit", "battery", str(tmp_path / "battery.yaml"), cwd=tmp_path)
+    server = subprocess.Popen([sys.executable, "-m", "cosim.cli", "serve",
+                               str(tmp_path / "battery.yaml"), "--bind", "tcp://127.0.0.1:0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        address = server.stdout.readline().strip().rsplit(" on ", 1)[1]
+        remote = run(ex, "--t-end", "3", "--remote", f"battery={address}", cwd=tmp_path)
+        local = run(ex, "--t-end", "3", cwd=tmp_path)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    # Same numbers, printed: the summary lines agree exactly.
+    assert remote.splitlines()[1:] == local.splitlines()[1:]
