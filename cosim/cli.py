@@ -352,6 +352,7 @@ def _parser() -> argparse.ArgumentParser:
 #: so the core CLI never imports zmq or ray): name -> (module, help).
 DELEGATED = {
     "serve": ("cluster.server", "serve units over ZeroMQ for remote masters"),
+    "sweep": ("cluster.sweep", "run a parameter study (Ray, process pool or serial)"),
 }
 
 

@@ -1,0 +1,142 @@
+"""Parameter sweeps: same results as runs done one by one, resumable, any backend."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cluster.sweep import (final, grid, integral_abs_error, lhs, listed, maximum, overshoot,
+                           random_uniform, settling_time, sobol, sweep)
+from cosim import Simulator
+
+from tests.cluster import sweep_models as sm
+
+ROOT = Path(__file__).resolve().parents[2]
+REDUCERS = {"y_end": final("plant.out"), "y_max": maximum("plant.out"),
+            "iae": integral_abs_error("plant.out", 1.0)}
+
+
+def one_by_one(factory, config, points):
+    out = []
+    for p in points:
+        m = factory()
+        m.parameters.update(p)
+        logs = Simulator(m, config).run()
+        out.append({k: f(logs) for k, f in REDUCERS.items()})
+    return out
+
+
+@pytest.fixture(scope="module")
+def points():
+    return lhs({"gain": (0.5, 2.0), "tau": (0.05, 0.5)}, 200, seed=3)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("backend", ["ray", "process"])
+def test_sweep_equals_runs_done_one_by_one(ray_session, points, backend, tmp_path):
+    rows = sweep(sm.lag, sm.CONFIG, points, REDUCERS, backend=backend, out_dir=tmp_path,
+                 max_in_flight=2)
+    expect = one_by_one(sm.lag, sm.CONFIG, points)
+    assert [r["index"] for r in rows] == list(range(200))
+    assert all(r["status"] == "ok" for r in rows)
+    for row, p, e in zip(rows, points, expect):
+        assert row["gain"] == p["gain"] and row["tau"] == p["tau"]
+        for k in REDUCERS:
+            assert row[k] == e[k], (row, e)          # bit for bit, through the CSV too
+
+
+def test_resume_after_sigkill_runs_only_the_missing_runs(tmp_path):
+    out = tmp_path / "study"
+    counter = tmp_path / "count"
+    env = {**os.environ, "COSIM_SWEEP_COUNTER": str(counter), "PYTHONPATH": str(ROOT)}
+    script = [sys.executable, "-m", "tests.cluster.sweep_models", str(out)]
+    proc = subprocess.Popen(script, env=env, cwd=ROOT)
+    csv_path = out / "results.csv"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if csv_path.exists() and len(csv_path.read_text().splitlines()) >= 6:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_first = len(csv_path.read_text().splitlines()) - 1
+    assert 5 <= done_first < 20, done_first
+    executed_first = len(counter.read_text().splitlines())
+    subprocess.run(script, env=env, cwd=ROOT, check=True, timeout=120)
+    executed_second = len(counter.read_text().splitlines()) - executed_first
+    assert executed_second == 20 - done_first
+    resumed = sweep(sm.lag, sm.CONFIG, grid(gain=[0.5, 1.0, 1.5, 2.0],
+                                            tau=[0.1, 0.2, 0.3, 0.4, 0.5]),
+                    {"y_end": final("plant.out")}, out_dir=out, backend="serial")
+    clean = sweep(sm.lag, sm.CONFIG, grid(gain=[0.5, 1.0, 1.5, 2.0],
+                                          tau=[0.1, 0.2, 0.3, 0.4, 0.5]),
+                  {"y_end": final("plant.out")}, out_dir=tmp_path / "clean", backend="serial")
+    assert len(resumed) == 20
+    strip = [{k: v for k, v in r.items() if k != "wall_time"} for r in resumed]
+    assert strip == [{k: v for k, v in r.items() if k != "wall_time"} for r in clean]
+
+
+def test_sweep_over_a_cosimulated_model(tmp_path):
+    points = grid(gain=[1.0, 2.0], tau=[0.1, 0.3])
+    rows = sweep(sm.cosim_lag, sm.COSIM_CONFIG, points, {"y_end": final("plant/lag.out")},
+                 backend="serial")
+    assert all(r["status"] == "ok" for r in rows)
+    for r, p in zip(rows, points):
+        # A first-order lag after a step at 0.1 s; the co-simulation holds the step input.
+        expect = p["gain"] * (1 - np.exp(-(1.0 - 0.1) / p["tau"]))
+        assert abs(r["y_end"] - expect) < 1e-6
+
+
+def test_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
+    rows = sweep(sm.broken, sm.CONFIG, grid(gain=[1.0, 2.0, 3.0]),
+                 {"y_end": final("plant.out")}, backend="serial", out_dir=tmp_path)
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
+    assert "gain" in rows[1]["error"] and rows[1]["run_id"] in rows[1]["error"]
+    assert np.isnan(rows[1]["y_end"]) and np.isfinite(rows[2]["y_end"])
+
+
+def test_designs_are_reproducible_and_in_bounds(tmp_path):
+    b = {"a": (0.0, 1.0), "b": (-2.0, 2.0)}
+    for design in (random_uniform, lhs, sobol):
+        p1, p2 = design(b, 16, seed=7), design(b, 16, seed=7)
+        assert p1 == p2 and len(p1) == 16
+        assert all(0 <= p["a"] <= 1 and -2 <= p["b"] <= 2 for p in p1)
+    assert len(grid(a=[1, 2, 3], b=[4, 5])) == 6
+    (tmp_path / "d.csv").write_text("gain,tau\n1.0,0.1\n2.0,0.2\n")
+    assert listed(tmp_path / "d.csv") == [{"gain": 1.0, "tau": 0.1}, {"gain": 2.0, "tau": 0.2}]
+    (tmp_path / "d.yaml").write_text("- {gain: 1.0}\n- {gain: 3.0}\n")
+    assert listed(tmp_path / "d.yaml") == [{"gain": 1.0}, {"gain": 3.0}]
+
+
+def test_reducers_against_hand_computations():
+    m = sm.lag()
+    m.parameters.update(gain=1.0, tau=0.2)
+    logs = Simulator(m, sm.CONFIG).run()
+    t, y = logs.time_of("plant.out"), logs["plant.out"][:, 0]
+    assert final("plant.out")(logs) == y[-1]
+    assert overshoot("plant.out", 1.0)(logs) == 0.0
+    ts = settling_time("plant.out", 1.0, 0.02)(logs)
+    assert abs(ts - (0.1 + 0.2 * np.log(50))) < 0.011          # exp(-t/tau) = 2 %
+    assert integral_abs_error("plant.out", 1.0)(logs) == pytest.approx(
+        np.trapezoid(np.abs(y - 1.0), t))
+
+
+def test_sweep_from_the_command_line(tmp_path):
+    from cosim import SimulationConfig
+    m = sm.lag()
+    path = tmp_path / "lag.yaml"
+    m.to_yaml(path, simulation=SimulationConfig(dt=0.01, t_end=1.0, solver="RK4"))
+    out = subprocess.run([sys.executable, "-m", "cosim.cli", "sweep", str(path), "--out",
+                          str(tmp_path / "s"), "--grid", "gain=1,2", "--grid", "tau=0.1,0.2",
+                          "--metric", "y_end=final:plant.out", "--backend", "serial"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "4 runs (0 failed)" in out.stdout
+    lines = (tmp_path / "s" / "results.csv").read_text().splitlines()
+    assert lines[0].startswith("run_id,index,gain,tau,status,error,wall_time,y_end")
+    assert len(lines) == 5
