@@ -8,7 +8,7 @@ from cosim.block import Block, Kernel
 from cosim.compile import Plan, compile_model
 from cosim.config import CosimConfig, SimulationConfig
 from cosim.errors import (CodecError, CompileError, ConvergenceError, CosimError, ModelError,
-                          SimulationError, TransportError)
+                          SimulationError, TransportError, UnsupportedError)
 from cosim.logs import Logs
 from cosim.model import (Connection, From, Goto, Inport, Model, Outport, Reference,
                          Subsystem)
@@ -20,5 +20,5 @@ __all__ = [
     "Block", "CodecError", "CompileError", "Connection", "ConvergenceError", "CosimConfig",
     "CosimError", "From", "Goto", "Inport", "Kernel", "Logs", "Model", "ModelError", "Outport",
     "Plan", "Reference", "SimulationConfig", "SimulationError", "Simulator", "Subsystem",
-    "TransportError", "compile_model",
+    "TransportError", "UnsupportedError", "compile_model",
 ]

@@ -353,6 +353,7 @@ def _parser() -> argparse.ArgumentParser:
 DELEGATED = {
     "serve": ("cluster.server", "serve units over ZeroMQ for remote masters"),
     "sweep": ("cluster.sweep", "run a parameter study (Ray, process pool or serial)"),
+    "export-fmu": ("cluster.fmu_export", "export an atomic subsystem as an FMI 2.0 FMU"),
 }
 
 

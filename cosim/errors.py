@@ -111,5 +111,9 @@ class TransportError(CosimError):
         super().__init__(f"unit {unit!r}: {method}{at} failed: {message}")
 
 
+class UnsupportedError(CosimError):
+    """A unit cannot do what was asked (e.g. an FMU that cannot save its state)."""
+
+
 class CodecError(CosimError):
     """A message could not be encoded or decoded (malformed, oversized, wrong version)."""

@@ -12,14 +12,17 @@ from __future__ import annotations
 import numpy as np
 
 from cosim import protocol as P
-from cosim.errors import ConvergenceError, CosimError, ModelError, SimulationError
+from cosim.errors import (ConvergenceError, CosimError, ModelError, SimulationError,
+                          UnsupportedError)
 
 __all__ = ["LocalUnit", "Unit", "error_reply"]
 
 
 def error_reply(err: Exception, t: float | None = None) -> P.ErrorReply:
     """The ErrorReply for an exception raised while a unit served a request."""
-    if isinstance(err, ConvergenceError):
+    if isinstance(err, UnsupportedError):
+        kind = P.ErrorKind.UNSUPPORTED
+    elif isinstance(err, ConvergenceError):
         kind = P.ErrorKind.CONVERGENCE
     elif isinstance(err, SimulationError):
         kind = P.ErrorKind.SIMULATION
