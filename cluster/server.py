@@ -163,8 +163,10 @@ def units_from_file(path: str) -> dict:
     cfg = getattr(obj, "simulation", None) or SimulationConfig(dt=0.01, t_end=0.0)
     units = {b.name: LocalUnit(b, inner_config(b, cfg)) for b in obj.blocks
              if isinstance(b, Subsystem) and b.atomic}
+    # Blocks that are units by themselves (an FMU block) are served as such.
+    units.update({b.name: b.as_unit(b.name, cfg) for b in obj.blocks if hasattr(b, "as_unit")})
     if not units:
-        raise ValueError(f"{path} has no top-level atomic subsystem to serve")
+        raise ValueError(f"{path} has no top-level atomic subsystem or FMU block to serve")
     return units
 
 

@@ -42,6 +42,7 @@ class CoSimulation:
         # once) and give the shapes of the signals that cross between units.
         mono = Simulator(model, replace(config, cosim=None))
         mono.initialize()
+        mono.finalize()          # release what initialize acquired (e.g. FMU instances)
         self.partition = partition(model, config)
         shapes = {}
         for name, blk in zip(mono.plan.names, mono.plan.blocks):
