@@ -182,6 +182,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                     help="import MODULE first (it registers its block types with "
                          "cosim.blocktypes.register); repeatable")
+    ap.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_SIZE, metavar="BYTES",
+                    help="larger requests are refused with an error reply")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -192,7 +194,8 @@ def main(argv=None) -> int:
             importlib.import_module(module)   # chosen by who runs the server, not the file
         units = units_from_file(args.unit_file)
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
-                            authorized_keys_dir=args.authorized)
+                            authorized_keys_dir=args.authorized,
+                            max_message_size=args.max_message_size)
     except Exception as err:  # noqa: BLE001 - a clear message, not a traceback
         print(f"cosim serve: error: {err}", file=sys.stderr)
         return 2

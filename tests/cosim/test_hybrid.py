@@ -107,6 +107,17 @@ def test_scheduled_event_between_ticks_resets_state():
     np.testing.assert_allclose(x[t > 0.26], t[t > 0.26] - 0.255, atol=1e-12)
 
 
+def test_event_callback_is_called_with_the_simulator_and_time():
+    calls = []
+    m = Model("cb")
+    m.add(Constant("one", 1.0), Integrator("x", -0.5))
+    m.connect("one.out", "x.in")
+    m.add_event(ZeroCrossing("cross", "x", direction="rising", tol=1e-12,
+                             callback=lambda sim, t: calls.append((sim.plan.name, t))))
+    Simulator(m, SimulationConfig(dt=0.01, t_end=1.0)).run()
+    assert calls == [("cb", pytest.approx(0.5, abs=1e-11))]
+
+
 def test_stop_event_ends_run_at_located_time():
     m = Model("stop")
     m.add(Constant("one", 1.0), Integrator("x", -0.5))
@@ -196,4 +207,5 @@ def test_run_streaming_and_realtime():
     ts = list(sim.run_realtime(speed=1.0, tickrate=20))
     wall = time.perf_counter() - start
     assert ts[-1] == pytest.approx(0.3)
-    assert 0.25 <= wall <= 1.0
+    # Paced to the wall clock: never faster than real time (a loaded machine may be slower).
+    assert 0.27 <= wall <= 5.0
