@@ -75,3 +75,38 @@ def test_electric_vehicle_with_the_battery_served_over_zeromq(tmp_path):
         server.wait(timeout=10)
     # Same numbers, printed: the summary lines agree exactly.
     assert remote.splitlines()[1:] == local.splitlines()[1:]
+
+
+def test_bouncing_ball_example(tmp_path):
+    out = run(str(ROOT / "examples" / "bouncing_ball.py"), cwd=tmp_path)
+    errors = [float(line.split()[-1]) for line in out.splitlines()[1:]]
+    assert len(errors) >= 4 and max(errors) < 1e-9
+
+
+def test_model_file_example_with_the_cli(tmp_path):
+    out = run("-m", "cosim.cli", "run", str(ROOT / "examples" / "servo.yaml"), "-p", "kp=1.6",
+              "--out", str(tmp_path / "servo.npz"), cwd=tmp_path)
+    assert "parameters: kp = 1.6" in out
+    # A proportional loop around a unit-gain plant settles at kp/(1+kp) of the setpoint.
+    final = float(out.split("plant/lag.out")[1].split()[0])
+    assert abs(final - 1.6 / 2.6) < 1e-5
+    assert (tmp_path / "servo.npz").exists()
+
+
+def test_parameter_sweep_example(tmp_path):
+    out = run(str(ROOT / "examples" / "parameter_sweep.py"), "--runs", "8", "--out",
+              str(tmp_path / "s"), cwd=tmp_path)
+    assert "8 runs, 8 ok" in out
+    assert len((tmp_path / "s" / "results.csv").read_text().splitlines()) == 9
+
+
+def test_linearize_example(tmp_path):
+    out = run(str(ROOT / "examples" / "linearize.py"), cwd=tmp_path)
+    assert "x = 0.500000000 m (F/k = 0.500000000)" in out
+
+
+@pytest.mark.slow
+def test_fmu_roundtrip_example(tmp_path):
+    out = run(str(ROOT / "examples" / "fmu_roundtrip.py"), "--out", str(tmp_path / "p.fmu"),
+              cwd=tmp_path)
+    assert "max |diff| = 0.0e+00" in out
