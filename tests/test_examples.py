@@ -87,9 +87,10 @@ def test_model_file_example_with_the_cli(tmp_path):
     out = run("-m", "cosim.cli", "run", str(ROOT / "examples" / "servo.yaml"), "-p", "kp=1.6",
               "--out", str(tmp_path / "servo.npz"), cwd=tmp_path)
     assert "parameters: kp = 1.6" in out
-    # A proportional loop around a unit-gain plant settles at kp/(1+kp) of the setpoint.
+    # A proportional loop around the library plant (static gain 2) settles at
+    # 2 kp / (1 + 2 kp) of the setpoint (printed to 6 digits).
     final = float(out.split("plant/lag.out")[1].split()[0])
-    assert abs(final - 1.6 / 2.6) < 1e-5
+    assert abs(final - 3.2 / 4.2) < 1e-6
     assert (tmp_path / "servo.npz").exists()
 
 
