@@ -11,7 +11,7 @@ discrete      UnitDelay, ZeroOrderHold, RateTransition, DiscreteIntegrator,
               DiscreteStateSpace, DiscreteTransferFunction, DiscretePID
 continuous    Integrator, StateSpace, TransferFunction, FirstOrderLag, PID, Derivative,
               ODE, TransportDelay
-sinks         Recorder, Terminator
+sinks         Recorder, Scope, Terminator
 ============  =====================================================================
 
 Every block documents its ports (with shapes), whether it has direct feedthrough, and whether
@@ -26,7 +26,7 @@ from blocks.discrete import (DiscreteIntegrator, DiscretePID, DiscreteStateSpace
 from blocks.math import Abs, Gain, MathFunction, Product, Sum
 from blocks.nonlinear import DeadZone, Lookup1D, Saturation
 from blocks.routing import Demux, Mux
-from blocks.sinks import Recorder, Terminator
+from blocks.sinks import Recorder, Scope, Terminator
 from blocks.sources import Clock, Constant, FromArray, Pulse, Ramp, Sine, Square, Step
 
 __all__ = [
@@ -34,6 +34,6 @@ __all__ = [
     "TransferFunction", "TransportDelay",
     "Abs", "Clock", "Constant", "DeadZone", "Demux", "DiscreteIntegrator", "DiscretePID",
     "DiscreteStateSpace", "DiscreteTransferFunction", "FromArray", "Gain", "Lookup1D",
-    "MathFunction", "Mux", "Product", "Pulse", "Ramp", "RateTransition", "Recorder",
+    "MathFunction", "Mux", "Product", "Pulse", "Ramp", "RateTransition", "Recorder", "Scope",
     "Saturation", "Sine", "Square", "Step", "Sum", "Terminator", "UnitDelay", "ZeroOrderHold",
 ]

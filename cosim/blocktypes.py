@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from cosim.block import NAME_RE, Block
 from cosim.errors import ModelError
 
-__all__ = ["BlockType", "Param", "RESERVED", "conflicts", "describe", "known", "lookup",
+__all__ = ["BlockType", "Param", "RESERVED", "conflicts", "describe", "known", "library",
+           "lookup",
            "name_of", "parameters", "register", "unknown_message", "unregister", "Declared",
            "declared"]
 
@@ -69,6 +70,11 @@ def _discover() -> dict[str, type]:
             found[attr] = cls
     _builtin = found
     return found
+
+
+def library() -> dict[str, type]:
+    """The built-in block types only (the library, without program-registered ones)."""
+    return dict(sorted(_discover().items()))
 
 
 def known() -> dict[str, type]:

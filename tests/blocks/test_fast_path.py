@@ -183,6 +183,7 @@ def test_fast_path_is_bit_identical_to_reference(make_block, sources):
 INTERPRETER_ONLY = {
     "ODE": "calls user Python functions",
     "TransportDelay": "keeps a buffer of past samples (arrays)",
+    "Scope": "collects Python lists of samples for its plot",
 }
 
 

@@ -37,3 +37,17 @@ def test_terminator_consumes_a_signal_and_logs_nothing():
 def test_recorder_needs_a_positive_integer_number_of_inputs(n):
     with pytest.raises(ModelError, match=r"Recorder 'r': n_inputs must be an integer"):
         Recorder("r", n)
+
+
+def test_scope_plots_its_inputs_after_a_run(tmp_path):
+    from blocks import Scope, Sine
+    from cosim import Model, SimulationConfig, Simulator
+    m = Model("scoped")
+    png = tmp_path / "scope.png"
+    m.add(Sine("s", 1.0, 1.0), Sine("c", 0.5, 1.0, phase=1.0),
+          Scope("scope", 2, path=str(png), title="two sines"))
+    m.connect("s.out", "scope.in1")
+    m.connect("c.out", "scope.in2")
+    logs = Simulator(m, SimulationConfig(dt=0.01, t_end=1.0)).run()
+    assert png.stat().st_size > 10_000
+    assert "scope.in1" in logs and len(logs["scope.in2"]) == 101

@@ -199,3 +199,11 @@ def test_cosimulate_resume_and_plot_from_the_command_line(tmp_path):
     with np.load(tmp_path / "rest.npz") as z:
         rest = z["values/plant/x.out"]
     np.testing.assert_array_equal(full["plant/x.out"][-len(rest):], rest)
+
+
+def test_generated_block_reference_is_current():
+    """docs/blocks.md is generated from the classes (`cosim blocks --markdown`): no drift."""
+    from cosim.cli import block_reference
+    text = (Path(__file__).resolve().parents[2] / "docs" / "blocks.md").read_text()
+    assert text == block_reference(markdown=True), \
+        "regenerate with: cosim blocks --markdown > docs/blocks.md"
