@@ -109,11 +109,52 @@ def test_bench_exchange_overhead_per_backend(ray_session):
     for n in (1, 8):
         raw_z = raw_zmq_us(n, request, reply)
         raw_r = raw_ray_us(n, request)
-        rows.append((n, raw_z, raw_r, cosim_us(n, "local"), cosim_us(n, "ray")))
+        rows.append((n, raw_z, raw_r, cosim_us(n, "local"), cosim_us(n, "ray"),
+                     cosim_us(n, "zmq")))
     print("\nper-macro-step exchange, trivial units (us per step)")
     print(f"{'units':>5} {'raw pyzmq':>10} {'raw Ray call':>13} {'cosim local':>12} "
-          f"{'cosim ray':>10} {'ray/raw zmq':>12} {'raw ray/cosim ray':>18}")
-    for n, z, r, loc, rb in rows:
-        print(f"{n:>5} {z:10.1f} {r:13.1f} {loc:12.1f} {rb:10.1f} {rb / z:12.2f} "
-              f"{r / rb:18.2f}")
+          f"{'cosim ray':>10} {'cosim zmq':>10} {'ray/raw zmq':>12} {'zmq/raw zmq':>12} "
+          f"{'raw ray/cosim ray':>18}")
+    for n, z, r, loc, rb, zb in rows:
+        print(f"{n:>5} {z:10.1f} {r:13.1f} {loc:12.1f} {rb:10.1f} {zb:10.1f} {rb / z:12.2f} "
+              f"{zb / z:12.2f} {r / rb:18.2f}")
     assert all(r[1] > 0 for r in rows)
+
+
+def heavy_pair():
+    """Two compute-heavy units (each 60 lags on the interpreter), coupled both ways."""
+    from blocks import FirstOrderLag
+    from cosim import Inport, Model, Outport, Subsystem
+    m = Model("heavy")
+    for name in ("a", "b"):
+        s = Subsystem(name, atomic=True, dt=0.001, solver="RK4", options={"fast": False})
+        s.add(Inport("u"))
+        prev = "u.out"
+        for i in range(60):
+            s.add(FirstOrderLag(f"l{i}", tau=0.05 + 0.001 * i))
+            s.connect(prev, f"l{i}.in")
+            prev = f"l{i}.out"
+        s.add(Outport("y"))
+        s.connect(prev, "y.in")
+        m.add(s)
+    m.connect("a.y", "b.u")
+    m.connect("b.y", "a.u")
+    return m
+
+
+@pytest.mark.bench
+def test_bench_two_heavy_units_in_parallel(ray_session):
+    times = {}
+    for backend in ("local", "ray"):
+        sim = Simulator(heavy_pair(), SimulationConfig(dt=0.001, t_end=1.0, log=[],
+                                                       cosim=CosimConfig(H=0.02,
+                                                                         backend=backend)))
+        try:
+            sim.master.initialize()
+            t0 = time.perf_counter()
+            sim.run()
+            times[backend] = time.perf_counter() - t0
+        finally:
+            sim.close()
+    print(f"\ntwo compute-heavy units, Jacobi: in process {times['local']:.2f} s, "
+          f"Ray actors {times['ray']:.2f} s, speed-up {times['local'] / times['ray']:.2f}x")
