@@ -21,7 +21,6 @@ import argparse
 import logging
 import signal
 import sys
-from pathlib import Path
 
 import zmq
 

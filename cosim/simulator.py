@@ -121,6 +121,7 @@ class Simulator:
         self.events = list(getattr(model, "events", ()))
         self._check_events()
         self.k = 0
+        self._t_cont = None        # set when an event stopped the run between ticks
         self.stats = {"ticks": 0, "loop_iterations": 0}
         self.event_log: list[tuple[float, str]] = []
         self.solver = None
@@ -137,8 +138,6 @@ class Simulator:
         if self._t_cont is not None:
             return self._t_cont
         return self.config.t0 + self.k * self.config.dt
-
-    _t_cont = None
 
     def initialize(self, t0: float | None = None) -> None:
         """Initialize every block in execution order, propagating its outputs at once.
@@ -624,7 +623,6 @@ class Simulator:
         self._task_ticks = [[] for _ in plan.tasks]
         self._log_lists: dict[str, tuple[list, list]] = {}
         self._log_refs: list[tuple[int, str, str]] = []   # (block index, port, key)
-        self._log_shape: dict[str, tuple[int, ...]] = {}
         for i, p in refs:
             b = plan.blocks[i]
             key = f"{plan.names[i]}.{p}"
@@ -632,7 +630,6 @@ class Simulator:
             self._log_lists[key] = (SampleList(src[p].shape),
                                     self._task_ticks[plan.task_of[i]])
             self._log_refs.append((i, p, key))
-            self._log_shape[key] = src[p].shape
 
     def _schedule(self, active: tuple[bool, ...]) -> _Schedule:
         """Build (once per activation pattern) the flat lists the hot loop walks."""

@@ -13,7 +13,7 @@ import zmq
 
 from cluster.codec import encode_batch
 from cluster.zmq_backend import ZmqProxy
-from cosim import CosimConfig, Model, SimulationConfig, Simulator, TransportError
+from cosim import CosimConfig, SimulationConfig, Simulator, TransportError
 from cosim import protocol as P
 
 from tests.cluster.scenarios import algebraic, crashing, three_units

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from blocks import Constant, Gain, Sine, Sum
+from blocks import Gain, Sine, Sum
 from blocks.continuous import Integrator
 from cosim import (ConvergenceError, CosimConfig, Inport, Model, ModelError, Outport,
                    SimulationConfig, Simulator, Subsystem)
