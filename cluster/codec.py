@@ -8,7 +8,8 @@ Wire format (``PROTOCOL_VERSION`` 1)
 A message is one msgpack array ``[tag, field_1, ..., field_n]``: the tag from
 ``MESSAGE_TYPES``, then the dataclass fields in declaration order. Field values map as follows,
 driven by each field's type annotation, so a new message type needs no codec change as long as
-its fields use these types:
+its fields use these types (a batch, :func:`encode_batch`, is one msgpack array of such
+message arrays, decoded in one pass):
 
 ==============================  ==============================================================
 field type                      on the wire
@@ -573,6 +574,42 @@ def _packer() -> msgpack.Packer:
         return _local.packer
 
 
+def _wire(msg: Message, limits: Limits) -> list:
+    """``[tag, field_1, ...]`` of one message (fields converted by their encoders)."""
+    entry = _BY_CLASS.get(type(msg))
+    if entry is None:
+        raise CodecError(f"cannot encode a {type(msg).__name__}: not a message type of "
+                         f"cosim.protocol.MESSAGE_TYPES")
+    tag, record = entry
+    try:
+        return record.to_wire(msg, limits, [tag])
+    except _Invalid as bad:
+        raise CodecError(f"cannot encode {type(msg).__name__}{bad.where()}: "
+                         f"{bad.message}") from None
+
+
+def _pack(wire: list, what: str, max_size: int) -> bytes:
+    """msgpack bytes of ``wire`` (consumed: its array payloads are freed early)."""
+    packer = _packer()
+    try:
+        packer.pack(wire)
+        # Free the ext payloads (a copy of every array) before the result is allocated, so
+        # the allocator reuses their memory: for a 1 MB array this is 20x faster than
+        # faulting in fresh pages for both at once.
+        wire.clear()
+        data = packer.bytes()
+    except (TypeError, ValueError, OverflowError) as err:
+        raise CodecError(f"cannot encode {what}: {err}") from err
+    finally:
+        packer.reset()
+    if len(data) > _KEEP_PACKER_BELOW:
+        del _local.packer
+    if len(data) > max_size:
+        raise CodecError(f"{what} encodes to {len(data)} bytes, more than "
+                         f"max_size={max_size}; send large data in smaller batches")
+    return data
+
+
 def encode(msg: Message, *, max_size: int = DEFAULT_MAX_SIZE,
            limits: Limits = DEFAULT_LIMITS) -> bytes:
     """Encode a protocol message as msgpack bytes.
@@ -598,34 +635,45 @@ def encode(msg: Message, *, max_size: int = DEFAULT_MAX_SIZE,
         ``Message.field[key]``), an array has a dtype that is not allowed, or the result exceeds
         a limit.
     """
-    entry = _BY_CLASS.get(type(msg))
-    if entry is None:
-        raise CodecError(f"cannot encode a {type(msg).__name__}: not a message type of "
-                         f"cosim.protocol.MESSAGE_TYPES")
-    tag, record = entry
+    return _pack(_wire(msg, limits), type(msg).__name__, max_size)
+
+
+def _unpack(data, max_size: int, limits: Limits, max_array_len: int | None = None):
+    """The msgpack object in ``data``, within ``limits``; every failure is a CodecError."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CodecError(f"can only decode bytes-like data, got {type(data).__name__}")
+    n = data.nbytes if isinstance(data, memoryview) else len(data)
+    if n > max_size:
+        raise CodecError(f"message of {n} bytes exceeds max_size={max_size}")
+    # No msgpack object can be longer than the input, so bounding by n costs nothing and keeps
+    # a lying length header from preallocating much more than the input itself.
+    cap = min(n, limits.max_container_len)
     try:
-        wire = record.to_wire(msg, limits, [tag])
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True,
+                               ext_hook=_DEFAULT_HOOK if limits is DEFAULT_LIMITS
+                               else _ext_hook(limits), max_str_len=n, max_bin_len=n,
+                               max_ext_len=n, max_array_len=max(cap, max_array_len or 0),
+                               max_map_len=cap)
+    except CodecError:
+        raise
+    except (ValueError, TypeError, BufferError) as err:  # msgpack's are ValueError subclasses
+        raise CodecError(f"malformed message ({n} bytes): {err}") from err
+
+
+def _message(obj, limits: Limits) -> Message:
+    """Rebuild one message from its unpacked ``[tag, fields...]``."""
+    # use_list=True on purpose: free-form lists stay lists, and the field decoders turn arrays
+    # into tuples exactly where the annotation says tuple.
+    if type(obj) is not list or not obj:
+        raise CodecError(f"expected a message [tag, fields...], got {_describe(obj)}")
+    tag = obj[0]
+    record = _BY_TAG.get(tag) if type(tag) is int else None
+    if record is None:
+        raise CodecError(f"unknown message tag {tag!r}; known tags: {sorted(_BY_TAG)}")
+    try:
+        return record.from_wire(obj, 1, limits)
     except _Invalid as bad:
-        raise CodecError(f"cannot encode {type(msg).__name__}{bad.where()}: "
-                         f"{bad.message}") from None
-    packer = _packer()
-    try:
-        packer.pack(wire)
-        # Free the ext payloads (a copy of every array) before the result is allocated, so
-        # the allocator reuses their memory: for a 1 MB array this is 20x faster than
-        # faulting in fresh pages for both at once.
-        del wire
-        data = packer.bytes()
-    except (TypeError, ValueError, OverflowError) as err:
-        raise CodecError(f"cannot encode {type(msg).__name__}: {err}") from err
-    finally:
-        packer.reset()
-    if len(data) > _KEEP_PACKER_BELOW:
-        del _local.packer
-    if len(data) > max_size:
-        raise CodecError(f"{type(msg).__name__} encodes to {len(data)} bytes, more than "
-                         f"max_size={max_size}; send large data in smaller batches")
-    return data
+        raise CodecError(f"invalid {record.cls.__name__}{bad.where()}: {bad.message}") from None
 
 
 def decode(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_SIZE,
@@ -653,35 +701,7 @@ def decode(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_
         malformed bytes, an unknown tag, a wrong field count or type, an array with a bad
         dtype, shape or length, or an oversized input. Never any other exception.
     """
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise CodecError(f"can only decode bytes-like data, got {type(data).__name__}")
-    n = data.nbytes if isinstance(data, memoryview) else len(data)
-    if n > max_size:
-        raise CodecError(f"message of {n} bytes exceeds max_size={max_size}")
-    # No msgpack object can be longer than the input, so bounding by n costs nothing and keeps
-    # a lying length header from preallocating much more than the input itself.
-    cap = min(n, limits.max_container_len)
-    try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True,
-                              ext_hook=_DEFAULT_HOOK if limits is DEFAULT_LIMITS
-                              else _ext_hook(limits), max_str_len=n, max_bin_len=n,
-                              max_ext_len=n, max_array_len=cap, max_map_len=cap)
-    except CodecError:
-        raise
-    except (ValueError, TypeError, BufferError) as err:  # msgpack's are ValueError subclasses
-        raise CodecError(f"malformed message ({n} bytes): {err}") from err
-    # use_list=True on purpose: free-form lists stay lists, and the field decoders turn arrays
-    # into tuples exactly where the annotation says tuple.
-    if type(obj) is not list or not obj:
-        raise CodecError(f"expected a message [tag, fields...], got {_describe(obj)}")
-    tag = obj[0]
-    record = _BY_TAG.get(tag) if type(tag) is int else None
-    if record is None:
-        raise CodecError(f"unknown message tag {tag!r}; known tags: {sorted(_BY_TAG)}")
-    try:
-        return record.from_wire(obj, 1, limits)
-    except _Invalid as bad:
-        raise CodecError(f"invalid {record.cls.__name__}{bad.where()}: {bad.message}") from None
+    return _message(_unpack(data, max_size, limits), limits)
 
 
 def check_version(hello: Hello | Welcome) -> None:
@@ -713,7 +733,7 @@ MAX_BATCH = 64
 
 def encode_batch(msgs, *, max_size: int = DEFAULT_MAX_SIZE,
                  limits: Limits = DEFAULT_LIMITS) -> bytes:
-    """Encode several messages as one msgpack array of encoded messages (one round trip).
+    """Encode several messages as one msgpack array of messages (one round trip, one pass).
 
     Parameters
     ----------
@@ -722,25 +742,15 @@ def encode_batch(msgs, *, max_size: int = DEFAULT_MAX_SIZE,
     """
     if len(msgs) > MAX_BATCH:
         raise CodecError(f"batch of {len(msgs)} messages exceeds {MAX_BATCH}")
-    parts = [encode(m, max_size=max_size, limits=limits) for m in msgs]
-    data = msgpack.packb(parts, use_bin_type=True)
-    if len(data) > max_size:
-        raise CodecError(f"batch of {len(data)} bytes exceeds the limit of {max_size}")
-    return data
+    return _pack([_wire(m, limits) for m in msgs], f"batch of {len(msgs)} messages", max_size)
 
 
 def decode_batch(data, *, max_size: int = DEFAULT_MAX_SIZE,
                  limits: Limits = DEFAULT_LIMITS) -> list:
     """Decode :func:`encode_batch` bytes; every failure is a :class:`CodecError`."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise CodecError(f"a batch must be bytes, got {type(data).__name__}")
-    if len(data) > max_size:
-        raise CodecError(f"batch of {len(data)} bytes exceeds the limit of {max_size}")
-    try:
-        parts = msgpack.unpackb(data, raw=False, max_array_len=MAX_BATCH, max_map_len=0,
-                                max_str_len=0, max_ext_len=0, max_bin_len=max_size)
-    except Exception as err:  # noqa: BLE001 - msgpack raises many types; all are bad input
-        raise CodecError(f"malformed batch: {type(err).__name__}: {err}") from None
-    if not isinstance(parts, list) or not all(isinstance(p, bytes) for p in parts):
-        raise CodecError("a batch must be an array of encoded messages")
-    return [decode(p, max_size=max_size, limits=limits) for p in parts]
+    obj = _unpack(data, max_size, limits, MAX_BATCH)
+    if type(obj) is not list or len(obj) > MAX_BATCH:
+        got = f"{len(obj)} messages" if type(obj) is list else _describe(obj)
+        raise CodecError(f"a batch must be an array of at most {MAX_BATCH} messages, "
+                         f"got {got}")
+    return [_message(m, limits) for m in obj]

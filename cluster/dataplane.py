@@ -84,6 +84,8 @@ class DataClient:
         self.endpoint = endpoint
         self._sock = self._ctx.socket(zmq.REQ)
         self._sock.setsockopt(zmq.LINGER, 0)
+        # A receive timeout rather than poll-then-recv: one call per reply, not two.
+        self._sock.RCVTIMEO = self.timeout_ms
         self._sock.connect(endpoint)
 
     def reconnect(self, endpoint: str) -> None:
@@ -101,12 +103,15 @@ class DataClient:
         return requests
 
     def result(self, requests):
-        if not self._sock.poll(self.timeout_ms, zmq.POLLIN):
+        try:
+            frame = self._sock.recv(copy=False)
+        except zmq.Again:
             last = requests[-1]
             raise TransportError(self.name, type(last).__name__,
                                  f"no reply from {self.endpoint} within "
-                                 f"{self.timeout_ms / 1000:g} s", t=getattr(last, "t", None))
-        replies = decode_batch(self._sock.recv(copy=False).buffer)
+                                 f"{self.timeout_ms / 1000:g} s", t=getattr(last, "t", None)) \
+                from None
+        replies = decode_batch(frame.buffer)
         if len(replies) == 1 and len(requests) > 1:
             return replies * len(requests)          # a batch-level error answers all
         return replies

@@ -56,6 +56,8 @@ class ZmqProxy:
     def _connect(self) -> None:
         self._sock = self._ctx.socket(zmq.REQ)
         self._sock.setsockopt(zmq.LINGER, 0)
+        # A receive timeout rather than poll-then-recv: one call per reply, not two.
+        self._sock.RCVTIMEO = int(self.timeout * 1000)
         server_pub, client_keys = self._curve
         if server_pub:
             from zmq import auth
@@ -85,29 +87,36 @@ class ZmqProxy:
         return requests
 
     def result(self, requests):
-        last = requests[-1]
-        if not self._sock.poll(int(self.timeout * 1000), zmq.POLLIN):
+        try:
+            frame = self._sock.recv(copy=False)
+        except zmq.Again:
             # A REQ socket that lost its reply cannot send again: start a fresh one.
             self._sock.close(linger=0)
             self._connect()
+            last = requests[-1]
             raise TransportError(self.name, type(last).__name__,
                                  f"no reply from {self.address} within {self.timeout:g} s",
-                                 t=getattr(last, "t", None))
-        replies = decode_batch(self._sock.recv(copy=False).buffer)
+                                 t=getattr(last, "t", None)) from None
+        replies = decode_batch(frame.buffer)
         if len(replies) == 1 and len(requests) > 1:
             return replies * len(requests)          # a batch-level error answers all
         return replies
 
     def heartbeat(self, timeout: float) -> bool:
         """True if the server answers a Heartbeat within ``timeout`` s."""
-        saved, self.timeout = self.timeout, timeout
+        saved = self.timeout
+        self._set_timeout(timeout)
         try:
             self.result(self.submit([P.Heartbeat()]))
             return True
         except TransportError:
             return False
         finally:
-            self.timeout = saved
+            self._set_timeout(saved)
+
+    def _set_timeout(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._sock.RCVTIMEO = int(timeout * 1000)
 
     def recover(self, deadline: float) -> None:
         """Wait (heartbeats) until the server answers again, or raise TransportError."""

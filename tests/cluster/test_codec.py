@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cluster.codec import (DEFAULT_LIMITS, EXT_NDARRAY, WIRE_DTYPES, Limits, check_version,
-                           decode, encode)
+from cluster.codec import (DEFAULT_LIMITS, EXT_NDARRAY, MAX_BATCH, WIRE_DTYPES, Limits,
+                           check_version, decode, decode_batch, encode, encode_batch)
 from cosim.errors import CodecError
 from cosim.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, CollectLogs, Describe, DoStep,
                             ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
@@ -431,6 +431,52 @@ wire_values = st.recursive(
 @given(tag=st.sampled_from(sorted(MESSAGE_TYPES)), fields=st.lists(wire_values, max_size=8))
 def test_well_formed_msgpack_of_the_wrong_shape_decodes_or_raises_codec_error(tag, fields):
     decode_or_codec_error(msgpack.packb([tag, *fields], use_bin_type=True))
+
+
+# --- batches ---------------------------------------------------------------------------------
+
+@FAST
+@given(msgs=st.lists(messages, max_size=5))
+def test_batch_round_trip_is_exact_and_equals_the_messages_one_by_one(msgs):
+    wire = encode_batch(msgs)
+    back = decode_batch(wire)
+    assert back == msgs
+    for m, b in zip(msgs, back):
+        assert_identical(m, b)
+    # A batch is the msgpack array of the messages' own wire forms.
+    assert msgpack.unpackb(wire) == [msgpack.unpackb(encode(m)) for m in msgs]
+
+
+def test_batch_size_is_bounded_on_both_sides():
+    with pytest.raises(CodecError, match=f"exceeds {MAX_BATCH}"):
+        encode_batch([Heartbeat()] * (MAX_BATCH + 1))
+    too_many = msgpack.packb([msgpack.unpackb(encode(Heartbeat()))] * (MAX_BATCH + 1))
+    with pytest.raises(CodecError, match=f"at most {MAX_BATCH} messages, got {MAX_BATCH + 1}"):
+        decode_batch(too_many)
+    with pytest.raises(CodecError, match="exceeds max_size"):
+        decode_batch(encode_batch([Heartbeat()]), max_size=2)
+
+
+@pytest.mark.parametrize("data", [b"", b"\xc1", msgpack.packb({"a": 1}), msgpack.packb([1]),
+                                  msgpack.packb([[999]]), msgpack.packb([encode(Ok())])])
+def test_malformed_batches_raise_codec_error(data):
+    with pytest.raises(CodecError):
+        decode_batch(data)
+
+
+@FUZZ
+@given(msgs=st.lists(messages, min_size=1, max_size=3), data=st.data())
+def test_mutated_batches_decode_or_raise_codec_error(msgs, data):
+    wire = encode_batch(msgs)
+    i = data.draw(st.integers(0, len(wire)), label="position")
+    mutated = data.draw(st.sampled_from([
+        wire[:i], wire[:i] + bytes([wire[i] ^ 0x5A]) + wire[i + 1:] if i < len(wire) else wire,
+        wire[:i] + data.draw(st.binary(min_size=1, max_size=9)) + wire[i:]]))
+    try:
+        back = decode_batch(mutated)
+    except CodecError:
+        return
+    assert decode_batch(encode_batch(back)) == back
 
 
 # --- handshake -------------------------------------------------------------------------------
