@@ -21,19 +21,25 @@ from tests.benchmarks.rings import ring
 from cosim import protocol as P
 
 STEPS = 400
+#: Every figure is the best of this many blocks of rounds (the machine's speed drifts).
+REPEAT = 3
 
 
 def cosim_us(n, backend):
-    sim = Simulator(ring(n), SimulationConfig(dt=0.01, t_end=STEPS * 0.01, log=[],
+    sim = Simulator(ring(n), SimulationConfig(dt=0.01, t_end=(REPEAT * STEPS + 1) * 0.01,
+                                              log=[],
                                               cosim=CosimConfig(H=0.01, backend=backend,
                                                                 log_every=10 * STEPS)))
     try:
         sim.master.initialize()
         sim.master.step()                      # warm-up
-        t0 = time.perf_counter()
-        for _ in range(STEPS - 2):
-            sim.master.step()
-        return (time.perf_counter() - t0) / (STEPS - 2) * 1e6
+        best = float("inf")
+        for _ in range(REPEAT):
+            t0 = time.perf_counter()
+            for _ in range(STEPS):
+                sim.master.step()
+            best = min(best, time.perf_counter() - t0)
+        return best / STEPS * 1e6
     finally:
         sim.close()
 
@@ -51,7 +57,7 @@ def _echo(port_queue, reply):
         sock.send(reply)
 
 
-def raw_zmq_us(n_servers, request, reply, rounds=2000):
+def raw_zmq_us(n_servers, request, reply, rounds=600):
     import zmq
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -66,13 +72,16 @@ def raw_zmq_us(n_servers, request, reply, rounds=2000):
     for s in socks:
         s.send(request)
         s.recv()
-    t0 = time.perf_counter()
-    for _ in range(rounds):
-        for s in socks:
-            s.send(request)
-        for s in socks:
-            s.recv()
-    us = (time.perf_counter() - t0) / rounds * 1e6
+    best = float("inf")
+    for _ in range(REPEAT):
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            for s in socks:
+                s.send(request)
+            for s in socks:
+                s.recv()
+        best = min(best, time.perf_counter() - t0)
+    us = best / rounds * 1e6
     for s in socks:
         s.send(b"stop")
         s.recv()
@@ -82,7 +91,7 @@ def raw_zmq_us(n_servers, request, reply, rounds=2000):
     return us
 
 
-def raw_ray_us(n_actors, request, rounds=300):
+def raw_ray_us(n_actors, request, rounds=150):
     import ray
 
     @ray.remote(num_cpus=0)
@@ -91,10 +100,13 @@ def raw_ray_us(n_actors, request, rounds=300):
             return data
     actors = [Echo.remote() for _ in range(n_actors)]
     ray.get([a.call.remote(request) for a in actors])
-    t0 = time.perf_counter()
-    for _ in range(rounds):
-        ray.get([a.call.remote(request) for a in actors])
-    us = (time.perf_counter() - t0) / rounds * 1e6
+    best = float("inf")
+    for _ in range(REPEAT):
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            ray.get([a.call.remote(request) for a in actors])
+        best = min(best, time.perf_counter() - t0)
+    us = best / rounds * 1e6
     for a in actors:
         ray.kill(a)
     return us
@@ -144,17 +156,21 @@ def heavy_pair():
 
 @pytest.mark.bench
 def test_bench_two_heavy_units_in_parallel(ray_session):
-    times = {}
-    for backend in ("local", "ray"):
-        sim = Simulator(heavy_pair(), SimulationConfig(dt=0.001, t_end=1.0, log=[],
-                                                       cosim=CosimConfig(H=0.02,
-                                                                         backend=backend)))
-        try:
-            sim.master.initialize()
-            t0 = time.perf_counter()
-            sim.run()
-            times[backend] = time.perf_counter() - t0
-        finally:
-            sim.close()
-    print(f"\ntwo compute-heavy units, Jacobi: in process {times['local']:.2f} s, "
-          f"Ray actors {times['ray']:.2f} s, speed-up {times['local'] / times['ray']:.2f}x")
+    # Interleaved repeats, best of each: this machine's speed drifts by up to 1.5x between
+    # runs a few seconds apart, which one run per backend would report as the speed-up.
+    times = {"local": [], "ray": []}
+    for _ in range(3):
+        for backend in times:
+            sim = Simulator(heavy_pair(), SimulationConfig(
+                dt=0.001, t_end=1.0, log=[], cosim=CosimConfig(H=0.02, backend=backend)))
+            try:
+                sim.master.initialize()
+                t0 = time.perf_counter()
+                sim.run()
+                times[backend].append(time.perf_counter() - t0)
+            finally:
+                sim.close()
+    best = {b: min(ts) for b, ts in times.items()}
+    print(f"\ntwo compute-heavy units, Jacobi (best of 3): in process {best['local']:.2f} s, "
+          f"Ray actors {best['ray']:.2f} s, speed-up {best['local'] / best['ray']:.2f}x")
+    assert all(t > 0 for ts in times.values() for t in ts)
