@@ -4,8 +4,9 @@ A team serves its subsystem on a machine it owns; a master refers to the unit by
 (``CosimConfig(units={"plant": {"address": "tcp://host:5555"}})``) and sees only its ports.
 
 Framing: a client's REQ socket sends two frames, ``[unit name, batch]``, where ``batch`` is
-:func:`cluster.codec.encode_batch` bytes; the ROUTER socket here answers ``[batch of
-replies]``. A malformed, oversized or misaddressed message is answered with an ErrorReply and
+:func:`cluster.codec.encode_batch` bytes; the REP socket here answers one frame, the batch
+of replies (REP, not ROUTER: libzmq keeps the envelopes, one Python call fewer per frame;
+requests from several masters are answered one at a time either way). A malformed, oversized or misaddressed message is answered with an ErrorReply and
 the server keeps serving; a master that disconnects leaves the units as they are, and the next
 session starts with ``Initialize``. Binds loopback by default. With CURVE keys (files made by
 ``zmq.auth.create_certificates``), clients must hold an authorized key; refusals are logged.
@@ -34,7 +35,7 @@ log = logging.getLogger("cosim.server")
 
 
 class UnitServer:
-    """Serve ``units`` (name -> :class:`~cosim.units.Unit`) on one ROUTER socket.
+    """Serve ``units`` (name -> :class:`~cosim.units.Unit`) on one REP socket.
 
     Parameters
     ----------
@@ -57,7 +58,7 @@ class UnitServer:
         self.max_message_size = max_message_size
         self._ctx = zmq.Context()
         self._auth = None
-        self.sock = self._ctx.socket(zmq.ROUTER)
+        self.sock = self._ctx.socket(zmq.REP)
         self.sock.setsockopt(zmq.LINGER, 0)
         # A hard cap far above the refusal threshold bounds what one message can allocate.
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
@@ -122,10 +123,7 @@ class UnitServer:
                     frames = sock.recv_multipart(copy=False)
                 except zmq.Again:
                     continue
-                # ROUTER frames from a REQ client: [identity, empty delimiter, *message].
-                ident, body = frames[0], frames[2:] if len(frames) > 2 and not len(frames[1]) \
-                    else frames[1:]
-                sock.send_multipart([ident, b"", self._answer(body)], copy=False)
+                sock.send(self._answer(frames), copy=False)
         finally:
             self._running = False
             watcher.join()
