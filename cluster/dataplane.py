@@ -48,12 +48,12 @@ def serve(unit, host: str | None = None) -> tuple[str, threading.Thread]:
     def loop():
         ready.set()
         while True:
-            data = sock.recv(copy=False)
+            data = sock.recv()
             try:
-                replies = [unit.handle(r) for r in decode_batch(data.buffer)]
+                replies = [unit.handle(r) for r in decode_batch(data)]
             except CodecError as err:
                 replies = [P.ErrorReply(P.ErrorKind.CODEC, str(err))]
-            sock.send(encode_batch(replies), copy=False)
+            sock.send(encode_batch(replies))
 
     thread = threading.Thread(target=loop, name=f"cosim-unit-{unit.name}", daemon=True)
     thread.start()
@@ -95,7 +95,7 @@ class DataClient:
 
     def submit(self, requests):
         try:
-            self._sock.send(encode_batch(requests), copy=False)
+            self._sock.send(encode_batch(requests))
         except zmq.ZMQError as err:
             last = requests[-1]
             raise TransportError(self.name, type(last).__name__, f"cannot send to "
@@ -104,14 +104,14 @@ class DataClient:
 
     def result(self, requests):
         try:
-            frame = self._sock.recv(copy=False)
+            data = self._sock.recv()
         except zmq.Again:
             last = requests[-1]
             raise TransportError(self.name, type(last).__name__,
                                  f"no reply from {self.endpoint} within "
                                  f"{self.timeout_ms / 1000:g} s", t=getattr(last, "t", None)) \
                 from None
-        replies = decode_batch(frame.buffer)
+        replies = decode_batch(data)
         if len(replies) == 1 and len(requests) > 1:
             return replies * len(requests)          # a batch-level error answers all
         return replies

@@ -92,7 +92,7 @@ class UnitServer:
         if len(frames) != 2:
             return encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"expected 2 frames "
                                  f"[unit, batch], got {len(frames)}")])
-        name, payload = bytes(frames[0]).decode("utf-8", "replace"), frames[1]
+        name, payload = frames[0].decode("utf-8", "replace"), frames[1]
         if len(payload) > self.max_message_size:
             return encode_batch([P.ErrorReply(P.ErrorKind.CODEC, f"message of {len(payload)} "
                                  f"bytes exceeds the limit of {self.max_message_size}")])
@@ -101,8 +101,7 @@ class UnitServer:
             return encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"no unit {name!r} here; "
                                  f"this server has {', '.join(self.units)}")])
         try:
-            requests = decode_batch(payload.buffer if hasattr(payload, "buffer") else payload,
-                                    max_size=self.max_message_size)
+            requests = decode_batch(payload, max_size=self.max_message_size)
         except CodecError as err:
             log.warning("malformed request for %s: %s", name, err)
             return encode_batch([P.ErrorReply(P.ErrorKind.CODEC, str(err))])
@@ -120,10 +119,10 @@ class UnitServer:
         try:
             while self._running:
                 try:
-                    frames = sock.recv_multipart(copy=False)
+                    frames = sock.recv_multipart()
                 except zmq.Again:
                     continue
-                sock.send(self._answer(frames), copy=False)
+                sock.send(self._answer(frames))
         finally:
             self._running = False
             watcher.join()

@@ -79,7 +79,7 @@ class ZmqProxy:
 
     def submit(self, requests):
         try:
-            self._sock.send_multipart([self.name.encode(), encode_batch(requests)], copy=False)
+            self._sock.send_multipart([self.name.encode(), encode_batch(requests)])
         except zmq.ZMQError as err:
             raise TransportError(self.name, type(requests[-1]).__name__,
                                  f"cannot send to {self.address}: {err}",
@@ -88,7 +88,7 @@ class ZmqProxy:
 
     def result(self, requests):
         try:
-            frame = self._sock.recv(copy=False)
+            data = self._sock.recv()
         except zmq.Again:
             # A REQ socket that lost its reply cannot send again: start a fresh one.
             self._sock.close(linger=0)
@@ -97,7 +97,7 @@ class ZmqProxy:
             raise TransportError(self.name, type(last).__name__,
                                  f"no reply from {self.address} within {self.timeout:g} s",
                                  t=getattr(last, "t", None)) from None
-        replies = decode_batch(frame.buffer)
+        replies = decode_batch(data)
         if len(replies) == 1 and len(requests) > 1:
             return replies * len(requests)          # a batch-level error answers all
         return replies
