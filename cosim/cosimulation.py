@@ -54,7 +54,11 @@ class CoSimulation:
                     if isinstance(b, Inport) and b.name in shapes:
                         b.shape = shapes[b.name]
         self.backend = get_backend(config.cosim.backend)(config.cosim)
-        proxies = self.backend.start(self.partition.units)
+        try:
+            proxies = self.backend.start(self.partition.units)
+        except BaseException:
+            self.backend.stop()     # what did start (servers, actors) must not outlive us
+            raise
         self.master = Master(proxies, self.partition.links, config)
 
     def initialize(self) -> None:

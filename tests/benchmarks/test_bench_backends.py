@@ -25,10 +25,11 @@ STEPS = 400
 REPEAT = 3
 
 
-def cosim_us(n, backend):
+def cosim_us(n, backend, units=None):
     sim = Simulator(ring(n), SimulationConfig(dt=0.01, t_end=(REPEAT * STEPS + 1) * 0.01,
                                               log=[],
                                               cosim=CosimConfig(H=0.01, backend=backend,
+                                                                units=units or {},
                                                                 log_every=10 * STEPS)))
     try:
         sim.master.initialize()
@@ -121,15 +122,17 @@ def test_bench_exchange_overhead_per_backend(ray_session):
     for n in (1, 8):
         raw_z = raw_zmq_us(n, request, reply)
         raw_r = raw_ray_us(n, request)
+        # The same units hosted by 2 server processes (one per core) instead of n.
+        two = {f"u{i}": {"process": f"p{i % 2}"} for i in range(n)}
         rows.append((n, raw_z, raw_r, cosim_us(n, "local"), cosim_us(n, "ray"),
-                     cosim_us(n, "zmq")))
+                     cosim_us(n, "zmq"), cosim_us(n, "zmq", two)))
     print("\nper-macro-step exchange, trivial units (us per step)")
     print(f"{'units':>5} {'raw pyzmq':>10} {'raw Ray call':>13} {'cosim local':>12} "
-          f"{'cosim ray':>10} {'cosim zmq':>10} {'ray/raw zmq':>12} {'zmq/raw zmq':>12} "
-          f"{'raw ray/cosim ray':>18}")
-    for n, z, r, loc, rb, zb in rows:
-        print(f"{n:>5} {z:10.1f} {r:13.1f} {loc:12.1f} {rb:10.1f} {zb:10.1f} {rb / z:12.2f} "
-              f"{zb / z:12.2f} {r / rb:18.2f}")
+          f"{'cosim ray':>10} {'cosim zmq':>10} {'zmq 2 procs':>12} {'ray/raw zmq':>12} "
+          f"{'zmq/raw zmq':>12} {'2 procs/raw':>12} {'raw ray/cosim ray':>18}")
+    for n, z, r, loc, rb, zb, z2 in rows:
+        print(f"{n:>5} {z:10.1f} {r:13.1f} {loc:12.1f} {rb:10.1f} {zb:10.1f} {z2:12.1f} "
+              f"{rb / z:12.2f} {zb / z:12.2f} {z2 / z:12.2f} {r / rb:18.2f}")
     assert all(r[1] > 0 for r in rows)
 
 

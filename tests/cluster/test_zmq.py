@@ -13,8 +13,9 @@ import zmq
 
 from cluster.codec import encode_batch
 from cluster.zmq_backend import ZmqProxy
-from cosim import CosimConfig, SimulationConfig, Simulator, TransportError
+from cosim import CosimConfig, ModelError, SimulationConfig, Simulator, TransportError
 from cosim import protocol as P
+from cosim.partition import REST
 
 from tests.cluster.scenarios import algebraic, crashing, three_units
 
@@ -45,6 +46,41 @@ def test_zmq_backend_is_bit_identical_to_in_process(scenario, cosim):
     _, logs = run(scenario(), backend="zmq", **cosim)
     assert sorted(ref) == sorted(logs)
     assert_same(ref, logs)
+
+
+def test_units_sharing_a_process_are_bit_identical_to_in_process():
+    # Units a (RK4) and b (RK45) and the rest share one server process: each keeps its own
+    # configuration (carried as subsystem options in the one unit file).
+    cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1)
+    _, ref = run(three_units(), **cosim)
+    units = {u: {"process": "shared"} for u in ("a", "b", REST)}
+    sim = Simulator(three_units(), SimulationConfig(
+        dt=0.002, t_end=0.6, cosim=CosimConfig(backend="zmq", units=units, **cosim)))
+    try:
+        assert len(sim.backend.servers) == 1
+        assert {p.server for p in sim.backend.proxies.values()} == set(sim.backend.servers)
+        logs = sim.run()
+    finally:
+        sim.close()
+    assert_same(ref, logs)
+
+
+def test_a_killed_shared_process_is_respawned_once_and_replays_identically(tmp_path):
+    cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1, checkpoint_every=5,
+                 timeout=10.0)
+    _, ref = run(three_units(), **cosim)
+    marker = tmp_path / "crashed"
+    # b kills its process, which also hosts a: both come back from one re-spawn.
+    sim, logs = run(crashing(str(marker)), backend="zmq",
+                    units={"a": {"process": "ab"}, "b": {"process": "ab"}}, **cosim)
+    assert marker.exists() and sim.stats["recoveries"] == 1
+    assert_same(ref, logs)
+
+
+def test_a_unit_with_an_address_and_a_process_is_refused():
+    with pytest.raises(ModelError, match="unit 'a' has both an address"):
+        run(three_units(), H=0.02, backend="zmq",
+            units={"a": {"address": "tcp://127.0.0.1:1", "process": "p"}})
 
 
 @pytest.fixture(scope="module")
