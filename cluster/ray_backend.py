@@ -140,7 +140,7 @@ class RayBackend:
         for spec in specs:
             opts = dict(self.cfg.units.get(spec.name, {}))
             # "process" groups units of the zmq backend; here each unit has its actor.
-            unknown = set(opts) - {"num_cpus", "resources", "node", "address", "process"}
+            unknown = set(opts) - {"num_cpus", "resources", "node", "process"}
             if unknown:
                 raise ModelError(f"unit {spec.name!r}: unknown Ray placement options "
                                  f"{sorted(unknown)} (use num_cpus, resources, node)")

@@ -3,10 +3,11 @@
 A team serves its subsystem on a machine it owns; a master refers to the unit by address
 (``CosimConfig(units={"plant": {"address": "tcp://host:5555"}})``) and sees only its ports.
 
-Framing: a client's REQ socket sends two frames, ``[unit name, batch]``, where ``batch`` is
-:func:`cluster.codec.encode_batch` bytes; the REP socket here answers one frame, the batch
-of replies (REP, not ROUTER: libzmq keeps the envelopes, one Python call fewer per frame;
-requests from several masters are answered one at a time either way). A malformed, oversized or misaddressed message is answered with an ErrorReply and
+Framing: a client's REQ socket sends pairs of frames, ``[unit name, batch, unit name, batch,
+...]`` (one pair per unit of this server that the macro step involves), where ``batch`` is
+:func:`cluster.codec.encode_batch` bytes; the REP socket here answers one frame per pair, the
+batch of that unit's replies, in order (REP, not ROUTER: libzmq keeps the envelopes;
+messages from several masters are answered one at a time either way). A malformed, oversized or misaddressed message is answered with an ErrorReply and
 the server keeps serving; a master that disconnects leaves the units as they are, and the next
 session starts with ``Initialize``. Binds loopback by default. With CURVE keys (files made by
 ``zmq.auth.create_certificates``), clients must hold an authorized key; refusals are logged.
@@ -88,14 +89,19 @@ class UnitServer:
         self.sock.bind(bind)
         return bind
 
-    def _answer(self, frames: list) -> bytes:
-        if len(frames) != 2:
-            return encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"expected 2 frames "
-                                 f"[unit, batch], got {len(frames)}")])
-        name, payload = frames[0].decode("utf-8", "replace"), frames[1]
-        if len(payload) > self.max_message_size:
-            return encode_batch([P.ErrorReply(P.ErrorKind.CODEC, f"message of {len(payload)} "
-                                 f"bytes exceeds the limit of {self.max_message_size}")])
+    def _answer(self, frames: list) -> list[bytes]:
+        """One reply batch per ``[unit, batch]`` pair of ``frames``, in order."""
+        if not frames or len(frames) % 2:
+            return [encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"expected pairs of "
+                                 f"frames [unit, batch, ...], got {len(frames)} frames")])]
+        total = sum(len(f) for f in frames[1::2])
+        if total > self.max_message_size:
+            return [encode_batch([P.ErrorReply(P.ErrorKind.CODEC, f"message of {total} "
+                                  f"bytes exceeds the limit of {self.max_message_size}")])]
+        return [self._answer_unit(frames[i], frames[i + 1]) for i in range(0, len(frames), 2)]
+
+    def _answer_unit(self, name: bytes, payload: bytes) -> bytes:
+        name = name.decode("utf-8", "replace")
         unit = self.units.get(name)
         if unit is None:
             return encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"no unit {name!r} here; "
@@ -122,7 +128,7 @@ class UnitServer:
                     frames = sock.recv_multipart()
                 except zmq.Again:
                     continue
-                sock.send(self._answer(frames))
+                sock.send_multipart(self._answer(frames))
         finally:
             self._running = False
             watcher.join()

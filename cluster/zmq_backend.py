@@ -2,7 +2,8 @@
 
 A unit with an ``address`` in ``CosimConfig.units`` is a remote unit served by another team
 (``cosim serve``); the master connects, shakes hands (protocol version and the unit's
-description) and sends one batch per macro step. The ``zmq`` backend also runs the other
+description) and sends one message per server per macro step, carrying the batch of every unit
+of that server the step involves. The ``zmq`` backend also runs the other
 units as local server processes (``python -m cluster.server`` on a model file written for
 them) and re-spawns one that dies, so the master can restore it from a checkpoint.
 """
@@ -23,35 +24,41 @@ from cluster.codec import decode_batch, encode_batch
 from cosim import protocol as P
 from cosim.errors import ModelError, TransportError
 
-__all__ = ["ZmqBackend", "ZmqProxy"]
+__all__ = ["Connection", "RemoteUnits", "ZmqBackend", "ZmqProxy"]
 
 
-class ZmqProxy:
-    """The master's handle on one remote unit (a REQ socket; one batch in flight).
+class Connection:
+    """One REQ socket to a unit server, shared by the proxies of the units it hosts.
+
+    Requests submitted for several of its units before any result is asked for go out as one
+    message, ``[unit, batch, unit, batch, ...]``, answered by one message of reply batches in
+    the same order: one round trip per server per Jacobi step, however many units it hosts.
+    The master calls :meth:`flush` once it has submitted a call's requests to every unit, so
+    that all servers work at once; a result asked for before sends what is queued.
 
     Parameters
     ----------
-    name : str
-        Unit name (as served).
     address : str
         ``tcp://host:port`` of the unit server.
     timeout : float
-        Seconds a batch may take; also the handshake's.
+        Seconds a message may take.
     curve_server_public, curve_client_keys : str, optional
         The server's public key file and this client's key file (with its secret), for a
         CURVE server.
     """
 
-    def __init__(self, name: str, address: str, timeout: float = 60.0, *,
+    def __init__(self, address: str, timeout: float = 60.0, *,
                  curve_server_public: str | None = None,
                  curve_client_keys: str | None = None):
-        self.name = name
         self.address = address
         self.timeout = timeout
         self._curve = (curve_server_public, curve_client_keys)
         self._ctx = zmq.Context.instance()
+        self._queued: list[tuple[str, list]] = []     # submitted, not sent yet
+        self._in_flight: list[tuple[str, list]] = []  # sent, reply awaited
+        self._replies: dict[str, list] = {}
+        self._sock = None
         self._connect()
-        self.description = self.hello()
 
     def _connect(self) -> None:
         self._sock = self._ctx.socket(zmq.REQ)
@@ -66,6 +73,109 @@ class ZmqProxy:
             self._sock.curve_publickey, self._sock.curve_secretkey = pub, sec
         self._sock.connect(self.address)
 
+    def reconnect(self, address: str | None = None) -> None:
+        """A fresh socket (a REQ socket that lost its reply cannot send again)."""
+        self._sock.close(linger=0)
+        self._queued, self._in_flight, self._replies = [], [], {}
+        if address is not None:
+            self.address = address
+        self._connect()
+
+    def set_timeout(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._sock.RCVTIMEO = int(timeout * 1000)
+
+    def submit(self, unit: str, requests: list) -> None:
+        self._queued.append((unit, requests))
+
+    def flush(self) -> None:
+        """Send what is queued (one message), unless a message is still awaiting its reply."""
+        if self._queued and not self._in_flight:
+            self._send()
+
+    def result(self, unit: str, requests: list) -> list:
+        """The replies to ``unit``'s submitted ``requests`` (sending what is queued first)."""
+        while unit not in self._replies:
+            if not self._in_flight:
+                if not self._queued:
+                    raise TransportError(unit, type(requests[-1]).__name__,
+                                         "no request of this unit is pending")
+                self._send()
+            else:
+                self._receive(unit, requests)
+        return self._replies.pop(unit)
+
+    def _send(self) -> None:
+        frames = []
+        for unit, requests in self._queued:
+            frames += [unit.encode(), encode_batch(requests)]
+        self._in_flight, self._queued = self._queued, []
+        try:
+            self._sock.send_multipart(frames)
+        except zmq.ZMQError as err:
+            unit, requests = self._in_flight[0]
+            self.reconnect()
+            raise TransportError(unit, type(requests[-1]).__name__,
+                                 f"cannot send to {self.address}: {err}",
+                                 t=getattr(requests[-1], "t", None)) from err
+
+    def _receive(self, unit: str, requests: list) -> None:
+        try:
+            frames = self._sock.recv_multipart()
+        except zmq.Again:
+            others = [u for u, _ in self._in_flight if u != unit]
+            self.reconnect()
+            also = f" (also awaited: {', '.join(others)})" if others else ""
+            raise TransportError(unit, type(requests[-1]).__name__,
+                                 f"no reply from {self.address} within {self.timeout:g} s"
+                                 f"{also}", t=getattr(requests[-1], "t", None)) from None
+        in_flight, self._in_flight = self._in_flight, []
+        if len(frames) == 1 and len(in_flight) > 1:
+            frames = frames * len(in_flight)        # a message-level error answers all
+        if len(frames) != len(in_flight):
+            self.reconnect()
+            raise TransportError(unit, type(requests[-1]).__name__,
+                                 f"{self.address} answered {len(frames)} batches to "
+                                 f"{len(in_flight)}", t=getattr(requests[-1], "t", None))
+        for (u, reqs), data in zip(in_flight, frames):
+            replies = decode_batch(data)
+            if len(replies) == 1 and len(reqs) > 1:
+                replies = replies * len(reqs)       # a batch-level error answers all
+            self._replies[u] = replies
+
+    def close(self) -> None:
+        self._sock.close(linger=0)
+
+
+class ZmqProxy:
+    """The master's handle on one remote unit: its requests travel on a :class:`Connection`
+    (its own, or one shared with the other units of the same server).
+
+    Parameters
+    ----------
+    name : str
+        Unit name (as served).
+    address : str or Connection
+        ``tcp://host:port`` of the unit server, or an open connection to it.
+    timeout : float
+        Seconds a batch may take; also the handshake's.
+    curve_server_public, curve_client_keys : str, optional
+        For a CURVE server, when ``address`` is a string (see :class:`Connection`).
+    """
+
+    def __init__(self, name: str, address, timeout: float = 60.0, *,
+                 curve_server_public: str | None = None,
+                 curve_client_keys: str | None = None):
+        self.name = name
+        self.conn = address if isinstance(address, Connection) else Connection(
+            address, timeout, curve_server_public=curve_server_public,
+            curve_client_keys=curve_client_keys)
+        self.description = self.hello()
+
+    @property
+    def address(self) -> str:
+        return self.conn.address
+
     def hello(self) -> P.UnitDescription:
         """Handshake: protocol versions must agree; returns the unit's description."""
         (reply,) = self.result(self.submit([P.Hello(P.PROTOCOL_VERSION, uuid.uuid4().hex)]))
@@ -78,45 +188,26 @@ class ZmqProxy:
         return reply.unit
 
     def submit(self, requests):
-        try:
-            self._sock.send_multipart([self.name.encode(), encode_batch(requests)])
-        except zmq.ZMQError as err:
-            raise TransportError(self.name, type(requests[-1]).__name__,
-                                 f"cannot send to {self.address}: {err}",
-                                 t=getattr(requests[-1], "t", None)) from err
+        self.conn.submit(self.name, requests)
         return requests
 
+    def flush(self) -> None:
+        self.conn.flush()
+
     def result(self, requests):
-        try:
-            data = self._sock.recv()
-        except zmq.Again:
-            # A REQ socket that lost its reply cannot send again: start a fresh one.
-            self._sock.close(linger=0)
-            self._connect()
-            last = requests[-1]
-            raise TransportError(self.name, type(last).__name__,
-                                 f"no reply from {self.address} within {self.timeout:g} s",
-                                 t=getattr(last, "t", None)) from None
-        replies = decode_batch(data)
-        if len(replies) == 1 and len(requests) > 1:
-            return replies * len(requests)          # a batch-level error answers all
-        return replies
+        return self.conn.result(self.name, requests)
 
     def heartbeat(self, timeout: float) -> bool:
         """True if the server answers a Heartbeat within ``timeout`` s."""
-        saved = self.timeout
-        self._set_timeout(timeout)
+        saved = self.conn.timeout
+        self.conn.set_timeout(timeout)
         try:
             self.result(self.submit([P.Heartbeat()]))
             return True
         except TransportError:
             return False
         finally:
-            self._set_timeout(saved)
-
-    def _set_timeout(self, timeout: float) -> None:
-        self.timeout = timeout
-        self._sock.RCVTIMEO = int(timeout * 1000)
+            self.conn.set_timeout(saved)
 
     def recover(self, deadline: float) -> None:
         """Wait (heartbeats) until the server answers again, or raise TransportError."""
@@ -126,7 +217,7 @@ class ZmqProxy:
         raise TransportError(self.name, "recover", f"{self.address} unreachable")
 
     def close(self) -> None:
-        self._sock.close(linger=0)
+        self.conn.close()
 
 
 class _ServerProcess:
@@ -160,10 +251,10 @@ class _SpawnedProxy(ZmqProxy):
     """A proxy whose server this backend started: recovery re-spawns it (once for all the
     units that process hosts: the others find it restarted and reconnect)."""
 
-    def __init__(self, name, server: _ServerProcess, timeout: float):
+    def __init__(self, name, server: _ServerProcess, conn: Connection):
         self.server = server
         self._generation = server.generation
-        super().__init__(name, server.address, timeout)
+        super().__init__(name, conn)
 
     def recover(self, deadline: float) -> None:
         server = self.server
@@ -171,9 +262,8 @@ class _SpawnedProxy(ZmqProxy):
             if server.proc.poll() is None and self.heartbeat(0.5):
                 return                              # alive: another unit failed
             server.restart()
-        self._generation, self.address = server.generation, server.address
-        self._sock.close(linger=0)
-        self._connect()
+            self.conn.reconnect(server.address)
+        self._generation = server.generation
         super().recover(deadline)
 
 
@@ -207,35 +297,58 @@ def _plugins(diagram) -> list[str]:
     return sorted(mods)
 
 
-class ZmqBackend:
-    """Units with an ``address`` are remote; the others run as local server processes.
+class RemoteUnits:
+    """Units that other teams serve: those with an ``address`` in ``CosimConfig.units``
+    (with ``curve_server_public`` / ``curve_client_keys`` for a CURVE server), whatever the
+    backend that runs the others. Units at one address share a :class:`Connection`."""
 
-    Per-unit options (``CosimConfig.units[name]``): ``address`` (a remote unit, with
-    ``curve_server_public`` / ``curve_client_keys`` for a CURVE server), or ``process`` (a
-    name: the spawned units that share it are hosted by one server process; by default each
-    unit has its own). On 2 cores, 8 small units in 2 processes exchange faster than in 8,
-    while heavy units want a process (a core) each.
+    def __init__(self, cosim_config):
+        self.cfg = cosim_config
+        self.connections: dict[tuple, Connection] = {}
+
+    def start(self, specs) -> dict:
+        proxies = {}
+        for spec in specs:
+            opts = self.cfg.units[spec.name]
+            if "process" in opts:
+                raise ModelError(f"unit {spec.name!r} has both an address (a remote unit) "
+                                 "and a process (a spawned one): keep one")
+            key = (opts["address"], opts.get("curve_server_public"),
+                   opts.get("curve_client_keys"))
+            if key not in self.connections:
+                self.connections[key] = Connection(
+                    opts["address"], self.cfg.timeout,
+                    curve_server_public=opts.get("curve_server_public"),
+                    curve_client_keys=opts.get("curve_client_keys"))
+            proxies[spec.name] = ZmqProxy(spec.name, self.connections[key])
+        return proxies
+
+    def stop(self) -> None:
+        for conn in self.connections.values():
+            conn.close()
+        self.connections = {}
+
+
+class ZmqBackend:
+    """Runs every unit as a local server process (``cosim serve`` on a unit file).
+
+    Per-unit option (``CosimConfig.units[name]``): ``process``, a name: the units that share
+    it are hosted by one server process (by default each unit has its own). On 2 cores, 8
+    small units in 2 processes exchange faster than in 8, while heavy units want a process
+    (a core) each.
     """
 
     def __init__(self, cosim_config):
         self.cfg = cosim_config
         self.proxies: dict = {}
         self.servers: list[_ServerProcess] = []
+        self.connections: dict[tuple, Connection] = {}
         self._dir = None
 
     def start(self, specs) -> dict:
         groups: dict[tuple, list] = {}
         for spec in specs:
             opts = self.cfg.units.get(spec.name, {})
-            if "address" in opts:
-                if "process" in opts:
-                    raise ModelError(f"unit {spec.name!r} has both an address (a remote "
-                                     "unit) and a process (a spawned one): keep one")
-                self.proxies[spec.name] = ZmqProxy(
-                    spec.name, opts["address"], self.cfg.timeout,
-                    curve_server_public=opts.get("curve_server_public"),
-                    curve_client_keys=opts.get("curve_client_keys"))
-                continue
             if spec.subsystem is None:
                 raise ModelError(f"unit {spec.name!r} cannot run as a server process (it is "
                                  "not a subsystem); give it an address or use another backend")
@@ -249,16 +362,17 @@ class ZmqBackend:
             server = _ServerProcess(path, sorted({m for spec in group
                                                   for m in _plugins(spec.subsystem)}))
             self.servers.append(server)
+            conn = self.connections[(server,)] = Connection(server.address, self.cfg.timeout)
             for spec in group:
-                self.proxies[spec.name] = _SpawnedProxy(spec.name, server, self.cfg.timeout)
+                self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn)
         return dict(self.proxies)
 
     def stop(self) -> None:
-        for p in self.proxies.values():
-            p.close()
+        for conn in self.connections.values():
+            conn.close()
         for server in self.servers:
             server.stop()
-        self.proxies, self.servers = {}, []
+        self.proxies, self.servers, self.connections = {}, [], {}
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None

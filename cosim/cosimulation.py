@@ -53,12 +53,25 @@ class CoSimulation:
                 for b in spec.subsystem.blocks:
                     if isinstance(b, Inport) and b.name in shapes:
                         b.shape = shapes[b.name]
-        self.backend = get_backend(config.cosim.backend)(config.cosim)
+        # Units other teams serve (an ``address``) are remote whatever the backend; the
+        # backend runs the others.
+        cfg = config.cosim
+        specs = self.partition.units
+        remote = [s for s in specs if "address" in cfg.units.get(s.name, {})]
+        self.remote = None
+        if remote:
+            from cluster.zmq_backend import RemoteUnits
+            self.remote = RemoteUnits(cfg)
+        self.backend = get_backend(cfg.backend)(cfg)
         try:
-            proxies = self.backend.start(self.partition.units)
+            proxies = self.remote.start(remote) if remote else {}
+            proxies.update(self.backend.start([s for s in specs if s not in remote]))
         except BaseException:
-            self.backend.stop()     # what did start (servers, actors) must not outlive us
+            self._stop()            # what did start (servers, actors) must not outlive us
             raise
+        # In the partition's order, wherever the units run: the master's order of units (and
+        # so its results, bit for bit) must not depend on it.
+        proxies = {s.name: proxies[s.name] for s in specs}
         self.master = Master(proxies, self.partition.links, config)
 
     def initialize(self) -> None:
@@ -116,4 +129,11 @@ class CoSimulation:
         except CosimError:
             pass                # a failed unit cannot be terminated; the backend stops it
         finally:
+            self._stop()
+
+    def _stop(self) -> None:
+        try:
             self.backend.stop()
+        finally:
+            if self.remote is not None:
+                self.remote.stop()

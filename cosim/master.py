@@ -71,7 +71,8 @@ class Master:
     proxies : dict of str to proxy
         Unit name -> proxy with ``submit(requests) -> handle`` and ``result(handle) ->
         replies`` (a list, one reply per request); proxies of remote units overlap the calls
-        of one Jacobi group.
+        of one Jacobi group. A proxy may also have ``flush()``, called once every request of
+        a call is submitted (so that units of one server share a message).
     links : list of Link
         Unit-to-unit connections.
     config : SimulationConfig
@@ -101,6 +102,8 @@ class Master:
         self.T = config.t0
         self._logs: dict[str, tuple[list, list]] = {}
         self._initialized = False
+        #: Proxies that queue submitted requests until flushed (several units per message).
+        self._flush = {u: getattr(p, "flush", None) for u, p in proxies.items()}
 
     # -- calling units --------------------------------------------------------------------
 
@@ -111,6 +114,10 @@ class Master:
                 for r in reqs:
                     self.trace.append((u, type(r).__name__, t))
         handles = {u: self.proxies[u].submit(reqs) for u, reqs in batch.items()}
+        for u in handles:
+            flush = self._flush.get(u)
+            if flush is not None:
+                flush()             # all units' requests are queued: send (one per server)
         out = {}
         for u, h in handles.items():
             replies = self.proxies[u].result(h)

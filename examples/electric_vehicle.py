@@ -147,9 +147,8 @@ def config(backend: str = "local", t_end: float = 60.0, remote: dict | None = No
 
     ``remote`` maps unit names to the addresses of servers that host them (``cosim serve``).
     """
+    # Remote units are reached over ZeroMQ whatever the backend; the backend runs the rest.
     units = {name: {"address": addr} for name, addr in (remote or {}).items()}
-    if units and backend == "local":
-        backend = "zmq"          # remote units are reached over ZeroMQ; the rest run locally
     return SimulationConfig(dt=0.001, t_end=t_end, solver="RK4", cosim=CosimConfig(
         H=0.01, scheme="gauss-seidel", extrapolation=1, tolerance=1e-10, backend=backend,
         units=units))

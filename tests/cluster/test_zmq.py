@@ -65,6 +65,32 @@ def test_units_sharing_a_process_are_bit_identical_to_in_process():
     assert_same(ref, logs)
 
 
+def test_units_of_one_server_share_one_round_trip_per_call():
+    units = {u: {"process": "shared"} for u in ("a", "b", REST)}
+    sim = Simulator(three_units(), SimulationConfig(
+        dt=0.002, t_end=0.6, cosim=CosimConfig(H=0.02, backend="zmq", units=units)))
+    try:
+        (conn,) = sim.backend.connections.values()
+        counts = {"messages": 0, "calls": 0}
+        send, call = conn._send, sim.master._call
+
+        def counted_send():
+            counts["messages"] += 1
+            send()
+
+        def counted_call(batch, t):
+            counts["calls"] += 1
+            return call(batch, t)
+        conn._send, sim.master._call = counted_send, counted_call
+        sim.master.initialize()
+        for _ in range(10):
+            sim.master.step()
+        # Every call addressed all three units; each went out as one message.
+        assert counts["calls"] >= 10 and counts["messages"] == counts["calls"]
+    finally:
+        sim.close()
+
+
 def test_a_killed_shared_process_is_respawned_once_and_replays_identically(tmp_path):
     cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1, checkpoint_every=5,
                  timeout=10.0)
@@ -107,7 +133,9 @@ def test_remote_unit_served_by_another_process(served_plant):
     address, _ = served_plant
     cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1)
     _, ref = run(three_units(), **cosim)
-    _, logs = run(three_units(), units={"a": {"address": address}}, **cosim)
+    # The default (local) backend runs b and the rest in process; a is remote all the same.
+    sim, logs = run(three_units(), units={"a": {"address": address}}, **cosim)
+    assert type(sim.master.proxies["a"]) is ZmqProxy
     assert_same(ref, logs)
     # The server outlives that master and serves the next session the same way.
     _, again = run(three_units(), units={"a": {"address": address}}, **cosim)
@@ -123,7 +151,7 @@ def test_malformed_oversized_and_misaddressed_messages_are_refused(served_plant)
     big = encode_batch([P.SetInputs({"u": np.zeros(200_000)})])   # 1.6 MB > the 1 MB limit
     for frames, needle in (([b"a", b"\x93garbage"], "malformed"),
                            ([b"nobody", encode_batch([P.Heartbeat()])], "no unit 'nobody'"),
-                           ([b"a"], "expected 2 frames"),
+                           ([b"a"], "expected pairs of frames"),
                            ([b"a", big], "exceeds the limit of 1000000")):
         sock.send_multipart(frames)
         assert sock.poll(5000)
@@ -133,6 +161,23 @@ def test_malformed_oversized_and_misaddressed_messages_are_refused(served_plant)
     proxy = ZmqProxy("a", address, timeout=10.0)
     assert proxy.heartbeat(2.0) and proc.poll() is None     # still serving
     proxy.close()
+
+
+def test_server_answers_each_unit_of_a_message_in_order(served_plant):
+    from cluster.codec import decode_batch
+    address, _ = served_plant
+    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(address)
+    beat = encode_batch([P.Heartbeat()])
+    sock.send_multipart([b"a", beat, b"nobody", beat, b"a", encode_batch([P.Describe()])])
+    assert sock.poll(5000)
+    frames = sock.recv_multipart()
+    sock.close()
+    assert len(frames) == 3
+    (ok,), (err,), (desc,) = (decode_batch(f) for f in frames)
+    assert isinstance(ok, P.Ok) and isinstance(desc, P.UnitDescription) and desc.name == "a"
+    assert isinstance(err, P.ErrorReply) and "no unit 'nobody'" in err.message
 
 
 def test_unreachable_server_raises_transport_error_naming_unit_call_and_time():
