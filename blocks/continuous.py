@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from blocks._support import (Params, affine_expr, affine_terms, affine_value, lit,
-                             state_space)
+from blocks._support import (Params, affine_expr, affine_terms, affine_value, clip_array,
+                             clip_expr, clip_float, lit, state_space)
 from cosim.block import Block, Kernel, as_signal
 from cosim.errors import ModelError
 
@@ -57,7 +57,13 @@ class Integrator(Block):
 
     def output_update(self, t, dt):
         x = self.cstate
-        self.outputs["out"] = np.clip(x, self.lower, self.upper) if self.limited else x.copy()
+        if not self.limited:
+            self.outputs["out"] = x.copy()
+        elif x.shape == (1,):
+            # The same selections as the kernel's clip (NaN and signed zeros included).
+            self.outputs["out"] = np.array([clip_float(float(x[0]), self.lower, self.upper)])
+        else:
+            self.outputs["out"] = clip_array(x, self.lower, self.upper)
 
     def derivative(self, t):
         u = self.inputs["in"]
@@ -67,14 +73,20 @@ class Integrator(Block):
         return np.where(((x <= self.lower) & (u < 0)) | ((x >= self.upper) & (u > 0)), 0.0, u)
 
     def kernel(self):
-        if self.limited or "reset" in self.inputs or self.initial.shape != (1,):
+        if "reset" in self.inputs or self.initial.shape != (1,):
             return None
-        return Kernel({"out": "c_0"}, {"reset_prev": "x_reset_prev"}, ("u_in",))
+        if not self.limited:
+            return Kernel({"out": "c_0"}, {"reset_prev": "x_reset_prev"}, ("u_in",))
+        clipped = clip_expr("c_0", self.lower, self.upper)
+        lo, hi = lit(self.lower), lit(self.upper)
+        held = f"(c_0 <= {lo} and u_in < 0.0) or (c_0 >= {hi} and u_in > 0.0)"
+        return Kernel({"out": clipped}, {"reset_prev": "x_reset_prev"},
+                      (f"(0.0 if {held} else u_in)",), cstate=(clipped,))
 
     def state_update(self, t, dt):
         # Limits and resets act on the continuous state in place, between solver intervals.
         if self.limited:
-            np.clip(self.cstate, self.lower, self.upper, out=self.cstate)
+            self.cstate[:] = clip_array(self.cstate, self.lower, self.upper)
         if "reset" in self.inputs:
             r = self.inputs["reset"]
             if self.state["reset_prev"][0] <= 0.0 < r[0]:

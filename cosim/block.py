@@ -140,6 +140,10 @@ class Kernel:
         State name -> expression of its next value (all evaluated before any is assigned).
     derivatives : tuple of str
         Expression of ``d c_i / dt`` for each continuous state component ``c_i``.
+    cstate : tuple of str, optional
+        Expression of each ``c_i`` after the block's state update, for a block whose
+        ``state_update`` changes its continuous state between solver intervals (an Integrator
+        holding its state within limits); empty when it never does.
     params : dict of str to float
         Values of the names ``p_<name>`` used in the expressions. Blocks whose kernels differ
         only in these values share one template, so the fast path can run many of them as
@@ -153,6 +157,7 @@ class Kernel:
     outputs: dict[str, str]
     state: dict[str, str] = field(default_factory=dict)
     derivatives: tuple[str, ...] = ()
+    cstate: tuple[str, ...] = ()
     params: dict[str, float] = field(default_factory=dict)
     live: list | None = None
 

@@ -231,11 +231,12 @@ def _build(sim) -> FastPath | None:
         if set(kern.outputs) != set(b.output_names):
             return None
         n_c = b.cstate.size if b.has_derivative else 0
-        if len(kern.derivatives) != n_c:
+        if len(kern.derivatives) != n_c or len(kern.cstate) not in (0, n_c):
             return None
         kernels.append(kern)
     from cosim import batched
-    if batched.worthwhile(plan, kernels):
+    # The batched path does not update continuous states between intervals (kernel.cstate).
+    if not any(k.cstate for k in kernels) and batched.worthwhile(plan, kernels):
         return batched.build(sim, kernels, tableau)
 
     sig_slots, sig_name = [], {}
@@ -308,6 +309,12 @@ def _build(sim) -> FastPath | None:
         names = [state_name[(i, n)] for n in st]
         exprs = [subst(i, e) for e in st.values()]
         upd.append((g, f"{', '.join(names)} = {', '.join(exprs)}"))
+    for i, b in enumerate(blocks):
+        if kernels[i].cstate:
+            g = guard(plan.tasks[plan.task_of[i]])
+            names = [cont_name[(i, str(j))] for j in range(len(kernels[i].cstate))]
+            exprs = [subst(i, e) for e in kernels[i].cstate]
+            upd.append((g, f"{', '.join(names)} = {', '.join(exprs)}"))
 
     integ: list[str] = []
     if n_c:

@@ -115,7 +115,9 @@ def build(atomic: bool = True) -> Model:
     battery.connect("v_term.out", "v_batt.in")
 
     vehicle = subsystem("vehicle", atomic, 0.001, "RK4")
-    vehicle.add(Inport("torque"), Gain("drive", "=gear/wheel_r"), Integrator("speed", 0.0),
+    # A stopped vehicle is held by its brakes: its speed does not go below zero.
+    vehicle.add(Inport("torque"), Gain("drive", "=gear/wheel_r"),
+                Integrator("speed", 0.0, lower=0.0),
                 Product("v2", "**"), Gain("aero", "=-0.5*1.2*cd_a"),
                 Constant("roll", "=-c_roll*mass*9.81"), Sum("force", "+++"),
                 Gain("accel", "=1/mass"), Gain("to_motor", "=gear/wheel_r"),

@@ -126,6 +126,9 @@ CASES = [
                              sample_time=0.15), sine(), id="PID-slow-limited"),
     # continuous (integrated inline by the fast path with the default SSPRK22)
     case(lambda: Integrator("b", 0.5), sine(), id="Integrator"),
+    case(lambda: Integrator("b", 0.1, lower=-0.3, upper=0.4), sine(), id="Integrator-limited"),
+    case(lambda: Integrator("b", 0.0, lower=0.0), sine(bias=-0.2), id="Integrator-lower"),
+    case(lambda: Integrator("b", 0.0, upper=0.25), sine(bias=0.3), id="Integrator-upper"),
     case(lambda: StateSpace("b", [[0.0, 1.0], [-4.0, -0.4]], [[0.0], [1.0]], [[1.0, 0.5]],
                             [[0.2]], x0=[0.1, 0.0]), sine(), id="StateSpace"),
     case(lambda: TransferFunction("b", [1.0, 2.0], [1.0, 0.8, 4.0]), sine(),
