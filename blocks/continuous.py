@@ -73,15 +73,23 @@ class Integrator(Block):
         return np.where(((x <= self.lower) & (u < 0)) | ((x >= self.upper) & (u > 0)), 0.0, u)
 
     def kernel(self):
-        if "reset" in self.inputs or self.initial.shape != (1,):
+        if self.initial.shape != (1,):
             return None
-        if not self.limited:
+        reset = "reset" in self.inputs
+        if not self.limited and not reset:
             return Kernel({"out": "c_0"}, {"reset_prev": "x_reset_prev"}, ("u_in",))
-        clipped = clip_expr("c_0", self.lower, self.upper)
-        lo, hi = lit(self.lower), lit(self.upper)
-        held = f"(c_0 <= {lo} and u_in < 0.0) or (c_0 >= {hi} and u_in > 0.0)"
-        return Kernel({"out": clipped}, {"reset_prev": "x_reset_prev"},
-                      (f"(0.0 if {held} else u_in)",), cstate=(clipped,))
+        if self.limited:
+            out = clip_expr("c_0", self.lower, self.upper)
+            lo, hi = lit(self.lower), lit(self.upper)
+            held = f"(c_0 <= {lo} and u_in < 0.0) or (c_0 >= {hi} and u_in > 0.0)"
+            derivative = f"(0.0 if {held} else u_in)"
+        else:
+            out, derivative = "c_0", "u_in"
+        # state_update: clip, then a rising edge of reset through zero restarts the state.
+        after = (f"({lit(self.initial[0])} if x_reset_prev <= 0.0 < u_reset else {out})"
+                 if reset else out)
+        return Kernel({"out": out}, {"reset_prev": "u_reset" if reset else "x_reset_prev"},
+                      (derivative,), cstate=(after,))
 
     def state_update(self, t, dt):
         # Limits and resets act on the continuous state in place, between solver intervals.

@@ -301,6 +301,14 @@ def _build(sim) -> FastPath | None:
         stmts = [f"ticks[{n}].append(k)"] + ([row] if row else [])
         log_stmts += [(g, s) for s in stmts]
     upd = []
+    # Continuous states first: like every state update, they read the discrete states'
+    # values of this tick, which the assignments below replace.
+    for i, b in enumerate(blocks):
+        if kernels[i].cstate:
+            g = guard(plan.tasks[plan.task_of[i]])
+            names = [cont_name[(i, str(j))] for j in range(len(kernels[i].cstate))]
+            exprs = [subst(i, e) for e in kernels[i].cstate]
+            upd.append((g, f"{', '.join(names)} = {', '.join(exprs)}"))
     for i, b in enumerate(blocks):
         st = kernels[i].state
         if not st:
@@ -309,12 +317,6 @@ def _build(sim) -> FastPath | None:
         names = [state_name[(i, n)] for n in st]
         exprs = [subst(i, e) for e in st.values()]
         upd.append((g, f"{', '.join(names)} = {', '.join(exprs)}"))
-    for i, b in enumerate(blocks):
-        if kernels[i].cstate:
-            g = guard(plan.tasks[plan.task_of[i]])
-            names = [cont_name[(i, str(j))] for j in range(len(kernels[i].cstate))]
-            exprs = [subst(i, e) for e in kernels[i].cstate]
-            upd.append((g, f"{', '.join(names)} = {', '.join(exprs)}"))
 
     integ: list[str] = []
     if n_c:

@@ -182,6 +182,31 @@ def test_fast_path_is_bit_identical_to_reference(make_block, sources):
         assert_same_bits(ref_block.state[s], block.state[s], f"state {s}")
 
 
+@pytest.mark.parametrize("limits", [{}, dict(lower=-0.2, upper=0.3)], ids=["free", "limited"])
+def test_integrator_with_reset_input_is_bit_identical_on_the_fast_path(limits):
+    runs = {}
+    for fast in (False, True):
+        m = Model("reset")
+        m.add(Sine("u", 1.5, 0.7, 0.2), Square("r", 1.0, 0.8, 0.3, 0.1, 0.0),
+              Integrator("b", 0.1, **limits), Gain("read", 1.0))
+        m.connect("u.out", "b.in")
+        m.connect("r.out", "b.reset")
+        m.connect("b.out", "read.in")
+        calls = count_calls(m["b"])
+        sim = Simulator(m, SimulationConfig(dt=0.05, t_end=3.0, fast=fast))
+        runs[fast] = (sim.run(), calls, sim)
+    (ref, _, ref_sim), (logs, calls, sim) = runs[False], runs[True]
+    assert sim._fast is not None and ref_sim._fast is None and calls["state_update"] == 0
+    for key in ref:
+        assert_same_bits(ref[key], logs[key], key)
+    # The reset really fired: one step after each rising edge of r the output is within one
+    # step's integral (|u| <= 1.5 over 0.05 s) of the initial value 0.1.
+    r, y = ref["r.out"][:, 0], ref["b.out"][:, 0]
+    edges = np.flatnonzero((r[:-2] <= 0.0) & (r[1:-1] > 0.0)) + 1
+    assert len(edges) >= 2
+    assert np.all(np.abs(y[edges + 1] - 0.1) <= 1.5 * 0.05)
+
+
 #: Blocks that run on the interpreter only, and why.
 INTERPRETER_ONLY = {
     "ODE": "calls user Python functions",
