@@ -40,12 +40,12 @@ class FmuBlock(Block):
 
     def __init__(self, name: str, path: str, sample_time: float = 0.01,
                  start_values: dict | None = None):
-        from cluster.fmu_unit import read_fmu
+        from cluster.fmu_unit import REAL_TYPES, read_fmu
         md = read_fmu(path)
         ins = tuple(v.name for v in md.modelVariables
-                    if v.causality == "input" and v.type == "Real")
+                    if v.causality == "input" and v.type in REAL_TYPES)
         outs = tuple(v.name for v in md.modelVariables
-                     if v.causality == "output" and v.type == "Real")
+                     if v.causality == "output" and v.type in REAL_TYPES)
         bad = [n for n in ins + outs if not NAME_RE.match(n)]
         if bad:
             raise ModelError(f"FmuBlock {name!r}: variables {bad} of {path} are not valid port "
@@ -126,6 +126,10 @@ class ModelExchangeFmuBlock(Block):
         if md.modelExchange is None:
             raise ModelError(f"ModelExchangeFmuBlock {name!r}: {path} has no model-exchange "
                              "interface; use FmuBlock for co-simulation FMUs")
+        if md.fmiVersion != "2.0":
+            raise ModelError(f"ModelExchangeFmuBlock {name!r}: {path} is FMI "
+                             f"{md.fmiVersion}; model exchange is supported for FMI 2.0 only "
+                             "(FMI 3.0 FMUs can be used for co-simulation with FmuBlock)")
         if md.numberOfEventIndicators:
             raise ModelError(f"ModelExchangeFmuBlock {name!r}: {path} has event indicators, "
                              "which this block does not handle")

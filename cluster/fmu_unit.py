@@ -1,9 +1,9 @@
-"""FMUs as units: an FMI 2.0 co-simulation FMU driven through the unit protocol (fmpy).
+"""FMUs as units: an FMI 2.0 or 3.0 co-simulation FMU driven through the unit protocol (fmpy).
 
-Ports are the FMU's real inputs and outputs (shape ``(1,)`` each); which outputs depend on
+Ports are the FMU's real (FMI 3.0: Float64) inputs and outputs (shape ``(1,)`` each); which outputs depend on
 which inputs comes from the model description's ``<ModelStructure>`` (when it lists none, every
 output is assumed to depend on every input: the safe choice). Rollback and checkpoints use the
-FMU's own state functions (``fmi2GetFMUstate`` + ``fmi2SerializeFMUstate``); an FMU that cannot
+FMU's own state functions (``fmi2GetFMUstate`` + ``fmi2SerializeFMUstate``, or FMI 3.0's); an FMU that cannot
 save its state refuses ``get_state`` with an error saying so, which makes the master refuse
 iteration, adaptive steps and checkpoints for it. Every fmpy call goes through one wrapper that
 names the unit, the call and the time.
@@ -21,7 +21,10 @@ from cosim import protocol as P
 from cosim.errors import ModelError, SimulationError, UnsupportedError
 from cosim.units import Unit
 
-__all__ = ["FmuUnit", "read_fmu"]
+__all__ = ["FmuUnit", "REAL_TYPES", "read_fmu"]
+
+#: Variable types of real scalars: FMI 2.0 ``Real``, FMI 3.0 ``Float64``.
+REAL_TYPES = ("Real", "Float64")
 
 
 def read_fmu(path) -> object:
@@ -37,8 +40,8 @@ def read_fmu(path) -> object:
     if md.coSimulation is None:
         raise ModelError(f"{p} is not a co-simulation FMU (FMI {md.fmiVersion}); use it as a "
                          "model-exchange block instead")
-    if md.fmiVersion != "2.0":
-        raise ModelError(f"{p}: FMI {md.fmiVersion} is not supported here (FMI 2.0 only)")
+    if md.fmiVersion not in ("2.0", "3.0"):
+        raise ModelError(f"{p}: FMI {md.fmiVersion} is not supported (FMI 2.0 and 3.0 are)")
     return md
 
 
@@ -57,7 +60,6 @@ class FmuUnit(Unit):
 
     def __init__(self, path, name: str, start_values: dict | None = None):
         from fmpy import extract
-        from fmpy.fmi2 import FMU2Slave
         self.name = name
         self.path = Path(path)
         self.md = read_fmu(self.path)
@@ -68,17 +70,33 @@ class FmuUnit(Unit):
             raise ModelError(f"FMU unit {name!r}: {', '.join(unknown)} not variables of "
                              f"{self.path.name} (variables: {', '.join(vars_)})")
         self.inputs = [v for v in self.md.modelVariables
-                       if v.causality == "input" and v.type == "Real"]
+                       if v.causality == "input" and v.type in REAL_TYPES]
         self.outputs = [v for v in self.md.modelVariables
-                        if v.causality == "output" and v.type == "Real"]
+                        if v.causality == "output" and v.type in REAL_TYPES]
         self._vars = vars_
         cs = self.md.coSimulation
         self.can_state = bool(cs.canGetAndSetFMUstate and cs.canSerializeFMUstate)
-        self.can_interpolate = bool(cs.canInterpolateInputs)
+        self.fmi3 = self.md.fmiVersion == "3.0"
+        # FMI 3.0 co-simulation has no input derivatives (intermediate updates instead).
+        self.can_interpolate = bool(cs.canInterpolateInputs) and not self.fmi3
         self._dir = tempfile.mkdtemp(prefix="cosim-fmu-")
         extract(str(self.path), self._dir)
-        self.fmu = FMU2Slave(guid=self.md.guid, unzipDirectory=self._dir,
-                             modelIdentifier=cs.modelIdentifier, instanceName=name)
+        if self.fmi3:
+            from fmpy.fmi3 import FMU3Slave
+            self.fmu = FMU3Slave(guid=self.md.guid, unzipDirectory=self._dir,
+                                 modelIdentifier=cs.modelIdentifier, instanceName=name)
+        else:
+            from fmpy.fmi2 import FMU2Slave
+            self.fmu = FMU2Slave(guid=self.md.guid, unzipDirectory=self._dir,
+                                 modelIdentifier=cs.modelIdentifier, instanceName=name)
+        # fmpy names the calls after the standard: FMI 3.0 renamed a few.
+        f = self.fmu
+        self._set = f.setFloat64 if self.fmi3 else f.setReal
+        self._get = f.getFloat64 if self.fmi3 else f.getReal
+        self._state_calls = ((f.getFMUState, f.setFMUState, f.freeFMUState,
+                              f.serializeFMUState, f.deserializeFMUState) if self.fmi3 else
+                             (f.getFMUstate, f.setFMUstate, f.freeFMUstate,
+                              f.serializeFMUstate, f.deSerializeFMUstate))
         self.t = 0.0
         self._instantiated = False
         self._log_t: list[float] = []
@@ -120,10 +138,14 @@ class FmuUnit(Unit):
             self._call("instantiate", fmu.instantiate)
             self._instantiated = True
         self.t = t0
-        self._call("setupExperiment", fmu.setupExperiment, None, t0)
+        if not self.fmi3:
+            self._call("setupExperiment", fmu.setupExperiment, None, t0)
         for name, value in self.start_values.items():
-            self._call("setReal", fmu.setReal, [self._vars[name].valueReference], [value])
-        self._call("enterInitializationMode", fmu.enterInitializationMode)
+            self._call("set", self._set, [self._vars[name].valueReference], [value])
+        if self.fmi3:
+            self._call("enterInitializationMode", fmu.enterInitializationMode, None, t0)
+        else:
+            self._call("enterInitializationMode", fmu.enterInitializationMode)
         self._call("exitInitializationMode", fmu.exitInitializationMode)
         self._log_t, self._log_y = [], []
         self._record()
@@ -138,7 +160,7 @@ class FmuUnit(Unit):
             refs.append(names[p].valueReference)
             vals.append(float(np.asarray(v).reshape(-1)[0]))
         if refs:
-            self._call("setReal", self.fmu.setReal, refs, vals)
+            self._call("set", self._set, refs, vals)
         if derivatives and self.can_interpolate:
             for p, ders in derivatives.items():
                 if ders:
@@ -154,7 +176,7 @@ class FmuUnit(Unit):
 
     def get_outputs(self) -> dict:
         refs = [v.valueReference for v in self.outputs]
-        vals = self._call("getReal", self.fmu.getReal, refs) if refs else []
+        vals = self._call("get", self._get, refs) if refs else []
         return {v.name: np.array([float(x)]) for v, x in zip(self.outputs, vals)}
 
     def get_state(self) -> P.UnitState:
@@ -164,19 +186,20 @@ class FmuUnit(Unit):
                 "(canGetAndSetFMUstate/canSerializeFMUstate is false), so it cannot be rolled "
                 "back: iterated couplings, adaptive macro steps and checkpoints are refused "
                 "for it; use a fixed macro step without iteration")
-        st = self._call("getFMUstate", self.fmu.getFMUstate)
-        data = self._call("serializeFMUstate", self.fmu.serializeFMUstate, st)
-        self._call("freeFMUstate", self.fmu.freeFMUstate, st)
+        get, _, free, serialize, _ = self._state_calls
+        st = self._call("getFMUstate", get)
+        data = self._call("serializeFMUstate", serialize, st)
+        self._call("freeFMUstate", free, st)
         return P.UnitState(self.t, {"fmu": bytes(data), "t": self.t,
                                     "logs": len(self._log_t)})
 
     def set_state(self, state: P.UnitState) -> None:
         if not self.can_state:
             self.get_state()                # raises the explanation
-        st = self._call("deSerializeFMUstate", self.fmu.deSerializeFMUstate,
-                        state.data["fmu"])
-        self._call("setFMUstate", self.fmu.setFMUstate, st)
-        self._call("freeFMUstate", self.fmu.freeFMUstate, st)
+        _, set_, free, _, deserialize = self._state_calls
+        st = self._call("deSerializeFMUstate", deserialize, state.data["fmu"])
+        self._call("setFMUstate", set_, st)
+        self._call("freeFMUstate", free, st)
         self.t = state.data["t"]
         del self._log_t[state.data["logs"]:], self._log_y[state.data["logs"]:]
 

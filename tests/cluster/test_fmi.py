@@ -15,7 +15,6 @@ from cluster.fmu_export import export_fmu
 from cosim import (CosimConfig, Inport, Model, ModelError, Outport, SimulationConfig,
                    Simulator, Subsystem)
 
-pytest.importorskip("pythonfmu")
 SOURCES = Path(__file__).with_name("fmu_sources")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +37,44 @@ def test_fmu_block_matches_fmpy_simulate_fmu(lag_fmu):
                        input=np.array([(0.0, 1.0), (1.0, 1.0)],
                                       dtype=[("time", float), ("u", float)]))
     np.testing.assert_allclose(logs["lag.y"][:, 0], ref["y"], rtol=0, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def lag3_fmu(tmp_path_factory):
+    """The same lag as an FMI 3.0 co-simulation FMU (pythonfmu3)."""
+    d = tmp_path_factory.mktemp("fmu3")
+    subprocess.run([sys.executable, "-m", "pythonfmu3", "build", "-f",
+                    str(SOURCES / "Lag3.py"), "-d", str(d)], check=True, capture_output=True)
+    return d / "Lag3.fmu"
+
+
+def test_fmi3_fmu_block_matches_fmpy_simulate_fmu(lag3_fmu):
+    from fmpy import read_model_description, simulate_fmu
+    assert read_model_description(str(lag3_fmu)).fmiVersion == "3.0"
+    m = Model("f")
+    m.add(Step("u", step_time=0.0, final=1.0), FmuBlock("lag", str(lag3_fmu), 0.1))
+    m.connect("u.out", "lag.u")
+    logs = Simulator(m, SimulationConfig(dt=0.1, t_end=1.0)).run()
+    ref = simulate_fmu(str(lag3_fmu), stop_time=1.0, output_interval=0.1,
+                       input=np.array([(0.0, 1.0), (1.0, 1.0)],
+                                      dtype=[("time", float), ("u", float)]))
+    np.testing.assert_allclose(logs["lag.y"][:, 0], ref["y"], rtol=0, atol=1e-12)
+
+
+def test_fmi3_and_fmi2_units_of_the_same_model_agree_bit_for_bit(lag_fmu, lag3_fmu):
+    runs = []
+    for fmu in (lag_fmu, lag3_fmu):
+        m = Model("f")
+        m.add(Sine("u", frequency=0.5, sample_time=0.05),
+              FmuBlock("lag", str(fmu), 0.05, start_values={"tau": 0.3}), Gain("g", 2.0))
+        m.connect("u.out", "lag.u")
+        m.connect("lag.y", "g.in")
+        runs.append(Simulator(m, SimulationConfig(dt=0.05, t_end=2.0,
+                                                  cosim=CosimConfig(H=0.05))).run())
+    fmi2, fmi3 = runs
+    assert fmi3["lag/fmu.y"].shape == (41, 1)
+    np.testing.assert_array_equal(fmi2["lag/fmu.y"], fmi3["lag/fmu.y"])
+    np.testing.assert_array_equal(fmi2["main/g.out"], fmi3["main/g.out"])
 
 
 def plant_model():

@@ -129,11 +129,8 @@ def test_linearize_mass_spring_damper(sample_time):
 
 
 def _state_space_classes():
-    classes = [pytest.param(LTI, id="local_LTI")]
-    ss = getattr(continuous, "StateSpace", None)
-    classes.append(pytest.param(ss, id="blocks.StateSpace", marks=pytest.mark.skipif(
-        ss is None, reason="blocks.continuous.StateSpace not written yet")))
-    return classes
+    return [pytest.param(LTI, id="local_LTI"),
+            pytest.param(continuous.StateSpace, id="blocks.StateSpace")]
 
 
 SS_A = [[-1.0, 2.0, 0.0], [-2.0, -1.0, 1.0], [0.0, 0.0, -3.0]]
