@@ -1,24 +1,70 @@
-"""The fast data plane: a unit's requests and replies over one ZeroMQ REQ/REP pair.
+"""The data plane: unit requests and replies over ZeroMQ, one message per server per call.
 
-A plain Ray actor call costs about 1 ms here; a ZeroMQ round trip a few tenths of that. So a
-Ray actor serves its unit on a ZeroMQ socket from a thread (:func:`serve`), and the master
-talks to it directly (:class:`DataClient`), one batch per unit per macro step, all units'
-batches in flight at once; Ray keeps placement, life cycle and failure detection. Payloads
-are :func:`cluster.codec.encode_batch` bytes: never pickle.
+Framing: a client's REQ socket sends pairs of frames, ``[unit name, batch, unit name, batch,
+...]`` (one pair per unit of that server the call involves), where ``batch`` is
+:func:`cluster.codec.encode_batch` bytes; the server's REP socket answers one frame per pair,
+the batch of that unit's replies, in order. A malformed, oversized or misaddressed pair is
+answered with an ErrorReply. Never pickle.
+
+:func:`answer` is the server side (used by ``cosim serve`` and by Ray unit actors, which serve
+their units from a thread with :func:`serve`: a plain Ray actor call costs about 1 ms here, a
+ZeroMQ round trip a few tenths of that); :class:`Connection` is the master's side.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 
 import zmq
 
-from cluster.codec import CodecError, decode_batch, encode_batch
+from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_batch
 from cosim import protocol as P
 from cosim.errors import TransportError
 
-__all__ = ["DataClient", "serve"]
+__all__ = ["Connection", "NoReplyYet", "answer", "serve"]
+
+log = logging.getLogger("cosim.server")
+
+
+class NoReplyYet(TransportError):
+    """A patient :class:`Connection` timed out; the request is still in flight."""
+
+
+def answer(units: dict, frames: list, max_size: int = DEFAULT_MAX_SIZE) -> list[bytes]:
+    """One reply batch per ``[unit, batch]`` pair of ``frames``, in order.
+
+    Parameters
+    ----------
+    units : dict of str to Unit
+    frames : list of bytes
+    max_size : int
+        Larger messages are refused with an ErrorReply.
+    """
+    if not frames or len(frames) % 2:
+        return [encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"expected pairs of frames "
+                                           f"[unit, batch, ...], got {len(frames)} frames")])]
+    total = sum(len(f) for f in frames[1::2])
+    if total > max_size:
+        return [encode_batch([P.ErrorReply(P.ErrorKind.CODEC, f"message of {total} bytes "
+                                           f"exceeds the limit of {max_size}")])]
+    return [_answer_unit(units, frames[i], frames[i + 1], max_size)
+            for i in range(0, len(frames), 2)]
+
+
+def _answer_unit(units: dict, name: bytes, payload: bytes, max_size: int) -> bytes:
+    name = name.decode("utf-8", "replace")
+    unit = units.get(name)
+    if unit is None:
+        return encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"no unit {name!r} here; "
+                                          f"this server has {', '.join(units)}")])
+    try:
+        requests = decode_batch(payload, max_size=max_size)
+    except CodecError as err:
+        log.warning("malformed request for %s: %s", name, err)
+        return encode_batch([P.ErrorReply(P.ErrorKind.CODEC, str(err))])
+    return encode_batch([unit.handle(r) for r in requests])
 
 
 def _host() -> str:
@@ -29,92 +75,152 @@ def _host() -> str:
         return "127.0.0.1"
 
 
-def serve(unit, host: str | None = None) -> tuple[str, threading.Thread]:
-    """Serve ``unit`` on a REP socket bound to a free port, from a daemon thread.
+def serve(units: dict, host: str | None = None) -> tuple[str, threading.Thread]:
+    """Serve ``units`` (name -> Unit) on a REP socket bound to a free port, from a thread.
 
     Returns
     -------
     endpoint : str
         ``tcp://host:port`` to connect to.
     thread : threading.Thread
+        A daemon thread.
     """
-    ctx = zmq.Context.instance()
-    sock = ctx.socket(zmq.REP)
+    sock = zmq.Context.instance().socket(zmq.REP)
     sock.setsockopt(zmq.LINGER, 0)
     host = host or _host()
     port = sock.bind_to_random_port(f"tcp://{host}")
-    ready = threading.Event()
 
     def loop():
-        ready.set()
         while True:
-            data = sock.recv()
-            try:
-                replies = [unit.handle(r) for r in decode_batch(data)]
-            except CodecError as err:
-                replies = [P.ErrorReply(P.ErrorKind.CODEC, str(err))]
-            sock.send(encode_batch(replies))
+            sock.send_multipart(answer(units, sock.recv_multipart()))
 
-    thread = threading.Thread(target=loop, name=f"cosim-unit-{unit.name}", daemon=True)
+    thread = threading.Thread(target=loop, name=f"cosim-units-{','.join(units)}", daemon=True)
     thread.start()
-    ready.wait()
     return f"tcp://{host}:{port}", thread
 
 
-class DataClient:
-    """The master's end of one unit's data plane (a REQ socket).
+class Connection:
+    """One REQ socket to a unit server, shared by the proxies of the units it hosts.
+
+    Requests submitted for several of its units before any result is asked for go out as one
+    message, ``[unit, batch, unit, batch, ...]``, answered by one message of reply batches in
+    the same order: one round trip per server per Jacobi step, however many units it hosts.
+    The master calls :meth:`flush` once it has submitted a call's requests to every unit, so
+    that all servers work at once; a result asked for before sends what is queued.
 
     Parameters
     ----------
-    name : str
-        Unit name (for error messages).
-    endpoint : str
-        The unit's ``tcp://host:port``.
+    address : str
+        ``tcp://host:port`` of the unit server.
     timeout : float
-        Seconds to wait for a batch's replies.
+        Seconds a message may take.
+    curve_server_public, curve_client_keys : str, optional
+        The server's public key file and this client's key file (with its secret), for a
+        CURVE server.
+    patient : bool
+        After ``timeout`` s without a reply raise :class:`NoReplyYet` and keep the request in
+        flight (the caller checks something else, e.g. that a Ray actor lives, and asks for
+        the result again); otherwise raise TransportError and start a fresh socket.
     """
 
-    def __init__(self, name: str, endpoint: str, timeout: float):
-        self.name = name
-        self.timeout_ms = int(timeout * 1000)
+    def __init__(self, address: str, timeout: float = 60.0, *,
+                 curve_server_public: str | None = None,
+                 curve_client_keys: str | None = None, patient: bool = False):
+        self.address = address
+        self.timeout = timeout
+        self.patient = patient
+        self._curve = (curve_server_public, curve_client_keys)
         self._ctx = zmq.Context.instance()
-        self._connect(endpoint)
+        self._queued: list[tuple[str, list]] = []     # submitted, not sent yet
+        self._in_flight: list[tuple[str, list]] = []  # sent, reply awaited
+        self._replies: dict[str, list] = {}
+        self._sock = None
+        self._connect()
 
-    def _connect(self, endpoint: str) -> None:
-        self.endpoint = endpoint
+    def _connect(self) -> None:
         self._sock = self._ctx.socket(zmq.REQ)
         self._sock.setsockopt(zmq.LINGER, 0)
         # A receive timeout rather than poll-then-recv: one call per reply, not two.
-        self._sock.RCVTIMEO = self.timeout_ms
-        self._sock.connect(endpoint)
+        self._sock.RCVTIMEO = int(self.timeout * 1000)
+        server_pub, client_keys = self._curve
+        if server_pub:
+            from zmq import auth
+            self._sock.curve_serverkey = auth.load_certificate(server_pub)[0]
+            pub, sec = auth.load_certificate(client_keys)
+            self._sock.curve_publickey, self._sock.curve_secretkey = pub, sec
+        self._sock.connect(self.address)
 
-    def reconnect(self, endpoint: str) -> None:
-        """Talk to a recreated unit (a REQ socket is unusable after a lost reply)."""
+    def reconnect(self, address: str | None = None) -> None:
+        """A fresh socket (a REQ socket that lost its reply cannot send again)."""
         self._sock.close(linger=0)
-        self._connect(endpoint)
+        self._queued, self._in_flight, self._replies = [], [], {}
+        if address is not None:
+            self.address = address
+        self._connect()
 
-    def submit(self, requests):
+    def set_timeout(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._sock.RCVTIMEO = int(timeout * 1000)
+
+    def submit(self, unit: str, requests: list) -> None:
+        self._queued.append((unit, requests))
+
+    def flush(self) -> None:
+        """Send what is queued (one message), unless a message is still awaiting its reply."""
+        if self._queued and not self._in_flight:
+            self._send()
+
+    def result(self, unit: str, requests: list) -> list:
+        """The replies to ``unit``'s submitted ``requests`` (sending what is queued first)."""
+        while unit not in self._replies:
+            if not self._in_flight:
+                if not self._queued:
+                    raise TransportError(unit, type(requests[-1]).__name__,
+                                         "no request of this unit is pending")
+                self._send()
+            else:
+                self._receive(unit, requests)
+        return self._replies.pop(unit)
+
+    def _send(self) -> None:
+        frames = []
+        for unit, requests in self._queued:
+            frames += [unit.encode(), encode_batch(requests)]
+        self._in_flight, self._queued = self._queued, []
         try:
-            self._sock.send(encode_batch(requests))
+            self._sock.send_multipart(frames)
         except zmq.ZMQError as err:
-            last = requests[-1]
-            raise TransportError(self.name, type(last).__name__, f"cannot send to "
-                                 f"{self.endpoint}: {err}", t=getattr(last, "t", None)) from err
-        return requests
+            unit, requests = self._in_flight[0]
+            self.reconnect()
+            raise TransportError(unit, type(requests[-1]).__name__,
+                                 f"cannot send to {self.address}: {err}",
+                                 t=getattr(requests[-1], "t", None)) from err
 
-    def result(self, requests):
+    def _receive(self, unit: str, requests: list) -> None:
         try:
-            data = self._sock.recv()
+            frames = self._sock.recv_multipart()
         except zmq.Again:
-            last = requests[-1]
-            raise TransportError(self.name, type(last).__name__,
-                                 f"no reply from {self.endpoint} within "
-                                 f"{self.timeout_ms / 1000:g} s", t=getattr(last, "t", None)) \
-                from None
-        replies = decode_batch(data)
-        if len(replies) == 1 and len(requests) > 1:
-            return replies * len(requests)          # a batch-level error answers all
-        return replies
+            if self.patient:
+                raise NoReplyYet(unit, type(requests[-1]).__name__, "no reply yet") from None
+            others = [u for u, _ in self._in_flight if u != unit]
+            self.reconnect()
+            also = f" (also awaited: {', '.join(others)})" if others else ""
+            raise TransportError(unit, type(requests[-1]).__name__,
+                                 f"no reply from {self.address} within {self.timeout:g} s"
+                                 f"{also}", t=getattr(requests[-1], "t", None)) from None
+        in_flight, self._in_flight = self._in_flight, []
+        if len(frames) == 1 and len(in_flight) > 1:
+            frames = frames * len(in_flight)        # a message-level error answers all
+        if len(frames) != len(in_flight):
+            self.reconnect()
+            raise TransportError(unit, type(requests[-1]).__name__,
+                                 f"{self.address} answered {len(frames)} batches to "
+                                 f"{len(in_flight)}", t=getattr(requests[-1], "t", None))
+        for (u, reqs), data in zip(in_flight, frames):
+            replies = decode_batch(data)
+            if len(replies) == 1 and len(reqs) > 1:
+                replies = replies * len(reqs)       # a batch-level error answers all
+            self._replies[u] = replies
 
     def close(self) -> None:
         self._sock.close(linger=0)

@@ -1,10 +1,10 @@
-"""The Ray backend: every unit lives in a Ray actor anywhere on a Ray cluster.
+"""The Ray backend: units live in Ray actors anywhere on a Ray cluster.
 
 Ray places the actors (per-unit CPUs, custom resources, node affinity), restarts them when they
 die and tells the master when they are gone. The data do not travel as actor calls (about
-1 ms each here): each actor serves its unit on a ZeroMQ socket (:mod:`cluster.dataplane`) and
-the master talks to it directly, one msgpack batch per unit per macro step, all units' batches
-in flight at once. With no cluster given, a local Ray instance is started (the embedded
+1 ms each here): each actor serves its units on a ZeroMQ socket (:mod:`cluster.dataplane`)
+and the master talks to it directly, one message per actor per call, all actors' messages in
+flight at once. With no cluster given, a local Ray instance is started (the embedded
 default); ``CosimConfig(address=...)`` joins an existing cluster.
 """
 
@@ -16,7 +16,7 @@ import time
 
 import ray
 
-from cluster.dataplane import DataClient, serve
+from cluster.dataplane import Connection, NoReplyYet, serve
 from cosim.errors import ModelError, TransportError
 
 __all__ = ["RayBackend", "RayProxy", "ensure_ray"]
@@ -33,13 +33,14 @@ def ensure_ray(address: str | None = None) -> None:
 
 @ray.remote(max_concurrency=4)
 class UnitActor:
-    """Hosts one unit and serves it on its data-plane socket."""
+    """Hosts units (one, or several that share a ``process``) and serves them on its
+    data-plane socket."""
 
-    def __init__(self, spec):
+    def __init__(self, specs):
         from cosim.units import LocalUnit
-        self.unit = spec.factory() if spec.factory is not None else \
-            LocalUnit(spec.subsystem, spec.config, spec.name)
-        self.endpoint, _ = serve(self.unit, ray.util.get_node_ip_address())
+        self.units = {s.name: s.factory() if s.factory is not None else
+                      LocalUnit(s.subsystem, s.config, s.name) for s in specs}
+        self.endpoint, _ = serve(self.units, ray.util.get_node_ip_address())
 
     def where(self) -> dict:
         """Node id, process id and data-plane endpoint of this actor."""
@@ -52,15 +53,16 @@ class UnitActor:
 
 
 class RayProxy:
-    """The master's handle on one unit actor: data over ZeroMQ, life cycle over Ray.
+    """The master's handle on one unit: data over its actor's :class:`Connection` (shared by
+    the units of one actor), life cycle over Ray.
 
     Parameters
     ----------
     name : str
         Unit name.
     actor : ray.actor.ActorHandle
-    endpoint : str
-        The actor's data-plane endpoint.
+    conn : Connection
+        To the actor's data-plane endpoint.
     timeout : float
         Seconds to wait for one batch's replies before raising TransportError.
     """
@@ -68,31 +70,34 @@ class RayProxy:
     #: Seconds between checks that the actor is still alive while waiting for a reply.
     POLL = 0.05
 
-    def __init__(self, name: str, actor, endpoint: str, timeout: float):
+    def __init__(self, name: str, actor, conn: Connection, timeout: float):
         self.name = name
         self.actor = actor
+        self.conn = conn
         self.timeout = timeout
-        self.data = DataClient(name, endpoint, self.POLL)
         self._watch = actor.watch.remote()
 
     def submit(self, requests):
-        return self.data.submit(requests)
+        self.conn.submit(self.name, requests)
+        return requests
+
+    def flush(self) -> None:
+        self.conn.flush()
 
     def result(self, requests):
         deadline = time.time() + self.timeout
         while True:
             try:
-                return self.data.result(requests)
-            except TransportError:
+                return self.conn.result(self.name, requests)
+            except NoReplyYet:
                 done, _ = ray.wait([self._watch], timeout=0)
-                last = requests[-1]
-                if done:
-                    raise TransportError(self.name, type(last).__name__, "the unit's actor "
-                                         "died", t=getattr(last, "t", None)) from None
-                if time.time() >= deadline:
-                    raise TransportError(self.name, type(last).__name__, f"no reply within "
-                                         f"{self.timeout} s", t=getattr(last, "t", None)) \
-                        from None
+                if done or time.time() >= deadline:
+                    self.conn.reconnect()   # the reply is lost: a fresh socket for later
+                    last = requests[-1]
+                    why = ("the unit's actor died" if done
+                           else f"no reply within {self.timeout} s")
+                    raise TransportError(self.name, type(last).__name__, why,
+                                         t=getattr(last, "t", None)) from None
 
     def where(self) -> dict:
         """Node id, process id and endpoint of the actor."""
@@ -113,21 +118,26 @@ class RayProxy:
                     raise TransportError(self.name, "recover", f"the actor did not come back "
                                          f"({type(err).__name__})") from err
                 time.sleep(0.1)
-        self.data.reconnect(info["endpoint"])
+        if info["endpoint"] != self.conn.address:
+            self.conn.reconnect(info["endpoint"])   # once for all the units of the actor
         self._watch = self.actor.watch.remote()
 
     def close(self) -> None:
-        self.data.close()
+        self.conn.close()
         ray.kill(self.actor, no_restart=True)
 
 
 class RayBackend:
-    """Creates one actor per unit (in parallel) with its placement options.
+    """Creates one actor per unit, or per ``process`` shared by units (in parallel), with
+    their placement options.
 
     Per-unit options (``CosimConfig.units[name]``): ``num_cpus`` (default 0: units mostly
     wait for the master, so they do not reserve a core unless asked), ``resources`` (custom
-    resources, e.g. ``{"gpu_node": 1}``), ``node`` (a Ray node id: hard affinity).
+    resources, e.g. ``{"gpu_node": 1}``), ``node`` (a Ray node id: hard affinity), ``process``
+    (a name: units sharing it live in one actor, which takes their common placement).
     """
+
+    PLACEMENT = ("num_cpus", "resources", "node")
 
     def __init__(self, cosim_config):
         self.cfg = cosim_config
@@ -136,14 +146,24 @@ class RayBackend:
     def start(self, specs) -> dict:
         ensure_ray(self.cfg.address)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        actors = {}
+        groups: dict[tuple, list] = {}
         for spec in specs:
             opts = dict(self.cfg.units.get(spec.name, {}))
-            # "process" groups units of the zmq backend; here each unit has its actor.
-            unknown = set(opts) - {"num_cpus", "resources", "node", "process"}
+            unknown = set(opts) - {*self.PLACEMENT, "process"}
             if unknown:
                 raise ModelError(f"unit {spec.name!r}: unknown Ray placement options "
-                                 f"{sorted(unknown)} (use num_cpus, resources, node)")
+                                 f"{sorted(unknown)} (use num_cpus, resources, node, process)")
+            key = ("process", str(opts["process"])) if "process" in opts else ("unit", spec.name)
+            groups.setdefault(key, []).append(spec)
+        actors = {}
+        for key, group in groups.items():
+            placements = {repr({k: self.cfg.units.get(s.name, {}).get(k) for k in self.PLACEMENT})
+                          for s in group}
+            if len(placements) > 1:
+                raise ModelError(f"units {', '.join(s.name for s in group)} share process "
+                                 f"{key[1]!r} but ask for different placements; give them the "
+                                 "same num_cpus / resources / node")
+            opts = self.cfg.units.get(group[0].name, {})
             options = {"num_cpus": opts.get("num_cpus", 0), "name": None,
                        "max_restarts": self.cfg.max_restarts, "max_task_retries": 0}
             if "resources" in opts:
@@ -151,18 +171,22 @@ class RayBackend:
             if "node" in opts:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
                     opts["node"], soft=False)
-            actors[spec.name] = UnitActor.options(**options).remote(spec)
+            actors[key] = (UnitActor.options(**options).remote(group), group)
         # Actors start in parallel; wait for all of them (placement failures surface here).
-        refs = {name: a.where.remote() for name, a in actors.items()}
-        for name, ref in refs.items():
+        refs = {key: a.where.remote() for key, (a, _) in actors.items()}
+        for key, ref in refs.items():
+            actor, group = actors[key]
+            names = ", ".join(s.name for s in group)
             try:
                 info = ray.get(ref, timeout=self.cfg.timeout)
             except ray.exceptions.GetTimeoutError:
-                raise ModelError(f"unit {name!r} could not be placed within "
+                raise ModelError(f"unit {names} could not be placed within "
                                  f"{self.cfg.timeout} s: check its resources/node options "
-                                 f"({self.cfg.units.get(name, {})}) against the cluster") from None
-            self.proxies[name] = RayProxy(name, actors[name], info["endpoint"],
-                                          self.cfg.timeout)
+                                 f"({self.cfg.units.get(group[0].name, {})}) against the "
+                                 "cluster") from None
+            conn = Connection(info["endpoint"], RayProxy.POLL, patient=True)
+            for spec in group:
+                self.proxies[spec.name] = RayProxy(spec.name, actor, conn, self.cfg.timeout)
         return dict(self.proxies)
 
     def stop(self) -> None:

@@ -3,14 +3,13 @@
 A team serves its subsystem on a machine it owns; a master refers to the unit by address
 (``CosimConfig(units={"plant": {"address": "tcp://host:5555"}})``) and sees only its ports.
 
-Framing: a client's REQ socket sends pairs of frames, ``[unit name, batch, unit name, batch,
-...]`` (one pair per unit of this server that the macro step involves), where ``batch`` is
-:func:`cluster.codec.encode_batch` bytes; the REP socket here answers one frame per pair, the
-batch of that unit's replies, in order (REP, not ROUTER: libzmq keeps the envelopes;
-messages from several masters are answered one at a time either way). A malformed, oversized or misaddressed message is answered with an ErrorReply and
-the server keeps serving; a master that disconnects leaves the units as they are, and the next
-session starts with ``Initialize``. Binds loopback by default. With CURVE keys (files made by
-``zmq.auth.create_certificates``), clients must hold an authorized key; refusals are logged.
+Framing: :mod:`cluster.dataplane` (pairs of ``[unit name, batch]`` frames in, one reply batch
+per pair out) on a REP socket (libzmq keeps the envelopes; messages from several masters are
+answered one at a time). A malformed, oversized or misaddressed message is answered with an
+ErrorReply and the server keeps serving; a master that disconnects leaves the units as they
+are, and the next session starts with ``Initialize``. Binds loopback by default. With CURVE
+keys (files made by ``zmq.auth.create_certificates``), clients must hold an authorized key;
+refusals are logged.
 
 Command line: ``cosim serve UNIT_FILE --bind tcp://127.0.0.1:5555 [--plugin MODULE]``
 (UNIT_FILE: a model file whose top-level atomic subsystems are served, or a subsystem library
@@ -27,8 +26,8 @@ import threading
 
 import zmq
 
-from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_batch
-from cosim import protocol as P
+from cluster.codec import DEFAULT_MAX_SIZE
+from cluster.dataplane import answer
 
 __all__ = ["UnitServer", "main", "units_from_file"]
 
@@ -89,30 +88,6 @@ class UnitServer:
         self.sock.bind(bind)
         return bind
 
-    def _answer(self, frames: list) -> list[bytes]:
-        """One reply batch per ``[unit, batch]`` pair of ``frames``, in order."""
-        if not frames or len(frames) % 2:
-            return [encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"expected pairs of "
-                                 f"frames [unit, batch, ...], got {len(frames)} frames")])]
-        total = sum(len(f) for f in frames[1::2])
-        if total > self.max_message_size:
-            return [encode_batch([P.ErrorReply(P.ErrorKind.CODEC, f"message of {total} "
-                                  f"bytes exceeds the limit of {self.max_message_size}")])]
-        return [self._answer_unit(frames[i], frames[i + 1]) for i in range(0, len(frames), 2)]
-
-    def _answer_unit(self, name: bytes, payload: bytes) -> bytes:
-        name = name.decode("utf-8", "replace")
-        unit = self.units.get(name)
-        if unit is None:
-            return encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"no unit {name!r} here; "
-                                 f"this server has {', '.join(self.units)}")])
-        try:
-            requests = decode_batch(payload, max_size=self.max_message_size)
-        except CodecError as err:
-            log.warning("malformed request for %s: %s", name, err)
-            return encode_batch([P.ErrorReply(P.ErrorKind.CODEC, str(err))])
-        return encode_batch([unit.handle(r) for r in requests])
-
     def serve_forever(self, poll_ms: int = 200) -> None:
         """Answer requests until :meth:`close` (or SIGTERM/SIGINT in :func:`main`)."""
         # A blocking receive with a timeout, not a Poller: a Poller over two sockets costs
@@ -128,7 +103,7 @@ class UnitServer:
                     frames = sock.recv_multipart()
                 except zmq.Again:
                     continue
-                sock.send_multipart(self._answer(frames))
+                sock.send_multipart(answer(self.units, frames, self.max_message_size))
         finally:
             self._running = False
             watcher.join()

@@ -56,6 +56,39 @@ def test_killed_unit_is_recreated_and_the_run_replays_identically(ray_session, t
         np.testing.assert_array_equal(ref.time_of(key), logs.time_of(key))
 
 
+def test_units_sharing_a_process_share_an_actor_and_are_bit_identical(ray_session):
+    cosim = dict(H=0.02, scheme="jacobi", extrapolation=1)
+    _, local = run(three_units(), "local", **cosim)
+    sim = Simulator(three_units(), SimulationConfig(dt=0.002, t_end=1.0, cosim=CosimConfig(
+        backend="ray", units={"a": {"process": "ab"}, "b": {"process": "ab"}}, **cosim)))
+    try:
+        pa, pb, pm = (sim.master.proxies[u] for u in ("a", "b", "main"))
+        assert pa.actor is pb.actor and pa.conn is pb.conn and pm.actor is not pa.actor
+        assert pa.where()["pid"] == pb.where()["pid"] != pm.where()["pid"]
+        logs = sim.run()
+    finally:
+        sim.close()
+    assert_same(local, logs)
+
+
+def test_a_killed_shared_actor_is_recreated_and_replays_identically(ray_session, tmp_path):
+    cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1, checkpoint_every=5)
+    _, ref = run(three_units(), "local", **cosim)
+    marker = tmp_path / "crashed"
+    sim, logs = run(crashing(str(marker)), "ray",
+                    units={"a": {"process": "ab"}, "b": {"process": "ab"}}, **cosim)
+    assert marker.exists() and sim.stats["recoveries"] == 1
+    for key in ref:
+        np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
+
+
+def test_units_sharing_a_process_must_share_a_placement(ray_session):
+    from cosim import ModelError
+    with pytest.raises(ModelError, match="share process 'ab' but ask for different placements"):
+        run(three_units(), "ray", H=0.02, units={"a": {"process": "ab", "num_cpus": 1},
+                                                 "b": {"process": "ab"}})
+
+
 @pytest.mark.slow
 def test_units_run_on_the_nodes_they_ask_for():
     """A two-node cluster (ray.cluster_utils.Cluster) in a child process: Ray is per process."""
