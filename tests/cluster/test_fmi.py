@@ -27,18 +27,6 @@ def lag_fmu(tmp_path_factory):
     return d / "Lag.fmu"
 
 
-def test_fmu_block_matches_fmpy_simulate_fmu(lag_fmu):
-    from fmpy import simulate_fmu
-    m = Model("f")
-    m.add(Step("u", step_time=0.0, final=1.0), FmuBlock("lag", str(lag_fmu), 0.1))
-    m.connect("u.out", "lag.u")
-    logs = Simulator(m, SimulationConfig(dt=0.1, t_end=1.0)).run()
-    ref = simulate_fmu(str(lag_fmu), stop_time=1.0, output_interval=0.1,
-                       input=np.array([(0.0, 1.0), (1.0, 1.0)],
-                                      dtype=[("time", float), ("u", float)]))
-    np.testing.assert_allclose(logs["lag.y"][:, 0], ref["y"], rtol=0, atol=1e-12)
-
-
 @pytest.fixture(scope="module")
 def lag3_fmu(tmp_path_factory):
     """The same lag as an FMI 3.0 co-simulation FMU (pythonfmu3)."""
@@ -48,14 +36,16 @@ def lag3_fmu(tmp_path_factory):
     return d / "Lag3.fmu"
 
 
-def test_fmi3_fmu_block_matches_fmpy_simulate_fmu(lag3_fmu):
+@pytest.mark.parametrize("fmu, version", [("lag_fmu", "2.0"), ("lag3_fmu", "3.0")])
+def test_fmu_block_matches_fmpy_simulate_fmu(fmu, version, request):
     from fmpy import read_model_description, simulate_fmu
-    assert read_model_description(str(lag3_fmu)).fmiVersion == "3.0"
+    fmu = request.getfixturevalue(fmu)
+    assert read_model_description(str(fmu)).fmiVersion == version
     m = Model("f")
-    m.add(Step("u", step_time=0.0, final=1.0), FmuBlock("lag", str(lag3_fmu), 0.1))
+    m.add(Step("u", step_time=0.0, final=1.0), FmuBlock("lag", str(fmu), 0.1))
     m.connect("u.out", "lag.u")
     logs = Simulator(m, SimulationConfig(dt=0.1, t_end=1.0)).run()
-    ref = simulate_fmu(str(lag3_fmu), stop_time=1.0, output_interval=0.1,
+    ref = simulate_fmu(str(fmu), stop_time=1.0, output_interval=0.1,
                        input=np.array([(0.0, 1.0), (1.0, 1.0)],
                                       dtype=[("time", float), ("u", float)]))
     np.testing.assert_allclose(logs["lag.y"][:, 0], ref["y"], rtol=0, atol=1e-12)
