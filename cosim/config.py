@@ -60,7 +60,8 @@ class CosimConfig:
         ``"raise"`` or ``"continue"`` (recorded in the iteration log).
     adaptive : bool
         Adapt H from the coupling error (extrapolated vs actual inputs), rejecting and rolling
-        back steps over tolerance.
+        back steps over tolerance; a macro step ends at a unit's next scheduled event rather
+        than step over it (a zero-crossing that stops a unit mid-step is an error).
     rtol, atol : float
         Coupling-error tolerances of the adaptive macro step.
     H_min, H_max : float

@@ -104,6 +104,8 @@ class Master:
         self._initialized = False
         #: Proxies that queue submitted requests until flushed (several units per message).
         self._flush = {u: getattr(p, "flush", None) for u, p in proxies.items()}
+        #: Each unit's next scheduled event, from its latest StepResult.
+        self._next_event: dict[str, float] = {}
 
     # -- calling units --------------------------------------------------------------------
 
@@ -124,6 +126,8 @@ class Master:
             for req, rep in zip(batch[u], replies):
                 if isinstance(rep, P.ErrorReply):
                     self._raise(u, req, rep, t)
+                elif type(rep) is P.StepResult:
+                    self._next_event[u] = rep.next_event
             out[u] = replies
         return out
 
@@ -553,6 +557,11 @@ class Master:
         eps = 1e-9 * max(1.0, abs(t_end))
         while self.T < t_end - eps:
             H = min(self.H, t_end - self.T)
+            if self.cfg.adaptive:
+                # Never step over a unit's scheduled event: end the macro step there.
+                t_ev = min(self._next_event.values(), default=math.inf)
+                if self.T + eps < t_ev < self.T + H:
+                    H = t_ev - self.T
             if not self._is_multiple(H):
                 H = max(float(self._quantum),
                         math.floor(H / float(self._quantum) + 1e-9) * float(self._quantum))

@@ -415,10 +415,14 @@ class StepResult(Reply):
     event : bool
         True when the unit stopped at an internal event (then ``t_reached < t + h``) and the
         master must synchronise the other units at ``t_reached``.
+    next_event : float
+        Time of the unit's next scheduled event after ``t_reached`` (inf: none); an adaptive
+        master ends a macro step there rather than step over it.
     """
 
     t_reached: float
     event: bool
+    next_event: float = math.inf
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -9,6 +9,8 @@ an FMU. :class:`LocalUnit` runs an atomic subsystem with its own :class:`~cosim.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cosim import protocol as P
@@ -192,7 +194,7 @@ class LocalUnit(Unit):
             # Outputs for the inputs just set, logged as this time's sample (a later refresh
             # at the same time replaces it): co-initialization and the final macro point.
             sim.output_phase(log=True)
-            return P.StepResult(sim.t, False)
+            return P.StepResult(sim.t, False, self._next_event())
         n = (t + h - sim.config.t0) / self.dt - sim.k
         ticks = round(n)
         if ticks < 1 or abs(ticks - n) > 1e-6:
@@ -201,9 +203,18 @@ class LocalUnit(Unit):
         k_end = sim.k + ticks
         sim._advance(k_end)
         if sim._t_cont is not None:
-            return P.StepResult(sim.t, True)
+            return P.StepResult(sim.t, True, self._next_event())
         sim.output_phase()
-        return P.StepResult(sim.t, False)
+        return P.StepResult(sim.t, False, self._next_event())
+
+    def _next_event(self) -> float:
+        """The unit's next scheduled event after now (inf if none)."""
+        from cosim.events import Scheduled
+        t = self.sim.t
+        eps = 1e-9 * max(1.0, abs(t))
+        return min((e.next_after(t, eps) for e in self.sim.events
+                    if isinstance(e, Scheduled)), default=math.inf)
+
 
     def get_outputs(self) -> dict:
         return {p: b.inputs["in"] for p, b in self.outports.items()}

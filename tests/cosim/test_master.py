@@ -197,6 +197,33 @@ def test_adaptive_macro_step_rejects_and_grows(monolithic):
     assert err < 2e-3
 
 
+def test_adaptive_macro_step_ends_at_a_units_scheduled_event():
+    from cosim.events import Scheduled
+    fired = []
+    times = (0.374, 0.718)                       # multiples of the units' 2 ms step
+
+    def run(adaptive):
+        m = three_units()
+        m.add_event(Scheduled("kick", times=times, callback=lambda sim, t: fired.append(t)))
+        sim = Simulator(m, cfg(H=0.2, adaptive=adaptive, extrapolation=1, rtol=1e-4,
+                               atol=1e-5, H_max=0.2))
+        sim.run()
+        return sim, [(r["t"], r["t"] + r["H"]) for r in sim.step_log
+                     if r["status"] == "accepted"]
+
+    sim, steps = run(adaptive=True)
+    # The events fired (in the main unit), each exactly at the end of an accepted macro step.
+    assert fired == list(times)
+    for te in times:
+        assert any(abs(end - te) < 1e-12 for _, end in steps), te
+    assert sim.stats["macro_steps"] == len(steps)
+    # A fixed macro step keeps its grid and steps over them (the unit handles them inside).
+    fired.clear()
+    _, fixed = run(adaptive=False)
+    assert fired == list(times)
+    assert not any(abs(end - te) < 1e-12 for _, end in fixed for te in times)
+
+
 def test_macro_step_must_be_a_multiple_of_unit_steps():
     with pytest.raises(ModelError, match="common multiple"):
         Simulator(three_units(), cfg(H=0.003)).run()

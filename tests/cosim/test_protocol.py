@@ -73,7 +73,7 @@ SCHEMA_V1 = {
         " can_get_set_state: bool, capabilities: tuple[str, ...])",
     34: "Ok()",
     35: "Outputs(values: dict[str, np.ndarray])",
-    36: "StepResult(t_reached: float, event: bool)",
+    36: "StepResult(t_reached: float, event: bool, next_event: float)",
     37: "UnitState(t: float, data: dict[str, Any])",
     38: "Logs(signals: dict[str, tuple[np.ndarray, np.ndarray]])",
     39: "ErrorReply(kind: ErrorKind, message: str, t: float | None)",
