@@ -14,16 +14,21 @@ from cosim import Block, Inport, Model, Outport, Subsystem
 from cosim.blocktypes import register
 
 
-def three_units():
-    """Plant a (x' = u - x), integrator b, and the remaining blocks (source, error sum)."""
+def three_units(atomic=True, solvers=("RK4", "RK45")):
+    """Plant a (x' = u - x), integrator b, and the remaining blocks (source, error sum).
+
+    ``solvers`` of a and b, each with a 2 ms step; None: both take the run's configuration.
+    ``atomic=False`` makes a and b virtual (the monolithic reference).
+    """
+    own = [dict(dt=0.002, solver=s) if atomic and solvers else {} for s in solvers or (0, 0)]
     m = Model("three")
-    a = Subsystem("a", atomic=True, dt=0.002, solver="RK4")
+    a = Subsystem("a", atomic=atomic, **own[0])
     a.add(Inport("u"), Integrator("x", 1.0), Gain("k", -1.0), Sum("s", "++"), Outport("y"))
     a.connect("u.out", "s.in1")
     a.connect("x.out", "k.in", "y.in")
     a.connect("k.out", "s.in2")
     a.connect("s.out", "x.in")
-    b = Subsystem("b", atomic=True, dt=0.002, solver="RK45")
+    b = Subsystem("b", atomic=atomic, **own[1])
     b.add(Inport("u"), Integrator("x", 0.0), Outport("y"))
     b.connect("u.out", "x.in")
     b.connect("x.out", "y.in")

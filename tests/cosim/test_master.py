@@ -4,31 +4,16 @@ import numpy as np
 import pytest
 
 from blocks import Gain, Sine, Sum
-from blocks.continuous import Integrator
 from cosim import (ConvergenceError, CosimConfig, Inport, Model, ModelError, Outport,
                    SimulationConfig, Simulator, Subsystem)
 from cosim.cosimulation import CoSimulation
 
+from tests.cluster import scenarios
+
 
 def three_units(atomic=True):
-    """Plant a (x' = u - x), integrator b, and the remaining blocks (source, error sum)."""
-    m = Model("three")
-    a = Subsystem("a", atomic=atomic)
-    a.add(Inport("u"), Integrator("x", 1.0), Gain("k", -1.0), Sum("s", "++"), Outport("y"))
-    a.connect("u.out", "s.in1")
-    a.connect("x.out", "k.in", "y.in")
-    a.connect("k.out", "s.in2")
-    a.connect("s.out", "x.in")
-    b = Subsystem("b", atomic=atomic)
-    b.add(Inport("u"), Integrator("x", 0.0), Outport("y"))
-    b.connect("u.out", "x.in")
-    b.connect("x.out", "y.in")
-    m.add(a, b, Sine("src", frequency=0.3), Sum("e", "+-"))
-    m.connect("src.out", "e.in1")
-    m.connect("b.y", "e.in2")
-    m.connect("e.out", "a.u")
-    m.connect("a.y", "b.u")
-    return m
+    """The shared three-unit scenario, every unit on the run's step and solver."""
+    return scenarios.three_units(atomic, solvers=None)
 
 
 def cfg(**cosim):
