@@ -1,11 +1,12 @@
-"""ZeroMQ remote units: the master's client, and a backend that runs units as servers.
+"""ZeroMQ units: remote units other teams serve, and a backend that runs units as servers.
 
 A unit with an ``address`` in ``CosimConfig.units`` is a remote unit served by another team
-(``cosim serve``); the master connects, shakes hands (protocol version and the unit's
-description) and sends one message per server per macro step, carrying the batch of every unit
-of that server the step involves. The ``zmq`` backend also runs the other
-units as local server processes (``python -m cluster.server`` on a model file written for
-them) and re-spawns one that dies, so the master can restore it from a checkpoint.
+(``cosim serve``), whatever the backend (:class:`RemoteUnits`): the master connects, shakes
+hands (protocol version and the unit's description) and sends one message per server per
+call, carrying the batch of every unit of that server the call involves. The ``zmq`` backend
+runs the other units as local server processes (``python -m cluster.server`` on a model file
+written for them; units sharing a ``process`` share one) and re-spawns one that dies, so the
+master can restore it from a checkpoint.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-
 
 from cluster.dataplane import Connection
 from cosim import protocol as P
@@ -221,7 +221,7 @@ class ZmqBackend:
         self.cfg = cosim_config
         self.proxies: dict = {}
         self.servers: list[_ServerProcess] = []
-        self.connections: dict[tuple, Connection] = {}
+        self.connections: list[Connection] = []
         self._dir = None
 
     def start(self, specs) -> dict:
@@ -233,25 +233,27 @@ class ZmqBackend:
                                  "not a subsystem); give it an address or use another backend")
             key = ("process", str(opts["process"])) if "process" in opts else ("unit", spec.name)
             groups.setdefault(key, []).append(spec)
-        for (_, name), group in groups.items():
+        for (kind, name), group in groups.items():
             if self._dir is None:
                 self._dir = tempfile.TemporaryDirectory(prefix="cosim-units-")
-            path = Path(self._dir.name) / f"{name}.yaml"
+            # Kind in the name: unit "a" and a process called "a" must not share a file.
+            path = Path(self._dir.name) / f"{kind}-{name}.yaml"
             _write_unit_file(group, path)
             server = _ServerProcess(path, sorted({m for spec in group
                                                   for m in _plugins(spec.subsystem)}))
             self.servers.append(server)
-            conn = self.connections[(server,)] = Connection(server.address, self.cfg.timeout)
+            conn = Connection(server.address, self.cfg.timeout)
+            self.connections.append(conn)
             for spec in group:
                 self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn)
         return dict(self.proxies)
 
     def stop(self) -> None:
-        for conn in self.connections.values():
+        for conn in self.connections:
             conn.close()
         for server in self.servers:
             server.stop()
-        self.proxies, self.servers, self.connections = {}, [], {}
+        self.proxies, self.servers, self.connections = {}, [], []
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None

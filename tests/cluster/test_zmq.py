@@ -70,7 +70,7 @@ def test_units_of_one_server_share_one_round_trip_per_call():
     sim = Simulator(three_units(), SimulationConfig(
         dt=0.002, t_end=0.6, cosim=CosimConfig(H=0.02, backend="zmq", units=units)))
     try:
-        (conn,) = sim.backend.connections.values()
+        (conn,) = sim.backend.connections
         counts = {"messages": 0, "calls": 0}
         send, call = conn._send, sim.master._call
 
@@ -89,6 +89,21 @@ def test_units_of_one_server_share_one_round_trip_per_call():
         assert counts["calls"] >= 10 and counts["messages"] == counts["calls"]
     finally:
         sim.close()
+
+
+def test_a_process_named_like_a_unit_gets_its_own_unit_file():
+    # Unit a runs alone; b and the rest share a process that happens to be called "a".
+    cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1)
+    _, ref = run(three_units(), **cosim)
+    sim = Simulator(three_units(), SimulationConfig(dt=0.002, t_end=0.6, cosim=CosimConfig(
+        backend="zmq", units={"b": {"process": "a"}, REST: {"process": "a"}}, **cosim)))
+    try:
+        files = {s.unit_file.name for s in sim.backend.servers}
+        assert files == {"unit-a.yaml", "process-a.yaml"}
+        logs = sim.run()
+    finally:
+        sim.close()
+    assert_same(ref, logs)
 
 
 def test_a_killed_shared_process_is_respawned_once_and_replays_identically(tmp_path):
