@@ -71,8 +71,9 @@ class CosimConfig:
     backend : str
         Where units run: ``"local"`` (in process), ``"ray"``, ``"zmq"`` (registered backends).
     units : dict
-        Per-unit options by unit name (placement: ``num_cpus``, ``resources``, ``node``;
-        ``address`` of a remote ZeroMQ unit).
+        Per-unit options by unit name: Ray placement (``num_cpus``, ``resources``, ``node``);
+        ``process`` (units sharing the name share one Ray actor or server process); the
+        ``address`` of a unit another team serves (remote on every backend).
     checkpoint_every : int, optional
         Keep a central checkpoint every this many macro steps; when a unit's actor or process
         dies, it is recreated, every unit is restored from the last checkpoint and the run
