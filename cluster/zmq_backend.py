@@ -231,6 +231,13 @@ class ZmqBackend:
             if spec.subsystem is None:
                 raise ModelError(f"unit {spec.name!r} cannot run as a server process (it is "
                                  "not a subsystem); give it an address or use another backend")
+            events = getattr(spec.subsystem, "events", ())
+            if events:
+                # A unit file cannot carry them (a callback is Python code): refuse rather
+                # than run the unit without them.
+                names = ", ".join(e.name for e in events)
+                raise ModelError(f"unit {spec.name!r} has events ({names}) that a server "
+                                 "process cannot be given; run it on the local or ray backend")
             key = ("process", str(opts["process"])) if "process" in opts else ("unit", spec.name)
             groups.setdefault(key, []).append(spec)
         for (kind, name), group in groups.items():

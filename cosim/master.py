@@ -83,7 +83,9 @@ class Master:
     step_log : list of dict
         One record per macro step attempt: ``t``, ``H``, ``iterations``, ``residual``,
         ``status`` (``accepted``, ``rejected``, ``continued`` — non-converged accepted on
-        request —, ``uniterated`` — an algebraic coupling run without iteration).
+        request —, ``uniterated`` — an algebraic coupling run without iteration —,
+        ``recovered`` after a unit failure, ``stopped`` when a unit's stop event ended the
+        run).
     trace : list of (str, str, float)
         ``(unit, call, t)`` of every request, when ``cosim.trace`` is on.
     """
@@ -106,6 +108,8 @@ class Master:
         self._flush = {u: getattr(p, "flush", None) for u, p in proxies.items()}
         #: Each unit's next scheduled event, from its latest StepResult.
         self._next_event: dict[str, float] = {}
+        #: Units that stopped at an event in the latest attempt -> the time they stopped.
+        self._stopped: dict[str, float] = {}
 
     # -- calling units --------------------------------------------------------------------
 
@@ -389,6 +393,8 @@ class Master:
             H = self._propose(H, err, shrink=True)
         self.step_log.append(record)
         self._accept(T, H, outputs)
+        if self._stopped:
+            return H                        # a unit stopped at an event: run() ends there
         self._refresh()
         if self.cfg.adaptive:
             self.H = self._propose(H, record["error"], shrink=False)
@@ -423,10 +429,13 @@ class Master:
 
     def _gather(self, reps, outputs, index) -> None:
         for u, rs in reps.items():
-            if isinstance(rs[index - 1], P.StepResult) and rs[index - 1].event:
-                raise SimulationError(f"unit {u!r} stopped at an event at "
-                                      f"t={rs[index - 1].t_reached}; the master does not "
-                                      "synchronise unit events yet", t=rs[index - 1].t_reached)
+            res = rs[index - 1]
+            if isinstance(res, P.StepResult):
+                # The latest attempt decides (a rolled-back one that stopped does not count).
+                if res.event:
+                    self._stopped[u] = res.t_reached
+                else:
+                    self._stopped.pop(u, None)
             for p, v in rs[index].values.items():
                 outputs[(u, p)] = v
 
@@ -570,11 +579,31 @@ class Master:
             except TransportError as err:
                 self._recover(err)
                 continue
+            if self._stopped:
+                self._end_at_stop()
+                return self.logs
             every = self.cfg.checkpoint_every
             if every and self.n % every == 0:
                 self._checkpoint = self._capture()
         self._finish()
         return self.logs
+
+    def _end_at_stop(self) -> None:
+        """A unit stopped at an event (a ``stop`` action) at ``t_e`` inside the last macro
+        step: the co-simulation ends at ``t_e``, as the monolithic run would. The other units
+        ran on to the end of the macro step; their samples after ``t_e`` are dropped."""
+        t_e = min(self._stopped.values())
+        units = sorted(u for u, t in self._stopped.items() if t == t_e)
+        self.T = t_e
+        self.step_log.append({"t": t_e, "H": 0.0, "iterations": 0, "residual": 0.0,
+                              "status": "stopped", "error": f"stop event in {', '.join(units)}"})
+        self._collect()
+        eps = 1e-9 * max(1.0, abs(t_e))
+        for key, (ts, vs) in self._logs.items():
+            if ts:
+                t, v = np.concatenate(ts), np.concatenate(vs)
+                keep = t <= t_e + eps
+                self._logs[key] = ([t[keep]], [v[keep]])
 
     def _finish(self) -> None:
         """Log the final macro point with consistent inputs, then collect everything."""
@@ -605,7 +634,7 @@ class Master:
 
     def step_log_arrays(self) -> dict[str, np.ndarray]:
         """The iteration / step-rejection log as arrays (saved beside the logs)."""
-        statuses = ["accepted", "rejected", "continued", "uniterated", "recovered"]
+        statuses = ["accepted", "rejected", "continued", "uniterated", "recovered", "stopped"]
         rec = self.step_log
         return {"t": np.array([r["t"] for r in rec]), "H": np.array([r["H"] for r in rec]),
                 "iterations": np.array([r["iterations"] for r in rec]),

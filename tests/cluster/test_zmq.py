@@ -118,6 +118,14 @@ def test_a_killed_shared_process_is_respawned_once_and_replays_identically(tmp_p
     assert_same(ref, logs)
 
 
+def test_a_unit_with_events_is_refused_rather_than_run_without_them():
+    from cosim.events import Scheduled
+    m = three_units()
+    m.add_event(Scheduled("halt", times=[0.374], stop=True))
+    with pytest.raises(ModelError, match="unit 'main' has events \\(halt\\)"):
+        run(m, H=0.02, backend="zmq")
+
+
 def test_a_unit_with_an_address_and_a_process_is_refused():
     with pytest.raises(ModelError, match="unit 'a' has both an address"):
         run(three_units(), H=0.02, backend="zmq",

@@ -209,6 +209,26 @@ def test_adaptive_macro_step_ends_at_a_units_scheduled_event():
     assert not any(abs(end - te) < 1e-12 for _, end in fixed for te in times)
 
 
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_a_stop_event_in_a_unit_ends_the_cosimulation_there(adaptive):
+    from cosim.events import Scheduled
+
+    def model(atomic):
+        m = three_units(atomic)
+        m.add_event(Scheduled("halt", times=[0.374], stop=True))
+        return m
+    mono = Simulator(model(atomic=False), cfg()).run()         # the same stop, monolithic
+    sim = Simulator(model(atomic=True), cfg(H=0.02, adaptive=adaptive, extrapolation=1))
+    logs = sim.run()
+    assert sim.master.T == 0.374 and sim.step_log[-1]["status"] == "stopped"
+    assert "main" in sim.step_log[-1]["error"]
+    for key in logs:                    # units that ran past the stop lost those samples
+        assert logs.time_of(key)[-1] <= 0.374 + 1e-12, key
+    assert mono.time_of("a/x.out")[-1] == logs.time_of("a/x.out")[-1]
+    # The co-simulation error at H = 0.02 (order-1 extrapolation), measured ~2e-4.
+    np.testing.assert_allclose(logs["a/x.out"][-1], mono["a/x.out"][-1], atol=5e-4)
+
+
 def test_macro_step_must_be_a_multiple_of_unit_steps():
     with pytest.raises(ModelError, match="common multiple"):
         Simulator(three_units(), cfg(H=0.003)).run()
