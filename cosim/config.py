@@ -61,7 +61,8 @@ class CosimConfig:
     adaptive : bool
         Adapt H from the coupling error (extrapolated vs actual inputs), rejecting and rolling
         back steps over tolerance; a macro step ends at a unit's next scheduled event rather
-        than step over it (a zero-crossing that stops a unit mid-step is an error).
+        than step over it. (With any H, a unit's stop event ends the co-simulation at its
+        time.)
     rtol, atol : float
         Coupling-error tolerances of the adaptive macro step.
     H_min, H_max : float
