@@ -4,7 +4,9 @@ The FMU is built with pythonfmu from a generated slave: it embeds the subsystem 
 file (with the model's parameters) and runs it with cosim's own :class:`~cosim.units.LocalUnit`
 — so the FMU computes exactly what the unit computes natively. Its ports are the subsystem's
 scalar Inport / Outport names. The FMU runs wherever cosim is importable (a Python FMU). It
-does not save its state (canGetAndSetFMUstate is false): a master refuses to iterate it.
+can get, set and serialize its state (the unit's own snapshot, msgpack-encoded by
+:mod:`cluster.codec`), so a master can roll it back: iterate it, adapt its macro step,
+checkpoint it.
 """
 
 from __future__ import annotations
@@ -72,6 +74,20 @@ class {cls}(Fmi2Slave):
         for n, v in self._unit.get_outputs().items():
             self._values[n] = float(v[0])
         return True
+
+    # FMU state: pythonfmu keeps what these return and serializes it as JSON, so the unit's
+    # snapshot travels as base64 of its msgpack encoding (never pickle).
+    def _get_fmu_state(self):
+        import base64
+        from cluster.codec import encode
+        return {{"unit": base64.b64encode(encode(self._unit.get_state())).decode("ascii"),
+                 "values": dict(self._values)}}
+
+    def _set_fmu_state(self, state):
+        import base64
+        from cluster.codec import decode
+        self._unit.set_state(decode(base64.b64decode(state["unit"])))
+        self._values = dict(state["values"])
 '''
 
 
@@ -105,7 +121,8 @@ def export_fmu(model, subsystem: str, out: str) -> Path:
         script = Path(d) / f"{cls}.py"
         script.write_text(textwrap.dedent(source))
         res = subprocess.run([sys.executable, "-m", "pythonfmu", "build", "-f", str(script),
-                              "-d", d], capture_output=True, text=True)
+                              "-d", d, "--handle-state", "--serialize-state"],
+                             capture_output=True, text=True)
         built = Path(d) / f"{cls}.fmu"
         if res.returncode != 0 or not built.exists():
             raise ModelError(f"building the FMU failed: {res.stderr or res.stdout}")
