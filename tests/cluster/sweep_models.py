@@ -1,12 +1,20 @@
 """Models for the sweep tests (importable by worker processes)."""
 
 import os
+import time
 from pathlib import Path
 
 from blocks import FirstOrderLag, Step
 from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
 
 CONFIG = SimulationConfig(dt=0.01, t_end=1.0, solver="RK4")
+#: Runs of a few tenths of a second (the interpreter at a fine step): long enough to overlap.
+SLOW_CONFIG = SimulationConfig(dt=1e-4, t_end=1.0, solver="RK4", fast=False)
+
+
+def finished_at(logs) -> float:
+    """A reducer: the wall-clock time the run finished (to see which runs overlapped)."""
+    return time.time()
 
 
 def lag():

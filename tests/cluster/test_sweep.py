@@ -50,6 +50,23 @@ def test_sweep_equals_runs_done_one_by_one(ray_session, points, backend, tmp_pat
             assert row[k] == e[k], (row, e)          # bit for bit, through the CSV too
 
 
+@pytest.mark.cluster
+@pytest.mark.parametrize("bound", [1, None])
+def test_runs_at_once_stay_within_the_bound(ray_session, bound):
+    points = grid(gain=[1.0, 1.1, 1.2, 1.3, 1.4, 1.5])
+    rows = sweep(sm.lag, sm.SLOW_CONFIG, points, {"end": sm.finished_at}, backend="ray",
+                 max_in_flight=bound)
+    # The most runs alive at one moment: a sweep over start (+1) and end (-1) times, ends
+    # first at a tie, with 1 ms slack for the clock reads around a run.
+    events = sorted([(r["end"] - r["wall_time"] + 1e-3, 1) for r in rows] +
+                    [(r["end"], -1) for r in rows])
+    alive = most = 0
+    for _, step in events:
+        alive += step
+        most = max(most, alive)
+    assert 1 <= most <= (bound or 2)          # default: one per CPU of the 2-CPU cluster
+
+
 def test_resume_after_sigkill_runs_only_the_missing_runs(tmp_path):
     out = tmp_path / "study"
     counter = tmp_path / "count"
