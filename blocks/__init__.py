@@ -4,8 +4,8 @@
 module        blocks
 ============  =====================================================================
 sources       Constant, Sine, Step, Ramp, Pulse, Square, Clock, FromArray
-math          Gain, Sum, Product, Abs, MathFunction
-nonlinear     Saturation, DeadZone, Lookup1D
+math          Gain, Sum, Product, Abs, MathFunction, MinMax
+nonlinear     Saturation, DeadZone, Lookup1D, Switch
 routing       Mux, Demux
 discrete      UnitDelay, ZeroOrderHold, RateTransition, DiscreteIntegrator,
               DiscreteStateSpace, DiscreteTransferFunction, DiscretePID
@@ -23,8 +23,8 @@ from blocks.continuous import (ODE, PID, Derivative, FirstOrderLag, Integrator, 
                                TransferFunction, TransportDelay)
 from blocks.discrete import (DiscreteIntegrator, DiscretePID, DiscreteStateSpace,
                              DiscreteTransferFunction, RateTransition, UnitDelay, ZeroOrderHold)
-from blocks.math import Abs, Gain, MathFunction, Product, Sum
-from blocks.nonlinear import DeadZone, Lookup1D, Saturation
+from blocks.math import Abs, Gain, MathFunction, MinMax, Product, Sum
+from blocks.nonlinear import DeadZone, Lookup1D, Saturation, Switch
 from blocks.routing import Demux, Mux
 from blocks.sinks import Recorder, Scope, Terminator
 from blocks.sources import Clock, Constant, FromArray, Pulse, Ramp, Sine, Square, Step
@@ -34,6 +34,7 @@ __all__ = [
     "TransferFunction", "TransportDelay",
     "Abs", "Clock", "Constant", "DeadZone", "Demux", "DiscreteIntegrator", "DiscretePID",
     "DiscreteStateSpace", "DiscreteTransferFunction", "FromArray", "Gain", "Lookup1D",
-    "MathFunction", "Mux", "Product", "Pulse", "Ramp", "RateTransition", "Recorder", "Scope",
-    "Saturation", "Sine", "Square", "Step", "Sum", "Terminator", "UnitDelay", "ZeroOrderHold",
+    "MathFunction", "MinMax", "Mux", "Product", "Pulse", "Ramp", "RateTransition", "Recorder",
+    "Scope", "Saturation", "Sine", "Square", "Step", "Sum", "Switch", "Terminator", "UnitDelay",
+    "ZeroOrderHold",
 ]

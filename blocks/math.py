@@ -18,7 +18,7 @@ from blocks._support import Params, lit
 from cosim.block import Block, Kernel, as_signal
 from cosim.errors import ModelError, SimulationError
 
-__all__ = ["Abs", "Gain", "MathFunction", "Product", "Sum"]
+__all__ = ["Abs", "Gain", "MathFunction", "MinMax", "Product", "Sum"]
 
 
 class Gain(Block):
@@ -161,6 +161,55 @@ class Product(Block):
         (op0, p0), rest = self._steps[0], self._steps[1:]
         first = f"u_{p0}" if op0 == "*" else f"1.0 / u_{p0}"
         return Kernel({"out": first + "".join(f" {op} u_{p}" for op, p in rest)})
+
+
+class MinMax(Block):
+    """Element-wise minimum or maximum of the inputs: ``out = max(in1, in2, ...)``.
+
+    Parameters
+    ----------
+    name : str
+    function : {"max", "min"}
+    n_inputs : int
+        Number of inputs (at least 1; default 2).
+
+    Ports
+    -----
+    in1 .. inN : broadcastable shapes
+    out : broadcast shape
+
+    Notes
+    -----
+    Direct feedthrough. Python's selection, input by input: ``max(a, b)`` is ``b if b > a
+    else a`` (so a NaN in a later input is passed over, one in ``in1`` is kept), for arrays
+    and scalars alike. Fast-path kernel: yes.
+    """
+
+    def __init__(self, name: str, function: str = "max", n_inputs: int = 2, **kw):
+        p = Params(self, name)
+        p.choice("function", function, ("max", "min"))
+        n = p.count("n_inputs", n_inputs)
+        super().__init__(name, inputs=tuple(f"in{i + 1}" for i in range(n)), **kw)
+        self.function = function
+
+    def output_update(self, t, dt):
+        ins = self.inputs
+        names = self.input_names
+        acc = ins[names[0]]
+        if len(names) == 1:
+            self.outputs["out"] = acc.copy()
+            return
+        pick = np.greater if self.function == "max" else np.less
+        for port in names[1:]:
+            v = ins[port]
+            acc = np.where(pick(v, acc), v, acc)
+        self.outputs["out"] = acc
+
+    def kernel(self):
+        expr = f"u_{self.input_names[0]}"
+        for port in self.input_names[1:]:
+            expr = f"{self.function}({expr}, u_{port})"
+        return Kernel({"out": expr})
 
 
 class Abs(Block):

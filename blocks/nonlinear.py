@@ -1,5 +1,6 @@
-"""Nonlinear static maps (Simulink's Discontinuities and Lookup Tables): Saturation, DeadZone,
-Lookup1D. All are element-wise, memoryless and have direct feedthrough; NaN inputs give NaN.
+"""Nonlinear static maps (Simulink's Discontinuities, Lookup Tables and Signal Routing):
+Saturation, DeadZone, Lookup1D, Switch. All are element-wise, memoryless and have direct
+feedthrough; NaN inputs give NaN (a NaN control of a Switch selects ``in3``).
 
 A ``(1,)`` signal is computed in Python floats (several times faster than numpy on one
 element), a larger one with numpy; both spell the same operations, so the values agree bit for
@@ -11,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from blocks._support import (KERNEL_MAX_SEGMENTS, Params, clip_array, clip_expr, clip_float,
-                             interp_array, interp_expr, interp_at, read_only, segment_slopes)
+                             interp_array, interp_expr, interp_at, lit, read_only,
+                             segment_slopes)
 from cosim.block import Block, Kernel
 
-__all__ = ["DeadZone", "Lookup1D", "Saturation"]
+__all__ = ["DeadZone", "Lookup1D", "Saturation", "Switch"]
 
 
 class Saturation(Block):
@@ -157,3 +159,56 @@ class Lookup1D(Block):
             return None
         return Kernel({"out": interp_expr("u_in", self.breakpoints, self.table, self._slope,
                                           self._extrapolate)})
+
+
+class Switch(Block):
+    """Passes ``in1`` where the control ``in2`` meets the criterion, else ``in3``.
+
+    Parameters
+    ----------
+    name : str
+    criterion : {">=", ">", "!="}
+        ``in2 >= threshold``, ``in2 > threshold`` or ``in2 != 0`` (Simulink's three).
+    threshold : float
+        Ignored by ``"!="``.
+
+    Ports
+    -----
+    in1, in3 : data inputs, broadcastable with ``in2``
+    in2 : control input
+    out : broadcast shape
+
+    Notes
+    -----
+    Direct feedthrough from all three inputs. Element-wise; the output switches at a sample
+    hit (it does not locate the crossing: use a ZeroCrossing event for that). Fast-path
+    kernel: yes.
+    """
+
+    _TESTS = {">=": "{u} >= {c}", ">": "{u} > {c}", "!=": "{u} != 0.0"}
+
+    def __init__(self, name: str, criterion: str = ">=", threshold: float = 0.0, **kw):
+        p = Params(self, name)
+        p.choice("criterion", criterion, tuple(self._TESTS))
+        super().__init__(name, inputs=("in1", "in2", "in3"), **kw)
+        self.criterion = criterion
+        self.threshold = p.real("threshold", threshold)
+
+    def _passes(self, u):
+        if self.criterion == ">=":
+            return u >= self.threshold
+        if self.criterion == ">":
+            return u > self.threshold
+        return u != 0.0
+
+    def output_update(self, t, dt):
+        ins = self.inputs
+        a, c, b = ins["in1"], ins["in2"], ins["in3"]
+        if a.shape == c.shape == b.shape == (1,):
+            self.outputs["out"] = (a if self._passes(float(c[0])) else b).copy()
+        else:
+            self.outputs["out"] = np.where(self._passes(c), a, b)
+
+    def kernel(self):
+        test = self._TESTS[self.criterion].format(u="u_in2", c=lit(self.threshold))
+        return Kernel({"out": f"(u_in1 if {test} else u_in3)"})

@@ -16,9 +16,9 @@ import pytest
 import blocks
 from blocks import (PID, Abs, Clock, Constant, DeadZone, Demux, Derivative, DiscreteIntegrator,
                     DiscretePID, DiscreteStateSpace, DiscreteTransferFunction, FirstOrderLag,
-                    FromArray, Gain, Integrator, Lookup1D, MathFunction, Mux, Product, Pulse,
-                    Ramp, RateTransition, Recorder, Saturation, Sine, Square, StateSpace, Step,
-                    Sum, Terminator, TransferFunction, UnitDelay, ZeroOrderHold)
+                    FromArray, Gain, Integrator, Lookup1D, MathFunction, MinMax, Mux, Product,
+                    Pulse, Ramp, RateTransition, Recorder, Saturation, Sine, Square, StateSpace,
+                    Step, Sum, Switch, Terminator, TransferFunction, UnitDelay, ZeroOrderHold)
 from cosim import Model, SimulationConfig, Simulator
 
 from tests.blocks.support import assert_same_bits, count_calls
@@ -64,6 +64,10 @@ CASES = [
     case(lambda: Product("b", "*/*"), sine(), sine(bias=2.0), sine(0.5, 3.1), id="Product"),
     case(lambda: Product("b", "/"), sine(bias=2.0), id="Product-reciprocal"),
     case(lambda: Abs("b"), sine(), id="Abs"),
+    case(lambda: MinMax("b", "max", 3), sine(), sine(0.3, 2.0), sine(0.5, 1.1, bias=0.2),
+         id="MinMax-max"),
+    case(lambda: MinMax("b", "min"), sine(), sine(0.7, 1.3), id="MinMax-min"),
+    case(lambda: MinMax("b", "max", 1), sine(), id="MinMax-one"),
     *[case(lambda f=f: MathFunction("b", f), src, id=f"MathFunction-{f}") for f, src in [
         ("exp", sine()), ("log", sine(bias=2.0)), ("log10", sine(bias=2.0)),
         ("log2", sine(bias=2.0)), ("sqrt", sine(bias=2.0)), ("square", sine()),
@@ -78,6 +82,9 @@ CASES = [
     case(lambda: Saturation("b", -0.0, 0.0), const(0.0), id="Saturation-zero-band"),
     case(lambda: Saturation("b", -1.0, 1.0), const(math.nan), id="Saturation-nan"),
     case(lambda: DeadZone("b", -0.3, 0.4), sine(), id="DeadZone"),
+    *[case(lambda c=c: Switch("b", c, 0.25), sine(), sine(0.9, 0.8), sine(bias=1.0),
+           id=f"Switch-{c}") for c in (">=", ">", "!=")],
+    case(lambda: Switch("b"), sine(), const(0.0), sine(bias=1.0), id="Switch-at-threshold"),
     case(lambda: DeadZone("b", -0.3, 0.4), const(0.4), id="DeadZone-edge"),
     case(lambda: Lookup1D("b", [-1.0, 0.0, 0.5, 1.2], [2.0, -1.0, -0.0, 0.5]), sine(),
          id="Lookup1D-clip"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blocks import Abs, Constant, Gain, MathFunction, Product, Step, Sum
+from blocks import Abs, Constant, Gain, MathFunction, MinMax, Product, Step, Sum
 from cosim import Model, ModelError, SimulationConfig, SimulationError, Simulator
 
 from tests.blocks.support import output
@@ -133,3 +133,23 @@ def test_product_division_by_zero_at_the_last_tick_of_a_fast_run():
     m.connect("b.out", "p.in2")
     with pytest.raises(SimulationError, match="division by zero"):
         Simulator(m, SimulationConfig(dt=0.1, t_end=1.0, fast=True)).run()
+
+
+@pytest.mark.parametrize("function, reduce", [("max", np.maximum), ("min", np.minimum)])
+def test_minmax_is_the_element_wise_extreme(function, reduce):
+    rng = np.random.default_rng(5)
+    ins = {f"in{i + 1}": rng.uniform(-2, 2, (20, 2)) for i in range(3)}
+    out = output(MinMax("m", function, 3), ins)
+    np.testing.assert_array_equal(out, reduce(reduce(ins["in1"], ins["in2"]), ins["in3"]))
+    scalar = output(MinMax("m", function, 3), {k: v[:, 0] for k, v in ins.items()})[:, 0]
+    np.testing.assert_array_equal(scalar, out[:, 0])
+
+
+def test_minmax_selects_like_python_and_refuses_bad_parameters():
+    # max(a, b) is b only if b > a: a NaN in a later input is passed over (Python's rule).
+    out = output(MinMax("m"), {"in1": [1.0, np.nan, 0.0], "in2": [np.nan, 2.0, -0.0]})[:, 0]
+    assert out[0] == 1.0 and np.isnan(out[1]) and str(out[2]) == "0.0"
+    with pytest.raises(ModelError, match="function"):
+        MinMax("m", "mean")
+    with pytest.raises(ModelError, match="n_inputs"):
+        MinMax("m", "max", 0)

@@ -1,11 +1,11 @@
-"""Saturation, DeadZone and Lookup1D against numpy, and bad parameters."""
+"""Saturation, DeadZone, Lookup1D and Switch against numpy, and bad parameters."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from blocks import DeadZone, Lookup1D, Saturation
+from blocks import DeadZone, Lookup1D, Saturation, Switch
 from cosim import ModelError
 
 from tests.blocks.support import assert_same_bits, output
@@ -107,3 +107,21 @@ def test_bad_parameters_name_the_block_and_parameter(make, param):
         make()
     msg = str(err.value)
     assert "'n'" in msg and f": {param} " in msg, msg
+
+
+@pytest.mark.parametrize("criterion, test", [(">=", lambda c: c >= 0.5), (">", lambda c: c > 0.5),
+                                             ("!=", lambda c: c != 0.0)])
+def test_switch_selects_in1_where_the_control_passes(criterion, test):
+    a, b = rng.uniform(-1, 1, 40), rng.uniform(-1, 1, 40)
+    c = np.concatenate([rng.uniform(-1, 1, 36), [0.5, 0.0, np.nan, 0.5]])
+    out = output(Switch("s", criterion, 0.5), {"in1": a, "in2": c, "in3": b})[:, 0]
+    np.testing.assert_array_equal(out, np.where(test(c), a, b))
+
+
+def test_switch_on_vectors_and_bad_criterion():
+    a, b = rng.uniform(-1, 1, (10, 3)), rng.uniform(-1, 1, (10, 3))
+    c = rng.uniform(-1, 1, (10, 3))
+    out = output(Switch("s"), {"in1": a, "in2": c, "in3": b})
+    np.testing.assert_array_equal(out, np.where(c >= 0.0, a, b))
+    with pytest.raises(ModelError, match="criterion"):
+        Switch("s", "<")
