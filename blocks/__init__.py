@@ -5,7 +5,7 @@ module        blocks
 ============  =====================================================================
 sources       Constant, Sine, Step, Ramp, Pulse, Square, Clock, FromArray
 math          Gain, Sum, Product, Abs, MathFunction, MinMax
-nonlinear     Saturation, DeadZone, Lookup1D, Switch
+nonlinear     Saturation, DeadZone, Lookup1D, Switch, RateLimiter, Relay
 routing       Mux, Demux
 discrete      UnitDelay, ZeroOrderHold, RateTransition, DiscreteIntegrator,
               DiscreteStateSpace, DiscreteTransferFunction, DiscretePID
@@ -24,7 +24,7 @@ from blocks.continuous import (ODE, PID, Derivative, FirstOrderLag, Integrator, 
 from blocks.discrete import (DiscreteIntegrator, DiscretePID, DiscreteStateSpace,
                              DiscreteTransferFunction, RateTransition, UnitDelay, ZeroOrderHold)
 from blocks.math import Abs, Gain, MathFunction, MinMax, Product, Sum
-from blocks.nonlinear import DeadZone, Lookup1D, Saturation, Switch
+from blocks.nonlinear import DeadZone, Lookup1D, RateLimiter, Relay, Saturation, Switch
 from blocks.routing import Demux, Mux
 from blocks.sinks import Recorder, Scope, Terminator
 from blocks.sources import Clock, Constant, FromArray, Pulse, Ramp, Sine, Square, Step
@@ -34,7 +34,8 @@ __all__ = [
     "TransferFunction", "TransportDelay",
     "Abs", "Clock", "Constant", "DeadZone", "Demux", "DiscreteIntegrator", "DiscretePID",
     "DiscreteStateSpace", "DiscreteTransferFunction", "FromArray", "Gain", "Lookup1D",
-    "MathFunction", "MinMax", "Mux", "Product", "Pulse", "Ramp", "RateTransition", "Recorder",
+    "MathFunction", "MinMax", "Mux", "Product", "Pulse", "Ramp", "RateLimiter", "RateTransition",
+    "Recorder", "Relay",
     "Scope", "Saturation", "Sine", "Square", "Step", "Sum", "Switch", "Terminator", "UnitDelay",
     "ZeroOrderHold",
 ]

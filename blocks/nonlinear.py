@@ -1,6 +1,6 @@
-"""Nonlinear static maps (Simulink's Discontinuities, Lookup Tables and Signal Routing):
-Saturation, DeadZone, Lookup1D, Switch. All are element-wise, memoryless and have direct
-feedthrough; NaN inputs give NaN (a NaN control of a Switch selects ``in3``).
+"""Nonlinear maps (Simulink's Discontinuities, Lookup Tables and Signal Routing): Saturation,
+DeadZone, Lookup1D, Switch, and two with memory, RateLimiter and Relay. All are element-wise
+and have direct feedthrough; NaN inputs give NaN (a NaN control of a Switch selects ``in3``).
 
 A ``(1,)`` signal is computed in Python floats (several times faster than numpy on one
 element), a larger one with numpy; both spell the same operations, so the values agree bit for
@@ -16,7 +16,7 @@ from blocks._support import (KERNEL_MAX_SEGMENTS, Params, clip_array, clip_expr,
                              segment_slopes)
 from cosim.block import Block, Kernel
 
-__all__ = ["DeadZone", "Lookup1D", "Saturation", "Switch"]
+__all__ = ["DeadZone", "Lookup1D", "RateLimiter", "Relay", "Saturation", "Switch"]
 
 
 class Saturation(Block):
@@ -212,3 +212,111 @@ class Switch(Block):
     def kernel(self):
         test = self._TESTS[self.criterion].format(u="u_in2", c=lit(self.threshold))
         return Kernel({"out": f"(u_in1 if {test} else u_in3)"})
+
+
+class RateLimiter(Block):
+    """Limits how fast a signal may rise and fall, per sample:
+    ``out[k] = out[k-1] + clip(in[k] - out[k-1], -falling*dt, rising*dt)``.
+
+    Parameters
+    ----------
+    name : str
+    rising, falling : float
+        Largest rates of rise and of fall (units per second), both > 0.
+
+    Ports
+    -----
+    in : (1,)
+    out : (1,)
+
+    Notes
+    -----
+    Direct feedthrough. The first sample passes the input unchanged (Simulink's choice);
+    ``dt`` is the block's sample period. Fast-path kernel: yes.
+    """
+
+    def __init__(self, name: str, rising: float = 1.0, falling: float = 1.0, **kw):
+        p = Params(self, name)
+        super().__init__(name, **kw)
+        self.rising = p.real("rising", rising, positive=True)
+        self.falling = p.real("falling", falling, positive=True)
+        self.input_shapes["in"] = (1,)
+
+    def initialize(self, t0):
+        self.state["y"] = np.zeros(1)
+        self.state["started"] = np.zeros(1)
+
+    def output_update(self, t, dt):
+        u = float(self.inputs["in"][0])
+        if self.state["started"][0] == 0.0:
+            self.outputs["out"] = np.array([u])
+            return
+        y = float(self.state["y"][0])
+        step = clip_float(u - y, -self.falling * dt, self.rising * dt)
+        self.outputs["out"] = np.array([y + step])
+
+    def state_update(self, t, dt):
+        self.next_state["y"] = self.outputs["out"].copy()
+        self.next_state["started"] = np.ones(1)
+
+    def kernel(self):
+        lo, hi = f"-{lit(self.falling)} * dt", f"{lit(self.rising)} * dt"
+        step = f"max(min(u_in - x_y, {hi}), {lo})"
+        out = f"(u_in if x_started == 0.0 else x_y + {step})"
+        return Kernel({"out": out}, {"y": out, "started": "1.0"})
+
+
+class Relay(Block):
+    """On/off with hysteresis: switches on when ``in >= on_point``, off when
+    ``in <= off_point``, and otherwise keeps its state.
+
+    Parameters
+    ----------
+    name : str
+    on_point, off_point : float
+        Switching thresholds, ``off_point <= on_point``.
+    on_value, off_value : float
+        Output in each state.
+
+    Ports
+    -----
+    in : (1,)
+    out : (1,)
+
+    Notes
+    -----
+    Direct feedthrough (the state follows the current input). Starts off. Fast-path
+    kernel: yes.
+    """
+
+    def __init__(self, name: str, on_point: float = 0.5, off_point: float = -0.5,
+                 on_value: float = 1.0, off_value: float = 0.0, **kw):
+        p = Params(self, name)
+        super().__init__(name, **kw)
+        self.on_point = p.real("on_point", on_point)
+        self.off_point = p.real("off_point", off_point)
+        if self.off_point > self.on_point:
+            raise p.error("off_point", f"must be <= on_point ({self.on_point}), got "
+                                       f"{self.off_point}")
+        self.on_value = p.real("on_value", on_value)
+        self.off_value = p.real("off_value", off_value)
+        self.input_shapes["in"] = (1,)
+
+    def initialize(self, t0):
+        self.state["on"] = np.zeros(1)
+
+    def _on(self, u: float) -> bool:
+        return u >= self.on_point or (self.state["on"][0] != 0.0 and u > self.off_point)
+
+    def output_update(self, t, dt):
+        on = self._on(float(self.inputs["in"][0]))
+        self.outputs["out"] = np.array([self.on_value if on else self.off_value])
+
+    def state_update(self, t, dt):
+        self.next_state["on"] = np.array([1.0 if self._on(float(self.inputs["in"][0])) else 0.0])
+
+    def kernel(self):
+        on = (f"(u_in >= {lit(self.on_point)} or "
+              f"(x_on != 0.0 and u_in > {lit(self.off_point)}))")
+        return Kernel({"out": f"({lit(self.on_value)} if {on} else {lit(self.off_value)})"},
+                      {"on": f"(1.0 if {on} else 0.0)"})

@@ -17,8 +17,9 @@ import blocks
 from blocks import (PID, Abs, Clock, Constant, DeadZone, Demux, Derivative, DiscreteIntegrator,
                     DiscretePID, DiscreteStateSpace, DiscreteTransferFunction, FirstOrderLag,
                     FromArray, Gain, Integrator, Lookup1D, MathFunction, MinMax, Mux, Product,
-                    Pulse, Ramp, RateTransition, Recorder, Saturation, Sine, Square, StateSpace,
-                    Step, Sum, Switch, Terminator, TransferFunction, UnitDelay, ZeroOrderHold)
+                    Pulse, Ramp, RateLimiter, RateTransition, Recorder, Relay, Saturation, Sine,
+                    Square, StateSpace, Step, Sum, Switch, Terminator, TransferFunction,
+                    UnitDelay, ZeroOrderHold)
 from cosim import Model, SimulationConfig, Simulator
 
 from tests.blocks.support import assert_same_bits, count_calls
@@ -85,6 +86,10 @@ CASES = [
     *[case(lambda c=c: Switch("b", c, 0.25), sine(), sine(0.9, 0.8), sine(bias=1.0),
            id=f"Switch-{c}") for c in (">=", ">", "!=")],
     case(lambda: Switch("b"), sine(), const(0.0), sine(bias=1.0), id="Switch-at-threshold"),
+    case(lambda: RateLimiter("b", 1.5, 0.7), sine(1.5, 0.6), id="RateLimiter"),
+    case(lambda: RateLimiter("b", 2.0, 3.0, sample_time=0.15), sine(), id="RateLimiter-slow"),
+    case(lambda: Relay("b", 0.4, -0.3, 2.0, -1.0), sine(), id="Relay"),
+    case(lambda: Relay("b", 0.0, 0.0), sine(bias=0.1), id="Relay-no-hysteresis"),
     case(lambda: DeadZone("b", -0.3, 0.4), const(0.4), id="DeadZone-edge"),
     case(lambda: Lookup1D("b", [-1.0, 0.0, 0.5, 1.2], [2.0, -1.0, -0.0, 0.5]), sine(),
          id="Lookup1D-clip"),

@@ -1,11 +1,12 @@
-"""Saturation, DeadZone, Lookup1D and Switch against numpy, and bad parameters."""
+"""Saturation, DeadZone, Lookup1D, Switch, RateLimiter and Relay against numpy or a plain
+loop, and bad parameters."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from blocks import DeadZone, Lookup1D, Saturation, Switch
+from blocks import DeadZone, Lookup1D, RateLimiter, Relay, Saturation, Switch
 from cosim import ModelError
 
 from tests.blocks.support import assert_same_bits, output
@@ -125,3 +126,23 @@ def test_switch_on_vectors_and_bad_criterion():
     np.testing.assert_array_equal(out, np.where(c >= 0.0, a, b))
     with pytest.raises(ModelError, match="criterion"):
         Switch("s", "<")
+
+
+def test_rate_limiter_follows_a_slewing_loop():
+    u = np.concatenate([np.zeros(3), np.ones(10), -np.ones(10), rng.uniform(-1, 1, 20)])
+    out = output(RateLimiter("r", rising=2.0, falling=5.0), {"in": u}, dt=0.1)[:, 0]
+    y = [u[0]]
+    for v in u[1:]:
+        y.append(y[-1] + min(max(v - y[-1], -5.0 * 0.1), 2.0 * 0.1))
+    np.testing.assert_array_equal(out, y)
+    assert np.max(np.diff(out)) <= 0.2 + 1e-15 and np.min(np.diff(out)) >= -0.5 - 1e-15
+
+
+def test_relay_has_hysteresis():
+    u = np.array([0.0, 0.6, 0.2, -0.2, -0.6, -0.1, 0.3, 0.5, 0.1])
+    out = output(Relay("r", 0.5, -0.5, 1.0, -1.0), {"in": u})[:, 0]
+    np.testing.assert_array_equal(out, [-1, 1, 1, 1, -1, -1, -1, 1, 1])
+    with pytest.raises(ModelError, match="off_point"):
+        Relay("r", on_point=0.0, off_point=0.5)
+    with pytest.raises(ModelError, match="rising"):
+        RateLimiter("r", rising=0.0)
