@@ -3,7 +3,7 @@
 ============  =====================================================================
 module        blocks
 ============  =====================================================================
-sources       Constant, Sine, Step, Ramp, Pulse, Square, Clock, FromArray
+sources       Constant, Sine, Step, Ramp, Pulse, Square, Clock, FromArray, WhiteNoise
 math          Gain, Sum, Product, Abs, MathFunction, MinMax
 nonlinear     Saturation, DeadZone, Lookup1D, Switch, RateLimiter, Relay
 routing       Mux, Demux
@@ -27,7 +27,8 @@ from blocks.math import Abs, Gain, MathFunction, MinMax, Product, Sum
 from blocks.nonlinear import DeadZone, Lookup1D, RateLimiter, Relay, Saturation, Switch
 from blocks.routing import Demux, Mux
 from blocks.sinks import Recorder, Scope, Terminator
-from blocks.sources import Clock, Constant, FromArray, Pulse, Ramp, Sine, Square, Step
+from blocks.sources import (Clock, Constant, FromArray, Pulse, Ramp, Sine, Square, Step,
+                            WhiteNoise)
 
 __all__ = [
     "Derivative", "FirstOrderLag", "Integrator", "ODE", "PID", "StateSpace",
@@ -37,5 +38,5 @@ __all__ = [
     "MathFunction", "MinMax", "Mux", "Product", "Pulse", "Ramp", "RateLimiter", "RateTransition",
     "Recorder", "Relay",
     "Scope", "Saturation", "Sine", "Square", "Step", "Sum", "Switch", "Terminator", "UnitDelay",
-    "ZeroOrderHold",
+    "WhiteNoise", "ZeroOrderHold",
 ]

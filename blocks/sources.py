@@ -18,7 +18,8 @@ from blocks._support import (KERNEL_MAX_SEGMENTS, TIME_TOL, Params, interp_at, i
 from cosim.block import Block, Kernel, as_signal
 from cosim.errors import ModelError
 
-__all__ = ["Clock", "Constant", "FromArray", "Pulse", "Ramp", "Sine", "Square", "Step"]
+__all__ = ["Clock", "Constant", "FromArray", "Pulse", "Ramp", "Sine", "Square", "Step",
+           "WhiteNoise"]
 
 
 class Constant(Block):
@@ -329,6 +330,54 @@ class Clock(Block):
 
     def kernel(self):
         return Kernel({"out": "t"})
+
+
+class WhiteNoise(Block):
+    """Gaussian white noise, one independent draw per sample hit.
+
+    The draw at time ``t`` comes from a generator seeded with ``(seed, k)``, ``k = round(t /
+    period)``: the sequence depends on nothing but the seed and the sample times, so a restart,
+    a checkpoint, a co-simulation rollback or another backend give the same numbers, with no
+    generator state to save.
+
+    Parameters
+    ----------
+    name : str
+    mean, std : float
+        Mean and standard deviation (``std >= 0``).
+    seed : int
+        Non-negative.
+    width : int
+        Number of independent channels.
+
+    Ports
+    -----
+    out : (width,)
+
+    Notes
+    -----
+    No direct feedthrough. Give it a ``sample_time``: the noise's bandwidth is set by its
+    sample rate. Reference interpreter only (it draws from numpy's generator).
+    """
+
+    input_ports = ()
+    direct_feedthrough = False
+
+    def __init__(self, name: str, mean: float = 0.0, std: float = 1.0, seed: int = 0,
+                 width: int = 1, **kw):
+        p = Params(self, name)
+        super().__init__(name, **kw)
+        self.mean = p.real("mean", mean)
+        self.std = p.real("std", std, nonnegative=True)
+        self.seed = p.count("seed", seed, minimum=0)
+        self.width = p.count("width", width)
+
+    def output_update(self, t, dt):
+        k = round(t / dt)
+        # SeedSequence takes non-negative integers: a negative tick (t < 0) maps to odd ones.
+        key = 2 * k if k >= 0 else -2 * k - 1
+        self.outputs["out"] = np.random.default_rng([self.seed, key]).normal(
+            self.mean, self.std, self.width)
 
 
 _INTERPOLATIONS = ("linear", "zoh", "nearest")

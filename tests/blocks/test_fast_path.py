@@ -224,6 +224,7 @@ INTERPRETER_ONLY = {
     "ODE": "calls user Python functions",
     "TransportDelay": "keeps a buffer of past samples (arrays)",
     "Scope": "collects Python lists of samples for its plot",
+    "WhiteNoise": "draws from numpy's random generator",
 }
 
 
