@@ -1,12 +1,12 @@
 """FMUs as units: an FMI 2.0 or 3.0 co-simulation FMU driven through the unit protocol (fmpy).
 
-Ports are the FMU's real (FMI 3.0: Float64) inputs and outputs (shape ``(1,)`` each); which outputs depend on
-which inputs comes from the model description's ``<ModelStructure>`` (when it lists none, every
-output is assumed to depend on every input: the safe choice). Rollback and checkpoints use the
-FMU's own state functions (``fmi2GetFMUstate`` + ``fmi2SerializeFMUstate``, or FMI 3.0's); an FMU that cannot
-save its state refuses ``get_state`` with an error saying so, which makes the master refuse
-iteration, adaptive steps and checkpoints for it. Every fmpy call goes through one wrapper that
-names the unit, the call and the time.
+Ports are the FMU's real (FMI 3.0: Float64) inputs and outputs (shape ``(1,)`` each); which
+outputs depend on which inputs comes from the model description's ``<ModelStructure>`` (when it
+lists none, every output is assumed to depend on every input: the safe choice). Rollback and
+checkpoints use the FMU's own state functions (``fmi2GetFMUstate`` + ``fmi2SerializeFMUstate``,
+or FMI 3.0's); an FMU that cannot save its state refuses ``get_state`` with an error saying so,
+which makes the master refuse iteration, adaptive steps and checkpoints for it. Every fmpy call
+goes through one wrapper that names the unit, the call and the time.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import time
 import ray
 
 from cluster.dataplane import Connection, NoReplyYet, serve
+from cosim.backends import process_groups
 from cosim.errors import ModelError, TransportError
 
 __all__ = ["RayBackend", "RayProxy", "ensure_ray"]
@@ -146,20 +147,19 @@ class RayBackend:
     def start(self, specs) -> dict:
         ensure_ray(self.cfg.address)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        groups: dict[tuple, list] = {}
         for spec in specs:
-            opts = dict(self.cfg.units.get(spec.name, {}))
-            unknown = set(opts) - {*self.PLACEMENT, "process"}
+            unknown = set(self.cfg.units.get(spec.name, {})) - {*self.PLACEMENT, "process"}
             if unknown:
                 raise ModelError(f"unit {spec.name!r}: unknown Ray placement options "
                                  f"{sorted(unknown)} (use num_cpus, resources, node, process)")
-            key = ("process", str(opts["process"])) if "process" in opts else ("unit", spec.name)
-            groups.setdefault(key, []).append(spec)
+
+        def placement(spec) -> dict:
+            opts = self.cfg.units.get(spec.name, {})
+            return {k: opts[k] for k in self.PLACEMENT if k in opts}
+
         actors = {}
-        for key, group in groups.items():
-            placements = {repr({k: self.cfg.units.get(s.name, {}).get(k) for k in self.PLACEMENT})
-                          for s in group}
-            if len(placements) > 1:
+        for key, group in process_groups(specs, self.cfg.units).items():
+            if any(placement(s) != placement(group[0]) for s in group[1:]):
                 raise ModelError(f"units {', '.join(s.name for s in group)} share process "
                                  f"{key[1]!r} but ask for different placements; give them the "
                                  "same num_cpus / resources / node")

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 from cluster.dataplane import Connection
+from cosim.backends import process_groups
 from cosim import protocol as P
 from cosim.errors import ModelError, TransportError
 
@@ -225,9 +226,7 @@ class ZmqBackend:
         self._dir = None
 
     def start(self, specs) -> dict:
-        groups: dict[tuple, list] = {}
         for spec in specs:
-            opts = self.cfg.units.get(spec.name, {})
             if spec.subsystem is None:
                 raise ModelError(f"unit {spec.name!r} cannot run as a server process (it is "
                                  "not a subsystem); give it an address or use another backend")
@@ -238,9 +237,7 @@ class ZmqBackend:
                 names = ", ".join(e.name for e in events)
                 raise ModelError(f"unit {spec.name!r} has events ({names}) that a server "
                                  "process cannot be given; run it on the local or ray backend")
-            key = ("process", str(opts["process"])) if "process" in opts else ("unit", spec.name)
-            groups.setdefault(key, []).append(spec)
-        for (kind, name), group in groups.items():
+        for (kind, name), group in process_groups(specs, self.cfg.units).items():
             if self._dir is None:
                 self._dir = tempfile.TemporaryDirectory(prefix="cosim-units-")
             # Kind in the name: unit "a" and a process called "a" must not share a file.

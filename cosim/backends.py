@@ -12,7 +12,7 @@ import importlib
 
 from cosim.errors import ModelError
 
-__all__ = ["BACKENDS", "LocalBackend", "LocalProxy", "get_backend"]
+__all__ = ["BACKENDS", "LocalBackend", "LocalProxy", "get_backend", "process_groups"]
 
 #: Backend name -> "module:class"; one line per backend.
 BACKENDS = {
@@ -32,6 +32,18 @@ def get_backend(name: str):
         return getattr(importlib.import_module(module), attr)
     except ImportError as err:
         raise ModelError(f"backend {name!r} is not available: {err}") from err
+
+
+def process_groups(specs, units: dict) -> dict[tuple[str, str], list]:
+    """Unit specs grouped by the process that hosts them: ``("process", NAME)`` for the units
+    whose options (``units[name]``) share a ``process`` name, ``("unit", NAME)`` for each
+    other unit alone. In the order the groups first appear."""
+    groups: dict[tuple[str, str], list] = {}
+    for spec in specs:
+        opts = units.get(spec.name, {})
+        key = ("process", str(opts["process"])) if "process" in opts else ("unit", spec.name)
+        groups.setdefault(key, []).append(spec)
+    return groups
 
 
 class LocalProxy:

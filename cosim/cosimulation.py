@@ -65,7 +65,8 @@ class CoSimulation:
         self.backend = get_backend(cfg.backend)(cfg)
         try:
             proxies = self.remote.start(remote) if remote else {}
-            proxies.update(self.backend.start([s for s in specs if s not in remote]))
+            local = [s for s in specs if "address" not in cfg.units.get(s.name, {})]
+            proxies.update(self.backend.start(local))
         except BaseException:
             self._stop()            # what did start (servers, actors) must not outlive us
             raise

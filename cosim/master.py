@@ -132,6 +132,11 @@ class Master:
                     self._raise(u, req, rep, t)
                 elif type(rep) is P.StepResult:
                     self._next_event[u] = rep.next_event
+                    # The latest step decides (a rolled-back one that stopped does not count).
+                    if rep.event:
+                        self._stopped[u] = rep.t_reached
+                    else:
+                        self._stopped.pop(u, None)
             out[u] = replies
         return out
 
@@ -429,13 +434,6 @@ class Master:
 
     def _gather(self, reps, outputs, index) -> None:
         for u, rs in reps.items():
-            res = rs[index - 1]
-            if isinstance(res, P.StepResult):
-                # The latest attempt decides (a rolled-back one that stopped does not count).
-                if res.event:
-                    self._stopped[u] = res.t_reached
-                else:
-                    self._stopped.pop(u, None)
             for p, v in rs[index].values.items():
                 outputs[(u, p)] = v
 

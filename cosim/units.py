@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from cosim import protocol as P
+from cosim.events import Scheduled
 from cosim.errors import (ConvergenceError, CosimError, ModelError, SimulationError,
                           UnsupportedError)
 
@@ -131,6 +132,7 @@ class LocalUnit(Unit):
         self.t0 = config.t0
         self._initialized = False
         self._collected: dict[str, int] = {}
+        self._scheduled = [e for e in self.sim.events if isinstance(e, Scheduled)]
 
     @property
     def t(self) -> float:
@@ -209,12 +211,11 @@ class LocalUnit(Unit):
 
     def _next_event(self) -> float:
         """The unit's next scheduled event after now (inf if none)."""
-        from cosim.events import Scheduled
+        if not self._scheduled:
+            return math.inf
         t = self.sim.t
         eps = 1e-9 * max(1.0, abs(t))
-        return min((e.next_after(t, eps) for e in self.sim.events
-                    if isinstance(e, Scheduled)), default=math.inf)
-
+        return min(e.next_after(t, eps) for e in self._scheduled)
 
     def get_outputs(self) -> dict:
         return {p: b.inputs["in"] for p, b in self.outports.items()}

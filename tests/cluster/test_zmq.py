@@ -91,6 +91,32 @@ def test_units_of_one_server_share_one_round_trip_per_call():
         sim.close()
 
 
+def test_every_server_gets_its_message_before_the_master_waits_for_a_reply():
+    # a in one server process, b and the rest in another: a Jacobi call sends to both
+    # servers first (the master flushes), then waits; waiting on one before the other has
+    # its message would run the servers one after the other.
+    units = {"b": {"process": "rest"}, REST: {"process": "rest"}}
+    sim = Simulator(three_units(), SimulationConfig(
+        dt=0.002, t_end=0.6, cosim=CosimConfig(H=0.02, backend="zmq", units=units)))
+    try:
+        events = []
+        for n, conn in enumerate(sim.backend.connections):
+            def send(_send=conn._send, n=n):
+                events.append(("send", n))
+                _send()
+
+            def receive(unit, requests, _receive=conn._receive, n=n):
+                events.append(("receive", n))
+                _receive(unit, requests)
+            conn._send, conn._receive = send, receive
+        sim.master.initialize()
+        events.clear()
+        sim.master.step()
+        assert sorted(events[:2]) == [("send", 0), ("send", 1)], events
+    finally:
+        sim.close()
+
+
 def test_a_process_named_like_a_unit_gets_its_own_unit_file():
     # Unit a runs alone; b and the rest share a process that happens to be called "a".
     cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1)
