@@ -15,7 +15,7 @@ sinks         Recorder, Scope, Terminator
 ============  =====================================================================
 
 Every block documents its ports (with shapes), whether it has direct feedthrough, and whether
-it has a fast-path kernel (a scalar :class:`~cosim.block.Kernel` that reproduces its methods
+it has a fast-path kernel (a scalar :class:`~cosim.model.block.Kernel` that reproduces its methods
 bit for bit).
 """
 

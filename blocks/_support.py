@@ -2,7 +2,7 @@
 
 Every block validates its parameters through :class:`Params`, so every message has one shape,
 ``"<Class> '<name>': <parameter> must be ..., got ..."``. Operations that a block's reference
-method and its fast-path :class:`~cosim.block.Kernel` must both perform (clipping, piecewise
+method and its fast-path :class:`~cosim.model.block.Kernel` must both perform (clipping, piecewise
 linear interpolation, affine forms) live here side by side in each spelling a block needs —
 numpy arrays, Python floats, kernel source — with the same IEEE operations in the same order.
 """

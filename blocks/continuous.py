@@ -14,7 +14,7 @@ import numpy as np
 
 from blocks._support import (Params, affine_expr, affine_terms, affine_value, clip_array,
                              clip_expr, clip_float, lit, state_space)
-from cosim.block import Block, Kernel, as_signal
+from cosim.model.block import Block, Kernel, as_signal
 from cosim.errors import ModelError
 
 __all__ = ["Derivative", "FirstOrderLag", "Integrator", "ODE", "PID", "StateSpace",

@@ -17,7 +17,7 @@ import numpy as np
 
 from blocks._support import (Params, affine_expr, affine_terms, affine_value, clip_array,
                              clip_expr, clip_float, lit, state_space)
-from cosim.block import Block, Kernel
+from cosim.model.block import Block, Kernel
 
 __all__ = ["DiscreteIntegrator", "DiscretePID", "DiscreteStateSpace",
            "DiscreteTransferFunction", "RateTransition", "UnitDelay", "ZeroOrderHold"]

@@ -2,13 +2,13 @@
 
 In a monolithic run the FMU is a discrete block stepped at its sample hits (outputs that
 depend directly on inputs are refreshed for the current inputs, as FMI 2.0 allows). In a
-co-simulation a top-level FMU block becomes its own unit (:class:`cluster.fmu_unit.FmuUnit`).
+co-simulation a top-level FMU block becomes its own unit (:class:`cosim.fmi.unit.FmuUnit`).
 fmpy is imported when the block is built, never by ``import blocks``.
 """
 
 from __future__ import annotations
 
-from cosim.block import NAME_RE, Block
+from cosim.model.block import NAME_RE, Block
 from cosim.errors import ModelError
 
 __all__ = ["FmuBlock", "ModelExchangeFmuBlock"]
@@ -40,7 +40,7 @@ class FmuBlock(Block):
 
     def __init__(self, name: str, path: str, sample_time: float = 0.01,
                  start_values: dict | None = None):
-        from cluster.fmu_unit import REAL_TYPES, read_fmu
+        from cosim.fmi.unit import REAL_TYPES, read_fmu
         md = read_fmu(path)
         ins = tuple(v.name for v in md.modelVariables
                     if v.causality == "input" and v.type in REAL_TYPES)
@@ -63,7 +63,7 @@ class FmuBlock(Block):
 
     def as_unit(self, name: str, config):
         """This FMU as a co-simulation unit."""
-        from cluster.fmu_unit import FmuUnit
+        from cosim.fmi.unit import FmuUnit
         return FmuUnit(self.path, name, self.start_values)
 
     def initialize(self, t0):

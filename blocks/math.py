@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from blocks._support import Params, lit
-from cosim.block import Block, Kernel, as_signal
+from cosim.model.block import Block, Kernel, as_signal
 from cosim.errors import ModelError, SimulationError
 
 __all__ = ["Abs", "Gain", "MathFunction", "MinMax", "Product", "Sum"]

@@ -14,7 +14,7 @@ import numpy as np
 from blocks._support import (KERNEL_MAX_SEGMENTS, Params, clip_array, clip_expr, clip_float,
                              interp_array, interp_expr, interp_at, lit, read_only,
                              segment_slopes)
-from cosim.block import Block, Kernel
+from cosim.model.block import Block, Kernel
 
 __all__ = ["DeadZone", "Lookup1D", "RateLimiter", "Relay", "Saturation", "Switch"]
 

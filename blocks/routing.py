@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from blocks._support import Params
-from cosim.block import Block, Kernel
+from cosim.model.block import Block, Kernel
 from cosim.errors import SimulationError
 
 __all__ = ["Demux", "Mux"]

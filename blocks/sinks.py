@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from blocks._support import Params
-from cosim.block import Block, Kernel
+from cosim.model.block import Block, Kernel
 
 __all__ = ["Recorder", "Scope", "Terminator"]
 

@@ -1,4 +1,4 @@
-"""msgpack codec for the unit protocol: :mod:`cosim.protocol` messages to bytes and back.
+"""msgpack codec for the unit protocol: :mod:`cosim.master.protocol` messages to bytes and back.
 
 Every remote transport (ZeroMQ, Ray when it crosses machines) sends messages through
 :func:`encode` and :func:`decode`; nothing else touches the wire, and nothing is ever pickled.
@@ -63,7 +63,7 @@ import msgpack
 import numpy as np
 
 from cosim.errors import CodecError, ModelError
-from cosim.protocol import MESSAGE_TYPES, PROTOCOL_VERSION, Hello, Message, Welcome
+from cosim.master.protocol import MESSAGE_TYPES, PROTOCOL_VERSION, Hello, Message, Welcome
 
 __all__ = ["encode", "decode", "check_version", "Limits", "DEFAULT_LIMITS", "DEFAULT_MAX_SIZE",
            "EXT_NDARRAY", "WIRE_DTYPES"]
@@ -579,7 +579,7 @@ def _wire(msg: Message, limits: Limits) -> list:
     entry = _BY_CLASS.get(type(msg))
     if entry is None:
         raise CodecError(f"cannot encode a {type(msg).__name__}: not a message type of "
-                         f"cosim.protocol.MESSAGE_TYPES")
+                         f"cosim.master.protocol.MESSAGE_TYPES")
     tag, record = entry
     try:
         return record.to_wire(msg, limits, [tag])
@@ -617,7 +617,7 @@ def encode(msg: Message, *, max_size: int = DEFAULT_MAX_SIZE,
     Parameters
     ----------
     msg : Message
-        An instance of a class in ``cosim.protocol.MESSAGE_TYPES``.
+        An instance of a class in ``cosim.master.protocol.MESSAGE_TYPES``.
     max_size : int, optional
         Largest allowed result, bytes; default :data:`DEFAULT_MAX_SIZE`.
     limits : Limits, optional

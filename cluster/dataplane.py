@@ -20,7 +20,7 @@ import threading
 import zmq
 
 from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_batch
-from cosim import protocol as P
+from cosim.master import protocol as P
 from cosim.errors import TransportError
 
 __all__ = ["Connection", "NoReplyYet", "answer", "serve"]

@@ -17,7 +17,7 @@ import time
 import ray
 
 from cluster.dataplane import Connection, NoReplyYet, serve
-from cosim.backends import process_groups
+from cosim.master.backends import process_groups
 from cosim.errors import ModelError, TransportError
 
 __all__ = ["RayBackend", "RayProxy", "ensure_ray"]
@@ -38,7 +38,7 @@ class UnitActor:
     data-plane socket."""
 
     def __init__(self, specs):
-        from cosim.units import LocalUnit
+        from cosim.master.units import LocalUnit
         self.units = {s.name: s.factory() if s.factory is not None else
                       LocalUnit(s.subsystem, s.config, s.name) for s in specs}
         self.endpoint, _ = serve(self.units, ray.util.get_node_ip_address())

@@ -35,7 +35,7 @@ log = logging.getLogger("cosim.server")
 
 
 class UnitServer:
-    """Serve ``units`` (name -> :class:`~cosim.units.Unit`) on one REP socket.
+    """Serve ``units`` (name -> :class:`~cosim.master.units.Unit`) on one REP socket.
 
     Parameters
     ----------
@@ -132,12 +132,12 @@ class UnitServer:
 def units_from_file(path: str) -> dict:
     """The units a UNIT_FILE defines: a model file's top-level atomic subsystems (with its
     ``simulation:`` options), or the one subsystem of a library file."""
-    from cosim.atomic import inner_config
+    from cosim.run.atomic import inner_config
     from cosim.config import SimulationConfig
-    from cosim.evaluate import evaluate
-    from cosim.model import Model, Subsystem
-    from cosim.units import LocalUnit
-    from cosim.yaml_io import load
+    from cosim.model.evaluate import evaluate
+    from cosim.model.diagram import Model, Subsystem
+    from cosim.master.units import LocalUnit
+    from cosim.modelfile.yaml_io import load
     obj = load(path)
     if isinstance(obj, Subsystem):
         if not obj.atomic or obj.dt is None:
@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     ap.add_argument("--authorized", metavar="DIR", help="directory of client public keys")
     ap.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                     help="import MODULE first (it registers its block types with "
-                         "cosim.blocktypes.register); repeatable")
+                         "cosim.model.registry.register); repeatable")
     ap.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_SIZE, metavar="BYTES",
                     help="larger requests are refused with an error reply")
     ap.add_argument("--log-level", default="INFO")

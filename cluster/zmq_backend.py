@@ -20,8 +20,8 @@ import uuid
 from pathlib import Path
 
 from cluster.dataplane import Connection
-from cosim.backends import process_groups
-from cosim import protocol as P
+from cosim.master.backends import process_groups
+from cosim.master import protocol as P
 from cosim.errors import ModelError, TransportError
 
 __all__ = ["RemoteUnits", "ZmqBackend", "ZmqProxy"]
@@ -165,7 +165,7 @@ def _spawn(unit_file: Path, plugins=()):
 def _plugins(diagram) -> list[str]:
     """Modules of the block classes in ``diagram`` outside cosim's own library: the spawned
     server imports them, so their registered block types are known there too."""
-    from cosim.model import Diagram
+    from cosim.model.diagram import Diagram
     mods, stack = set(), [diagram]
     while stack:
         d = stack.pop()
@@ -272,7 +272,7 @@ def _write_unit_file(group, path: Path) -> None:
     """
     from dataclasses import fields
 
-    from cosim.model import Model
+    from cosim.model.diagram import Model
     base = group[0].config
     wrapper = Model(f"units_{path.stem}", parameters=dict(group[0].workspace or {}))
     saved = []

@@ -4,15 +4,15 @@
 ``cluster`` and are found through a registry when first used).
 """
 
-from cosim.block import Block, Kernel
-from cosim.compile import Plan, compile_model
+from cosim.model.block import Block, Kernel
+from cosim.compile.plan import Plan, compile_model
 from cosim.config import CosimConfig, SimulationConfig
 from cosim.errors import (CodecError, CompileError, ConvergenceError, CosimError, ModelError,
                           SimulationError, TransportError, UnsupportedError)
-from cosim.logs import Logs
-from cosim.model import (Connection, From, Goto, Inport, Model, Outport, Reference,
+from cosim.run.logs import Logs
+from cosim.model.diagram import (Connection, From, Goto, Inport, Model, Outport, Reference,
                          Subsystem)
-from cosim.simulator import Simulator
+from cosim.run.simulator import Simulator
 
 __version__ = "0.1.0"
 

@@ -25,7 +25,7 @@ import time
 
 __all__ = ["BACKENDS", "main"]
 
-#: Choices of ``--backend``: the backends registered in :data:`cosim.backends.BACKENDS`.
+#: Choices of ``--backend``: the backends registered in :data:`cosim.master.backends.BACKENDS`.
 BACKENDS = ("local", "ray", "zmq")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -45,7 +45,7 @@ class _RunFailed(Exception):
 # --- commands ------------------------------------------------------------------------------
 
 def _load(path: str):
-    from cosim.model import Model
+    from cosim.model.diagram import Model
     return Model.from_yaml(_existing(path))
 
 
@@ -91,7 +91,7 @@ def _config(model, path: str, t_end: float | None = None, backend: str | None = 
 
 def _overrides(assignments: list[str], model) -> dict:
     """``-p NAME=VALUE`` arguments as parameter overrides (numbers or expressions)."""
-    from cosim.yaml_io import check_expression
+    from cosim.modelfile.yaml_io import check_expression
     out, problems = {}, []
     params = model.parameters
     for text in assignments:
@@ -124,7 +124,7 @@ def _overrides(assignments: list[str], model) -> dict:
 
 
 def _simulator(model, cfg):
-    from cosim.simulator import Simulator
+    from cosim.run.simulator import Simulator
     return Simulator(model, cfg)   # evaluates and compiles: model errors raise here
 
 
@@ -134,7 +134,7 @@ def _compile(model, cfg):
     plan = _simulator(model, replace(cfg, cosim=None)).plan
     units = None
     if cfg.cosim is not None:
-        from cosim.partition import partition
+        from cosim.master.partition import partition
         units = [u.name for u in partition(model, cfg).units]
     return plan, units
 
@@ -232,8 +232,8 @@ def cmd_plan(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from cosim.model import Subsystem
-    from cosim.yaml_io import load
+    from cosim.model.diagram import Subsystem
+    from cosim.modelfile.yaml_io import load
     model = load(_existing(args.model))
     if isinstance(model, Subsystem):
         print(f"OK: {args.model} is a library file (subsystem {model.name!r}, "
@@ -260,7 +260,7 @@ def _rate(value) -> str:
 
 def block_reference(names=None, markdown: bool = False) -> str:
     """The block library described from the classes' own declarations (text or Markdown)."""
-    from cosim import blocktypes
+    from cosim.model import registry as blocktypes
     types = blocktypes.known()
     # The Markdown reference documents the library itself, not types a program registered.
     names = list(names or (blocktypes.library() if markdown else types))
@@ -369,7 +369,7 @@ def _parser() -> argparse.ArgumentParser:
 DELEGATED = {
     "serve": ("cluster.server", "serve units over ZeroMQ for remote masters"),
     "sweep": ("cluster.sweep", "run a parameter study (Ray, process pool or serial)"),
-    "export-fmu": ("cluster.fmu_export", "export an atomic subsystem as an FMI 2.0 FMU"),
+    "export-fmu": ("cosim.fmi.export", "export an atomic subsystem as an FMI 2.0 FMU"),
 }
 
 

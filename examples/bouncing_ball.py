@@ -10,7 +10,7 @@ import math
 from blocks import Constant
 from blocks.continuous import Integrator
 from cosim import Model, SimulationConfig, Simulator
-from cosim.events import ZeroCrossing
+from cosim.model.events import ZeroCrossing
 
 G, E, H0 = 9.81, 0.8, 10.0
 

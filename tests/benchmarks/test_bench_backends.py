@@ -18,7 +18,7 @@ from cluster.codec import encode_batch
 from cosim import CosimConfig, SimulationConfig, Simulator
 
 from tests.benchmarks.rings import ring
-from cosim import protocol as P
+from cosim.master import protocol as P
 
 STEPS = 400
 #: Every figure is the best of this many blocks of rounds (the machine's speed drifts).

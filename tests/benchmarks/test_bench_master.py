@@ -32,8 +32,8 @@ def cosim_us_per_step(n, scheme):
 
 def unit_only_us_per_step():
     """What one trivial unit costs by itself per macro step (its own simulator step)."""
-    from cosim import protocol as P
-    from cosim.units import LocalUnit
+    from cosim.master import protocol as P
+    from cosim.master.units import LocalUnit
     import numpy as np
     sub = ring(1)["u0"]
     unit = LocalUnit(sub, SimulationConfig(dt=0.01, t_end=STEPS * 0.01, log=[]))

@@ -11,7 +11,7 @@ import numpy as np
 from blocks import Gain, Sine, Sum
 from blocks.continuous import Integrator
 from cosim import Block, Inport, Model, Outport, Subsystem
-from cosim.blocktypes import register
+from cosim.model.registry import register
 
 
 def three_units(atomic=True, solvers=("RK4", "RK45")):

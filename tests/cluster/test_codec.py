@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from cluster.codec import (DEFAULT_LIMITS, EXT_NDARRAY, MAX_BATCH, WIRE_DTYPES, Limits,
                            check_version, decode, decode_batch, encode, encode_batch)
 from cosim.errors import CodecError
-from cosim.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, CollectLogs, Describe, DoStep,
+from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, CollectLogs, Describe, DoStep,
                             ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
                             Initialize, Logs, Message, Ok, Outputs, PortInfo, SetInputs, SetState,
                             StepResult, Terminate, UnitDescription, UnitState, Welcome)

@@ -11,7 +11,7 @@ import pytest
 from blocks import Gain, Sine, Step
 from blocks.continuous import Integrator
 from blocks.fmu import FmuBlock
-from cluster.fmu_export import export_fmu
+from cosim.fmi.export import export_fmu
 from cosim import (CosimConfig, Inport, Model, ModelError, Outport, SimulationConfig,
                    Simulator, Subsystem)
 

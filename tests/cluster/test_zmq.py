@@ -14,8 +14,8 @@ import zmq
 from cluster.codec import encode_batch
 from cluster.zmq_backend import ZmqProxy
 from cosim import CosimConfig, ModelError, SimulationConfig, Simulator, TransportError
-from cosim import protocol as P
-from cosim.partition import REST
+from cosim.master import protocol as P
+from cosim.master.partition import REST
 
 from tests.cluster.scenarios import algebraic, crashing, three_units
 
@@ -145,7 +145,7 @@ def test_a_killed_shared_process_is_respawned_once_and_replays_identically(tmp_p
 
 
 def test_a_unit_with_events_is_refused_rather_than_run_without_them():
-    from cosim.events import Scheduled
+    from cosim.model.events import Scheduled
     m = three_units()
     m.add_event(Scheduled("halt", times=[0.374], stop=True))
     with pytest.raises(ModelError, match="unit 'main' has events \\(halt\\)"):

@@ -1,4 +1,4 @@
-"""Linearization, equilibria, periodic steady states (cosim.analysis) vs analytic oracles."""
+"""Linearization, equilibria, periodic steady states (cosim.run.analysis) vs analytic oracles."""
 
 import math
 
@@ -10,8 +10,8 @@ from blocks import Constant, Gain, MathFunction, Sine, Sum
 from blocks.continuous import Integrator
 from cosim import (Block, ConvergenceError, Kernel, Model, ModelError, SimulationConfig,
                    Simulator)
-from cosim.analysis import linearize, periodic_steady_state, steady_state
-from cosim.block import as_signal
+from cosim.run.analysis import linearize, periodic_steady_state, steady_state
+from cosim.model.block import as_signal
 
 # -- test blocks -------------------------------------------------------------------------------
 

@@ -126,7 +126,7 @@ def test_blocks_lists_the_library_from_the_declarations():
     assert r.returncode == 0, r.stderr
     text = r.stdout
     for name in ("Gain  (blocks.math)", "Integrator  (blocks.continuous)",
-                 "Inport  (cosim.model)", "Goto  (cosim.model)"):
+                 "Inport  (cosim.model.diagram)", "Goto  (cosim.model.diagram)"):
         assert name in text
     r = cosim("blocks", "Sum", "Lookup1D")
     sum_, lookup = r.stdout.split("Lookup1D  ")

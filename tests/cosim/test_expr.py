@@ -1,4 +1,4 @@
-"""Tests of cosim.expr: values, scopes, contexts, refusals and resource bounds."""
+"""Tests of cosim.model.expr: values, scopes, contexts, refusals and resource bounds."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cosim.errors import ModelError
-from cosim.expr import (ExpressionError, Limits, Workspace, evaluate, evaluate_context,
+from cosim.model.expr import (ExpressionError, Limits, Workspace, evaluate, evaluate_context,
                         is_expression)
 
 PLANT = {"k": 4.0, "m": 2.0, "c": 0.5, "zeta": 0.7, "wn": 3.0, "n": 3, "tau": -1.0,

@@ -6,9 +6,9 @@ import pytest
 from blocks import Constant, Gain, Sine, Sum, UnitDelay
 from blocks.continuous import Integrator
 from cosim import CompileError, Model, SimulationConfig, Simulator
-from cosim.atomic import AtomicSubsystem, boundary
-from cosim.library import register
-from cosim.model import From, Goto, Inport, Outport, Reference, Subsystem
+from cosim.run.atomic import AtomicSubsystem, boundary
+from cosim.model.library import register
+from cosim.model.diagram import From, Goto, Inport, Outport, Reference, Subsystem
 
 
 def flat_model():

@@ -9,7 +9,7 @@ import pytest
 from blocks import Constant, Gain, Sine, Sum, UnitDelay
 from blocks.continuous import Integrator
 from cosim import (CompileError, ConvergenceError, Model, SimulationConfig, Simulator)
-from cosim.events import Scheduled, ZeroCrossing
+from cosim.model.events import Scheduled, ZeroCrossing
 
 
 def loop_model(gain=0.5, n_blocks=1):

@@ -6,7 +6,7 @@ import pytest
 from blocks import Gain, Sine, Sum
 from cosim import (ConvergenceError, CosimConfig, Inport, Model, ModelError, Outport,
                    SimulationConfig, Simulator, Subsystem)
-from cosim.cosimulation import CoSimulation
+from cosim.master.cosimulation import CoSimulation
 
 from tests.cluster import scenarios
 
@@ -183,7 +183,7 @@ def test_adaptive_macro_step_rejects_and_grows(monolithic):
 
 
 def test_adaptive_macro_step_ends_at_a_units_scheduled_event():
-    from cosim.events import Scheduled
+    from cosim.model.events import Scheduled
     fired = []
     times = (0.374, 0.718)                       # multiples of the units' 2 ms step
 
@@ -211,7 +211,7 @@ def test_adaptive_macro_step_ends_at_a_units_scheduled_event():
 
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_a_stop_event_in_a_unit_ends_the_cosimulation_there(adaptive):
-    from cosim.events import Scheduled
+    from cosim.model.events import Scheduled
 
     def model(atomic):
         m = three_units(atomic)

@@ -1,4 +1,4 @@
-"""Tests of cosim.protocol: frozen messages, their equality and hashing, the tag registry."""
+"""Tests of cosim.master.protocol: frozen messages, their equality and hashing, the tag registry."""
 
 import dataclasses
 import inspect
@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosim import protocol
+from cosim.master import protocol
 from cosim.errors import ModelError
-from cosim.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, REPLIES, CollectLogs, Describe,
+from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, REPLIES, CollectLogs, Describe,
                             DoStep, ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
                             Initialize, Logs, Message, Ok, Outputs, PortInfo, Reply, Request,
                             SetInputs, SetState, StepResult, Terminate, UnitDescription, UnitState,
@@ -229,7 +229,7 @@ def test_bad_port_is_a_model_error(name, shape):
 
 
 def test_protocol_imports_no_transport():
-    code = ("import sys, cosim.protocol; "
+    code = ("import sys, cosim.master.protocol; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('msgpack', 'zmq', 'ray')))")
     root = Path(protocol.__file__).parents[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

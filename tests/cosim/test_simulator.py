@@ -8,7 +8,7 @@ import pytest
 
 from blocks import Constant, Gain, Recorder, Sine, Sum, UnitDelay
 from cosim import (Block, Logs, Model, SimulationConfig, SimulationError, Simulator)
-from cosim.block import as_signal
+from cosim.model.block import as_signal
 
 
 class Counter(Block):

@@ -14,11 +14,12 @@ from blocks import (Constant, DiscreteStateSpace, Gain, Integrator, Lookup1D, Mu
                     Saturation, Sine, Step, Sum, UnitDelay)
 from blocks.continuous import ODE
 from cosim import Block, CompileError, Model, ModelError, SimulationConfig, Simulator
-from cosim import blocktypes, yaml_io
+from cosim.model import registry as blocktypes
+from cosim.modelfile import yaml_io
 from cosim.config import CosimConfig
-from cosim.events import Scheduled, ZeroCrossing
-from cosim.library import register
-from cosim.model import From, Goto, Inport, Outport, Reference, Subsystem
+from cosim.model.events import Scheduled, ZeroCrossing
+from cosim.model.library import register
+from cosim.model.diagram import From, Goto, Inport, Outport, Reference, Subsystem
 
 DATA = Path(__file__).parent / "data"
 

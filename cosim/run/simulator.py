@@ -7,7 +7,7 @@ downstream inputs at once (algebraic loops solved by iteration); (2) ``state_upd
 the next tick by the configured solver, whose steps never cross a tick, a scheduled event or a
 located zero crossing. Blocks of inactive tasks hold their outputs.
 
-This module is the reference interpreter; the generated fast path (:mod:`cosim.codegen`) runs
+This module is the reference interpreter; the generated fast path (:mod:`cosim.fastpath.scalar`) runs
 discrete plans bit for bit faster when every block provides a kernel.
 """
 
@@ -20,14 +20,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from cosim.block import Block
-from cosim.compile import Plan, compile_model
-from cosim.flatten import split_ref
+from cosim.model.block import Block
+from cosim.compile.plan import Plan, compile_model
+from cosim.compile.flatten import split_ref
 from cosim.config import SimulationConfig
 from cosim.errors import CosimError, ModelError, SimulationError
-from cosim.events import Scheduled, ZeroCrossing
-from cosim.logs import Logs, SampleList
-from cosim.loops import AlgebraicLoop, LoopOptions
+from cosim.model.events import Scheduled, ZeroCrossing
+from cosim.run.logs import Logs, SampleList
+from cosim.run.loops import AlgebraicLoop, LoopOptions
 
 __all__ = ["Simulator"]
 
@@ -98,7 +98,7 @@ class Simulator:
     def __new__(cls, model=None, config=None):
         # A co-simulation config gives the co-simulated run of the same model.
         if cls is Simulator and isinstance(config, SimulationConfig) and config.cosim:
-            from cosim.cosimulation import CoSimulation
+            from cosim.master.cosimulation import CoSimulation
             return CoSimulation(model, config)
         return super().__new__(cls)
 
@@ -107,9 +107,9 @@ class Simulator:
             raise ModelError(f"Simulator needs a SimulationConfig, got {type(config).__name__}")
         self.model = model
         self.config = config
-        from cosim.atomic import AtomicSubsystem
-        from cosim.evaluate import evaluate
-        from cosim.model import Model
+        from cosim.run.atomic import AtomicSubsystem
+        from cosim.model.evaluate import evaluate
+        from cosim.model.diagram import Model
         if isinstance(model, Model):
             evaluate(model)        # a subsystem was evaluated with its parent's workspaces
         self.plan: Plan = compile_model(model, config.dt, config.log,
@@ -378,19 +378,19 @@ class Simulator:
         return self._initialized
 
     def linearize(self, inputs, outputs, **kw):
-        """(A, B, C, D) about the current operating point; see :func:`cosim.analysis.linearize`."""
-        from cosim.analysis import linearize
+        """(A, B, C, D) about the current operating point; see :func:`cosim.run.analysis.linearize`."""
+        from cosim.run.analysis import linearize
         return linearize(self, inputs, outputs, **kw)
 
     def steady_state(self, **kw) -> np.ndarray:
-        """States with zero derivatives; see :func:`cosim.analysis.steady_state`."""
-        from cosim.analysis import steady_state
+        """States with zero derivatives; see :func:`cosim.run.analysis.steady_state`."""
+        from cosim.run.analysis import steady_state
         return steady_state(self, **kw)
 
     def periodic_steady_state(self, period: float, **kw) -> np.ndarray:
         """Initial state of the periodic steady state; see
-        :func:`cosim.analysis.periodic_steady_state`."""
-        from cosim.analysis import periodic_steady_state
+        :func:`cosim.run.analysis.periodic_steady_state`."""
+        from cosim.run.analysis import periodic_steady_state
         return periodic_steady_state(self, period, **kw)
 
     def derivatives(self, t: float, x: np.ndarray) -> np.ndarray:
@@ -413,12 +413,12 @@ class Simulator:
 
     def save_checkpoint(self, path) -> None:
         """Write ``path.json`` (structure, time, versions) and ``path.npz`` (all numbers)."""
-        from cosim import checkpoint
+        from cosim.run import checkpoint
         checkpoint.save(self, path)
 
     def load_checkpoint(self, path) -> None:
         """Restore a checkpoint written by :meth:`save_checkpoint` for the same model."""
-        from cosim import checkpoint
+        from cosim.run import checkpoint
         checkpoint.load(self, path)
 
     # -- setup helpers --------------------------------------------------------------------
@@ -586,7 +586,7 @@ class Simulator:
                 raise SimulationError(
                     f"output {path}.{p} must be a float64 numpy array after initialize, got "
                     f"{type(v).__name__ if not isinstance(v, np.ndarray) else v.dtype}; "
-                    "set it with cosim.block.as_signal(value)", t=t0, block=path)
+                    "set it with cosim.model.block.as_signal(value)", t=t0, block=path)
 
     def _check_shapes(self, i: int) -> None:
         """Check block ``i``'s outputs against the shapes its readers expect."""
@@ -660,7 +660,7 @@ class Simulator:
     def _make_fast(self):
         if self.plan.loops or self.events:
             return None
-        from cosim import codegen
+        from cosim.fastpath import scalar as codegen
         return codegen.build(self)
 
     def _k_end(self, duration, t_end) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from cosim.errors import ConvergenceError
-from cosim.fixedpoint import Anderson, Relaxation
+from cosim.numerics.fixedpoint import Anderson, Relaxation
 
 __all__ = ["AlgebraicLoop", "LoopOptions"]
 

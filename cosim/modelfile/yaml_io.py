@@ -47,10 +47,10 @@ Format
       # cosim: {H: 0.05}          # co-simulate the atomic subsystems (CosimConfig fields)
 
 An entry of ``blocks`` is exactly one of: a block (``type:`` a registered block type, see
-:mod:`cosim.blocktypes` and ``cosim blocks``; ``params:`` its constructor arguments by name,
+:mod:`cosim.model.registry` and ``cosim blocks``; ``params:`` its constructor arguments by name,
 as ``block.spec()`` gives them); a subsystem (``type: Subsystem`` with ``atomic``, ``context``,
 ``dt``, ``solver``, ``options``, ``blocks``, ``connections``); or a reference (``reference:``
-a name registered with :func:`cosim.library.register` or a ``.yaml`` library file path,
+a name registered with :func:`cosim.model.library.register` or a ``.yaml`` library file path,
 relative to the referencing file; ``overrides:`` values for the definition's context).
 
 A library file is a subsystem at top level::
@@ -71,7 +71,7 @@ refused), at most :data:`MAX_BYTES` bytes, :data:`MAX_DEPTH` levels of nesting a
 :data:`MAX_VALUES` values with aliases expanded (an alias bomb is refused before it expands).
 Block types come from the registry, references from the library registry or ``.yaml`` files:
 a file can never name a module to import or run code. The structure is checked against
-``cosim/model_schema.json``, then the meaning (block types, parameter names, missing
+``cosim/modelfile/model_schema.json``, then the meaning (block types, parameter names, missing
 parameters, blocks that cannot be built, expressions, connections, events, simulation options);
 every problem found is reported in one :class:`~cosim.errors.CompileError`, each as
 ``file.yaml:LINE:COL: message``.
@@ -97,10 +97,10 @@ from yaml.events import (AliasEvent, DocumentStartEvent, MappingEndEvent, Mappin
                          ScalarEvent, SequenceEndEvent, SequenceStartEvent)
 from yaml.nodes import ScalarNode
 
-from cosim import blocktypes
-from cosim.block import NAME_RE, is_deferred
+from cosim.model import registry as blocktypes
+from cosim.model.block import NAME_RE, is_deferred
 from cosim.errors import CompileError, ModelError
-from cosim.model import Diagram, Model, Reference, Subsystem
+from cosim.model.diagram import Diagram, Model, Reference, Subsystem
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_VALUES", "check_expression", "dump_model",
            "dump_subsystem", "load", "load_model", "load_subsystem", "schema"]
@@ -452,7 +452,7 @@ def _read(source, what: str) -> tuple[str, str, Path]:
 
 @functools.lru_cache(maxsize=1)
 def schema() -> dict:
-    """The JSON Schema of model and library files (``cosim/model_schema.json``)."""
+    """The JSON Schema of model and library files (``cosim/modelfile/model_schema.json``)."""
     return json.loads(Path(__file__).with_name("model_schema.json").read_text("utf-8"))
 
 
@@ -531,12 +531,12 @@ def _check_schema(doc: _Doc) -> set[tuple]:
 def check_expression(text: str, scope=None) -> str | None:
     """What is wrong with expression ``text``, or None if nothing is.
 
-    Checks the syntax and the refused constructs of :mod:`cosim.expr` and, when ``scope``
+    Checks the syntax and the refused constructs of :mod:`cosim.model.expr` and, when ``scope``
     (the set of variable names the expression can see) is given, undefined names. Nothing is
     evaluated.
     """
-    from cosim import expr
-    # cosim.expr has no public "parse only" entry point yet; _compile is its cached parser.
+    from cosim.model import expr
+    # cosim.model.expr has no public "parse only" entry point yet; _compile is its cached parser.
     try:
         _, free = expr._compile(expr._source(text), expr.LIMITS)
     except expr._Refused as err:
@@ -722,7 +722,7 @@ class _Builder:
         return (sub if built else None), _Ports("Subsystem", ins, outs)
 
     def reference(self, name, entry, path, where):
-        from cosim import library
+        from cosim.model import library
         source = self.get(entry, path, "reference", str)
         overrides = self.variables(entry, path, "overrides", None, f"{where} overrides")
         if source is None:
@@ -871,7 +871,7 @@ class _Builder:
                              f"{', '.join(known)})", key=True)
 
     def events(self, model: Model, data: dict) -> None:
-        from cosim.events import Scheduled, ZeroCrossing
+        from cosim.model.events import Scheduled, ZeroCrossing
         classes = {"ZeroCrossing": ZeroCrossing, "Scheduled": Scheduled}
         for name, spec in self.get(data, (), "events", dict, {}).items():
             path = ("events", name)
@@ -982,7 +982,7 @@ def _model(doc: _Doc, bad: set) -> Model:
                         if b.ok(("parameters", k))}
     model.context = {k: v for k, v in b.get(data, (), "context", dict, {}).items()
                      if b.ok(("context", k))}
-    # Parameters and the top context form one workspace (see cosim.evaluate).
+    # Parameters and the top context form one workspace (see cosim.model.evaluate).
     scope = set(model.parameters) | set(model.context)
     for key, values in (("parameters", model.parameters), ("context", model.context)):
         for var, v in values.items():
@@ -1140,7 +1140,7 @@ class _Writer:
             src = b.source
             if callable(src) or not isinstance(src, str):
                 self.problems.append(f"{where}: reference to a factory function cannot be "
-                                     "written; register it (cosim.library.register) and "
+                                     "written; register it (cosim.model.library.register) and "
                                      "reference it by name")
                 src = None
             elif src.endswith((".yaml", ".yml")):
@@ -1166,7 +1166,7 @@ class _Writer:
         if type_name is None:
             self.problems.append(f"{where}: block class {type(b).__module__}."
                                  f"{type(b).__qualname__} is not a registered block type; "
-                                 "call cosim.blocktypes.register(cls) first")
+                                 "call cosim.model.registry.register(cls) first")
         if "_spec_init" not in b.__dict__:
             self.problems.append(f"{where}: {type(b).__name__} was not built through its "
                                  "constructor; its parameters are unknown")
@@ -1261,7 +1261,7 @@ def dump_model(model: Model, path=None, *, simulation=None) -> str:
 
 
 def _event_data(w: _Writer, ev) -> dict:
-    from cosim.events import Scheduled, ZeroCrossing
+    from cosim.model.events import Scheduled, ZeroCrossing
     where = f"event {ev.name!r}"
     if ev.callback is not None:
         w.problems.append(f"{where} has a callback; model files cannot hold code")

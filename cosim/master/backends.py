@@ -16,7 +16,7 @@ __all__ = ["BACKENDS", "LocalBackend", "LocalProxy", "get_backend", "process_gro
 
 #: Backend name -> "module:class"; one line per backend.
 BACKENDS = {
-    "local": "cosim.backends:LocalBackend",
+    "local": "cosim.master.backends:LocalBackend",
     "ray": "cluster.ray_backend:RayBackend",
     "zmq": "cluster.zmq_backend:ZmqBackend",
 }
@@ -71,7 +71,7 @@ class LocalBackend:
         self.cfg = cosim_config
 
     def start(self, specs) -> dict:
-        from cosim.units import LocalUnit
+        from cosim.master.units import LocalUnit
         return {s.name: LocalProxy(s.factory() if s.factory is not None else
                                    LocalUnit(s.subsystem, s.config, s.name)) for s in specs}
 

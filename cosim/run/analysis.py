@@ -1,7 +1,7 @@
 """Analysis of a simulated model about an operating point: linearization, equilibria and
 periodic steady states.
 
-The three functions work on a :class:`~cosim.simulator.Simulator` through its continuous-state
+The three functions work on a :class:`~cosim.run.simulator.Simulator` through its continuous-state
 interface (``derivatives``, ``get_state_vector`` / ``set_state_vector``, ``evaluate_outputs``,
 ``step``) and leave the run in a stated place:
 
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cosim.checkpoint import restore_snapshot, snapshot
+from cosim.run.checkpoint import restore_snapshot, snapshot
 from cosim.errors import ConvergenceError, ModelError, SimulationError
-from cosim.fixedpoint import Anderson
-from cosim.flatten import split_ref
+from cosim.numerics.fixedpoint import Anderson
+from cosim.compile.flatten import split_ref
 
 __all__ = ["linearize", "periodic_steady_state", "steady_state"]
 
@@ -48,7 +48,7 @@ _TICK_RTOL = 1e-9
 
 def _ready(sim, what: str) -> None:
     """Check ``sim`` is a monolithic simulator; initialize it if it has not been yet."""
-    from cosim.simulator import Simulator
+    from cosim.run.simulator import Simulator
 
     if not isinstance(sim, Simulator):
         raise ModelError(f"{what} needs a cosim.Simulator, got {type(sim).__name__}; a "

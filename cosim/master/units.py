@@ -1,9 +1,9 @@
 """Units: what a co-simulation master drives, and the in-process implementation.
 
 A unit is shaped like an FMI co-simulation slave. The master talks to every unit through one
-method, :meth:`Unit.handle`, with the frozen request messages of :mod:`cosim.protocol`, so it
+method, :meth:`Unit.handle`, with the frozen request messages of :mod:`cosim.master.protocol`, so it
 never knows whether a unit runs in this process, in a Ray actor, behind a ZeroMQ socket or in
-an FMU. :class:`LocalUnit` runs an atomic subsystem with its own :class:`~cosim.simulator.Simulator`
+an FMU. :class:`LocalUnit` runs an atomic subsystem with its own :class:`~cosim.run.simulator.Simulator`
 (its own base step, solver and multirate tasks).
 """
 
@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from cosim import protocol as P
-from cosim.events import Scheduled
+from cosim.master import protocol as P
+from cosim.model.events import Scheduled
 from cosim.errors import (ConvergenceError, CosimError, ModelError, SimulationError,
                           UnsupportedError)
 
@@ -50,7 +50,7 @@ class Unit:
        ``get_outputs() -> dict``, ``get_state() -> UnitState``, ``set_state(UnitState)``,
        ``collect_logs() -> Logs``, ``terminate()``.
     2. Raise cosim errors naming the block/port and the time; :meth:`handle` turns every
-       exception into an :class:`~cosim.protocol.ErrorReply`, so one failing request never
+       exception into an :class:`~cosim.master.protocol.ErrorReply`, so one failing request never
        takes the unit (or its server) down.
     3. ``do_step(t, h)`` must land exactly on ``t + h`` (integer ticks of the unit's own step)
        and report an event if it stopped early.
@@ -117,8 +117,8 @@ class LocalUnit(Unit):
     """
 
     def __init__(self, subsystem, config, name: str | None = None):
-        from cosim.atomic import boundary
-        from cosim.simulator import Simulator
+        from cosim.run.atomic import boundary
+        from cosim.run.simulator import Simulator
 
         self.name = name or subsystem.name
         self.subsystem = subsystem
@@ -221,11 +221,11 @@ class LocalUnit(Unit):
         return {p: b.inputs["in"] for p, b in self.outports.items()}
 
     def get_state(self) -> P.UnitState:
-        from cosim.checkpoint import snapshot
+        from cosim.run.checkpoint import snapshot
         return P.UnitState(self.sim.t, snapshot(self.sim))
 
     def set_state(self, state: P.UnitState) -> None:
-        from cosim.checkpoint import restore_snapshot
+        from cosim.run.checkpoint import restore_snapshot
         restore_snapshot(self.sim, state.data)
         # Samples after the restored point are gone: never collect past what exists now.
         lengths = state.data["meta"]["log_lengths"]

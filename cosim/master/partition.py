@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from cosim.atomic import inner_config
+from cosim.run.atomic import inner_config
 from cosim.errors import CompileError
-from cosim.flatten import split_ref
-from cosim.model import Inport, Outport, Subsystem
+from cosim.compile.flatten import split_ref
+from cosim.model.diagram import Inport, Outport, Subsystem
 
 __all__ = ["Link", "Partition", "UnitSpec", "partition"]
 

@@ -1,7 +1,7 @@
 """Export an atomic subsystem as an FMI 2.0 co-simulation FMU (``cosim export-fmu``).
 
 The FMU is built with pythonfmu from a generated slave: it embeds the subsystem as a model
-file (with the model's parameters) and runs it with cosim's own :class:`~cosim.units.LocalUnit`
+file (with the model's parameters) and runs it with cosim's own :class:`~cosim.master.units.LocalUnit`
 — so the FMU computes exactly what the unit computes natively. Its ports are the subsystem's
 scalar Inport / Outport names. The FMU runs wherever cosim is importable (a Python FMU). It
 can get, set and serialize its state (the unit's own snapshot, msgpack-encoded by
@@ -97,7 +97,7 @@ def export_fmu(model, subsystem: str, out: str) -> Path:
     Returns the path of the ``.fmu``.
     """
     from cosim import Model, SimulationConfig
-    from cosim.model import Subsystem
+    from cosim.model.diagram import Subsystem
     if not isinstance(model, Model):
         model = Model.from_yaml(model)
     sub = model[subsystem] if subsystem in model else None

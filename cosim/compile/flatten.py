@@ -3,15 +3,15 @@
 Virtual subsystems dissolve: their Inport/Outport blocks and Goto/From pairs are *virtual
 endpoints* that wires pass through, so the flat model holds exactly the blocks of the same model
 written flat (bit-identical results) under path names such as ``"plant/spring"``. Atomic
-subsystems stay one block (:class:`~cosim.atomic.AtomicSubsystem`). Every problem is collected.
+subsystems stay one block (:class:`~cosim.run.atomic.AtomicSubsystem`). Every problem is collected.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cosim.block import is_deferred
-from cosim.model import Diagram, From, Goto, Inport, Outport, Reference, Subsystem
+from cosim.model.block import is_deferred
+from cosim.model.diagram import Diagram, From, Goto, Inport, Outport, Reference, Subsystem
 
 __all__ = ["Flat", "flatten", "split_ref"]
 
@@ -78,11 +78,11 @@ def flatten(model: Diagram) -> Flat:
             elif isinstance(b, Subsystem) and not b.atomic:
                 walk(b, path, True)
             elif isinstance(b, Subsystem):
-                from cosim.atomic import AtomicSubsystem
+                from cosim.run.atomic import AtomicSubsystem
                 _add(path, AtomicSubsystem.of(b))
             elif is_deferred(b):
                 problems.append(f"{path}: its parameters are expressions that were not evaluated"
-                                " (cosim.evaluate.evaluate(model) does it; Simulator runs it)")
+                                " (cosim.model.evaluate.evaluate(model) does it; Simulator runs it)")
             elif isinstance(b, Goto):
                 gotos.append((prefix, b, path))
             elif isinstance(b, From):

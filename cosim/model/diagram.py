@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cosim.block import NAME_RE, Block, Kernel
+from cosim.model.block import NAME_RE, Block, Kernel
 from cosim.errors import ModelError
 
 __all__ = ["Connection", "Diagram", "From", "Goto", "Inport", "Model", "Outport", "Reference",
@@ -120,26 +120,26 @@ class Model(Diagram):
         self.events: list = []
 
     def add_event(self, *events) -> None:
-        """Add zero-crossing or scheduled events (:mod:`cosim.events`)."""
+        """Add zero-crossing or scheduled events (:mod:`cosim.model.events`)."""
         self.events.extend(events)
 
     def to_yaml(self, path=None, *, simulation=None) -> str:
-        """Write this model as a model file (see :mod:`cosim.yaml_io`); returns the text.
+        """Write this model as a model file (see :mod:`cosim.modelfile.yaml_io`); returns the text.
 
         ``simulation`` (a SimulationConfig) becomes the file's ``simulation:`` section
         (default: ``self.simulation`` when the model was read from a file).
         """
-        from cosim.yaml_io import dump_model
+        from cosim.modelfile.yaml_io import dump_model
         return dump_model(self, path, simulation=simulation)
 
     @classmethod
     def from_yaml(cls, path_or_text) -> Model:
-        """Read a model file (a path or YAML text; see :mod:`cosim.yaml_io`).
+        """Read a model file (a path or YAML text; see :mod:`cosim.modelfile.yaml_io`).
 
         The file's ``simulation:`` section is the returned model's ``simulation`` attribute
         (a SimulationConfig, or None). Raises CompileError listing every problem, located.
         """
-        from cosim.yaml_io import load_model
+        from cosim.modelfile.yaml_io import load_model
         return load_model(path_or_text)
 
 
@@ -337,7 +337,7 @@ class Reference:
     name : str
         Name of the inlined subsystem in this diagram.
     source : str or callable
-        A library name registered with :func:`cosim.library.register`, a YAML subsystem file
+        A library name registered with :func:`cosim.model.library.register`, a YAML subsystem file
         path, or (from Python) a factory callable ``f(name) -> Subsystem``. Never an
         importable module path: loading a model file must not run code it names.
     overrides : dict

@@ -120,7 +120,7 @@ def check_sample_time(value, where: str):
 class Kernel:
     """Scalar source code of a block, for the generated fast path.
 
-    The fast path (see :mod:`cosim.codegen`) inlines these expressions into one generated step
+    The fast path (see :mod:`cosim.fastpath.scalar`) inlines these expressions into one generated step
     function over plain Python floats, instead of calling the block's methods. Each expression
     is Python source over the names ``u_<input port>``, ``x_<state name>``, ``t`` (time of the
     tick), ``dt`` (the block's sample period) and ``math``; parameters are inlined as literals

@@ -1,7 +1,7 @@
 """The evaluation phase: inline library references, evaluate parameter expressions.
 
 Runs in place on a model before compilation. Expressions (``"=..."`` strings, see
-:mod:`cosim.expr`) are evaluated in scoped workspaces: the model's parameters first, then each
+:mod:`cosim.model.expr`) are evaluated in scoped workspaces: the model's parameters first, then each
 diagram's context from the outermost to the innermost, so one variable can parameterise many
 blocks and one definition can be reused at several sizes. A block given expressions is
 (re)built with the values. Every problem is collected into one CompileError.
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cosim.block import Block, _has_expression
+from cosim.model.block import Block, _has_expression
 from cosim.errors import CompileError, ModelError
-from cosim.expr import ExpressionError, Workspace
-from cosim.model import Diagram, Reference, Subsystem
+from cosim.model.expr import ExpressionError, Workspace
+from cosim.model.diagram import Diagram, Reference, Subsystem
 
 __all__ = ["evaluate"]
 
@@ -48,7 +48,7 @@ def evaluate(model: Diagram, overrides: dict | None = None,
         Listing every problem (bad expressions with their parameter paths, unknown library
         definitions, blocks that cannot be built from the values).
     """
-    from cosim import library
+    from cosim.model import library
 
     problems: list[str] = []
     params = dict(getattr(model, "parameters", {}) or {})

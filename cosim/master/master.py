@@ -8,7 +8,7 @@ direct feedthrough in a cycle (an *algebraic coupling*) are iterated to a fixed 
 back with ``get_state`` / ``set_state`` between iterations (relaxation, Aitken, Anderson or
 Newton). An adaptive macro step compares extrapolated with actual inputs, rejects and rolls
 back steps over tolerance and grows calm ones. Logs are collected in batches, checkpoints
-gathered centrally. The master sees units only through proxies speaking :mod:`cosim.protocol`.
+gathered centrally. The master sees units only through proxies speaking :mod:`cosim.master.protocol`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim import protocol as P
+from cosim.master import protocol as P
 from cosim.config import Acceleration, OnNonConvergence, Scheme
 from cosim.errors import (ConvergenceError, ModelError, SimulationError, TransportError)
-from cosim.fixedpoint import Aitken, Anderson, Relaxation
-from cosim.logs import Logs
+from cosim.numerics.fixedpoint import Aitken, Anderson, Relaxation
+from cosim.run.logs import Logs
 
 __all__ = ["Master"]
 
@@ -697,7 +697,7 @@ class Master:
         self._write(self._capture(), path)
 
     def _write(self, capture: dict, path) -> None:
-        from cosim.checkpoint import _paths, flatten
+        from cosim.run.checkpoint import _paths, flatten
         arrays, scalars = {}, {}
         flatten(capture, "cosim", arrays, scalars)
         meta = {"format": 2, "kind": "co-simulation", "units": self.names, "scalars": scalars}
@@ -707,7 +707,7 @@ class Master:
 
     def load_checkpoint(self, path) -> None:
         """Restore every unit and the master from :meth:`save_checkpoint`'s files."""
-        from cosim.checkpoint import _paths, unflatten
+        from cosim.run.checkpoint import _paths, unflatten
         jpath, npath = _paths(path)
         try:
             meta = json.loads(Path(jpath).read_text())

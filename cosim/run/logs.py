@@ -123,8 +123,8 @@ class Logs(Mapping):
         return self._times[key]
 
     def plot(self, keys=None, path=None, title=None, units=None):
-        """Plot the signals, one panel per unit (see :func:`cosim.plotting.plot_logs`)."""
-        from cosim.plotting import plot_logs
+        """Plot the signals, one panel per unit (see :func:`cosim.run.plotting.plot_logs`)."""
+        from cosim.run.plotting import plot_logs
         return plot_logs(self, keys, path, title, units)
 
     def to_npz(self, path) -> None:

@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from cosim.backends import get_backend
-from cosim.master import Master
-from cosim.model import Inport
-from cosim.partition import REST, partition
+from cosim.master.backends import get_backend
+from cosim.master.master import Master
+from cosim.model.diagram import Inport
+from cosim.master.partition import REST, partition
 
 __all__ = ["CoSimulation"]
 
@@ -34,7 +34,7 @@ class CoSimulation:
     """
 
     def __init__(self, model, config):
-        from cosim.simulator import Simulator
+        from cosim.run.simulator import Simulator
 
         self.model = model
         self.config = config

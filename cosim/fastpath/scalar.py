@@ -1,6 +1,6 @@
 """The generated fast path: one Python function per plan, over plain floats, no dispatch.
 
-When every block of a plan returns a :class:`~cosim.block.Kernel` and every signal and state is
+When every block of a plan returns a :class:`~cosim.model.block.Kernel` and every signal and state is
 a scalar (shape ``(1,)``), this module writes the Python source of a function that runs many
 ticks in one call with every signal and state held in local variables, compiles it once, and
 runs it instead of the interpreter. Per block and tick this costs a few bytecodes instead of a
@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from cosim.block import Kernel
+from cosim.model.block import Kernel
 from cosim.errors import SimulationError
 
 __all__ = ["FastPath", "build"]
@@ -234,7 +234,7 @@ def _build(sim) -> FastPath | None:
         if len(kern.derivatives) != n_c or len(kern.cstate) not in (0, n_c):
             return None
         kernels.append(kern)
-    from cosim import batched
+    from cosim.fastpath import vector as batched
     # The batched path does not update continuous states between intervals (kernel.cstate).
     if not any(k.cstate for k in kernels) and batched.worthwhile(plan, kernels):
         return batched.build(sim, kernels, tableau)

@@ -13,7 +13,7 @@ import heapq
 from dataclasses import dataclass
 
 from cosim.errors import CompileError
-from cosim.flatten import flatten, split_ref
+from cosim.compile.flatten import flatten, split_ref
 
 __all__ = ["Plan", "Task", "Wire", "compile_model", "split_ref"]
 

@@ -3,8 +3,8 @@
 A model file says ``type: Gain``; the loader looks the name up here and nowhere else. The
 registry holds the classes defined in the modules of the :mod:`blocks` package (found when it
 is first used, so blocks added to the library need no registration), cosim's own
-:class:`~cosim.model.Inport`, :class:`~cosim.model.Outport`, :class:`~cosim.model.Goto` and
-:class:`~cosim.model.From`, and the classes a program adds with :func:`register`. A model file
+:class:`~cosim.model.diagram.Inport`, :class:`~cosim.model.diagram.Outport`, :class:`~cosim.model.diagram.Goto` and
+:class:`~cosim.model.diagram.From`, and the classes a program adds with :func:`register`. A model file
 can never name an importable module path: loading another team's file runs no code it chooses.
 
 This module also describes a type from its class's own declarations, without instantiating
@@ -23,7 +23,7 @@ import pkgutil
 import textwrap
 from dataclasses import dataclass
 
-from cosim.block import NAME_RE, Block
+from cosim.model.block import NAME_RE, Block
 from cosim.errors import ModelError
 
 __all__ = ["BlockType", "Param", "RESERVED", "conflicts", "describe", "known", "library",
@@ -48,7 +48,7 @@ def _discover() -> dict[str, type]:
     global _builtin
     if _builtin is not None:
         return _builtin
-    from cosim.model import From, Goto, Inport, Outport
+    from cosim.model.diagram import From, Goto, Inport, Outport
 
     found: dict[str, type] = {c.__name__: c for c in (Inport, Outport, Goto, From)}
     import blocks
@@ -95,7 +95,7 @@ def register(cls: type | None = None, *, name: str | None = None):
     Parameters
     ----------
     cls : type
-        A subclass of :class:`~cosim.block.Block`.
+        A subclass of :class:`~cosim.model.block.Block`.
     name : str, optional
         Type name in model files; defaults to the class name.
 
@@ -160,7 +160,7 @@ def unknown_message(name: object, types: dict[str, type] | None = None) -> str:
         close = [t for t in types if t.lower() == str(name).lower()]
     hint = f"did you mean {', '.join(close)}? " if close else ""
     return (f"unknown block type {name!r}; {hint}(`cosim blocks` lists the {len(types)} "
-            "types; user classes need cosim.blocktypes.register(cls))")
+            "types; user classes need cosim.model.registry.register(cls))")
 
 
 def name_of(cls: type) -> str | None:
@@ -237,7 +237,7 @@ def parameters(cls: type) -> list[Param]:
 
     They are the class's own constructor parameters and, when it forwards ``**kw`` to a base
     constructor, the base's parameters that the forwarding call leaves open (read from the
-    call's source), down to ``sample_time`` of :class:`~cosim.block.Block`.
+    call's source), down to ``sample_time`` of :class:`~cosim.model.block.Block`.
     """
     out: dict[str, Param] = {}
     klass, skip_pos, skip_kw = cls, 0, set()

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from cosim.codegen import _DT, _NAME, _T, FastPath, _Unsupported, guard, step_function
+from cosim.fastpath.scalar import _DT, _NAME, _T, FastPath, _Unsupported, guard, step_function
 
 __all__ = ["build", "worthwhile"]
 

@@ -36,11 +36,11 @@ def registered() -> list[str]:
 
 
 def resolve(ref, base_dir: Path | None = None):
-    """Build the :class:`~cosim.model.Subsystem` a :class:`~cosim.model.Reference` names.
+    """Build the :class:`~cosim.model.diagram.Subsystem` a :class:`~cosim.model.diagram.Reference` names.
 
     The reference's ``overrides`` shadow the definition's own context values.
     """
-    from cosim.model import Subsystem
+    from cosim.model.diagram import Subsystem
 
     src = ref.source
     if callable(src):
@@ -51,7 +51,7 @@ def resolve(ref, base_dir: Path | None = None):
         path = Path(src)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        from cosim.yaml_io import load_subsystem
+        from cosim.modelfile.yaml_io import load_subsystem
         sub = load_subsystem(path, ref.name)
     else:
         raise ModelError(f"reference {ref.name!r}: {src!r} is neither a registered library "

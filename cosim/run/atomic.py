@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cosim.block import Block
+from cosim.model.block import Block
 from cosim.errors import ModelError
-from cosim.model import Inport, Outport, Subsystem
+from cosim.model.diagram import Inport, Outport, Subsystem
 
 __all__ = ["AtomicSubsystem", "boundary", "inner_config"]
 
@@ -30,7 +30,7 @@ def boundary(sub: Subsystem) -> dict[str, tuple[str, ...]]:
     dict of str to tuple of str
         Output port -> input ports, both in declaration order.
     """
-    from cosim.flatten import flatten
+    from cosim.compile.flatten import flatten
 
     flat = flatten(sub)
     if flat.problems:
@@ -78,10 +78,10 @@ def inner_config(sub: Subsystem, parent):
 
 
 class AtomicSubsystem(Block):
-    """The block an atomic :class:`~cosim.model.Subsystem` becomes in its parent's plan.
+    """The block an atomic :class:`~cosim.model.diagram.Subsystem` becomes in its parent's plan.
 
     Ports are the subsystem's Inport / Outport names; feedthrough from :func:`boundary`. The
-    inner :class:`~cosim.simulator.Simulator` is made when the parent binds its configuration
+    inner :class:`~cosim.run.simulator.Simulator` is made when the parent binds its configuration
     (:meth:`bind`); its logs and checkpoints are gathered by the parent under the subsystem's
     path.
     """
@@ -106,7 +106,7 @@ class AtomicSubsystem(Block):
 
     def bind(self, parent_config) -> None:
         """Compile the inner plan with the configuration derived from the parent's."""
-        from cosim.simulator import Simulator
+        from cosim.run.simulator import Simulator
 
         cfg = inner_config(self.subsystem, parent_config)
         self.inner = Simulator(self.subsystem, cfg)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim import protocol as P
+from cosim.master import protocol as P
 from cosim.errors import ModelError, SimulationError, UnsupportedError
-from cosim.units import Unit
+from cosim.master.units import Unit
 
 __all__ = ["FmuUnit", "REAL_TYPES", "read_fmu"]
 

@@ -1,0 +1,2 @@
+"""Model files: safe YAML reading, the JSON Schema, building models from files, writing them.
+"""
