@@ -119,6 +119,10 @@ class UnitServer:
                         "authentication" if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH
                         else "protocol")
 
+    def stop(self) -> None:
+        """Ask :meth:`serve_forever` to return (safe from a signal handler or thread)."""
+        self._running = False
+
     def close(self) -> None:
         self._running = False
         self.sock.disable_monitor()
@@ -191,7 +195,7 @@ def main(argv=None) -> int:
     print(f"serving {', '.join(units)} on {server.endpoint}", flush=True)
 
     def stop(*_):
-        server._running = False
+        server.stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:

@@ -16,7 +16,9 @@ import math
 
 import numpy as np
 
-from cosim.fastpath.scalar import _DT, _NAME, _T, FastPath, _Unsupported, guard, step_function
+from cosim.fastpath.emit import DT, NAME, T, guard, step_function
+from cosim.fastpath.runtime import FastPath
+from cosim.run.state import FlatValues
 
 __all__ = ["build", "worthwhile"]
 
@@ -26,7 +28,7 @@ MIN_MEAN_GROUP = 6
 
 def _template(kern) -> tuple:
     return (tuple(sorted(kern.outputs.items())), tuple(sorted(kern.state.items())),
-            kern.derivatives, tuple(sorted(kern.params)))
+            kern.derivatives, kern.cstate, tuple(sorted(kern.params)))
 
 
 def _groups(plan, kernels) -> list[list[int]]:
@@ -38,7 +40,8 @@ def _groups(plan, kernels) -> list[list[int]]:
         key = (level[id(b)], plan.task_of[i], plan.continuous[i], tpl)
         vectorizable = kernels[i].live is None and not any(
             "math." in e for e in list(kernels[i].outputs.values()) +
-            list(kernels[i].state.values()) + list(kernels[i].derivatives))
+            list(kernels[i].state.values()) + list(kernels[i].derivatives) +
+            list(kernels[i].cstate))
         if not vectorizable:
             key += (i,)
         groups.setdefault(key, []).append(i)
@@ -60,9 +63,8 @@ def _index(idx: list[int]) -> str:
     return None
 
 
-def build(sim, kernels, tableau) -> FastPath:
-    """Generate the batched step function for an initialized simulator."""
-    plan = sim.plan
+def build(plan, config, state, store, solver, layout, kernels, tableau) -> FastPath:
+    """Generate the vector step function (see :func:`cosim.fastpath.choose.build`)."""
     blocks = plan.blocks
     consts: dict[str, object] = {"math": math, "np": np, "inf": math.inf, "nan": math.nan}
 
@@ -71,22 +73,7 @@ def build(sim, kernels, tableau) -> FastPath:
         consts[name] = value
         return name
 
-    sig_slots, sig_at = [], {}
-    for i, b in enumerate(blocks):
-        for p in b.output_names:
-            sig_at[(i, p)] = len(sig_slots)
-            sig_slots.append((b, p))
-    state_slots, state_at = [], {}
-    for i, b in enumerate(blocks):
-        for n in b.state:
-            state_at[(i, n)] = len(state_slots)
-            state_slots.append((b, n))
-    cont_at = {}
-    for b, sl in sim._cblocks:
-        i = plan.index[plan.path_of[id(b)]]
-        for j in range(sl.stop - sl.start):
-            cont_at[(i, str(j))] = sl.start + j
-    driver = {(w.dst, w.dst_port): sig_at[(w.src, w.src_port)] for w in plan.wires}
+    sig_at, state_at, cont_at = layout.signal_at, layout.state_at, layout.cont_at
 
     def ref(arr: str, idx: list[int]) -> str:
         ix = _index(idx)
@@ -99,26 +86,36 @@ def build(sim, kernels, tableau) -> FastPath:
         def name(m):
             kind, r = m.group(1), m.group(2)
             if kind == "u":
-                if any((i, r) not in driver for i in group):
-                    raise _Unsupported(f"{plan.names[group[0]]}: kernel reads unconnected "
-                                       f"input {r}")
-                return ref("S", [driver[(i, r)] for i in group])
+                return ref("S", [layout.input_slot(plan, i, r) for i in group])
             if kind == "x":
-                return ref("X", [state_at[(i, r)] for i in group])
+                return ref("D", [state_at[(i, r)] for i in group])
             if kind == "c":
                 return ref(cvar, [cont_at[(i, r)] for i in group])
             if kind == "l":
                 return f"{const(kern.live)}[{int(r)}]"     # live values: singleton groups
             vals = [float(kernels[i].params[r]) for i in group]
             return repr(vals[0]) if len(group) == 1 else const(np.array(vals))
-        out = _NAME.sub(name, text)
+        out = NAME.sub(name, text)
         periods = {plan.sample_period[i] for i in group}
-        out = _DT.sub(repr(periods.pop()), out)
+        out = DT.sub(repr(periods.pop()), out)
         assert kern is not None and not periods
-        return _T.sub(tvar, out) if tvar != "t" else out
+        return T.sub(tvar, out) if tvar != "t" else out
 
     groups = _groups(plan, kernels)
     body, upd = [], []
+    # Continuous states held between intervals first (as in the scalar strategy): like every
+    # state update they read this tick's discrete states, which the assignments below replace.
+    for g in groups:
+        kern = kernels[g[0]]
+        if kern.cstate:
+            gd = guard(plan.tasks[plan.task_of[g[0]]])
+            temps = []
+            for j, text in enumerate(kern.cstate):
+                tmp = f"_c{len(upd)}_{j}"
+                temps.append((tmp, j))
+                upd.append((gd, f"{tmp} = {expr(g, text)}"))
+            for tmp, j in temps:
+                upd.append((gd, f"{ref('C', [cont_at[(i, str(j))] for i in g])} = {tmp}"))
     for g in groups:
         kern = kernels[g[0]]
         gd = guard(plan.tasks[plan.task_of[g[0]]])
@@ -131,13 +128,13 @@ def build(sim, kernels, tableau) -> FastPath:
                 temps.append((tmp, n))
                 upd.append((gd, f"{tmp} = {expr(g, text)}"))
             for tmp, n in temps:
-                upd.append((gd, f"{ref('X', [state_at[(i, n)] for i in g])} = {tmp}"))
+                upd.append((gd, f"{ref('D', [state_at[(i, n)] for i in g])} = {tmp}"))
 
     task_logs = [[] for _ in plan.tasks]
     task_idx = [[] for _ in plan.tasks]
-    for i, p, key in sim._log_refs:
+    for i, p, key in store.refs:
         ti = plan.task_of[i]
-        slot = sig_at[(i, p)] if p in blocks[i].output_names else driver[(i, p)]
+        slot = layout.log_slot(plan, i, p)
         task_logs[ti].append((key, len(task_idx[ti])))
         task_idx[ti].append(slot)
     log_stmts = []
@@ -152,7 +149,7 @@ def build(sim, kernels, tableau) -> FastPath:
             log_stmts.append((gd, f"rows[{n}].append({src})"))
 
     integ = []
-    n_c = sim._X.size
+    n_c = state.X.size
     if n_c:
         terms, nodes, bterms = tableau
         minor = [g for g in groups if plan.continuous[g[0]]]
@@ -171,7 +168,7 @@ def build(sim, kernels, tableau) -> FastPath:
             return " + ".join(f"{a!r} * K{j}" for a, j in tm)
 
         consts.update({f"K{si}": np.zeros(n_c) for si in range(len(nodes) + 1)})
-        integ.append(f"h = ({sim.config.t0!r} + (k + 1) * {sim.config.dt!r}) - t")
+        integ.append(f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t")
         stage(0, "C", "t")
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
             integ.append(f"Z = C + h * ({combo(tm)})" if tm else "Z = C.copy()")
@@ -179,7 +176,8 @@ def build(sim, kernels, tableau) -> FastPath:
             stage(si, "Z", "ts")
         integ.append(f"C[:] = C + h * ({combo(bterms)})")
 
-    source = step_function(sim, body, log_stmts, upd, integ)
+    source = step_function(config.t0, config.dt, body, log_stmts, upd, integ)
     exec(compile(source, f"<cosim batched plan {plan.name}>", "exec"), consts)
-    return FastPath(sim, source, consts["advance"], sig_slots, state_slots, task_logs,
-                    len(tableau[1]) + 1 if tableau else 0, vector=True)
+    flat = FlatValues(layout.signal_slots, layout.state_slots, vector=True)
+    return FastPath(state, store, source, consts["advance"], flat, task_logs, solver,
+                    len(tableau[1]) + 1 if tableau else 0)

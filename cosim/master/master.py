@@ -697,18 +697,18 @@ class Master:
         self._write(self._capture(), path)
 
     def _write(self, capture: dict, path) -> None:
-        from cosim.run.checkpoint import _paths, flatten
+        from cosim.run.checkpoint import flatten, paths
         arrays, scalars = {}, {}
         flatten(capture, "cosim", arrays, scalars)
         meta = {"format": 2, "kind": "co-simulation", "units": self.names, "scalars": scalars}
-        jpath, npath = _paths(path)
+        jpath, npath = paths(path)
         jpath.write_text(json.dumps(meta, indent=1))
         np.savez(npath, **arrays)
 
     def load_checkpoint(self, path) -> None:
         """Restore every unit and the master from :meth:`save_checkpoint`'s files."""
-        from cosim.run.checkpoint import _paths, unflatten
-        jpath, npath = _paths(path)
+        from cosim.run.checkpoint import paths, unflatten
+        jpath, npath = paths(path)
         try:
             meta = json.loads(Path(jpath).read_text())
         except (OSError, ValueError) as err:

@@ -20,6 +20,8 @@ from cosim.errors import (ConvergenceError, CosimError, ModelError, SimulationEr
 
 __all__ = ["LocalUnit", "Unit", "error_reply"]
 
+INF = math.inf
+
 
 def error_reply(err: Exception, t: float | None = None) -> P.ErrorReply:
     """The ErrorReply for an exception raised while a unit served a request."""
@@ -126,6 +128,13 @@ class LocalUnit(Unit):
         plan = self.sim.plan
         self.inports = {p: plan.blocks[plan.index[p]] for p in subsystem.input_names}
         self.outports = {p: plan.blocks[plan.index[p]] for p in subsystem.output_names}
+        # Each output reads the signal driving its Outport from the run state, whichever path
+        # (interpreter or generated) holds it: nothing is copied at a macro step.
+        self._sources = []
+        for p in subsystem.output_names:
+            dst = plan.index[p]
+            w = next(w for w in plan.wires if w.dst == dst)
+            self._sources.append((p, plan.blocks[w.src], w.src_port))
         self.dependencies = boundary(subsystem)
         self._inport_index = {plan.index[p] for p in self.inports}
         self.dt = config.dt
@@ -176,57 +185,61 @@ class LocalUnit(Unit):
         self._collected: dict[str, int] = {}
 
     def set_inputs(self, values: dict, derivatives: dict | None = None) -> None:
+        t = self.sim.t
+        derivatives = derivatives or {}
         for p, v in values.items():
             blk = self.inports.get(p)
             if blk is None:
                 raise ModelError(f"unit {self.name!r} has no input {p!r} (inputs: "
                                  f"{', '.join(self.inports)})")
-            v = np.asarray(v, dtype=np.float64)
+            if type(v) is not np.ndarray or v.dtype != np.float64:
+                v = np.asarray(v, dtype=np.float64)
             if v.shape != blk.shape:
                 raise ModelError(f"unit {self.name!r}: input {p} has shape {v.shape}, expected "
                                  f"{blk.shape}")
-            blk.set(v, (derivatives or {}).get(p, ()), self.sim.t)
+            blk.set(v, derivatives.get(p, ()), t)
 
     def do_step(self, t: float, h: float) -> P.StepResult:
         sim = self.sim
-        if abs(t - sim.t) > 1e-9 * max(1.0, abs(t)):
+        now = sim.t
+        if abs(t - now) > 1e-9 * max(1.0, abs(t)):
             raise ModelError(f"unit {self.name!r}: do_step(t={t}) but the unit is at "
-                             f"t={sim.t}; roll back with set_state or step from {sim.t}")
+                             f"t={now}; roll back with set_state or step from {now}")
         if h == 0.0:
             # Outputs for the inputs just set, logged as this time's sample (a later refresh
             # at the same time replaces it): co-initialization and the final macro point.
-            sim.output_phase(log=True)
-            return P.StepResult(sim.t, False, self._next_event())
-        n = (t + h - sim.config.t0) / self.dt - sim.k
+            sim.compute_outputs(log=True)
+            return P.StepResult(now, False, self._next_event())
+        k = sim.k
+        n = (t + h - sim.config.t0) / self.dt - k
         ticks = round(n)
         if ticks < 1 or abs(ticks - n) > 1e-6:
             raise ModelError(f"unit {self.name!r}: macro step h={h} is not a multiple of its "
                              f"step dt={self.dt}; choose H as a common multiple of the units' dt")
-        k_end = sim.k + ticks
-        sim._advance(k_end)
-        if sim._t_cont is not None:
-            return P.StepResult(sim.t, True, self._next_event())
-        sim.output_phase()
-        return P.StepResult(sim.t, False, self._next_event())
+        # The ticks of the step and the outputs at its end (for the inputs held): one call.
+        sim.advance_to(k + ticks, outputs=True)
+        return P.StepResult(sim.t, sim.stopped, self._next_event())
 
     def _next_event(self) -> float:
         """The unit's next scheduled event after now (inf if none)."""
         if not self._scheduled:
-            return math.inf
+            return INF
         t = self.sim.t
         eps = 1e-9 * max(1.0, abs(t))
         return min(e.next_after(t, eps) for e in self._scheduled)
 
     def get_outputs(self) -> dict:
-        return {p: b.inputs["in"] for p, b in self.outports.items()}
+        value = self.sim.state.value
+        return {p: value(blk, port) for p, blk, port in self._sources}
 
     def get_state(self) -> P.UnitState:
-        from cosim.run.checkpoint import snapshot
-        return P.UnitState(self.sim.t, snapshot(self.sim))
+        return P.UnitState(self.sim.t, self.sim.snapshot())
 
     def set_state(self, state: P.UnitState) -> None:
-        from cosim.run.checkpoint import restore_snapshot
-        restore_snapshot(self.sim, state.data)
+        problems = self.sim.mismatch(state.data)
+        if problems:
+            raise ModelError("state does not match this unit: " + "; ".join(problems))
+        self.sim.restore(state.data, rollback=True)
         # Samples after the restored point are gone: never collect past what exists now.
         lengths = state.data["meta"]["log_lengths"]
         for key, n in lengths.items():

@@ -217,6 +217,9 @@ class Inport(Block):
     value = None
     derivatives = ()
     t_ref = 0.0
+    #: The fast path's live values ``[value, has derivatives, d1, d2, t_ref]`` once a kernel
+    #: was asked for (scalar ports only), else None.
+    live = None
 
     def initialize(self, t0):
         if self.value is None:
@@ -237,24 +240,27 @@ class Inport(Block):
 
     def _sync_live(self) -> None:
         """Mirror value, derivatives and reference time into the fast path's live list."""
-        live = getattr(self, "_live", None)
-        if live is None or self.shape != (1,) or self.value is None:
+        live = self.live
+        if live is None or self.value is None:
             return
         d = self.derivatives
         live[0] = float(self.value[0])
-        live[1] = 1.0 if d else 0.0
-        live[2] = float(d[0][0]) if d else 0.0
-        live[3] = float(d[1][0]) if len(d) > 1 else 0.0
+        if d:
+            live[1] = 1.0
+            live[2] = float(d[0][0])
+            live[3] = float(d[1][0]) if len(d) > 1 else 0.0
+        else:
+            live[1] = live[2] = live[3] = 0.0
         live[4] = float(self.t_ref)
 
     def kernel(self):
         if self.shape != (1,):
             return None
-        self._live = [0.0] * 5
+        self.live = [0.0] * 5
         self._sync_live()
         # l_1 selects the polynomial, so a held input is returned as it is (as above).
         return Kernel({"out": "(l_0 if not l_1 else (l_0 + l_2 * (t - l_4)) + l_3 * "
-                              "(0.5 * (t - l_4) * (t - l_4)))"}, live=self._live)
+                              "(0.5 * (t - l_4) * (t - l_4)))"}, live=self.live)
 
     def set(self, value: np.ndarray, derivatives=(), t_ref: float = 0.0) -> None:
         """Set the value seen inside (from the parent or the co-simulation master).
@@ -270,9 +276,10 @@ class Inport(Block):
             Time (s) the value and derivatives refer to.
         """
         self.value = value
-        self.derivatives = tuple(derivatives)
+        self.derivatives = tuple(derivatives) if derivatives else ()
         self.t_ref = t_ref
-        self._sync_live()
+        if self.live is not None:
+            self._sync_live()
 
 
 class Outport(Block):

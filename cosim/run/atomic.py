@@ -10,6 +10,7 @@ master needs to know about a unit.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 
 from cosim.model.block import Block
@@ -17,6 +18,9 @@ from cosim.errors import ModelError
 from cosim.model.diagram import Inport, Outport, Subsystem
 
 __all__ = ["AtomicSubsystem", "boundary", "inner_config"]
+
+#: The one block of each atomic subsystem (held here, not on the subsystem object).
+_BLOCK_OF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def boundary(sub: Subsystem) -> dict[str, tuple[str, ...]]:
@@ -99,9 +103,9 @@ class AtomicSubsystem(Block):
     @classmethod
     def of(cls, sub: Subsystem) -> AtomicSubsystem:
         """The (one) block of subsystem ``sub``, made on first use."""
-        blk = sub.__dict__.get("_atomic_block")
+        blk = _BLOCK_OF.get(sub)
         if blk is None:
-            blk = sub.__dict__["_atomic_block"] = cls(sub)
+            blk = _BLOCK_OF[sub] = cls(sub)
         return blk
 
     def bind(self, parent_config) -> None:
@@ -111,44 +115,51 @@ class AtomicSubsystem(Block):
         cfg = inner_config(self.subsystem, parent_config)
         self.inner = Simulator(self.subsystem, cfg)
         plan = self.inner.plan
-        self._inports = [(p, plan.blocks[plan.index[p]]) for p in self.input_names]
-        self._outports = [(p, plan.blocks[plan.index[p]]) for p in self.output_names]
-        self._ticks = None
+        self.inports = [(p, plan.blocks[plan.index[p]]) for p in self.input_names]
+        # Each output port reads the inner signal driving its Outport (wherever it is held).
+        self.sources = []
+        for p in self.output_names:
+            dst = plan.index[p]
+            w = next(w for w in plan.wires if w.dst == dst)
+            self.sources.append((p, plan.blocks[w.src], w.src_port))
+        self.ticks = None
 
-    def _push_inputs(self) -> None:
+    def push_inputs(self) -> None:
+        """Hand this block's inputs to the inner Inports."""
         ins = self.inputs
-        for p, blk in self._inports:
+        for p, blk in self.inports:
             if p in ins:
                 blk.set(ins[p])
 
-    def _pull_outputs(self) -> None:
-        for p, blk in self._outports:
-            self.outputs[p] = blk.inputs["in"]
+    def pull_outputs(self) -> None:
+        """Take this block's outputs from the inner run state."""
+        value = self.inner.state.value
+        for p, blk, port in self.sources:
+            self.outputs[p] = value(blk, port)
 
     def initialize(self, t0):
         if self.inner is None:
             raise ModelError(f"atomic subsystem {self.name!r} was not bound to a parent "
                              "configuration (run it through a Simulator)")
-        for _, blk in self._inports:
+        for _, blk in self.inports:
             blk.set(None)
-        self._push_inputs()
+        self.push_inputs()
         self.inner.initialize(t0)
-        self._pull_outputs()
+        self.pull_outputs()
 
     def output_update(self, t, dt):
-        self._push_inputs()
-        self.inner.output_phase()
-        self._pull_outputs()
+        self.push_inputs()
+        self.inner.compute_outputs()
+        self.pull_outputs()
 
     def state_update(self, t, dt):
         # Inputs of non-feedthrough paths may have been computed after our output_update in
         # this tick (plan order); the inner state update must see the tick's final inputs.
-        self._push_inputs()
-        if self._ticks is None:
-            self._ticks = max(1, int(round(dt / self.inner.config.dt)))
+        self.push_inputs()
+        if self.ticks is None:
+            self.ticks = max(1, int(round(dt / self.inner.config.dt)))
         inner = self.inner
-        for _ in range(self._ticks):
-            inner.step()
+        inner.advance_to(inner.k + self.ticks)
 
     def finalize(self):
         if self.inner is not None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from cosim.errors import ModelError
 
-__all__ = ["flatten", "load", "restore_snapshot", "save", "snapshot", "unflatten"]
+__all__ = ["flatten", "load", "paths", "restore_snapshot", "save", "snapshot", "unflatten"]
 
 FORMAT = 2
 
@@ -94,117 +94,21 @@ def unflatten(prefix: str, arrays, scalars: dict) -> dict:
 
 def snapshot(sim) -> dict:
     """The full state of an initialized simulator as one nested dict (see module doc)."""
-    if not sim.initialized:
-        raise ModelError("snapshot of a simulator that was not initialized")
-    if sim._fast is not None:
-        sim._fast.flush_logs()
-    solver = sim.solver.get_state() if sim.solver is not None else None
-    return {
-        "meta": {
-            "blocks": [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)],
-            "dt": sim.config.dt,
-            "t0": sim.config.t0,
-            "k": sim.k,
-            "t": sim.t,
-            "t_cont": sim._t_cont,
-            "last_logged": sim._last_logged,
-            "events": [ev.name for ev in sim.events],
-            "g_prev": list(sim._g_prev),
-            "event_log": [list(e) for e in sim.event_log],
-            "stats": dict(sim.stats),
-            "log_lengths": {key: samples.length()
-                            for key, (samples, _) in sim._log_lists.items()},
-            "task_ticks": [len(ticks) for ticks in sim._task_ticks],
-        },
-        "X": sim._X.copy(),
-        # Block arrays are values (never written in place: Block rule 8), so references do.
-        "blocks": {n: {"state": dict(b.state), "outputs": dict(b.outputs)}
-                   for b, n in zip(sim.plan.blocks, sim.plan.names)},
-        "solver": {} if solver is None else solver,
-        "atomic": {path: snapshot(blk.inner) for path, blk in sim.atomics},
-    }
-
-
-def _mismatch(sim, tree) -> list[str]:
-    meta = tree["meta"]
-    mine = [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)]
-    problems = []
-    if meta["blocks"] != mine:
-        have = {tuple(x) for x in meta["blocks"]}
-        want = {tuple(x) for x in mine}
-        problems.append(f"blocks differ: only in checkpoint {sorted(have - want)}, only in "
-                        f"model {sorted(want - have)}" if have != want else
-                        "blocks are in a different order")
-    if meta["dt"] != sim.config.dt or meta["t0"] != sim.config.t0:
-        problems.append(f"dt/t0 differ: checkpoint {meta['dt']}/{meta['t0']}, config "
-                        f"{sim.config.dt}/{sim.config.t0}")
-    if meta["events"] != [ev.name for ev in sim.events]:
-        problems.append(f"events differ: {meta['events']} vs {[ev.name for ev in sim.events]}")
-    for path, blk in sim.atomics:
-        if path in tree["atomic"]:
-            problems += [f"{path}: {p}" for p in _mismatch(blk.inner, tree["atomic"][path])]
-    return problems
-
-
-def _apply(sim, tree: dict, rollback: bool) -> None:
-    """Put ``sim`` in the state of ``tree``; ``rollback`` keeps the logs, cut back to the
-    snapshot (in-memory rollback), otherwise logs restart there (a run resumed from a file)."""
-    if not sim.initialized:
-        sim.initialize()
-    meta = tree["meta"]
-    X = np.asarray(tree["X"], dtype=np.float64)
-    if X.shape != sim._X.shape:
-        raise ModelError(f"checkpoint: continuous state has {X.size} entries, the model "
-                         f"{sim._X.size}")
-    sim._X[:] = X
-    for b, path in zip(sim.plan.blocks, sim.plan.names):
-        saved = tree["blocks"][path]
-        b.state.clear()
-        b.state.update(saved.get("state", {}))
-        b.next_state.clear()
-        b.outputs.clear()
-        b.outputs.update(saved.get("outputs", {}))
-    fan = sim._fanout
-    for i in range(len(sim.plan.blocks)):
-        for dins, dport, souts, sport in fan[i]:
-            dins[dport] = souts[sport]
-    if sim.solver is not None:
-        sim.solver.set_state(tree["solver"])
-    sim.k = meta["k"]
-    sim._t_cont = meta["t_cont"]
-    sim._last_logged = meta["last_logged"]
-    sim._g_prev = list(meta["g_prev"])
-    sim.event_log[:] = [tuple(e) for e in meta["event_log"]]
-    sim.stats.update(meta["stats"])
-    for path, blk in sim.atomics:
-        _apply(blk.inner, tree["atomic"][path], rollback)
-    if rollback:
-        if sim._fast is not None:
-            sim._fast.flush_logs()
-        for key, (samples, _) in sim._log_lists.items():
-            samples.truncate(meta["log_lengths"][key])
-        for ticks, n in zip(sim._task_ticks, meta["task_ticks"]):
-            del ticks[n:]
-        if sim._fast is not None:
-            sim._fast.reload()
-    else:
-        sim._log_k0 = meta["last_logged"] + 1
-        sim._start_logs()
-        sim._schedules.clear()
-        sim._fast = sim._make_fast() if sim.config.fast else None
+    return sim.snapshot()
 
 
 def restore_snapshot(sim, tree: dict) -> None:
     """Roll ``sim`` back to a :func:`snapshot`; logs after it are discarded."""
-    problems = _mismatch(sim, tree)
+    problems = sim.mismatch(tree)
     if problems:
         raise ModelError("state does not match this simulator: " + "; ".join(problems))
-    _apply(sim, tree, rollback=True)
+    sim.restore(tree, rollback=True)
 
 
 # -- checkpoint files ------------------------------------------------------------------------
 
-def _paths(path) -> tuple[Path, Path]:
+def paths(path) -> tuple[Path, Path]:
+    """The ``(json, npz)`` file paths of checkpoint ``path`` (with or without a suffix)."""
     p = Path(path)
     base = p.with_suffix("") if p.suffix in (".json", ".npz") else p
     return base.with_name(base.name + ".json"), base.with_name(base.name + ".npz")
@@ -216,17 +120,17 @@ def save(sim, path) -> None:
 
     arrays: dict[str, np.ndarray] = {}
     scalars: dict = {}
-    flatten(snapshot(sim), "sim", arrays, scalars)
+    flatten(sim.snapshot(), "sim", arrays, scalars)
     meta = {"format": FORMAT, "cosim": cosim.__version__, "numpy": np.__version__,
             "model": sim.plan.name, "scalars": scalars}
-    jpath, npath = _paths(path)
+    jpath, npath = paths(path)
     jpath.write_text(json.dumps(meta, indent=1))
     np.savez(npath, **arrays)
 
 
 def load(sim, path) -> None:
     """Restore ``sim`` (same model) from a checkpoint written by :func:`save`."""
-    jpath, npath = _paths(path)
+    jpath, npath = paths(path)
     try:
         meta = json.loads(jpath.read_text())
     except (OSError, ValueError) as err:
@@ -237,8 +141,8 @@ def load(sim, path) -> None:
     with np.load(npath, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     tree = unflatten("sim", arrays, meta["scalars"])
-    problems = _mismatch(sim, tree)
+    problems = sim.mismatch(tree)
     if problems:
         raise ModelError(f"checkpoint {jpath} does not match model {sim.plan.name!r}: "
                          + "; ".join(problems))
-    _apply(sim, tree, rollback=False)
+    sim.restore(tree, rollback=False)

@@ -76,10 +76,10 @@ class ExplicitRK(Solver):
         # term, left to right. Written element-wise (not as a BLAS dot, whose summation order
         # and fused multiply-adds are unspecified) so that the generated fast path, which does
         # the same scalar operations in the same order, is bit-identical to this solver.
-        cls._terms = tuple(tuple((float(A[i, j]), j) for j in range(i) if A[i, j] != 0.0)
+        cls.stage_terms = tuple(tuple((float(A[i, j]), j) for j in range(i) if A[i, j] != 0.0)
                            for i in range(1, s))
-        cls._bterms = tuple((float(b[j]), j) for j in range(s) if b[j] != 0.0)
-        cls._nodes = tuple(float(ci) for ci in c[1:])
+        cls.weight_terms = tuple((float(b[j]), j) for j in range(s) if b[j] != 0.0)
+        cls.nodes = tuple(float(ci) for ci in c[1:])
 
     def __init__(self, fun, n, options=None, jac=None):
         super().__init__(fun, n, options, jac)
@@ -90,7 +90,7 @@ class ExplicitRK(Solver):
         """Fill ``K[:s]`` (shape (>= s, n)) with the stage derivatives of a step of size ``h``."""
         K[0] = f0
         fun = self._f
-        for i, (terms, ci) in enumerate(zip(self._terms, self._nodes), start=1):
+        for i, (terms, ci) in enumerate(zip(self.stage_terms, self.nodes), start=1):
             xi = _combine(terms, K, x.shape)
             xi *= h
             xi += x
@@ -99,7 +99,7 @@ class ExplicitRK(Solver):
     def _step_impl(self, t, x, h, f0):
         K = self._K
         self._stages(t, x, h, f0, K)
-        x_new = _combine(self._bterms, K, x.shape)
+        x_new = _combine(self.weight_terms, K, x.shape)
         x_new *= h
         x_new += x
         return x_new, 0.0, HermiteDense(t, h, x, x_new, f0, None, self._end_derivative), None

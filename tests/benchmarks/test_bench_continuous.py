@@ -146,7 +146,7 @@ def test_bench_mass_spring_damper_pid():
     steps = 10_000
     fast = msd_cosim(True)
     x_fast = fast.run()["x.out"][-1, 0]
-    assert fast._fast is not None
+    assert fast.fast_path is not None
     x_np = msd_numpy()
     # Same equations, same RK4: equal to rounding (the operation order differs).
     assert abs(x_fast - x_np) < 1e-10
@@ -248,7 +248,7 @@ def test_bench_lag_chain(n):
     steps = 1000
     sim = lags_cosim(n)
     y = sim.run()[f"l{n - 1}.out"][-1, 0]
-    assert sim._fast is not None
+    assert sim.fast_path is not None
     # Same RK4 and equations; the numpy reference orders its sums differently.
     assert abs(y - lags_numpy(n)) < 1e-12
     rows = [("cosim (fast path)", best_us_per_step(lambda: lags_cosim(n).run, steps)),

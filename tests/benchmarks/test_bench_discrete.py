@@ -73,7 +73,7 @@ def test_bench_discrete_lag_chain(n):
     steps = 2000
     sim = chain_cosim(n, steps)
     y = sim.run()[f"l{n - 1}.out"]
-    assert sim._fast is not None
+    assert sim.fast_path is not None
     # The last tick logged is steps (inclusive); numpy ran `steps` updates: same value.
     assert abs(y[-1, 0] - chain_numpy(n, steps)) < 1e-12
     rows = [("cosim (fast path)", best_us_per_step(lambda: chain_cosim(n, steps).run, steps)),
@@ -160,7 +160,7 @@ def test_bench_multirate_controller():
             ("python loop (hand-written)",
              best_us_per_step(lambda: (lambda: multirate_python(steps)), steps))]
     sim = multirate_cosim(steps)
-    assert sim._fast is not None
+    assert sim.fast_path is not None
     y = sim.run()["plant.out"][:, 0]
     try:
         rows.append(("pySimBlocks", best_us_per_step(lambda: multirate_pysimblocks(1000).run,

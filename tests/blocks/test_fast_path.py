@@ -208,7 +208,7 @@ def test_integrator_with_reset_input_is_bit_identical_on_the_fast_path(limits):
         sim = Simulator(m, SimulationConfig(dt=0.05, t_end=3.0, fast=fast))
         runs[fast] = (sim.run(), calls, sim)
     (ref, _, ref_sim), (logs, calls, sim) = runs[False], runs[True]
-    assert sim._fast is not None and ref_sim._fast is None and calls["state_update"] == 0
+    assert sim.fast_path is not None and ref_sim.fast_path is None and calls["state_update"] == 0
     for key in ref:
         assert_same_bits(ref[key], logs[key], key)
     # The reset really fired: one step after each rising edge of r the output is within one

@@ -33,7 +33,7 @@ def test_fast_path_bit_identical_to_interpreter(n, st):
     ref = ref_sim.run()
     sim = Simulator(chain(n, st), SimulationConfig(fast=True, **cfg))
     logs = sim.run()
-    assert sim._fast is not None and ref_sim._fast is None
+    assert sim.fast_path is not None and ref_sim.fast_path is None
     assert sorted(ref) == sorted(logs)
     for key in ref:
         assert ref[key].shape == logs[key].shape, key
@@ -57,7 +57,7 @@ def test_blocks_without_kernel_fall_back_to_interpreter():
     m.connect("c.out", "p.in")
     sim = Simulator(m, SimulationConfig(dt=0.1, t_end=1.0))
     logs = sim.run()
-    assert sim._fast is None
+    assert sim.fast_path is None
     np.testing.assert_array_equal(logs["p.out"][:, 0], np.full(11, 2.0))
 
 
@@ -67,4 +67,4 @@ def test_fast_path_error_reports_time():
     m.connect("c.out", "r.in")
     sim = Simulator(m, SimulationConfig(dt=0.1, t_end=1.0))
     sim.run()
-    assert "def advance" in sim._fast.source
+    assert "def advance" in sim.fast_path.source

@@ -176,7 +176,7 @@ def test_checkpoint_of_fast_discrete_run(tmp_path):
     ref = Simulator(model(), cfg).run()
     sim = Simulator(model(), cfg)
     sim.run(t_end=0.5)
-    assert sim._fast is not None
+    assert sim.fast_path is not None
     sim.save_checkpoint(tmp_path / "d")
     other = Simulator(model(), cfg)
     other.load_checkpoint(tmp_path / "d.json")

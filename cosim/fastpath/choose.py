@@ -1,0 +1,49 @@
+"""Choose how a plan runs fast: the vector strategy, the scalar one, or not at all."""
+
+from __future__ import annotations
+
+from cosim.fastpath import scalar, vector
+from cosim.fastpath.emit import tableau
+from cosim.fastpath.layout import Layout, kernels_of
+from cosim.fastpath.runtime import FastPath, Unsupported
+
+__all__ = ["build"]
+
+
+def build(plan, config, state, store, solver, cslices) -> FastPath | None:
+    """The fast path of an initialized plan, or None when the interpreter must run it.
+
+    Every block must return a :class:`~cosim.model.block.Kernel` and every signal and state
+    must be a scalar; continuous state needs a fixed-step explicit Runge–Kutta solver. Plans
+    of many identical blocks take the vector strategy (one numpy operation per group of
+    blocks), the others the scalar one (one statement per block over local floats).
+
+    Parameters
+    ----------
+    plan : Plan
+    config : SimulationConfig
+        Base step and start time.
+    state : RunState
+        Run state whose values the step function will own (initialized).
+    store : LogStore
+        Log store the step function appends to.
+    solver : Solver or None
+        The continuous solver (its tableau is inlined).
+    cslices : list of (Block, slice)
+        Each continuous block's slice of ``state.X``.
+    """
+    tab = None
+    if state.X.size:
+        tab = tableau(solver)
+        if tab is None:
+            return None
+    kernels = kernels_of(plan)
+    if kernels is None:
+        return None
+    layout = Layout(plan, cslices)
+    try:
+        if vector.worthwhile(plan, kernels):
+            return vector.build(plan, config, state, store, solver, layout, kernels, tab)
+        return scalar.build(plan, config, state, store, solver, layout, kernels, tab)
+    except Unsupported:
+        return None

@@ -1,0 +1,90 @@
+"""Whether a plan can run on the fast path, and where each value sits in the flat arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cosim.fastpath.runtime import Unsupported
+
+__all__ = ["Layout", "kernels_of"]
+
+
+def _scalar(a) -> bool:
+    return isinstance(a, np.ndarray) and a.shape == (1,) and a.dtype == np.float64
+
+
+def kernels_of(plan) -> list | None:
+    """Every block's kernel, or None when a block has none or a non-scalar signal or state.
+
+    Blocks are initialized: their outputs, states and continuous states give the shapes.
+    """
+    kernels = []
+    for b in plan.blocks:
+        kern = b.kernel()
+        if kern is None:
+            return None
+        if not all(_scalar(b.outputs.get(p)) for p in b.output_names):
+            return None
+        if not all(_scalar(v) for v in b.state.values()) or set(kern.state) != set(b.state):
+            return None
+        if set(kern.outputs) != set(b.output_names):
+            return None
+        n_c = b.cstate.size if b.has_derivative else 0
+        if len(kern.derivatives) != n_c or len(kern.cstate) not in (0, n_c):
+            return None
+        kernels.append(kern)
+    return kernels
+
+
+class Layout:
+    """Flat slots of a plan's signals, discrete states and continuous-state components.
+
+    Parameters
+    ----------
+    plan : Plan
+    cslices : list of (Block, slice)
+        Each continuous block's slice of the continuous state vector.
+
+    Attributes
+    ----------
+    signal_slots, state_slots : list of (Block, str)
+        ``(block, output port)`` per signal slot; ``(block, state name)`` per state slot.
+    signal_at, state_at : dict
+        ``(block index, port or state name) -> slot``.
+    cont_at : dict
+        ``(block index, str(component)) -> index`` into the continuous state vector.
+    driver : dict
+        ``(block index, input port) -> signal slot`` of the output driving it.
+    """
+
+    def __init__(self, plan, cslices):
+        blocks = plan.blocks
+        self.signal_slots, self.signal_at = [], {}
+        for i, b in enumerate(blocks):
+            for p in b.output_names:
+                self.signal_at[(i, p)] = len(self.signal_slots)
+                self.signal_slots.append((b, p))
+        self.state_slots, self.state_at = [], {}
+        for i, b in enumerate(blocks):
+            for n in b.state:
+                self.state_at[(i, n)] = len(self.state_slots)
+                self.state_slots.append((b, n))
+        self.cont_at = {}
+        for b, sl in cslices:
+            i = plan.index[plan.path_of[id(b)]]
+            for j in range(sl.stop - sl.start):
+                self.cont_at[(i, str(j))] = sl.start + j
+        self.driver = {(w.dst, w.dst_port): self.signal_at[(w.src, w.src_port)]
+                       for w in plan.wires}
+
+    def input_slot(self, plan, i: int, port: str) -> int:
+        """Signal slot driving input ``port`` of block ``i``."""
+        if (i, port) not in self.driver:
+            raise Unsupported(f"{plan.names[i]}: kernel reads unconnected input {port}")
+        return self.driver[(i, port)]
+
+    def log_slot(self, plan, i: int, port: str) -> int:
+        """Signal slot of a logged port (an output, or a recorded input)."""
+        if port in plan.blocks[i].output_names:
+            return self.signal_at[(i, port)]
+        return self.driver[(i, port)]

@@ -1,0 +1,99 @@
+"""The runtime of a generated step function: it drives the run state, nothing is copied.
+
+The generated function (see :mod:`cosim.fastpath.scalar` and :mod:`cosim.fastpath.vector`)
+works on the run state's own values: the flat signals ``S`` and discrete states ``D``
+(:class:`~cosim.run.state.FlatValues`), the continuous state vector ``X``, and the log store's
+rows and tick lists. A call runs many ticks; afterwards the run state only marks the blocks'
+dicts stale, so a unit's macro step costs the ticks it runs and nothing more.
+"""
+
+from __future__ import annotations
+
+from cosim.errors import SimulationError
+
+__all__ = ["FastPath", "Unsupported"]
+
+
+class Unsupported(Exception):
+    """The plan cannot run on the fast path (the interpreter runs it instead)."""
+
+
+class FastPath:
+    """A compiled step function bound to one run state and log store.
+
+    Parameters
+    ----------
+    state : RunState
+        The run state; its ``flat`` values are set to ``flat``.
+    store : LogStore
+        The log store; its row ``columns`` are set to ``columns``.
+    source : str
+        The generated Python source.
+    fn : callable
+        ``advance(k, k_stop, last_logged, S, D, X, rows, ticks, k_full, k_log)
+        -> (k, last_logged)`` (see :func:`cosim.fastpath.emit.step_function`).
+    flat : FlatValues
+        The flat values the function reads and writes.
+    columns : list of list of (str, int)
+        Per task, ``(log key, column)`` of each value in a row the function logs.
+    solver : Solver or None
+        The continuous solver whose counters the inline integration advances.
+    n_stages : int
+        Right-hand-side evaluations per step of the inline integration (0 without one).
+
+    Attributes
+    ----------
+    source : str
+        The generated Python source (for inspection and debugging).
+    vector : bool
+        True for the vector (numpy) strategy.
+    """
+
+    def __init__(self, state, store, source, fn, flat, columns, solver, n_stages):
+        self.state = state
+        self.store = store
+        self.source = source
+        self.fn = fn
+        self.flat = flat
+        self.vector = flat.vector
+        self.solver = solver
+        self.n_stages = n_stages
+        state.flat = flat
+        store.columns = columns
+
+    def advance(self, k_stop: int, t0: float, dt: float, outputs: bool = False) -> None:
+        """Run ticks ``state.k .. k_stop-1`` (``t = t0 + k*dt``); with ``outputs``, then also
+        compute (without logging) the outputs at ``k_stop``, in the same call."""
+        state, store, flat = self.state, self.store, self.flat
+        k0 = state.k
+        k_end = k_stop + 1 if outputs else k_stop
+        try:
+            k, store.last = self.fn(k0, k_end, store.last, flat.S, flat.D, state.X,
+                                    store.rows, store.task_ticks, k_stop, k_stop)
+            state.k = min(k, k_stop)
+        except Exception as err:
+            state.k = min(getattr(err, "cosim_tick", state.k), k_stop)
+            raise SimulationError(f"{type(err).__name__}: {err} (in the generated fast path; "
+                                  "rerun with SimulationConfig(fast=False) to find the block)",
+                                  t=t0 + state.k * dt) from err
+        finally:
+            state.mark_stale()
+        if self.solver is not None and state.k > k0:
+            st = self.solver.stats
+            st["naccept"] += state.k - k0
+            st["nfev"] += self.n_stages * (state.k - k0)
+
+    def outputs_only(self, k: int, log: bool, t0: float, dt: float) -> None:
+        """Compute (and with ``log`` log) the outputs of tick ``k`` only (no state update)."""
+        state, store, flat = self.state, self.store, self.flat
+        try:
+            _, last = self.fn(k, k + 1, store.last, flat.S, flat.D, state.X, store.rows,
+                              store.task_ticks, k, k + 1 if log else k)
+        except Exception as err:
+            raise SimulationError(f"{type(err).__name__}: {err} (in the generated fast path; "
+                                  "rerun with SimulationConfig(fast=False) to find the block)",
+                                  t=t0 + k * dt) from err
+        finally:
+            state.mark_stale()
+        store.last = last
+        state.k = k

@@ -1,0 +1,152 @@
+"""The log store of one run: which signals are logged, their samples, and their tick lists.
+
+Every logged signal ``"block.port"`` has a :class:`~cosim.run.logs.SampleList` and shares the
+tick list of its block's task (a multirate signal is logged at its own rate). The interpreter
+appends samples one at a time; the generated fast path appends one *row* (a tuple or array of
+the task's logged values) per active tick to ``rows[task]``, and :meth:`flush` moves the rows
+into the sample lists as chunks. Readers (:meth:`logs`, :meth:`since`, snapshots) flush first,
+so they always see every sample.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cosim.compile.flatten import split_ref
+from cosim.errors import SimulationError
+from cosim.run.logs import Logs, SampleList
+
+__all__ = ["LogStore"]
+
+
+class LogStore:
+    """Samples of the logged signals of one plan.
+
+    Parameters
+    ----------
+    plan : Plan
+        The compiled plan (blocks initialized: port shapes are known).
+    wanted : tuple of str, optional
+        ``"block.port"`` signals to log; None logs every output. Inputs of blocks that record
+        their inputs (``records_inputs``) are always logged.
+    k0 : int
+        First tick of the logs (a run resumed from a checkpoint starts there).
+
+    Attributes
+    ----------
+    refs : list of (int, str, str)
+        ``(block index, port, key)`` of every logged signal, in plan order.
+    task_ticks : list of list of int
+        Per task, the ticks at which it logged.
+    rows : list of list
+        Per task, rows appended by the fast path and not yet flushed.
+    columns : list of list of (str, int)
+        Per task, ``(key, column)`` of each logged signal in a row (set by the fast path).
+    last : int
+        Last logged tick (-1 before any).
+    """
+
+    def __init__(self, plan, wanted, k0: int = 0, last: int = -1):
+        self.plan = plan
+        self.k0 = k0
+        self.last = last
+        if wanted is None:
+            refs = [(i, p) for i, b in enumerate(plan.blocks) for p in b.output_names]
+            refs += [(i, p) for i, b in enumerate(plan.blocks)
+                     if getattr(b, "records_inputs", False) for p in b.input_names]
+        else:
+            refs = [(plan.index[bn], p) for bn, p in map(split_ref, wanted)]
+            refs += [(i, p) for i, b in enumerate(plan.blocks)
+                     if getattr(b, "records_inputs", False) for p in b.input_names
+                     if f"{plan.names[i]}.{p}" not in wanted]
+        self.task_ticks: list[list[int]] = [[] for _ in plan.tasks]
+        self.lists: dict[str, tuple[SampleList, list]] = {}
+        self.refs: list[tuple[int, str, str]] = []
+        for i, p in refs:
+            b = plan.blocks[i]
+            key = f"{plan.names[i]}.{p}"
+            src = b.outputs if p in b.output_names else b.inputs
+            self.lists[key] = (SampleList(src[p].shape), self.task_ticks[plan.task_of[i]])
+            self.refs.append((i, p, key))
+        self.rows: list[list] = [[] for _ in plan.tasks]
+        self.columns: list[list[tuple[str, int]]] = [[] for _ in plan.tasks]
+
+    def appender(self, key: str):
+        """The bound ``append`` of signal ``key``'s sample list (for the interpreter's lists)."""
+        return self.lists[key][0].append
+
+    def flush(self) -> None:
+        """Move the fast path's rows into the sample lists (one chunk per task and signal)."""
+        lists = self.lists
+        for rows, cols in zip(self.rows, self.columns):
+            if not rows or not cols:
+                rows.clear()
+                continue
+            arr = np.array(rows, dtype=np.float64)
+            for key, c in cols:
+                lists[key][0].add_chunk(arr[:, c:c + 1])
+            rows.clear()
+
+    def unlog(self, k: int, active) -> None:
+        """Drop the samples of tick ``k`` (the last logged one) of the ``active`` tasks."""
+        self.flush()
+        task_of = self.plan.task_of
+        for i, _, key in self.refs:
+            if active[task_of[i]]:
+                self.lists[key][0].pop_last()
+        for n, on in enumerate(active):
+            ticks = self.task_ticks[n]
+            if on and ticks and ticks[-1] == k:
+                ticks.pop()
+        self.last = k - 1
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def values(self, t0: float, dt: float) -> tuple[dict, dict, np.ndarray]:
+        """``(values, times, base time vector)`` of everything logged so far."""
+        self.flush()
+        values, times = {}, {}
+        for key, (samples, ticks) in self.lists.items():
+            n = min(samples.length(), len(ticks))
+            try:
+                values[key] = samples.array(0, n)
+            except ValueError as err:
+                raise SimulationError(f"signal {key} changed shape during the run ({err}); an "
+                                      "output must keep the shape it had at initialize") from err
+            times[key] = t0 + np.asarray(ticks[:n], dtype=np.float64) * dt
+        base = t0 + np.arange(self.k0, self.last + 1, dtype=np.float64) * dt
+        return values, times, base
+
+    def logs(self, t0: float, dt: float) -> Logs:
+        """Everything logged so far as :class:`~cosim.run.logs.Logs`."""
+        return Logs(*self.values(t0, dt))
+
+    def since(self, marks: dict[str, int], t0: float, dt: float) -> dict:
+        """Samples after ``marks[key]``, as ``{key: (time, values)}``; updates ``marks``."""
+        self.flush()
+        out = {}
+        for key, (samples, ticks) in self.lists.items():
+            n = min(samples.length(), len(ticks))
+            start = marks.get(key, 0)
+            out[key] = (t0 + np.asarray(ticks[start:n], dtype=np.float64) * dt,
+                        samples.array(start, n))
+            marks[key] = n
+        return out
+
+    # -- snapshots --------------------------------------------------------------------------
+
+    def position(self) -> dict:
+        """Where the logs stand: sample counts per signal and tick counts per task."""
+        self.flush()
+        return {"log_lengths": {key: samples.length() for key, (samples, _) in self.lists.items()},
+                "task_ticks": [len(ticks) for ticks in self.task_ticks],
+                "last_logged": self.last}
+
+    def cut(self, position: dict) -> None:
+        """Go back to ``position`` (from :meth:`position`): later samples are dropped."""
+        self.flush()
+        for key, (samples, _) in self.lists.items():
+            samples.truncate(position["log_lengths"][key])
+        for ticks, n in zip(self.task_ticks, position["task_ticks"]):
+            del ticks[n:]
+        self.last = position["last_logged"]
