@@ -2,14 +2,12 @@
 
 Callers and their rules (each keeps the numbers it always had):
 
-=====================================  ========  ===================  ======================
-caller                                 scheme    step ``h_j``         divided by
-=====================================  ========  ===================  ======================
-algebraic loops (Newton fallback),     forward   ``1e-7*max(1,|x_j|)`` nominal ``h_j``
-co-simulation master (Newton)
-implicit solvers (``newton.py``)       forward   ``sqrt(eps)*max(floor,|x_j|)``  represented
-linearization (``analysis.py``)        central   ``eps**(1/3)*max(1,|x_j|)``     represented
-=====================================  ========  ===================  ======================
+- algebraic loops (Newton fallback) and the co-simulation master (Newton acceleration):
+  forward, ``h_j = 1e-7 * max(1, |x_j|)``, divided by the nominal ``h_j``;
+- implicit solvers (``cosim.solvers.newton``): forward, ``h_j = sqrt(eps) * max(floor, |x_j|)``
+  with ``floor = max(atol/rtol, 1e-10)``, divided by the represented increment;
+- linearization (``cosim.run.analysis``): central, ``h_j = eps**(1/3) * max(1, |x_j|)`` (or the
+  caller's ``eps``), divided by the represented increment.
 
 The step rule is ``h_j = rel * max(floor, |x_j|)``: relative to the component, with ``floor``
 as the magnitude below which a component counts as zero. ``rel ~ sqrt(eps)`` balances the
