@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["CLOCK_RTOL", "EXCHANGE_RTOL", "TICK_RTOL", "TICK_SLACK", "floor_ticks", "same_time",
-           "tick_time", "ticks", "time_tolerance"]
+__all__ = ["CLOCK_RTOL", "EXCHANGE_RTOL", "TICK_RTOL", "TICK_SLACK", "floor_ticks",
+           "nearest_tick", "same_time", "tick_time", "ticks", "time_tolerance"]
 
 #: Relative tolerance for two times of one clock in one process.
 CLOCK_RTOL = 1e-12
@@ -66,6 +66,11 @@ def floor_ticks(seconds: float, dt: float) -> int:
 def tick_time(k: int, dt: float, t0: float = 0.0) -> float:
     """The time of tick ``k``: ``t0 + k*dt`` (s), computed, never accumulated."""
     return t0 + k * dt
+
+
+def nearest_tick(t: float, dt: float, t0: float = 0.0) -> int:
+    """The tick nearest to time ``t``: ``round((t - t0) / dt)`` (ties to even)."""
+    return int(round((t - t0) / dt))
 
 
 def time_tolerance(t: float, rel: float) -> float:

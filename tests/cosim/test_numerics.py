@@ -13,8 +13,8 @@ from cosim.numerics.graph import (condensation_levels, cycle_through, is_cycle,
                                   strongly_connected_components)
 from cosim.numerics.jacobian import (CENTRAL_REL_STEP, FORWARD_REL_STEP, NonFiniteJacobian,
                                      fd_jacobian)
-from cosim.numerics.timegrid import (CLOCK_RTOL, EXCHANGE_RTOL, floor_ticks, same_time,
-                                     tick_time, ticks, time_tolerance)
+from cosim.numerics.timegrid import (CLOCK_RTOL, EXCHANGE_RTOL, floor_ticks, nearest_tick,
+                                     same_time, tick_time, ticks, time_tolerance)
 
 
 # -- graphs ------------------------------------------------------------------------------------
@@ -249,6 +249,13 @@ def test_ticks_of_decimal_multiples(dt, n):
                                          (0.1 + 1e-7, 0.1)])
 def test_ticks_of_non_multiples(seconds, dt):
     assert ticks(seconds, dt) is None
+
+
+@pytest.mark.parametrize("t0", [0.0, 0.5, -3.0, 1e6])
+@pytest.mark.parametrize("dt", [0.1, 0.001, 1e-4, 0.02])
+@pytest.mark.parametrize("k", [0, 1, 7, 1000, 123457])
+def test_nearest_tick_inverts_tick_time(k, dt, t0):
+    assert nearest_tick(tick_time(k, dt, t0), dt, t0) == k
 
 
 def test_floor_ticks_and_tick_time():
