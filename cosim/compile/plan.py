@@ -9,17 +9,15 @@ independent) and into tasks by sample time. Nothing here mutates the model.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
-from cosim.errors import CompileError
 from cosim.compile.flatten import flatten, split_ref
+from cosim.errors import CompileError
+from cosim.numerics.graph import (condensation_levels, cycle_through, is_cycle,
+                                  strongly_connected_components)
+from cosim.numerics.timegrid import ticks
 
 __all__ = ["Plan", "Task", "Wire", "compile_model", "split_ref"]
-
-#: Relative tolerance when checking that a sample time is an integer multiple of ``dt``.
-_TICK_RTOL = 1e-9
-
 
 @dataclass(frozen=True)
 class Wire:
@@ -139,12 +137,6 @@ class Plan:
                 f"{len(self.tasks)} tasks)")
 
 
-def _ticks(seconds: float, dt: float) -> int | None:
-    """``seconds / dt`` as an integer if it is one (to a relative tolerance), else None."""
-    n = round(seconds / dt)
-    return n if abs(n * dt - seconds) <= _TICK_RTOL * max(abs(seconds), dt) else None
-
-
 def _check_drivers(paths, blocks, wires, attempted, problems) -> None:
     drivers: dict[tuple[int, str], list[str]] = {}
     for s, sp, d, dp in wires:
@@ -159,72 +151,6 @@ def _check_drivers(paths, blocks, wires, attempted, problems) -> None:
                 problems.append(f"input {paths[i]}.{p} is driven {len(srcs)} times (by "
                                 f"{', '.join(srcs)}); an input takes exactly one wire (use a Sum "
                                 "to add signals)")
-
-
-def _components(n, succ) -> list[list[int]]:
-    """Strongly connected components (Tarjan, iterative), in reverse topological order."""
-    index, low, on_stack, stack, comps = {}, {}, set(), [], []
-    counter = 0
-    for root in range(n):
-        if root in index:
-            continue
-        work = [(root, iter(succ[root]))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            v, it = work[-1]
-            advanced = False
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(succ[w])))
-                    advanced = True
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                comps.append(sorted(comp))
-    return comps
-
-
-def _is_loop(comp: list[int], succ) -> bool:
-    return len(comp) > 1 or comp[0] in succ[comp[0]]
-
-
-def _cycle_in(comp: list[int], succ) -> list[int]:
-    """One cycle through the component's first node, by breadth-first search back to it."""
-    members = set(comp)
-    start = comp[0]
-    parent = {start: None}
-    queue = [start]
-    for v in queue:
-        for w in sorted(succ[v]):
-            if w == start:
-                path = [v]
-                while parent[path[-1]] is not None:
-                    path.append(parent[path[-1]])
-                return path[::-1] + [start]
-            if w in members and w not in parent:
-                parent[w] = v
-                queue.append(w)
-    return comp + [start]
 
 
 def feedthrough_graph(blocks, wires) -> list[set[int]]:
@@ -279,7 +205,7 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
             problems.append(f"block {paths[i]}: it has continuous state but sample time {st!r}; "
                             "leave sample_time unset (or 0)")
         period, offset = st if isinstance(st, tuple) else (st, 0.0)
-        p, o = _ticks(period, dt), _ticks(offset, dt)
+        p, o = ticks(period, dt), ticks(offset, dt)
         if p is None or o is None or p < 1:
             what = "sample time" if p is None or p < 1 else "offset"
             val = period if what == "sample time" else offset
@@ -290,11 +216,12 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
             rates.append((p, o))
 
     succ = feedthrough_graph(blocks, wires)
-    comps = _components(len(blocks), succ)
+    nodes = range(len(blocks))
+    comps = strongly_connected_components(nodes, succ)
     for comp in comps:
-        if not _is_loop(comp, succ):
+        if not is_cycle(comp, succ):
             continue
-        path = " -> ".join(paths[i] for i in _cycle_in(comp, succ))
+        path = " -> ".join(paths[i] for i in cycle_through(comp, succ))
         if not allow_loops:
             problems.append(f"algebraic loop: {path} (every block on it has direct feedthrough);"
                             " break it with a UnitDelay or a block without direct feedthrough, "
@@ -314,35 +241,16 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     if problems:
         raise CompileError(problems, model.name)
 
-    # Kahn's algorithm over the condensation (a loop is one node, its blocks kept in insertion
+    # Topological order of the condensation (a loop is one node, its blocks in insertion
     # order); ties by insertion order, so plans are stable.
-    comp_of = {}
+    corder, clevel = condensation_levels(nodes, comps, succ)
+    order = [i for c in corder for i in comps[c]]
+    level = [0] * len(blocks)
     for c, comp in enumerate(comps):
         for i in comp:
-            comp_of[i] = c
-    csucc = [set() for _ in comps]
-    for v in range(len(blocks)):
-        for w in succ[v]:
-            if comp_of[v] != comp_of[w]:
-                csucc[comp_of[v]].add(comp_of[w])
-    indeg = [0] * len(comps)
-    for c in range(len(comps)):
-        for d in csucc[c]:
-            indeg[d] += 1
-    ready = [(comps[c][0], c) for c in range(len(comps)) if indeg[c] == 0]
-    heapq.heapify(ready)
-    order, clevel = [], [0] * len(comps)
-    while ready:
-        _, c = heapq.heappop(ready)
-        order.extend(comps[c])
-        for d in csucc[c]:
-            clevel[d] = max(clevel[d], clevel[c] + 1)
-            indeg[d] -= 1
-            if indeg[d] == 0:
-                heapq.heappush(ready, (comps[d][0], d))
-    level = [clevel[comp_of[i]] for i in range(len(blocks))]
+            level[i] = clevel[c]
     pos = {old: new for new, old in enumerate(order)}
-    loops = tuple(tuple(pos[i] for i in comp) for comp in comps if _is_loop(comp, succ))
+    loops = tuple(tuple(pos[i] for i in comp) for comp in comps if is_cycle(comp, succ))
     ordered = tuple(blocks[i] for i in order)
     levels = [[] for _ in range(max(level, default=-1) + 1)]
     for i in order:

@@ -2,6 +2,10 @@
 
 Both solve ``y = G(y)`` by iteration: within a block diagram (one sweep of a loop's blocks) and
 across units (one rolled-back macro step). The update rules live here once.
+
+Every accelerator has the same two methods: ``reset()`` forgets the history (call it before a
+new solve), and ``update(y, g)`` takes the current iterate ``y`` and ``g = G(y)`` (both
+ndarray, shape ``(n,)``) and returns the next iterate, shape ``(n,)``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ class Relaxation:
         self.omega = omega
 
     def reset(self) -> None:
-        pass
+        """Nothing to forget: the rule has no history."""
 
     def update(self, y: np.ndarray, g: np.ndarray) -> np.ndarray:
         return g if self.omega == 1.0 else y + self.omega * (g - y)

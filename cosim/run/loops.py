@@ -14,6 +14,7 @@ import numpy as np
 
 from cosim.errors import ConvergenceError
 from cosim.numerics.fixedpoint import Anderson, Relaxation
+from cosim.numerics.jacobian import FORWARD_REL_STEP, fd_jacobian
 
 __all__ = ["AlgebraicLoop", "LoopOptions"]
 
@@ -117,7 +118,6 @@ class AlgebraicLoop:
     def _newton(self, t, y, it):
         """Newton on F(y) = G(y) - y with a forward-difference Jacobian; raise if it fails."""
         opts = self.opts
-        n = y.size
         for _ in range(opts.iterations_max):
             g = self._sweep(t, y)
             F = g - y
@@ -125,12 +125,8 @@ class AlgebraicLoop:
             it += 1
             if res <= opts.tolerance_fpi:
                 return g, res, it
-            J = np.empty((n, n))
-            for j in range(n):
-                h = 1e-7 * max(1.0, abs(y[j]))
-                yp = y.copy()
-                yp[j] += h
-                J[:, j] = ((self._sweep(t, yp) - yp) - F) / h
+            J = fd_jacobian(lambda v: self._sweep(t, v) - v, y, F, rel=FORWARD_REL_STEP,
+                            represented_step=False)
             try:
                 y = y - np.linalg.solve(J, F)
             except np.linalg.LinAlgError:

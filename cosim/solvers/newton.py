@@ -22,6 +22,7 @@ from scipy.linalg import lu_factor
 from scipy.linalg.lapack import dgetrs
 
 from cosim.errors import ConvergenceError
+from cosim.numerics.jacobian import fd_jacobian
 from cosim.solvers.base import Solver, rms_norm
 from cosim.solvers.options import EPS
 
@@ -76,17 +77,9 @@ class ImplicitSolver(Solver):
                 raise ValueError(f"{self.name}: jac(t, x) returned shape {J.shape}, "
                                  f"expected {(self.n, self.n)}")
         else:
-            # A true f(t, x): the cached first stage may come from a Newton relation.
-            f = self._f(t, x)
-            J = np.empty((self.n, self.n))
-            xp = x.copy()
-            floor = self._fd_floor
-            for j in range(self.n):
-                xj = x[j]
-                xp[j] = xj + SQRT_EPS * max(abs(xj), floor)
-                d = xp[j] - xj  # the increment actually representable
-                J[:, j] = (self._f(t, xp) - f) / d
-                xp[j] = xj
+            # A true f(t, x), evaluated first: the cached first stage may come from a Newton
+            # relation. Steps sqrt(eps) * max(floor, |x_j|), divided as represented.
+            J = fd_jacobian(lambda v: self._f(t, v), x, rel=SQRT_EPS, floor=self._fd_floor)
         self._J = J
         self._jac_step = self.stats["naccept"]
         self._jac_refresh = False

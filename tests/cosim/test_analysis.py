@@ -9,7 +9,7 @@ import blocks.continuous as continuous
 from blocks import Constant, Gain, MathFunction, Sine, Sum
 from blocks.continuous import Integrator
 from cosim import (Block, ConvergenceError, Kernel, Model, ModelError, SimulationConfig,
-                   Simulator)
+                   SimulationError, Simulator)
 from cosim.run.analysis import linearize, periodic_steady_state, steady_state
 from cosim.model.block import as_signal
 
@@ -235,6 +235,19 @@ def test_linearize_names_every_bad_port():
         linearize(sim, "u.out", ["pos.out"])
     with pytest.raises(ModelError, match="2 continuous states"):
         linearize(sim, ["u.out"], ["pos.out"], x=[1.0, 2.0, 3.0])
+
+
+def test_linearize_names_the_component_where_the_model_is_not_finite():
+    # dx/dt = -x for x <= 0 and inf above: the +h perturbation of x = 0 leaves the domain.
+    m = Model("edge")
+    m.add(Integrator("x", 0.0), MathFunction("f", lambda u: np.where(u > 0, np.inf, -u)))
+    m.connect("x.out", "f.in")
+    m.connect("f.out", "x.in")
+    sim = Simulator(m, SimulationConfig(dt=0.01, t_end=1.0))
+    sim.initialize()
+    with pytest.raises(SimulationError, match=r"not finite at state 0 \(x\[0\]\) = 0.0 ± 6.06e-06"):
+        linearize(sim, [], ["x.out"])
+    assert sim.get_state_vector().tolist() == [0.0]
 
 
 # -- steady state ------------------------------------------------------------------------------
