@@ -101,6 +101,7 @@ from cosim.model import registry as blocktypes
 from cosim.model.block import NAME_RE, is_deferred
 from cosim.errors import CompileError, ModelError
 from cosim.model.diagram import Diagram, Model, Reference, Subsystem
+from cosim.model.expr import check_expression
 
 __all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_VALUES", "check_expression", "dump_model",
            "dump_subsystem", "load", "load_model", "load_subsystem", "schema"]
@@ -524,27 +525,6 @@ def _check_schema(doc: _Doc) -> set[tuple]:
         else:
             doc.add(path, f"{_dotted(path)}: {err.message}")
     return bad
-
-
-# --- expressions ---------------------------------------------------------------------------
-
-def check_expression(text: str, scope=None) -> str | None:
-    """What is wrong with expression ``text``, or None if nothing is.
-
-    Checks the syntax and the refused constructs of :mod:`cosim.model.expr` and, when ``scope``
-    (the set of variable names the expression can see) is given, undefined names. Nothing is
-    evaluated.
-    """
-    from cosim.model import expr
-    # cosim.model.expr has no public "parse only" entry point yet; _compile is its cached parser.
-    try:
-        _, free = expr._compile(expr._source(text), expr.LIMITS)
-    except expr._Refused as err:
-        return str(err)
-    if scope is None:
-        return None
-    undefined = [n for n in free if n not in scope and n not in expr.CONSTANTS]
-    return expr._undefined_message(undefined, scope) if undefined else None
 
 
 # --- building the model --------------------------------------------------------------------
