@@ -137,7 +137,7 @@ def units_from_file(path: str) -> dict:
     from cosim.model.evaluate import evaluate
     from cosim.model.diagram import Model, Subsystem
     from cosim.master.units import LocalUnit
-    from cosim.modelfile.yaml_io import load
+    from cosim.modelfile import load
     obj = load(path)
     if isinstance(obj, Subsystem):
         if not obj.atomic or obj.dt is None:

@@ -91,7 +91,7 @@ def _config(model, path: str, t_end: float | None = None, backend: str | None = 
 
 def _overrides(assignments: list[str], model) -> dict:
     """``-p NAME=VALUE`` arguments as parameter overrides (numbers or expressions)."""
-    from cosim.modelfile.yaml_io import check_expression
+    from cosim.model.expr import check_expression
     out, problems = {}, []
     params = model.parameters
     for text in assignments:
@@ -233,7 +233,7 @@ def cmd_plan(args) -> int:
 
 def cmd_check(args) -> int:
     from cosim.model.diagram import Subsystem
-    from cosim.modelfile.yaml_io import load
+    from cosim.modelfile import load
     model = load(_existing(args.model))
     if isinstance(model, Subsystem):
         print(f"OK: {args.model} is a library file (subsystem {model.name!r}, "
