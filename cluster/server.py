@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     ap.add_argument("--authorized", metavar="DIR", help="directory of client public keys")
     ap.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                     help="import MODULE first (it registers its block types with "
-                         "cosim.model.registry.register); repeatable")
+                         "cosim.model.registry.register_block_type); repeatable")
     ap.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_SIZE, metavar="BYTES",
                     help="larger requests are refused with an error reply")
     ap.add_argument("--log-level", default="INFO")

@@ -135,7 +135,7 @@ class _Writer:
         if type_name is None:
             self.problems.append(f"{where}: block class {type(b).__module__}."
                                  f"{type(b).__qualname__} is not a registered block type; "
-                                 "call cosim.model.registry.register(cls) first")
+                                 "call cosim.model.registry.register_block_type(cls) first")
         if "_spec_init" not in b.__dict__:
             self.problems.append(f"{where}: {type(b).__name__} was not built through its "
                                  "constructor; its parameters are unknown")

@@ -488,9 +488,9 @@ class Doubler(Block):
 
 @pytest.fixture
 def doubler():
-    blocktypes.register(Doubler)
+    blocktypes.register_block_type(Doubler)
     yield Doubler
-    blocktypes.unregister("Doubler")
+    blocktypes.unregister_block_type("Doubler")
 
 
 def test_user_block_classes_are_registered_not_imported(doubler):
@@ -522,7 +522,16 @@ def test_unregistered_types_cannot_be_used_or_written():
 ])
 def test_register_refuses_bad_classes_and_names(cls, name, needle):
     with pytest.raises(ModelError, match=needle):
-        blocktypes.register(cls, name=name)
+        blocktypes.register_block_type(cls, name=name)
+
+
+def test_block_libraries_are_found_through_entry_points():
+    from importlib import metadata
+    entries = metadata.entry_points(group=blocktypes.ENTRY_POINT_GROUP)
+    assert [(e.name, e.value) for e in entries] == [("blocks", "blocks")]
+    library = blocktypes.library()
+    assert library["Gain"] is Gain and library["Integrator"] is Integrator
+    assert library["Inport"] is Inport
 
 
 def test_registry_holds_library_and_port_blocks():
