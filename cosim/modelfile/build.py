@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from cosim.errors import ModelError
-from cosim.model import registry as blocktypes
+from cosim.model import declarations, registry as blocktypes
 from cosim.model.block import NAME_RE, is_deferred
 from cosim.model.diagram import Diagram, Model, Reference, Subsystem
 from cosim.model.expr import check_expression
@@ -29,7 +29,6 @@ _EVENT_KEYS = {
     "ZeroCrossing": ("type", "watch", "index", "direction", "tol", "reset", "stop"),
     "Scheduled": ("type", "times", "period", "start", "reset", "stop"),
 }
-
 
 
 @dataclass
@@ -157,7 +156,7 @@ class Builder:
             self.doc.add(path + ("type",), f"{where}: {err}")
             return None, _Ports(type_name, None, None)
         where = f"{where} ({type_name})"
-        signature = {p.name: p for p in blocktypes.parameters(cls)}
+        signature = {p.name: p for p in declarations.parameters(cls)}
         for key, value in params.items():
             if key not in signature:
                 self.doc.add(path + ("params", key), f"{where}: unknown parameter {key!r}"
@@ -172,7 +171,7 @@ class Builder:
             self.doc.add(path, f"{where}: missing required parameter"
                          f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}", key=True)
             good = False
-        fixed = blocktypes.declared(cls)
+        fixed = declarations.declared(cls)
         declared = _Ports(type_name, fixed.inputs, fixed.outputs)
         if not good:
             return None, declared

@@ -30,7 +30,6 @@ MAX_DEPTH = 64
 MAX_VALUES = 1_000_000
 
 
-
 class _Refuse(Exception):
     """The document cannot be read any further (hostile or broken); carries the location."""
 
@@ -65,7 +64,12 @@ def _tag_message(tag: str) -> str:
 
 @dataclass
 class Doc:
-    """One read document: its data, where each value and key is, and the problems found."""
+    """One read document: its data, where each value and key is, and the problems found.
+
+    Paths are tuples of mapping keys and list indices from the top level (``("blocks",
+    "g", "params", "k")``); positions are 1-based ``(line, column)``; problems are
+    ``(line, column, message)``.
+    """
 
     filename: str
     base_dir: Path

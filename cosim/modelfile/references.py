@@ -18,7 +18,7 @@ class LibraryFiles:
         self._outlines: dict[Path, tuple | None] = {}
         self._acyclic: set[Path] = set()
 
-    def outline(self, file: Path):
+    def outline(self, file: Path) -> tuple[tuple[str, ...], tuple[str, ...], list[Path]] | None:
         """``(inputs, outputs, referenced files)`` of library file ``file``, read without
         building anything; None when it is not a readable library file (loading it will
         report why)."""

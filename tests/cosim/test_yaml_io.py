@@ -14,7 +14,7 @@ from blocks import (Constant, DiscreteStateSpace, Gain, Integrator, Lookup1D, Mu
                     Saturation, Sine, Step, Sum, UnitDelay)
 from blocks.continuous import ODE
 from cosim import Block, CompileError, Model, ModelError, SimulationConfig, Simulator
-from cosim.model import registry as blocktypes
+from cosim.model import declarations, registry as blocktypes
 from cosim import modelfile
 from cosim.modelfile import reader
 from cosim.config import CosimConfig
@@ -500,7 +500,7 @@ def test_user_block_classes_are_registered_not_imported(doubler):
     m = Model.from_yaml(text)
     assert Simulator(m, m.simulation).run()["d.out"][-1, 0] == 3.5
     assert blocktypes.name_of(Doubler) == "Doubler"
-    assert [str(p) for p in blocktypes.parameters(Doubler)] == ["offset=0.0",
+    assert [str(p) for p in declarations.parameters(Doubler)] == ["offset=0.0",
                                                                 "sample_time=None"]
 
 
@@ -552,7 +552,7 @@ def test_registry_holds_library_and_port_blocks():
     ("Inport", ["shape=(1,)", "initial=None", "sample_time=None"]),
 ])
 def test_parameters_come_from_the_constructor_signatures(name, params):
-    assert [str(p) for p in blocktypes.parameters(blocktypes.lookup(name))] == params
+    assert [str(p) for p in declarations.parameters(blocktypes.lookup(name))] == params
 
 
 @pytest.mark.parametrize("name, inputs, outputs, ft_varies", [
@@ -563,7 +563,7 @@ def test_parameters_come_from_the_constructor_signatures(name, params):
     ("StateSpace", ("in",), ("out",), True),
 ])
 def test_declared_ports_and_feedthrough(name, inputs, outputs, ft_varies):
-    d = blocktypes.declared(blocktypes.lookup(name))
+    d = declarations.declared(blocktypes.lookup(name))
     assert (d.inputs, d.outputs, d.feedthrough_varies) == (inputs, outputs, ft_varies)
 
 

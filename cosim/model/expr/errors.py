@@ -40,7 +40,6 @@ class ExpressionError(ModelError):
         super().__init__(f"{head}: {reason}{lines}")
 
 
-
 class Refused(Exception):
     """Checking or evaluating stops; the entry points of :mod:`cosim.model.expr` turn it into
     an :class:`ExpressionError` that adds the expression and its path."""

@@ -57,11 +57,9 @@ CONSTANTS: Mapping[str, float] = MappingProxyType(
     {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan})
 
 
-
 def is_expression(value: object) -> bool:
     """Return True if a model-file value is an expression: a string starting with ``=``."""
     return isinstance(value, str) and value.startswith("=")
-
 
 
 def has_expression(value: object) -> bool:
@@ -73,6 +71,7 @@ def has_expression(value: object) -> bool:
     return is_expression(value)
 
 
+#: The operators of the language: AST node type -> the function the evaluator applies.
 OPERATORS: dict[type, Callable] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
@@ -98,7 +97,27 @@ _REFUSED_NAMES = {
 
 @functools.lru_cache(maxsize=1024)   # sweeps re-evaluate the same texts; trees are not mutated
 def parse(text: str, limits: Limits) -> tuple[ast.Expression, tuple[str, ...]]:
-    """Parse and whitelist-check `text`; return the tree and its variable names."""
+    """Parse and whitelist-check ``text``.
+
+    Parameters
+    ----------
+    text : str
+        Expression text without the model-file ``=`` prefix.
+    limits : Limits
+        Bounds on the text length and the tree's size and depth.
+
+    Returns
+    -------
+    tree : ast.Expression
+        The checked tree (cached and shared: never mutate it).
+    names : tuple of str
+        The variable names it uses, in order of first use.
+
+    Raises
+    ------
+    Refused
+        On a syntax error, a construct outside the language or an exceeded limit.
+    """
     if len(text) > limits.max_length:
         raise Refused(f"expression is {len(text)} characters long (limit {limits.max_length})")
     try:
