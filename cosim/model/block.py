@@ -24,7 +24,8 @@ from cosim.model.expr import has_expression
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-__all__ = ["Block", "Kernel", "NAME_RE", "as_signal", "check_sample_time", "is_deferred"]
+__all__ = ["Block", "Kernel", "NAME_RE", "as_signal", "check_sample_time", "has_spec",
+           "is_deferred"]
 
 
 def _recording(init):
@@ -55,6 +56,12 @@ def _recording(init):
 def is_deferred(block) -> bool:
     """True if ``block`` waits for the evaluation phase (it was given parameter expressions)."""
     return block.__dict__.get("_deferred", False)
+
+
+def has_spec(block) -> bool:
+    """True if ``block`` was made through its class's constructor, so :meth:`Block.spec`
+    gives its parameters (and :meth:`Block.rebuild` can remake it)."""
+    return "_spec_init" in block.__dict__
 
 
 def as_signal(value) -> np.ndarray:

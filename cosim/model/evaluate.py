@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cosim.model.block import Block
+from cosim.model.block import Block, has_spec
 from cosim.errors import CompileError, ModelError
 from cosim.model.expr import ExpressionError, Workspace, has_expression, is_expression
 from cosim.model.diagram import Diagram, Reference, Subsystem
@@ -78,8 +78,7 @@ def evaluate(model: Diagram, overrides: dict | None = None,
                     problems.append(str(err))
                     continue
                 walk(b, inner, path + "/")
-            elif isinstance(b, Block) and "_spec_init" in b.__dict__ \
-                    and has_expression(b.spec()):
+            elif isinstance(b, Block) and has_spec(b) and has_expression(b.spec()):
                 values = {}
                 for key, v in b.spec().items():
                     try:

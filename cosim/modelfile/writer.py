@@ -12,6 +12,7 @@ import yaml
 
 from cosim.errors import ModelError
 from cosim.model import registry as blocktypes
+from cosim.model.block import has_spec
 from cosim.model.diagram import Diagram, Model, Reference, Subsystem
 from cosim.modelfile.scalars import CoreResolver
 
@@ -136,7 +137,7 @@ class _Writer:
             self.problems.append(f"{where}: block class {type(b).__module__}."
                                  f"{type(b).__qualname__} is not a registered block type; "
                                  "call cosim.model.registry.register_block_type(cls) first")
-        if "_spec_init" not in b.__dict__:
+        if not has_spec(b):
             self.problems.append(f"{where}: {type(b).__name__} was not built through its "
                                  "constructor; its parameters are unknown")
             return {"type": type_name}
