@@ -141,7 +141,7 @@ def units_from_file(path: str) -> dict:
     from cosim.model.evaluate import evaluate
     from cosim.model.diagram import Model, Subsystem
     from cosim.master.units import LocalUnit
-    from cosim.modelfile.yaml_io import load
+    from cosim.modelfile import load
     obj = load(path)
     if isinstance(obj, Subsystem):
         if not obj.atomic or obj.dt is None:
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--authorized", metavar="DIR", help="directory of client public keys")
     ap.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                     help="import MODULE first (it registers its block types with "
-                         "cosim.model.registry.register); repeatable")
+                         "cosim.model.registry.register_block_type); repeatable")
     ap.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_SIZE, metavar="BYTES",
                     help="larger requests are refused with an error reply")
     ap.add_argument("--log-level", default="INFO")

@@ -20,21 +20,12 @@ from typing import ClassVar
 import numpy as np
 
 from cosim.errors import ModelError, SimulationError
+from cosim.model.expr import has_expression
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-__all__ = ["Block", "Kernel", "NAME_RE", "as_signal", "check_sample_time", "is_deferred"]
-
-
-def _has_expression(value) -> bool:
-    """True if ``value`` (or a nested list/tuple/dict element) is an ``"=expr"`` string."""
-    if isinstance(value, str):
-        return value.startswith("=")
-    if isinstance(value, (list, tuple)):
-        return any(_has_expression(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_expression(v) for v in value.values())
-    return False
+__all__ = ["Block", "Kernel", "NAME_RE", "as_signal", "check_sample_time", "has_spec",
+           "is_deferred"]
 
 
 def _recording(init):
@@ -50,7 +41,7 @@ def _recording(init):
         if "_spec_args" not in self.__dict__:
             self.__dict__["_spec_args"] = (args, kwargs)
             self.__dict__["_spec_init"] = init
-            if _has_expression((args[1:], kwargs)):
+            if has_expression((args[1:], kwargs)):
                 name = args[0] if args else kwargs.get("name")
                 if not isinstance(name, str) or not NAME_RE.match(name):
                     raise ModelError(f"block name {name!r} is invalid: use letters, digits "
@@ -65,6 +56,12 @@ def _recording(init):
 def is_deferred(block) -> bool:
     """True if ``block`` waits for the evaluation phase (it was given parameter expressions)."""
     return block.__dict__.get("_deferred", False)
+
+
+def has_spec(block) -> bool:
+    """True if ``block`` was made through its class's constructor, so :meth:`Block.spec`
+    gives its parameters (and :meth:`Block.rebuild` can remake it)."""
+    return "_spec_init" in block.__dict__
 
 
 def as_signal(value) -> np.ndarray:

@@ -124,22 +124,22 @@ class Model(Diagram):
         self.events.extend(events)
 
     def to_yaml(self, path=None, *, simulation=None) -> str:
-        """Write this model as a model file (see :mod:`cosim.modelfile.yaml_io`); returns the text.
+        """Write this model as a model file (see :mod:`cosim.modelfile`); returns the text.
 
         ``simulation`` (a SimulationConfig) becomes the file's ``simulation:`` section
         (default: ``self.simulation`` when the model was read from a file).
         """
-        from cosim.modelfile.yaml_io import dump_model
+        from cosim.modelfile import dump_model
         return dump_model(self, path, simulation=simulation)
 
     @classmethod
     def from_yaml(cls, path_or_text) -> Model:
-        """Read a model file (a path or YAML text; see :mod:`cosim.modelfile.yaml_io`).
+        """Read a model file (a path or YAML text; see :mod:`cosim.modelfile`).
 
         The file's ``simulation:`` section is the returned model's ``simulation`` attribute
         (a SimulationConfig, or None). Raises CompileError listing every problem, located.
         """
-        from cosim.modelfile.yaml_io import load_model
+        from cosim.modelfile import load_model
         return load_model(path_or_text)
 
 

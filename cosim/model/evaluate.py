@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cosim.model.block import Block, _has_expression
+from cosim.model.block import Block, has_spec
 from cosim.errors import CompileError, ModelError
-from cosim.model.expr import ExpressionError, Workspace
+from cosim.model.expr import ExpressionError, Workspace, has_expression, is_expression
 from cosim.model.diagram import Diagram, Reference, Subsystem
 
 __all__ = ["evaluate"]
@@ -21,11 +21,11 @@ __all__ = ["evaluate"]
 
 def _value(v, ws: Workspace, path: str):
     """Evaluate expressions inside a parameter value (nested lists allowed)."""
-    if isinstance(v, str) and v.startswith("="):
+    if is_expression(v):
         return ws.evaluate(v, path=path)
-    if isinstance(v, (list, tuple)) and _has_expression(v):
+    if isinstance(v, (list, tuple)) and has_expression(v):
         return [_value(e, ws, path) for e in v]
-    if isinstance(v, dict) and _has_expression(v):
+    if isinstance(v, dict) and has_expression(v):
         return {k: _value(e, ws, f"{path}.{k}") for k, e in v.items()}
     return v
 
@@ -78,8 +78,7 @@ def evaluate(model: Diagram, overrides: dict | None = None,
                     problems.append(str(err))
                     continue
                 walk(b, inner, path + "/")
-            elif isinstance(b, Block) and "_spec_init" in b.__dict__ \
-                    and _has_expression(b.spec()):
+            elif isinstance(b, Block) and has_spec(b) and has_expression(b.spec()):
                 values = {}
                 for key, v in b.spec().items():
                     try:

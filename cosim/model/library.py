@@ -51,7 +51,7 @@ def resolve(ref, base_dir: Path | None = None):
         path = Path(src)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
-        from cosim.modelfile.yaml_io import load_subsystem
+        from cosim.modelfile import load_subsystem
         sub = load_subsystem(path, ref.name)
     else:
         raise ModelError(f"reference {ref.name!r}: {src!r} is neither a registered library "

@@ -11,7 +11,7 @@ import numpy as np
 from blocks import Gain, Sine, Sum
 from blocks.continuous import Integrator
 from cosim import Block, Inport, Model, Outport, Subsystem
-from cosim.model.registry import register
+from cosim.model.registry import register_block_type
 
 
 def three_units(atomic=True, solvers=("RK4", "RK45")):
@@ -57,7 +57,7 @@ def algebraic():
     return m
 
 
-@register
+@register_block_type
 class Crash(Block):
     """Passes its input through; kills its own process once, at ``t_crash``.
 

@@ -14,8 +14,9 @@ from blocks import (Constant, DiscreteStateSpace, Gain, Integrator, Lookup1D, Mu
                     Saturation, Sine, Step, Sum, UnitDelay)
 from blocks.continuous import ODE
 from cosim import Block, CompileError, Model, ModelError, SimulationConfig, Simulator
-from cosim.model import registry as blocktypes
-from cosim.modelfile import yaml_io
+from cosim.model import declarations, registry as blocktypes
+from cosim import modelfile
+from cosim.modelfile import reader
 from cosim.config import CosimConfig
 from cosim.model.events import Scheduled, ZeroCrossing
 from cosim.model.library import register
@@ -147,7 +148,7 @@ def test_python_and_yaml_twin_give_bit_identical_logs(name, tmp_path):
 
 
 def test_the_documented_example_loads_and_runs(tmp_path):
-    doc = yaml_io.__doc__
+    doc = modelfile.__doc__
     example = doc[doc.index("::\n\n") + 4:doc.index("\nAn entry of")]
     (tmp_path / "servo.yaml").write_text("\n".join(line[4:] for line in example.splitlines()))
     shutil.copy(DATA / "motor.yaml", tmp_path)
@@ -265,15 +266,15 @@ def test_connections_to_library_files_are_checked_against_their_ports(tmp_path):
 
 
 def test_load_subsystem_reads_library_files_and_refuses_model_files():
-    sub = yaml_io.load_subsystem(DATA / "plant_lib.yaml", "motor")
+    sub = modelfile.load_subsystem(DATA / "plant_lib.yaml", "motor")
     assert isinstance(sub, Subsystem) and sub.name == "motor"
     assert sub.input_names == ("u",) and sub.output_names == ("y",)
     assert sub.context == {"tau": 0.5, "gain": 2.0}
-    assert yaml_io.load_subsystem(DATA / "plant_lib.yaml").name == "plant"
-    assert isinstance(yaml_io.load(DATA / "plant_lib.yaml"), Subsystem)
-    assert isinstance(yaml_io.load(DATA / "servo.yaml"), Model)
+    assert modelfile.load_subsystem(DATA / "plant_lib.yaml").name == "plant"
+    assert isinstance(modelfile.load(DATA / "plant_lib.yaml"), Subsystem)
+    assert isinstance(modelfile.load(DATA / "servo.yaml"), Model)
     with pytest.raises(CompileError, match="servo.yaml:2:1: a library file starts with"):
-        yaml_io.load_subsystem(DATA / "servo.yaml")
+        modelfile.load_subsystem(DATA / "servo.yaml")
     with pytest.raises(CompileError, match=r"plant_lib.yaml:2:1: this is a library"):
         Model.from_yaml(DATA / "plant_lib.yaml")
 
@@ -281,8 +282,8 @@ def test_load_subsystem_reads_library_files_and_refuses_model_files():
 def test_dump_subsystem_round_trip(tmp_path):
     sub = shaper("shaper")
     path = tmp_path / "shaper.yaml"
-    yaml_io.dump_subsystem(sub, path)
-    back = yaml_io.load_subsystem(path)
+    modelfile.dump_subsystem(sub, path)
+    back = modelfile.load_subsystem(path)
     assert back.context == sub.context
     assert [b.name for b in back.blocks] == [b.name for b in sub.blocks]
     assert [b.spec() for b in back.blocks] == [b.spec() for b in sub.blocks]
@@ -438,18 +439,18 @@ def test_huge_file_is_refused_before_it_is_read(tmp_path):
     path = tmp_path / "huge.yaml"
     with open(path, "wb") as fh:   # sparse: costs no disk and no time
         fh.write(b"model: m\n")
-        fh.truncate(yaml_io.MAX_BYTES + 1)
+        fh.truncate(modelfile.MAX_BYTES + 1)
     with pytest.raises(CompileError, match="refused above 10,485,760 bytes"):
         Model.from_yaml(path)
 
 
 def test_huge_text_is_refused():
     with pytest.raises(CompileError, match="larger than 10,485,760 bytes"):
-        Model.from_yaml("model: m\n#" + "x" * yaml_io.MAX_BYTES)
+        Model.from_yaml("model: m\n#" + "x" * modelfile.MAX_BYTES)
 
 
 def test_too_many_values_are_refused(monkeypatch):
-    monkeypatch.setattr(yaml_io, "MAX_VALUES", 1000)
+    monkeypatch.setattr(reader, "MAX_VALUES", 1000)
     text = "model: m\nparameters: {v: [" + "0," * 1000 + "]}\n"
     with pytest.raises(CompileError, match="more than 1,000 values; model files describe"):
         Model.from_yaml(text)
@@ -487,9 +488,9 @@ class Doubler(Block):
 
 @pytest.fixture
 def doubler():
-    blocktypes.register(Doubler)
+    blocktypes.register_block_type(Doubler)
     yield Doubler
-    blocktypes.unregister("Doubler")
+    blocktypes.unregister_block_type("Doubler")
 
 
 def test_user_block_classes_are_registered_not_imported(doubler):
@@ -499,7 +500,7 @@ def test_user_block_classes_are_registered_not_imported(doubler):
     m = Model.from_yaml(text)
     assert Simulator(m, m.simulation).run()["d.out"][-1, 0] == 3.5
     assert blocktypes.name_of(Doubler) == "Doubler"
-    assert [str(p) for p in blocktypes.parameters(Doubler)] == ["offset=0.0",
+    assert [str(p) for p in declarations.parameters(Doubler)] == ["offset=0.0",
                                                                 "sample_time=None"]
 
 
@@ -521,7 +522,16 @@ def test_unregistered_types_cannot_be_used_or_written():
 ])
 def test_register_refuses_bad_classes_and_names(cls, name, needle):
     with pytest.raises(ModelError, match=needle):
-        blocktypes.register(cls, name=name)
+        blocktypes.register_block_type(cls, name=name)
+
+
+def test_block_libraries_are_found_through_entry_points():
+    from importlib import metadata
+    entries = metadata.entry_points(group=blocktypes.ENTRY_POINT_GROUP)
+    assert [(e.name, e.value) for e in entries] == [("blocks", "blocks")]
+    library = blocktypes.library()
+    assert library["Gain"] is Gain and library["Integrator"] is Integrator
+    assert library["Inport"] is Inport
 
 
 def test_registry_holds_library_and_port_blocks():
@@ -542,7 +552,7 @@ def test_registry_holds_library_and_port_blocks():
     ("Inport", ["shape=(1,)", "initial=None", "sample_time=None"]),
 ])
 def test_parameters_come_from_the_constructor_signatures(name, params):
-    assert [str(p) for p in blocktypes.parameters(blocktypes.lookup(name))] == params
+    assert [str(p) for p in declarations.parameters(blocktypes.lookup(name))] == params
 
 
 @pytest.mark.parametrize("name, inputs, outputs, ft_varies", [
@@ -553,7 +563,7 @@ def test_parameters_come_from_the_constructor_signatures(name, params):
     ("StateSpace", ("in",), ("out",), True),
 ])
 def test_declared_ports_and_feedthrough(name, inputs, outputs, ft_varies):
-    d = blocktypes.declared(blocktypes.lookup(name))
+    d = declarations.declared(blocktypes.lookup(name))
     assert (d.inputs, d.outputs, d.feedthrough_varies) == (inputs, outputs, ft_varies)
 
 
@@ -578,9 +588,9 @@ def test_code_cannot_be_written_and_every_reason_is_listed():
 
 def test_schema_ships_with_the_package_and_is_valid():
     import jsonschema
-    schema = yaml_io.schema()
+    schema = modelfile.schema()
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert Path(yaml_io.__file__).with_name("model_schema.json").is_file()
+    assert Path(modelfile.__file__).with_name("model_schema.json").is_file()
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -589,7 +599,7 @@ def test_written_files_validate_against_the_schema(name):
     import yaml
     build, cfg = MODELS[name]
     data = yaml.safe_load(build().to_yaml(simulation=cfg))   # any YAML reader can read them
-    jsonschema.validate(data, yaml_io.schema())
+    jsonschema.validate(data, modelfile.schema())
 
 
 def test_cosim_section_round_trips():
