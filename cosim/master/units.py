@@ -46,14 +46,17 @@ class Unit:
     How to write a unit
     -------------------
     1. Implement the protocol calls as methods: ``describe() -> UnitDescription``,
-       ``initialize(t0)``, ``set_inputs(values, derivatives)``, ``do_step(t, h) -> StepResult``,
-       ``get_outputs() -> dict``, ``get_state() -> UnitState``, ``set_state(UnitState)``,
-       ``collect_logs() -> Logs``, ``terminate()``.
+       ``initialize(t0)``, ``set_inputs(values, derivatives)``, ``do_step(t, h) -> StepDone``,
+       ``refresh_outputs() -> StepDone``, ``get_outputs() -> dict``,
+       ``get_state() -> UnitState``, ``set_state(UnitState)``, ``collect_logs() -> LogBatch``,
+       ``terminate()``.
     2. Raise cosim errors naming the block/port and the time; :meth:`handle` turns every
        exception into an :class:`~cosim.master.protocol.ErrorReply`, so one failing request never
        takes the unit (or its server) down.
     3. ``do_step(t, h)`` must land exactly on ``t + h`` (integer ticks of the unit's own step)
-       and report an event if it stopped early.
+       and report an event if it stopped early; :meth:`handle` refuses ``h <= 0`` before it
+       is called. ``refresh_outputs()`` recomputes the outputs at the current time for the
+       inputs just set (time does not advance) and logs them as this time's sample.
     4. ``get_state`` must capture everything ``do_step`` depends on, including the log
        position, so that ``set_state`` rolls back logs too.
 
@@ -75,7 +78,13 @@ class Unit:
             self.set_inputs(req.values, req.derivatives)
             return P.Ok()
         if kind is P.DoStep:
+            if not req.h > 0.0:
+                raise ModelError(f"unit {self.name!r}: DoStep(t={req.t}, h={req.h}) needs "
+                                 "h > 0; send RefreshOutputs to recompute the outputs at the "
+                                 "current time")
             return self.do_step(req.t, req.h)
+        if kind is P.RefreshOutputs:
+            return self.refresh_outputs()
         if kind is P.GetOutputs:
             return P.Outputs(self.get_outputs())
         if kind is P.GetState:
@@ -187,7 +196,13 @@ class LocalUnit(Unit):
                                  f"{blk.shape}")
             blk.set(v, (derivatives or {}).get(p, ()), self.sim.t)
 
-    def do_step(self, t: float, h: float) -> P.StepResult:
+    def refresh_outputs(self) -> P.StepDone:
+        """Outputs for the inputs just set, logged as this time's sample (a later refresh at
+        the same time replaces it): co-initialization, macro points and the final point."""
+        self.sim.output_phase(log=True)
+        return P.StepDone(self.sim.t, False, self._next_event())
+
+    def do_step(self, t: float, h: float) -> P.StepDone:
         sim = self.sim
         if abs(t - sim.t) > 1e-9 * max(1.0, abs(t)):
             raise ModelError(f"unit {self.name!r}: do_step(t={t}) but the unit is at "
@@ -196,7 +211,7 @@ class LocalUnit(Unit):
             # Outputs for the inputs just set, logged as this time's sample (a later refresh
             # at the same time replaces it): co-initialization and the final macro point.
             sim.output_phase(log=True)
-            return P.StepResult(sim.t, False, self._next_event())
+            return P.StepDone(sim.t, False, self._next_event())
         n = (t + h - sim.config.t0) / self.dt - sim.k
         ticks = round(n)
         if ticks < 1 or abs(ticks - n) > 1e-6:
@@ -205,9 +220,9 @@ class LocalUnit(Unit):
         k_end = sim.k + ticks
         sim._advance(k_end)
         if sim._t_cont is not None:
-            return P.StepResult(sim.t, True, self._next_event())
+            return P.StepDone(sim.t, True, self._next_event())
         sim.output_phase()
-        return P.StepResult(sim.t, False, self._next_event())
+        return P.StepDone(sim.t, False, self._next_event())
 
     def _next_event(self) -> float:
         """The unit's next scheduled event after now (inf if none)."""
@@ -233,10 +248,10 @@ class LocalUnit(Unit):
             if self._collected.get(key, 0) > n:
                 self._collected[key] = n
 
-    def collect_logs(self) -> P.Logs:
+    def collect_logs(self) -> P.LogBatch:
         """Samples logged since the previous call (accepted steps only: the master collects
         after it accepted a macro step, and rollbacks truncate uncollected samples)."""
-        return P.Logs(self.sim.logs_since(self._collected))
+        return P.LogBatch(self.sim.logs_since(self._collected))
 
     def terminate(self) -> None:
         self.sim.finalize()

@@ -154,7 +154,7 @@ def test_usage_errors(args, status, needle):
 
 def test_help_and_backend_option():
     r = cosim("run", "--help")
-    assert r.returncode == 0 and "--backend {local,ray,zmq}" in r.stdout
+    assert r.returncode == 0 and "--backend {local,ray,remote,zmq}" in r.stdout
     r = cosim("run", SERVO, "--backend", "local")
     assert r.returncode == 0, r.stderr
 
