@@ -244,3 +244,53 @@ def test_simulator_facade_and_logs(tmp_path):
     sim.save_logs(tmp_path / "r.npz")
     with np.load(tmp_path / "r.npz") as z:
         assert "steps/iterations" in z.files and "values/b/x.out" in z.files
+
+
+def test_unit_options_accept_dicts_and_name_an_unknown_key():
+    from cosim.config import UnitOptions
+    cfg = CosimConfig(H=0.01, units={"a": {"process": "p", "num_cpus": 1}})
+    assert cfg.units["a"] == UnitOptions(process="p", num_cpus=1)
+    assert cfg.options("b") == UnitOptions() and cfg.backend_of("a") == "local"
+    assert CosimConfig(H=0.01, units={"a": {"address": "tcp://h:1"}}).backend_of("a") == "remote"
+    with pytest.raises(ModelError, match=r"units\['a'\]: unknown option\(s\) 'cpus'; "
+                                         r"valid: process, address, .*num_cpus"):
+        CosimConfig(H=0.01, units={"a": {"cpus": 1}})
+
+
+def test_a_unit_refreshes_its_outputs_on_request_and_refuses_a_zero_step():
+    import math
+
+    from cosim.master import protocol as P
+    sim = Simulator(algebraic(), SimulationConfig(dt=0.01, t_end=0.1,
+                                                  cosim=CosimConfig(H=0.05)))
+    sim.initialize()
+    unit = sim.master.proxies["a"].unit
+    assert unit.handle(P.RefreshOutputs()) == P.StepDone(0.0, False, math.inf)
+    reply = unit.handle(P.DoStep(0.0, 0.0))
+    assert isinstance(reply, P.ErrorReply) and reply.kind is P.ErrorKind.PROTOCOL
+    assert "RefreshOutputs" in reply.message
+
+
+def test_backends_come_from_the_registry_and_cosim_imports_no_cluster():
+    import subprocess
+    import sys
+
+    from cosim.master.backends import backend_names, get_backend
+    assert {"local", "ray", "zmq", "remote"} <= set(backend_names())
+    with pytest.raises(ModelError, match="unknown backend 'mpi'; choose one of local"):
+        get_backend("mpi")
+    code = ("import sys, cosim, cosim.master.cosimulation, cosim.master.backends; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('cluster', 'ray', 'zmq')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_step_log_arrays_code_statuses_in_enum_order():
+    from cosim.master.records import StepRecord, StepStatus, step_log_arrays
+    arrays = step_log_arrays([StepRecord(0.0, 0.1, 3, 1e-12),
+                              StepRecord(0.1, 0.1, status=StepStatus.STOPPED)])
+    assert list(arrays["status"]) == [0, 5]
+    assert list(arrays["status_names"]) == ["accepted", "rejected", "continued", "uniterated",
+                                            "recovered", "stopped"]
