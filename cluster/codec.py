@@ -3,7 +3,7 @@
 Every remote transport (ZeroMQ, Ray when it crosses machines) sends messages through
 :func:`encode` and :func:`decode`; nothing else touches the wire, and nothing is ever pickled.
 
-Wire format (``PROTOCOL_VERSION`` 1)
+Wire format (``PROTOCOL_VERSION`` 2)
 ------------------------------------
 A message is one msgpack array ``[tag, field_1, ..., field_n]``: the tag from
 ``MESSAGE_TYPES``, then the dataclass fields in declaration order. Field values map as follows,

@@ -8,7 +8,7 @@ answered with an ErrorReply. Never pickle.
 
 :func:`answer` is the server side (used by ``cosim serve`` and by Ray unit actors, which serve
 their units from a thread with :func:`serve`: a plain Ray actor call costs about 1 ms here, a
-ZeroMQ round trip a few tenths of that); :class:`Connection` is the master's side.
+ZeroMQ round trip a few tenths of that); :class:`Channel` is the master's side.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_bat
 from cosim.master import protocol as P
 from cosim.errors import TransportError
 
-__all__ = ["Connection", "NoReplyYet", "answer", "serve"]
+__all__ = ["Channel", "NoReplyYet", "answer", "serve"]
 
 log = logging.getLogger("cosim.server")
 
 
 class NoReplyYet(TransportError):
-    """A patient :class:`Connection` timed out; the request is still in flight."""
+    """A patient :class:`Channel` timed out; the request is still in flight."""
 
 
 def answer(units: dict, frames: list, max_size: int = DEFAULT_MAX_SIZE) -> list[bytes]:
@@ -99,7 +99,7 @@ def serve(units: dict, host: str | None = None) -> tuple[str, threading.Thread]:
     return f"tcp://{host}:{port}", thread
 
 
-class Connection:
+class Channel:
     """One REQ socket to a unit server, shared by the proxies of the units it hosts.
 
     Requests submitted for several of its units before any result is asked for go out as one

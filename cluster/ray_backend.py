@@ -16,9 +16,10 @@ import time
 
 import ray
 
-from cluster.dataplane import Connection, NoReplyYet, serve
-from cosim.master.backends import process_groups
+from cluster.dataplane import Channel, NoReplyYet, serve
 from cosim.errors import ModelError, TransportError
+from cosim.master.backends import process_groups
+from cosim.master.proxy import Backend, Proxy
 
 __all__ = ["RayBackend", "RayProxy", "ensure_ray"]
 
@@ -53,8 +54,8 @@ class UnitActor:
         threading.Event().wait()
 
 
-class RayProxy:
-    """The master's handle on one unit: data over its actor's :class:`Connection` (shared by
+class RayProxy(Proxy):
+    """The master's handle on one unit: data over its actor's :class:`Channel` (shared by
     the units of one actor), life cycle over Ray.
 
     Parameters
@@ -62,7 +63,7 @@ class RayProxy:
     name : str
         Unit name.
     actor : ray.actor.ActorHandle
-    conn : Connection
+    conn : Channel
         To the actor's data-plane endpoint.
     timeout : float
         Seconds to wait for one batch's replies before raising TransportError.
@@ -71,7 +72,7 @@ class RayProxy:
     #: Seconds between checks that the actor is still alive while waiting for a reply.
     POLL = 0.05
 
-    def __init__(self, name: str, actor, conn: Connection, timeout: float):
+    def __init__(self, name: str, actor, conn: Channel, timeout: float):
         self.name = name
         self.actor = actor
         self.conn = conn
@@ -128,7 +129,7 @@ class RayProxy:
         ray.kill(self.actor, no_restart=True)
 
 
-class RayBackend:
+class RayBackend(Backend):
     """Creates one actor per unit, or per ``process`` shared by units (in parallel), with
     their placement options.
 
@@ -147,15 +148,10 @@ class RayBackend:
     def start(self, specs) -> dict:
         ensure_ray(self.cfg.address)
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        for spec in specs:
-            unknown = set(self.cfg.units.get(spec.name, {})) - {*self.PLACEMENT, "process"}
-            if unknown:
-                raise ModelError(f"unit {spec.name!r}: unknown Ray placement options "
-                                 f"{sorted(unknown)} (use num_cpus, resources, node, process)")
 
         def placement(spec) -> dict:
-            opts = self.cfg.units.get(spec.name, {})
-            return {k: opts[k] for k in self.PLACEMENT if k in opts}
+            opts = self.cfg.options(spec.name)
+            return {k: getattr(opts, k) for k in self.PLACEMENT if getattr(opts, k) is not None}
 
         actors = {}
         for key, group in process_groups(specs, self.cfg.units).items():
@@ -163,14 +159,15 @@ class RayBackend:
                 raise ModelError(f"units {', '.join(s.name for s in group)} share process "
                                  f"{key[1]!r} but ask for different placements; give them the "
                                  "same num_cpus / resources / node")
-            opts = self.cfg.units.get(group[0].name, {})
-            options = {"num_cpus": opts.get("num_cpus", 0), "name": None,
-                       "max_restarts": self.cfg.max_restarts, "max_task_retries": 0}
-            if "resources" in opts:
-                options["resources"] = dict(opts["resources"])
-            if "node" in opts:
+            opts = self.cfg.options(group[0].name)
+            options = {"num_cpus": opts.num_cpus if opts.num_cpus is not None else 0,
+                       "name": None, "max_restarts": self.cfg.max_restarts,
+                       "max_task_retries": 0}
+            if opts.resources is not None:
+                options["resources"] = dict(opts.resources)
+            if opts.node is not None:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-                    opts["node"], soft=False)
+                    opts.node, soft=False)
             actors[key] = (UnitActor.options(**options).remote(group), group)
         # Actors start in parallel; wait for all of them (placement failures surface here).
         refs = {key: a.where.remote() for key, (a, _) in actors.items()}
@@ -182,9 +179,9 @@ class RayBackend:
             except ray.exceptions.GetTimeoutError:
                 raise ModelError(f"unit {names} could not be placed within "
                                  f"{self.cfg.timeout} s: check its resources/node options "
-                                 f"({self.cfg.units.get(group[0].name, {})}) against the "
+                                 f"({placement(group[0])}) against the "
                                  "cluster") from None
-            conn = Connection(info["endpoint"], RayProxy.POLL, patient=True)
+            conn = Channel(info["endpoint"], RayProxy.POLL, patient=True)
             for spec in group:
                 self.proxies[spec.name] = RayProxy(spec.name, actor, conn, self.cfg.timeout)
         return dict(self.proxies)

@@ -1,7 +1,8 @@
 """ZeroMQ units: remote units other teams serve, and a backend that runs units as servers.
 
 A unit with an ``address`` in ``CosimConfig.units`` is a remote unit served by another team
-(``cosim serve``), whatever the backend (:class:`RemoteUnits`): the master connects, shakes
+(``cosim serve``), whatever the backend: the ``remote`` backend (:class:`RemoteUnits`) runs
+it like any registered backend runs its units. The master connects, shakes
 hands (protocol version and the unit's description) and sends one message per server per
 call, carrying the batch of every unit of that server the call involves. The ``zmq`` backend
 runs the other units as local server processes (``python -m cluster.server`` on a model file
@@ -19,35 +20,36 @@ import time
 import uuid
 from pathlib import Path
 
-from cluster.dataplane import Connection
-from cosim.master.backends import process_groups
-from cosim.master import protocol as P
+from cluster.dataplane import Channel
 from cosim.errors import ModelError, TransportError
+from cosim.master import protocol as P
+from cosim.master.backends import process_groups
+from cosim.master.proxy import Backend, Proxy
 
 __all__ = ["RemoteUnits", "ZmqBackend", "ZmqProxy"]
 
 
-class ZmqProxy:
-    """The master's handle on one remote unit: its requests travel on a :class:`Connection`
+class ZmqProxy(Proxy):
+    """The master's handle on one remote unit: its requests travel on a :class:`Channel`
     (its own, or one shared with the other units of the same server).
 
     Parameters
     ----------
     name : str
         Unit name (as served).
-    address : str or Connection
+    address : str or Channel
         ``tcp://host:port`` of the unit server, or an open connection to it.
     timeout : float
         Seconds a batch may take; also the handshake's.
     curve_server_public, curve_client_keys : str, optional
-        For a CURVE server, when ``address`` is a string (see :class:`Connection`).
+        For a CURVE server, when ``address`` is a string (see :class:`Channel`).
     """
 
     def __init__(self, name: str, address, timeout: float = 60.0, *,
                  curve_server_public: str | None = None,
                  curve_client_keys: str | None = None):
         self.name = name
-        self.conn = address if isinstance(address, Connection) else Connection(
+        self.conn = address if isinstance(address, Channel) else Channel(
             address, timeout, curve_server_public=curve_server_public,
             curve_client_keys=curve_client_keys)
         self.description = self.hello()
@@ -131,7 +133,7 @@ class _SpawnedProxy(ZmqProxy):
     """A proxy whose server this backend started: recovery re-spawns it (once for all the
     units that process hosts: the others find it restarted and reconnect)."""
 
-    def __init__(self, name, server: _ServerProcess, conn: Connection):
+    def __init__(self, name, server: _ServerProcess, conn: Channel):
         self.server = server
         self._generation = server.generation
         super().__init__(name, conn)
@@ -177,29 +179,34 @@ def _plugins(diagram) -> list[str]:
     return sorted(mods)
 
 
-class RemoteUnits:
-    """Units that other teams serve: those with an ``address`` in ``CosimConfig.units``
-    (with ``curve_server_public`` / ``curve_client_keys`` for a CURVE server), whatever the
-    backend that runs the others. Units at one address share a :class:`Connection`."""
+class RemoteUnits(Backend):
+    """The ``remote`` backend: units that other teams serve, those with an ``address`` in
+    ``CosimConfig.units`` (with ``curve_server_public`` / ``curve_client_keys`` for a CURVE
+    server), whatever the backend that runs the others. Units at one address share a
+    :class:`Channel`."""
 
     def __init__(self, cosim_config):
         self.cfg = cosim_config
-        self.connections: dict[tuple, Connection] = {}
+        self.connections: dict[tuple, Channel] = {}
 
     def start(self, specs) -> dict:
         proxies = {}
         for spec in specs:
-            opts = self.cfg.units[spec.name]
-            if "process" in opts:
+            opts = self.cfg.options(spec.name)
+            if opts.address is None:
+                raise ModelError(f"unit {spec.name!r} has no address: the remote backend "
+                                 "runs only units other teams serve; give it "
+                                 "units={name: {'address': 'tcp://host:port'}} or choose "
+                                 "another backend")
+            if opts.process is not None:
                 raise ModelError(f"unit {spec.name!r} has both an address (a remote unit) "
                                  "and a process (a spawned one): keep one")
-            key = (opts["address"], opts.get("curve_server_public"),
-                   opts.get("curve_client_keys"))
+            key = (opts.address, opts.curve_server_public, opts.curve_client_keys)
             if key not in self.connections:
-                self.connections[key] = Connection(
-                    opts["address"], self.cfg.timeout,
-                    curve_server_public=opts.get("curve_server_public"),
-                    curve_client_keys=opts.get("curve_client_keys"))
+                self.connections[key] = Channel(
+                    opts.address, self.cfg.timeout,
+                    curve_server_public=opts.curve_server_public,
+                    curve_client_keys=opts.curve_client_keys)
             proxies[spec.name] = ZmqProxy(spec.name, self.connections[key])
         return proxies
 
@@ -209,7 +216,7 @@ class RemoteUnits:
         self.connections = {}
 
 
-class ZmqBackend:
+class ZmqBackend(Backend):
     """Runs every unit as a local server process (``cosim serve`` on a unit file).
 
     Per-unit option (``CosimConfig.units[name]``): ``process``, a name: the units that share
@@ -222,7 +229,7 @@ class ZmqBackend:
         self.cfg = cosim_config
         self.proxies: dict = {}
         self.servers: list[_ServerProcess] = []
-        self.connections: list[Connection] = []
+        self.connections: list[Channel] = []
         self._dir = None
 
     def start(self, specs) -> dict:
@@ -246,7 +253,7 @@ class ZmqBackend:
             server = _ServerProcess(path, sorted({m for spec in group
                                                   for m in _plugins(spec.subsystem)}))
             self.servers.append(server)
-            conn = Connection(server.address, self.cfg.timeout)
+            conn = Channel(server.address, self.cfg.timeout)
             self.connections.append(conn)
             for spec in group:
                 self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn)

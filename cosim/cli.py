@@ -23,10 +23,7 @@ import re
 import sys
 import time
 
-__all__ = ["BACKENDS", "main"]
-
-#: Choices of ``--backend``: the backends registered in :data:`cosim.master.backends.BACKENDS`.
-BACKENDS = ("local", "ray", "zmq")
+__all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -315,6 +312,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="cosim", description="Simulate and co-simulate block-diagram model files.",
         epilog="Exit status: 0 ok, 1 simulation failed, 2 bad usage or bad model.")
     from cosim import __version__
+    from cosim.master.backends import backend_names
     parser.add_argument("--version", action="version", version=f"cosim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -326,9 +324,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--t-end", type=float, metavar="T", help="end time (s), instead of the "
                                                               "file's simulation.t_end")
     p.add_argument("--out", metavar="FILE.npz", help="save the logs as a NumPy .npz file")
-    p.add_argument("--backend", choices=BACKENDS, default=None,
+    p.add_argument("--backend", choices=backend_names(), default=None,
                    help="co-simulate, with the units running there (local: in this "
-                        "process; ray: Ray actors, a local Ray is started if none runs)")
+                        "process; ray: Ray actors, a local Ray is started if none runs; "
+                        "zmq: server processes; remote: every unit at its address)")
     p.add_argument("--cosim", type=float, metavar="H", default=None,
                    help="co-simulate with macro step H (s): every top-level atomic "
                         "subsystem is a unit")

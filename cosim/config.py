@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from cosim.errors import ModelError
 
-__all__ = ["Acceleration", "CosimConfig", "OnNonConvergence", "Scheme", "SimulationConfig"]
+__all__ = ["Acceleration", "CosimConfig", "OnNonConvergence", "Scheme", "SimulationConfig",
+           "UnitOptions"]
 
 
 class Scheme(enum.Enum):
@@ -32,6 +33,68 @@ class OnNonConvergence(enum.Enum):
 
     RAISE = "raise"        #: raise ConvergenceError (the default)
     CONTINUE = "continue"  #: accept the last iterate and record it in the iteration log
+
+
+#: Backend of the units another team serves (those with an ``address``), whatever
+#: ``CosimConfig.backend`` says: a backend like the others, found in the same registry.
+REMOTE_BACKEND = "remote"
+
+
+@dataclass(frozen=True)
+class UnitOptions:
+    """Where and how one unit runs (``CosimConfig(units={name: UnitOptions(...)})``; a plain
+    dict with these keys is accepted too).
+
+    Parameters
+    ----------
+    process : str, optional
+        Units given the same name share one Ray actor or server process (one message per
+        macro step for all of them).
+    address : str, optional
+        ``tcp://host:port`` of a unit another team serves (``cosim serve``): the unit is
+        remote on every backend.
+    curve_server_public, curve_client_keys : str, optional
+        With ``address``, for a CURVE server: its public key file and this client's key file
+        (with its secret).
+    num_cpus : float, optional
+        Ray: CPUs the unit's actor reserves (default 0: units mostly wait for the master).
+    resources : dict of str to float, optional
+        Ray: custom resources the actor needs, e.g. ``{"gpu_node": 1}``.
+    node : str, optional
+        Ray: the id of the node the actor must run on (hard affinity).
+    """
+
+    process: str | None = None
+    address: str | None = None
+    curve_server_public: str | None = None
+    curve_client_keys: str | None = None
+    num_cpus: float | None = None
+    resources: dict | None = field(default=None, hash=False)
+    node: str | None = None
+
+    @classmethod
+    def of(cls, unit: str, value) -> UnitOptions:
+        """``value`` (UnitOptions or a dict of its fields) as UnitOptions for ``unit``.
+
+        Raises
+        ------
+        ModelError
+            For a key that is not a field, naming the unit, the key and the valid keys.
+        """
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            raise ModelError(f"CosimConfig.units[{unit!r}] must be a UnitOptions or a dict, "
+                             f"got {type(value).__name__}")
+        valid = [f.name for f in fields(cls)]
+        unknown = [k for k in value if k not in valid]
+        if unknown:
+            raise ModelError(f"CosimConfig.units[{unit!r}]: unknown option(s) "
+                             f"{', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
+        return cls(**value)
+
+
+_DEFAULT_OPTIONS = UnitOptions()
 
 
 @dataclass(frozen=True)
@@ -70,11 +133,14 @@ class CosimConfig:
     log_every : int
         Collect the units' logs every this many macro steps (and at the end).
     backend : str
-        Where units run: ``"local"`` (in process), ``"ray"``, ``"zmq"`` (registered backends).
-    units : dict
-        Per-unit options by unit name: Ray placement (``num_cpus``, ``resources``, ``node``);
-        ``process`` (units sharing the name share one Ray actor or server process); the
-        ``address`` of a unit another team serves (remote on every backend).
+        Where units run: ``"local"`` (in process), ``"ray"``, ``"zmq"``, ``"remote"`` (every
+        unit served elsewhere), or another backend registered under the ``cosim.backends``
+        entry point group (see :mod:`cosim.master.backends`).
+    units : dict of str to UnitOptions
+        Per-unit options by unit name (plain dicts are converted): Ray placement
+        (``num_cpus``, ``resources``, ``node``); ``process`` (units sharing the name share
+        one Ray actor or server process); the ``address`` of a unit another team serves
+        (remote on every backend).
     checkpoint_every : int, optional
         Keep a central checkpoint every this many macro steps; when a unit's actor or process
         dies, it is recreated, every unit is restored from the last checkpoint and the run
@@ -139,6 +205,17 @@ class CosimConfig:
             problems.append(f"log_every must be an int >= 1, got {self.log_every!r}")
         if problems:
             raise ModelError("CosimConfig: " + "; ".join(problems))
+        object.__setattr__(self, "units", {name: UnitOptions.of(name, opts)
+                                           for name, opts in dict(self.units).items()})
+
+    def options(self, unit: str) -> UnitOptions:
+        """The options of ``unit`` (the defaults when none were given)."""
+        return self.units.get(unit, _DEFAULT_OPTIONS)
+
+    def backend_of(self, unit: str) -> str:
+        """The registered backend that runs ``unit``: :data:`REMOTE_BACKEND` for a unit with
+        an ``address`` (another team serves it), else :attr:`backend`."""
+        return REMOTE_BACKEND if self.options(unit).address is not None else self.backend
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ def main() -> None:
     sim = Simulator(build(), config(args.backend, args.t_end, remote))
     logs = sim.run()
     sim.close()
-    iters = [r["iterations"] for r in sim.step_log if r["t"] > 0]
+    iters = [r.iterations for r in sim.step_log if r.t > 0]
     v = logs["vehicle/speed.out"][:, 0]
     ref = logs["cycle/profile.out"][:, 0]
     print(f"units: {', '.join(sorted({k.split('/')[0] for k in logs}))}")

@@ -167,12 +167,18 @@ class FmuUnit(Unit):
                     self._call("setRealInputDerivatives", self.fmu.setRealInputDerivatives,
                                [names[p].valueReference], [1], [float(ders[0][0])])
 
-    def do_step(self, t: float, h: float) -> P.StepResult:
+    def refresh_outputs(self) -> P.StepDone:
+        """Log the outputs for the inputs just set as this time's sample (FMI computes
+        outputs on demand, so nothing else is due)."""
+        self._record(replace=True)
+        return P.StepDone(self.t, False)
+
+    def do_step(self, t: float, h: float) -> P.StepDone:
         if h > 0.0:
             self._call("doStep", self.fmu.doStep, t, h)
             self.t = t + h
         self._record(replace=h == 0.0)
-        return P.StepResult(self.t, False)
+        return P.StepDone(self.t, False)
 
     def get_outputs(self) -> dict:
         refs = [v.valueReference for v in self.outputs]
@@ -211,12 +217,12 @@ class FmuUnit(Unit):
         self._log_t.append(self.t)
         self._log_y.append(y)
 
-    def collect_logs(self) -> P.Logs:
+    def collect_logs(self) -> P.LogBatch:
         t = np.array(self._log_t)
         y = np.array(self._log_y).reshape(len(t), -1)
         out = {f"fmu.{v.name}": (t, y[:, i:i + 1]) for i, v in enumerate(self.outputs)}
         self._log_t, self._log_y = [], []
-        return P.Logs(out)
+        return P.LogBatch(out)
 
     def terminate(self) -> None:
         if self._instantiated:

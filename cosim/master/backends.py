@@ -1,52 +1,85 @@
-"""Where units run: a registry of backends, and the in-process one.
+"""Where units run: the registry of backends, and the in-process backend.
 
-A backend turns unit specifications into proxies the master calls: ``submit(requests)``
-returns a handle and ``result(handle)`` the replies, so remote backends can have the requests
-of many units in flight at once. ``"ray"`` and ``"zmq"`` live in the ``cluster`` package and are
-imported only when chosen, so ``import cosim`` never imports ray or zmq.
+Backends are registered as package entry points in the group ``cosim.backends`` (name ->
+``module:class``, see ``pyproject.toml``): ``local`` here, ``ray``, ``zmq`` and ``remote`` in
+the ``cluster`` package. A backend's module is imported only when it is chosen, so
+``import cosim`` never imports ray or zmq, and ``cosim`` never imports ``cluster``.
 """
 
 from __future__ import annotations
 
-import importlib
+from functools import lru_cache
+from importlib.metadata import EntryPoint, entry_points
 
 from cosim.errors import ModelError
+from cosim.master.proxy import Backend, Proxy
 
-__all__ = ["BACKENDS", "LocalBackend", "LocalProxy", "get_backend", "process_groups"]
+__all__ = ["GROUP", "LocalBackend", "LocalProxy", "backend_names", "get_backend",
+           "process_groups"]
 
-#: Backend name -> "module:class"; one line per backend.
-BACKENDS = {
-    "local": "cosim.master.backends:LocalBackend",
-    "ray": "cluster.ray_backend:RayBackend",
-    "zmq": "cluster.zmq_backend:ZmqBackend",
-}
+#: Entry point group of the backends.
+GROUP = "cosim.backends"
 
 
-def get_backend(name: str):
-    """The backend class registered as ``name``."""
-    target = BACKENDS.get(name)
-    if target is None:
-        raise ModelError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    module, _, attr = target.partition(":")
+@lru_cache(maxsize=1)
+def _registry() -> dict[str, EntryPoint]:
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=GROUP):
+        # An installed copy and an editable one of the same distribution list the same
+        # names: the first on the path wins, as for imports.
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def backend_names() -> list[str]:
+    """The registered backend names, sorted."""
+    return sorted(_registry())
+
+
+def get_backend(name: str) -> type[Backend]:
+    """The backend class registered as ``name``.
+
+    Raises
+    ------
+    ModelError
+        For a name not registered (listing those that are), or a backend whose module fails
+        to import (e.g. ray not installed).
+    """
+    ep = _registry().get(name)
+    if ep is None:
+        known = ", ".join(backend_names()) or "none: is cosim installed (pip install -e .)?"
+        raise ModelError(f"unknown backend {name!r}; choose one of {known}")
     try:
-        return getattr(importlib.import_module(module), attr)
+        return ep.load()
     except ImportError as err:
         raise ModelError(f"backend {name!r} is not available: {err}") from err
 
 
 def process_groups(specs, units: dict) -> dict[tuple[str, str], list]:
-    """Unit specs grouped by the process that hosts them: ``("process", NAME)`` for the units
-    whose options (``units[name]``) share a ``process`` name, ``("unit", NAME)`` for each
-    other unit alone. In the order the groups first appear."""
+    """Unit specs grouped by the process that hosts them.
+
+    Parameters
+    ----------
+    specs : list of UnitSpec
+    units : dict of str to UnitOptions
+        ``CosimConfig.units``.
+
+    Returns
+    -------
+    dict of (str, str) to list of UnitSpec
+        ``("process", NAME)`` for the units whose options share a ``process`` name,
+        ``("unit", NAME)`` for each other unit alone; in the order the groups first appear.
+    """
     groups: dict[tuple[str, str], list] = {}
     for spec in specs:
-        opts = units.get(spec.name, {})
-        key = ("process", str(opts["process"])) if "process" in opts else ("unit", spec.name)
+        opts = units.get(spec.name)
+        key = (("process", str(opts.process)) if opts is not None and opts.process is not None
+               else ("unit", spec.name))
         groups.setdefault(key, []).append(spec)
     return groups
 
 
-class LocalProxy:
+class LocalProxy(Proxy):
     """Calls an in-process unit directly (no encoding, no copies)."""
 
     def __init__(self, unit):
@@ -64,7 +97,7 @@ class LocalProxy:
         pass
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """Runs every unit in this process (the default)."""
 
     def __init__(self, cosim_config):

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from cosim.config import REMOTE_BACKEND
 from cosim.master.backends import get_backend
 from cosim.master.master import Master
 from cosim.model.diagram import Inport
@@ -53,23 +54,29 @@ class CoSimulation:
                 for b in spec.subsystem.blocks:
                     if isinstance(b, Inport) and b.name in shapes:
                         b.shape = shapes[b.name]
-        # Units other teams serve (an ``address``) are remote whatever the backend; the
-        # backend runs the others.
+        # Each unit runs on its registered backend: the configured one, or the remote one
+        # for units other teams serve (an ``address``). The configured backend is made even
+        # when no unit uses it, so that ``self.backend`` always exists.
         cfg = config.cosim
         specs = self.partition.units
-        remote = [s for s in specs if "address" in cfg.units.get(s.name, {})]
-        self.remote = None
-        if remote:
-            from cluster.zmq_backend import RemoteUnits
-            self.remote = RemoteUnits(cfg)
-        self.backend = get_backend(cfg.backend)(cfg)
+        by_backend: dict[str, list] = {cfg.backend: []}
+        for s in specs:
+            by_backend.setdefault(cfg.backend_of(s.name), []).append(s)
+        # Remote units first: a handshake that fails refuses the run before anything is
+        # spawned. Every backend is looked up before any starts (an unknown name fails
+        # first).
+        classes = {name: get_backend(name)
+                   for name in sorted(by_backend, key=lambda b: b != REMOTE_BACKEND)}
+        self.backends = {}
+        proxies = {}
         try:
-            proxies = self.remote.start(remote) if remote else {}
-            local = [s for s in specs if "address" not in cfg.units.get(s.name, {})]
-            proxies.update(self.backend.start(local))
+            for name, cls in classes.items():
+                self.backends[name] = cls(cfg)
+                proxies.update(self.backends[name].start(by_backend[name]))
         except BaseException:
             self._stop()            # what did start (servers, actors) must not outlive us
             raise
+        self.backend = self.backends[cfg.backend]
         # In the partition's order, wherever the units run: the master's order of units (and
         # so its results, bit for bit) must not depend on it.
         proxies = {s.name: proxies[s.name] for s in specs}
@@ -80,7 +87,7 @@ class CoSimulation:
 
     def step(self) -> float:
         """One macro step; returns its size."""
-        if not self.master._initialized:
+        if not self.master.initialized:
             self.master.initialize()
         return self.master.step()
 
@@ -125,7 +132,7 @@ class CoSimulation:
         """Terminate the units and stop the backend (units that already failed are skipped)."""
         from cosim.errors import CosimError
         try:
-            if self.master._initialized:
+            if self.master.initialized:
                 self.master.terminate()
         except CosimError:
             pass                # a failed unit cannot be terminated; the backend stops it
@@ -133,8 +140,12 @@ class CoSimulation:
             self._stop()
 
     def _stop(self) -> None:
-        try:
-            self.backend.stop()
-        finally:
-            if self.remote is not None:
-                self.remote.stop()
+        """Stop every backend, the last started first, even when one fails to stop."""
+        errors = []
+        for backend in reversed(list(self.backends.values())):
+            try:
+                backend.stop()
+            except Exception as err:  # noqa: BLE001 - the others must stop all the same
+                errors.append(err)
+        if errors:
+            raise errors[0]

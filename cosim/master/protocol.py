@@ -11,11 +11,12 @@ handshake                :class:`Hello`          :class:`Welcome`
 ``describe()``           :class:`Describe`       :class:`UnitDescription`
 ``initialize(t0)``       :class:`Initialize`     :class:`Ok`
 ``set_inputs(values)``   :class:`SetInputs`      :class:`Ok`
-``do_step(t, h)``        :class:`DoStep`         :class:`StepResult`
+``do_step(t, h)``        :class:`DoStep`         :class:`StepDone`
+``refresh_outputs()``    :class:`RefreshOutputs` :class:`StepDone`
 ``get_outputs()``        :class:`GetOutputs`     :class:`Outputs`
 ``get_state()``          :class:`GetState`       :class:`UnitState`
 ``set_state(s)``         :class:`SetState`       :class:`Ok`
-``collect_logs()``       :class:`CollectLogs`    :class:`Logs`
+``collect_logs()``       :class:`CollectLogs`    :class:`LogBatch`
 ``terminate()``          :class:`Terminate`      :class:`Ok`
 liveness probe           :class:`Heartbeat`      :class:`Ok`
 =======================  ======================  ==========================
@@ -54,14 +55,15 @@ from cosim.errors import ModelError
 __all__ = [
     "PROTOCOL_VERSION", "MESSAGE_TYPES", "REPLIES",
     "Message", "Request", "Reply", "PortInfo", "ErrorKind",
-    "Hello", "Describe", "Initialize", "SetInputs", "DoStep", "GetOutputs", "GetState",
-    "SetState", "CollectLogs", "Terminate", "Heartbeat",
-    "Welcome", "UnitDescription", "Ok", "Outputs", "StepResult", "UnitState", "Logs", "ErrorReply",
+    "Hello", "Describe", "Initialize", "SetInputs", "DoStep", "RefreshOutputs", "GetOutputs",
+    "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat",
+    "Welcome", "UnitDescription", "Ok", "Outputs", "StepDone", "UnitState", "LogBatch",
+    "ErrorReply",
 ]
 
 #: Version of the message set below; both ends of a connection must agree on it (see
-#: ``cluster.codec.check_version``).
-PROTOCOL_VERSION = 1
+#: ``cluster.codec.check_version``). Version 2 added :class:`RefreshOutputs`.
+PROTOCOL_VERSION = 2
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -221,9 +223,11 @@ class SetInputs(Request):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class DoStep(Request):
-    """Advances the unit from ``t`` to ``t + h``; answered by :class:`StepResult`.
+    """Advances the unit from ``t`` to ``t + h``; answered by :class:`StepDone`.
 
-    The unit's own scheduler takes as many micro steps as it needs.
+    The unit's own scheduler takes as many micro steps as it needs. A unit refuses ``h <= 0``
+    (:class:`ErrorReply` of kind ``PROTOCOL``): outputs for new inputs at the current time
+    are asked for with :class:`RefreshOutputs`.
 
     Parameters
     ----------
@@ -235,6 +239,17 @@ class DoStep(Request):
 
     t: float
     h: float
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RefreshOutputs(Request):
+    """Recomputes the outputs at the unit's current time for the inputs just set, without
+    advancing time; answered by :class:`StepDone` (``t_reached`` is the current time).
+
+    The refreshed outputs are logged as this time's sample, replacing one logged there
+    before: the master sends it to make feedthrough outputs consistent with exchanged inputs
+    (co-initialization, each macro point, the final point).
+    """
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -263,7 +278,8 @@ class SetState(Request):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CollectLogs(Request):
-    """Asks for the logged samples gathered since the last call; answered by :class:`Logs`."""
+    """Asks for the logged samples gathered since the last call; answered by
+    :class:`LogBatch`."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -405,8 +421,8 @@ class Outputs(Reply):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class StepResult(Reply):
-    """How far a :class:`DoStep` got.
+class StepDone(Reply):
+    """How far a :class:`DoStep` (or a :class:`RefreshOutputs`) got.
 
     Parameters
     ----------
@@ -446,7 +462,7 @@ class UnitState(Reply):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Logs(Reply):
+class LogBatch(Reply):
     """A batch of logged samples; the reply to :class:`CollectLogs`.
 
     Parameters
@@ -493,13 +509,14 @@ MESSAGE_TYPES: MappingProxyType[int, type[Message]] = MappingProxyType({
     9: CollectLogs,
     10: Terminate,
     11: Heartbeat,
+    12: RefreshOutputs,
     32: Welcome,
     33: UnitDescription,
     34: Ok,
     35: Outputs,
-    36: StepResult,
+    36: StepDone,
     37: UnitState,
-    38: Logs,
+    38: LogBatch,
     39: ErrorReply,
 })
 
@@ -509,11 +526,12 @@ REPLIES: MappingProxyType[type[Request], type[Reply]] = MappingProxyType({
     Describe: UnitDescription,
     Initialize: Ok,
     SetInputs: Ok,
-    DoStep: StepResult,
+    DoStep: StepDone,
+    RefreshOutputs: StepDone,
     GetOutputs: Outputs,
     GetState: UnitState,
     SetState: Ok,
-    CollectLogs: Logs,
+    CollectLogs: LogBatch,
     Terminate: Ok,
     Heartbeat: Ok,
 })

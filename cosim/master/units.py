@@ -48,14 +48,17 @@ class Unit:
     How to write a unit
     -------------------
     1. Implement the protocol calls as methods: ``describe() -> UnitDescription``,
-       ``initialize(t0)``, ``set_inputs(values, derivatives)``, ``do_step(t, h) -> StepResult``,
-       ``get_outputs() -> dict``, ``get_state() -> UnitState``, ``set_state(UnitState)``,
-       ``collect_logs() -> Logs``, ``terminate()``.
+       ``initialize(t0)``, ``set_inputs(values, derivatives)``, ``do_step(t, h) -> StepDone``,
+       ``refresh_outputs() -> StepDone``, ``get_outputs() -> dict``,
+       ``get_state() -> UnitState``, ``set_state(UnitState)``, ``collect_logs() -> LogBatch``,
+       ``terminate()``.
     2. Raise cosim errors naming the block/port and the time; :meth:`handle` turns every
        exception into an :class:`~cosim.master.protocol.ErrorReply`, so one failing request never
        takes the unit (or its server) down.
     3. ``do_step(t, h)`` must land exactly on ``t + h`` (integer ticks of the unit's own step)
-       and report an event if it stopped early.
+       and report an event if it stopped early; :meth:`handle` refuses ``h <= 0`` before it
+       is called. ``refresh_outputs()`` recomputes the outputs at the current time for the
+       inputs just set (time does not advance) and logs them as this time's sample.
     4. ``get_state`` must capture everything ``do_step`` depends on, including the log
        position, so that ``set_state`` rolls back logs too.
 
@@ -77,7 +80,13 @@ class Unit:
             self.set_inputs(req.values, req.derivatives)
             return P.Ok()
         if kind is P.DoStep:
+            if not req.h > 0.0:
+                raise ModelError(f"unit {self.name!r}: DoStep(t={req.t}, h={req.h}) needs "
+                                 "h > 0; send RefreshOutputs to recompute the outputs at the "
+                                 "current time")
             return self.do_step(req.t, req.h)
+        if kind is P.RefreshOutputs:
+            return self.refresh_outputs()
         if kind is P.GetOutputs:
             return P.Outputs(self.get_outputs())
         if kind is P.GetState:
@@ -199,17 +208,18 @@ class LocalUnit(Unit):
                                  f"{blk.shape}")
             blk.set(v, derivatives.get(p, ()), t)
 
-    def do_step(self, t: float, h: float) -> P.StepResult:
+    def refresh_outputs(self) -> P.StepDone:
+        """Outputs for the inputs just set, logged as this time's sample (a later refresh at
+        the same time replaces it): co-initialization, macro points and the final point."""
+        self.sim.compute_outputs(log=True)
+        return P.StepDone(self.sim.t, False, self._next_event())
+
+    def do_step(self, t: float, h: float) -> P.StepDone:
         sim = self.sim
         now = sim.t
         if abs(t - now) > 1e-9 * max(1.0, abs(t)):
             raise ModelError(f"unit {self.name!r}: do_step(t={t}) but the unit is at "
                              f"t={now}; roll back with set_state or step from {now}")
-        if h == 0.0:
-            # Outputs for the inputs just set, logged as this time's sample (a later refresh
-            # at the same time replaces it): co-initialization and the final macro point.
-            sim.compute_outputs(log=True)
-            return P.StepResult(now, False, self._next_event())
         k = sim.k
         n = (t + h - sim.config.t0) / self.dt - k
         ticks = round(n)
@@ -218,7 +228,7 @@ class LocalUnit(Unit):
                              f"step dt={self.dt}; choose H as a common multiple of the units' dt")
         # The ticks of the step and the outputs at its end (for the inputs held): one call.
         sim.advance_to(k + ticks, outputs=True)
-        return P.StepResult(sim.t, sim.stopped, self._next_event())
+        return P.StepDone(sim.t, sim.stopped, self._next_event())
 
     def _next_event(self) -> float:
         """The unit's next scheduled event after now (inf if none)."""
@@ -246,10 +256,10 @@ class LocalUnit(Unit):
             if self._collected.get(key, 0) > n:
                 self._collected[key] = n
 
-    def collect_logs(self) -> P.Logs:
+    def collect_logs(self) -> P.LogBatch:
         """Samples logged since the previous call (accepted steps only: the master collects
         after it accepted a macro step, and rollbacks truncate uncollected samples)."""
-        return P.Logs(self.sim.logs_since(self._collected))
+        return P.LogBatch(self.sim.logs_since(self._collected))
 
     def terminate(self) -> None:
         self.sim.finalize()

@@ -117,7 +117,7 @@ def raw_ray_us(n_actors, request, rounds=150):
 def test_bench_exchange_overhead_per_backend(ray_session):
     request = encode_batch([P.SetInputs({"u": np.ones(1)}), P.DoStep(0.0, 0.01),
                             P.GetOutputs()])
-    reply = encode_batch([P.Ok(), P.StepResult(0.01, False), P.Outputs({"y": np.ones(1)})])
+    reply = encode_batch([P.Ok(), P.StepDone(0.01, False), P.Outputs({"y": np.ones(1)})])
     rows = []
     for n in (1, 8):
         raw_z = raw_zmq_us(n, request, reply)

@@ -18,8 +18,9 @@ from cluster.codec import (DEFAULT_LIMITS, EXT_NDARRAY, MAX_BATCH, WIRE_DTYPES, 
 from cosim.errors import CodecError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, CollectLogs, Describe, DoStep,
                             ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
-                            Initialize, Logs, Message, Ok, Outputs, PortInfo, SetInputs, SetState,
-                            StepResult, Terminate, UnitDescription, UnitState, Welcome)
+                            Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
+                            SetInputs, SetState, StepDone, Terminate, UnitDescription, UnitState,
+                            Welcome)
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -71,7 +72,7 @@ def log_batches(draw):
         shape = draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3))
         signals[name] = (draw(hnp.arrays(np.float64, (n,))),
                          draw(hnp.arrays(np.float64, (n, *shape))))
-    return Logs(signals)
+    return LogBatch(signals)
 
 
 STRATEGIES = {
@@ -82,6 +83,7 @@ STRATEGIES = {
                          st.dictionaries(names, st.lists(arrays, max_size=2).map(tuple),
                                          max_size=3)),
     DoStep: st.builds(DoStep, floats, floats),
+    RefreshOutputs: st.just(RefreshOutputs()),
     GetOutputs: st.just(GetOutputs()),
     GetState: st.just(GetState()),
     SetState: st.builds(SetState, states),
@@ -92,9 +94,9 @@ STRATEGIES = {
     UnitDescription: descriptions(),
     Ok: st.just(Ok()),
     Outputs: st.builds(Outputs, port_values),
-    StepResult: st.builds(StepResult, floats, st.booleans(), floats),
+    StepDone: st.builds(StepDone, floats, st.booleans(), floats),
     UnitState: states,
-    Logs: log_batches(),
+    LogBatch: log_batches(),
     ErrorReply: st.builds(ErrorReply, st.sampled_from(ErrorKind), st.text(),
                           st.none() | floats),
 }
@@ -207,6 +209,12 @@ def test_golden_bytes_pin_the_wire_format():
                     + struct.pack("<2d", 1.0, 2.0))
 
 
+def test_refresh_outputs_is_its_tag_alone_on_the_wire():
+    wire = encode(RefreshOutputs())
+    assert wire == msgpack.packb([12])
+    assert_identical(decode(wire), RefreshOutputs())
+
+
 def test_float_field_accepts_an_int_on_the_wire():
     msg = decode(msgpack.packb([5, 1, 2]))
     assert msg == DoStep(1.0, 2.0) and type(msg.t) is float
@@ -241,7 +249,7 @@ def test_encoding_still_works_after_a_very_large_message():
     (SetInputs({"u": np.zeros(1, dtype=object)}), "object cannot be sent"),
     (SetInputs({"u": np.ma.zeros(1)}), "expected a numpy ndarray, got MaskedArray"),
     (DoStep("0", 1.0), "DoStep.t: expected a float, got str"),
-    (StepResult(1.0, 1), "StepResult.event: expected a bool"),
+    (StepDone(1.0, 1), "StepDone.event: expected a bool"),
     (Hello(2**64, "s"), "does not fit in 64 bits"),
     (Welcome(1, Ok()), "Welcome.unit: expected a UnitDescription, got Ok"),
     (UnitState(0.0, {"a": {"b": (1, 2)}}), r"UnitState.data\['a'\]\['b'\]: tuples are not"),
@@ -302,7 +310,7 @@ def test_encode_enforces_the_size_and_length_limits():
     (msgpack.packb(["DoStep", 1.0, 2.0]), "unknown message tag 'DoStep'"),
     (msgpack.packb([5, 1.0]), r"DoStep has 2 fields \(t, h\), got 1 values"),
     (msgpack.packb([5, "1", 2.0]), "invalid DoStep.t: expected a float, got str"),
-    (msgpack.packb([36, 1.0, 0, 2.0]), "invalid StepResult.event: expected a bool, got int"),
+    (msgpack.packb([36, 1.0, 0, 2.0]), "invalid StepDone.event: expected a bool, got int"),
     (msgpack.packb([39, "nope", "m", None]), "'nope' is not a member of ErrorKind; allowed:"),
     (msgpack.packb([4, [1.0], {}]), "invalid SetInputs.values: expected a map, got list"),
     (msgpack.packb([4, {"u": 1.0}, {}]), r"SetInputs.values\['u'\]: expected an ndarray, got fl"),

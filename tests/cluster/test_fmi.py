@@ -139,7 +139,7 @@ def test_exported_fmu_rolls_back_like_the_native_unit(plant_fmu):
     # Rejected macro steps were rolled back through the FMU's own state functions, and the
     # run retraced the native one step for step.
     assert sim.stats["rejected"] == native_sim.stats["rejected"] > 0
-    assert [r["H"] for r in sim.step_log] == [r["H"] for r in native_sim.step_log]
+    assert [r.H for r in sim.step_log] == [r.H for r in native_sim.step_log]
     np.testing.assert_array_equal(logs["main/out.out"], native["main/out.out"])
 
 

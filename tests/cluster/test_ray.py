@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from cosim import CosimConfig, SimulationConfig, Simulator
+from cosim.master.records import StepStatus
 
 from tests.cluster.scenarios import algebraic, crashing, three_units
 
@@ -49,7 +50,7 @@ def test_killed_unit_is_recreated_and_the_run_replays_identically(ray_session, t
     sim, logs = run(crashing(str(marker)), "ray", **cosim)
     assert marker.exists(), "the unit never crashed"
     assert sim.stats["recoveries"] == 1
-    assert any(r["status"] == "recovered" for r in sim.step_log)
+    assert any(r.status is StepStatus.RECOVERED for r in sim.step_log)
     # Unit b has one more block (the crash pass-through): compare every common signal.
     for key in ref:
         np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)

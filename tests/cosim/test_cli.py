@@ -141,7 +141,7 @@ def test_blocks_lists_the_library_from_the_declarations():
     (["run"], 2, "the following arguments are required: model"),
     (["run", "nowhere.yaml"], 2, "no such model file: nowhere.yaml"),
     (["run", SERVO, "--backend", "mpi"], 2,
-     "invalid choice: 'mpi' (choose from 'local', 'ray', 'zmq')"),
+     "invalid choice: 'mpi' (choose from 'local', 'ray', 'remote', 'zmq')"),
     (["run", SERVO, "--monolithic", "--cosim", "0.01"], 2, "--monolithic cannot be combined"),
     (["blocks", "Gian"], 2, "unknown block type 'Gian'; did you mean Gain?"),
     (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
@@ -154,7 +154,7 @@ def test_usage_errors(args, status, needle):
 
 def test_help_and_backend_option():
     r = cosim("run", "--help")
-    assert r.returncode == 0 and "--backend {local,ray,zmq}" in r.stdout
+    assert r.returncode == 0 and "--backend {local,ray,remote,zmq}" in r.stdout
     r = cosim("run", SERVO, "--backend", "local")
     assert r.returncode == 0, r.stderr
 

@@ -7,6 +7,7 @@ from blocks import Gain, Sine, Sum
 from cosim import (ConvergenceError, CosimConfig, Inport, Model, ModelError, Outport,
                    SimulationConfig, Simulator, Subsystem)
 from cosim.master.cosimulation import CoSimulation
+from cosim.master.records import StepStatus
 
 from tests.cluster import scenarios
 
@@ -82,8 +83,8 @@ def test_algebraic_coupling_iterated_matches_loop_solution(acceleration):
     mono = Simulator(algebraic(False), SimulationConfig(dt=0.01, t_end=1.0,
                                                           tolerance_fpi=1e-14)).run()
     np.testing.assert_allclose(logs["a/y_.out"][macro], mono["a/y_.out"][macro], atol=1e-10)
-    assert all(r["status"] == "accepted" for r in sim.step_log)
-    assert max(r["iterations"] for r in sim.step_log) >= 2
+    assert all(r.status is StepStatus.ACCEPTED for r in sim.step_log)
+    assert max(r.iterations for r in sim.step_log) >= 2
 
 
 def test_algebraic_coupling_without_iteration_reports_its_error():
@@ -91,8 +92,8 @@ def test_algebraic_coupling_without_iteration_reports_its_error():
         sim = Simulator(algebraic(), SimulationConfig(
             dt=0.01, t_end=1.0, cosim=CosimConfig(H=0.05, iterate=False)))
         logs = sim.run()
-    assert {r["status"] for r in sim.step_log} == {"uniterated"}
-    residual = max(r["residual"] for r in sim.step_log)
+    assert {r.status for r in sim.step_log} == {StepStatus.UNITERATED}
+    residual = max(r.residual for r in sim.step_log)
     t = logs.time_of("a/y_.out")
     err = np.max(np.abs(logs["a/y_.out"][:, 0] - exact_loop(t)[0]))
     # Zero-order extrapolation over H = 0.05 of signals with unit slope: errors of order H.
@@ -111,7 +112,7 @@ def test_nonconvergence_raises_or_is_recorded():
     sim = Simulator(strong(), SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(
         H=0.05, acceleration="none", max_iterations=10, on_nonconvergence="continue")))
     sim.run()
-    assert {r["status"] for r in sim.step_log} == {"continued"}
+    assert {r.status for r in sim.step_log} == {StepStatus.CONTINUED}
 
 
 def calls(trace, t=None):
@@ -126,13 +127,13 @@ def test_trace_jacobi_and_gauss_seidel():
             ("main", "SetInputs"), ("main", "DoStep"), ("main", "GetOutputs")]
     # At each macro point the feedthrough unit (main: e = src - b.y) first refreshes its
     # outputs for the exchanged inputs, then every unit steps.
-    refresh = [("main", "SetInputs"), ("main", "DoStep"), ("main", "GetOutputs")]
+    refresh = [("main", "SetInputs"), ("main", "RefreshOutputs"), ("main", "GetOutputs")]
     assert calls(sim.master.trace, 0.1) == refresh + step
     sim = Simulator(three_units(), cfg(H=0.1, scheme="gauss-seidel", trace=True))
     sim.run(t_end=0.2)
     # Graph order: the cycle main -> a -> b -> main, entered at the first unit (after main's
-    # refresh at the macro point, a DoStep of size 0).
-    order = [u for u, c in calls(sim.master.trace, 0.1) if c == "DoStep"]
+    # refresh at the macro point).
+    order = [u for u, c in calls(sim.master.trace, 0.1) if c in ("RefreshOutputs", "DoStep")]
     assert order == ["main", "a", "b", "main"]
 
 
@@ -147,7 +148,7 @@ def test_trace_of_iterated_coupling_rolls_back_between_iterations():
     assert body[2:8] == [("a", "SetInputs"), ("a", "DoStep"), ("a", "GetOutputs"),
                          ("b", "SetInputs"), ("b", "DoStep"), ("b", "GetOutputs")]
     rest = body[8:]
-    n = sim.step_log[0]["iterations"] - 1
+    n = sim.step_log[0].iterations - 1
     it = [("a", "SetState"), ("a", "SetInputs"), ("a", "DoStep"), ("a", "GetOutputs"),
           ("b", "SetState"), ("b", "SetInputs"), ("b", "DoStep"), ("b", "GetOutputs")]
     assert rest[:8 * n] == it * n
@@ -174,10 +175,10 @@ def test_adaptive_macro_step_rejects_and_grows(monolithic):
                                        atol=1e-5, H_max=0.2))
     logs = sim.run()
     steps = sim.step_log
-    assert any(r["status"] == "rejected" for r in steps)
-    accepted = [r for r in steps if r["status"] == "accepted"]
-    assert abs(accepted[-1]["t"] + accepted[-1]["H"] - 1.0) < 1e-12
-    assert len({r["H"] for r in accepted}) > 1
+    assert any(r.status is StepStatus.REJECTED for r in steps)
+    accepted = [r for r in steps if r.status is StepStatus.ACCEPTED]
+    assert abs(accepted[-1].t + accepted[-1].H - 1.0) < 1e-12
+    assert len({r.H for r in accepted}) > 1
     err = np.max(np.abs(logs["b/x.out"] - monolithic["b/x.out"]))
     assert err < 2e-3
 
@@ -193,8 +194,8 @@ def test_adaptive_macro_step_ends_at_a_units_scheduled_event():
         sim = Simulator(m, cfg(H=0.2, adaptive=adaptive, extrapolation=1, rtol=1e-4,
                                atol=1e-5, H_max=0.2))
         sim.run()
-        return sim, [(r["t"], r["t"] + r["H"]) for r in sim.step_log
-                     if r["status"] == "accepted"]
+        return sim, [(r.t, r.t + r.H) for r in sim.step_log
+                     if r.status is StepStatus.ACCEPTED]
 
     sim, steps = run(adaptive=True)
     # The events fired (in the main unit), each exactly at the end of an accepted macro step.
@@ -220,8 +221,8 @@ def test_a_stop_event_in_a_unit_ends_the_cosimulation_there(adaptive):
     mono = Simulator(model(atomic=False), cfg()).run()         # the same stop, monolithic
     sim = Simulator(model(atomic=True), cfg(H=0.02, adaptive=adaptive, extrapolation=1))
     logs = sim.run()
-    assert sim.master.T == 0.374 and sim.step_log[-1]["status"] == "stopped"
-    assert "main" in sim.step_log[-1]["error"]
+    assert sim.master.T == 0.374 and sim.step_log[-1].status is StepStatus.STOPPED
+    assert "main" in sim.step_log[-1].message
     for key in logs:                    # units that ran past the stop lost those samples
         assert logs.time_of(key)[-1] <= 0.374 + 1e-12, key
     assert mono.time_of("a/x.out")[-1] == logs.time_of("a/x.out")[-1]
@@ -243,3 +244,53 @@ def test_simulator_facade_and_logs(tmp_path):
     sim.save_logs(tmp_path / "r.npz")
     with np.load(tmp_path / "r.npz") as z:
         assert "steps/iterations" in z.files and "values/b/x.out" in z.files
+
+
+def test_unit_options_accept_dicts_and_name_an_unknown_key():
+    from cosim.config import UnitOptions
+    cfg = CosimConfig(H=0.01, units={"a": {"process": "p", "num_cpus": 1}})
+    assert cfg.units["a"] == UnitOptions(process="p", num_cpus=1)
+    assert cfg.options("b") == UnitOptions() and cfg.backend_of("a") == "local"
+    assert CosimConfig(H=0.01, units={"a": {"address": "tcp://h:1"}}).backend_of("a") == "remote"
+    with pytest.raises(ModelError, match=r"units\['a'\]: unknown option\(s\) 'cpus'; "
+                                         r"valid: process, address, .*num_cpus"):
+        CosimConfig(H=0.01, units={"a": {"cpus": 1}})
+
+
+def test_a_unit_refreshes_its_outputs_on_request_and_refuses_a_zero_step():
+    import math
+
+    from cosim.master import protocol as P
+    sim = Simulator(algebraic(), SimulationConfig(dt=0.01, t_end=0.1,
+                                                  cosim=CosimConfig(H=0.05)))
+    sim.initialize()
+    unit = sim.master.proxies["a"].unit
+    assert unit.handle(P.RefreshOutputs()) == P.StepDone(0.0, False, math.inf)
+    reply = unit.handle(P.DoStep(0.0, 0.0))
+    assert isinstance(reply, P.ErrorReply) and reply.kind is P.ErrorKind.PROTOCOL
+    assert "RefreshOutputs" in reply.message
+
+
+def test_backends_come_from_the_registry_and_cosim_imports_no_cluster():
+    import subprocess
+    import sys
+
+    from cosim.master.backends import backend_names, get_backend
+    assert {"local", "ray", "zmq", "remote"} <= set(backend_names())
+    with pytest.raises(ModelError, match="unknown backend 'mpi'; choose one of local"):
+        get_backend("mpi")
+    code = ("import sys, cosim, cosim.master.cosimulation, cosim.master.backends; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('cluster', 'ray', 'zmq')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_step_log_arrays_code_statuses_in_enum_order():
+    from cosim.master.records import StepRecord, StepStatus, step_log_arrays
+    arrays = step_log_arrays([StepRecord(0.0, 0.1, 3, 1e-12),
+                              StepRecord(0.1, 0.1, status=StepStatus.STOPPED)])
+    assert list(arrays["status"]) == [0, 5]
+    assert list(arrays["status_names"]) == ["accepted", "rejected", "continued", "uniterated",
+                                            "recovered", "stopped"]

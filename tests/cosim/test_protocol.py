@@ -13,9 +13,9 @@ from cosim.master import protocol
 from cosim.errors import ModelError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, REPLIES, CollectLogs, Describe,
                             DoStep, ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
-                            Initialize, Logs, Message, Ok, Outputs, PortInfo, Reply, Request,
-                            SetInputs, SetState, StepResult, Terminate, UnitDescription, UnitState,
-                            Welcome)
+                            Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
+                            Reply, Request, SetInputs, SetState, StepDone, Terminate,
+                            UnitDescription, UnitState, Welcome)
 
 DESCRIPTION = UnitDescription(
     name="plant", inputs=(PortInfo("u", (2,)), PortInfo("d", ())),
@@ -33,6 +33,7 @@ SAMPLES = {
     SetInputs: SetInputs({"u": np.array([1.0, 2.0]), "d": np.array(0.5)},
                          {"u": (np.zeros(2), np.ones(2))}),
     DoStep: DoStep(0.0, 0.01),
+    RefreshOutputs: RefreshOutputs(),
     GetOutputs: GetOutputs(),
     GetState: GetState(),
     SetState: SetState(STATE),
@@ -43,18 +44,18 @@ SAMPLES = {
     UnitDescription: DESCRIPTION,
     Ok: Ok(),
     Outputs: Outputs({"y": np.zeros(2), "x": np.ones((3, 1))}),
-    StepResult: StepResult(0.01, False),
+    StepDone: StepDone(0.01, False),
     UnitState: STATE,
-    Logs: Logs({"y": (np.arange(3.0), np.zeros((3, 2)))}),
+    LogBatch: LogBatch({"y": (np.arange(3.0), np.zeros((3, 2)))}),
     ErrorReply: ErrorReply(ErrorKind.SIMULATION, "block 'gain' failed", 0.5),
 }
-UNHASHABLE = {SetInputs, SetState, Outputs, UnitState, Logs}
+UNHASHABLE = {SetInputs, SetState, Outputs, UnitState, LogBatch}
 ALL = list(MESSAGE_TYPES.values())
 
-# The wire carries fields by position, so this record of version 1 must change together with
+# The wire carries fields by position, so this record of version 2 must change together with
 # PROTOCOL_VERSION. If this test fails you changed the wire format: bump PROTOCOL_VERSION, then
 # record the new schema here.
-SCHEMA_V1 = {
+SCHEMA_V2 = {
     1: "Hello(protocol_version: int, session: str)",
     2: "Describe()",
     3: "Initialize(t0: float)",
@@ -67,15 +68,16 @@ SCHEMA_V1 = {
     9: "CollectLogs()",
     10: "Terminate()",
     11: "Heartbeat()",
+    12: "RefreshOutputs()",
     32: "Welcome(protocol_version: int, unit: UnitDescription)",
     33: "UnitDescription(name: str, inputs: tuple[PortInfo, ...], outputs: tuple[PortInfo, ...],"
         " feedthrough: tuple[tuple[str, tuple[str, ...]], ...], dt: float,"
         " can_get_set_state: bool, capabilities: tuple[str, ...])",
     34: "Ok()",
     35: "Outputs(values: dict[str, np.ndarray])",
-    36: "StepResult(t_reached: float, event: bool, next_event: float)",
+    36: "StepDone(t_reached: float, event: bool, next_event: float)",
     37: "UnitState(t: float, data: dict[str, Any])",
-    38: "Logs(signals: dict[str, tuple[np.ndarray, np.ndarray]])",
+    38: "LogBatch(signals: dict[str, tuple[np.ndarray, np.ndarray]])",
     39: "ErrorReply(kind: ErrorKind, message: str, t: float | None)",
     "PortInfo": "PortInfo(name: str, shape: tuple[int, ...], sample_time: float)",
     "ErrorKind": "protocol, unsupported, simulation, convergence, codec, internal",
@@ -91,8 +93,8 @@ def test_wire_schema_matches_protocol_version():
     schema = {tag: _schema(cls) for tag, cls in MESSAGE_TYPES.items()}
     schema["PortInfo"] = _schema(PortInfo)
     schema["ErrorKind"] = ", ".join(k.value for k in ErrorKind)
-    assert PROTOCOL_VERSION == 1
-    assert schema == SCHEMA_V1
+    assert PROTOCOL_VERSION == 2
+    assert schema == SCHEMA_V2
 
 
 def test_registry_holds_every_message_class_once():

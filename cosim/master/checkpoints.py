@@ -1,0 +1,95 @@
+"""Central checkpoints of a co-simulation: every unit's state and the master's own as one
+nested dict of plain values and arrays, and its files (``path.json`` + ``path.npz``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from cosim.errors import ModelError
+from cosim.master import protocol as P
+from cosim.run.checkpoint import flatten, paths, unflatten
+
+__all__ = ["pack", "ports", "read", "unit_states", "write"]
+
+#: Checkpoint file format written by :func:`write`.
+FORMAT = 2
+
+
+def pack(units: dict, master: dict, values: dict, points: dict,
+         log_lengths: dict) -> dict:
+    """A central checkpoint as one nested dict of plain values and arrays (str keys).
+
+    Parameters
+    ----------
+    units : dict of str to UnitState
+        Every unit's state.
+    master : dict
+        The master's own scalars (``T``, ``n``, ``nq``, ``H``, ``stats``).
+    values : dict of (str, str) to ndarray
+        Every output's value.
+    points : dict of (str, str) to list of (float, ndarray)
+        ``PortHistory.points``.
+    log_lengths : dict of str to int
+        ``CentralLogs.lengths()``.
+    """
+    keys = sorted(points)
+    return {
+        "units": {u: {"t": st.t, "data": st.data} for u, st in units.items()},
+        "master": master,
+        "ports": [[u, p] for u, p in keys],
+        "values": {str(i): values[k] for i, k in enumerate(keys)},
+        "history": {str(i): {"t": [t for t, _ in points[k]],
+                             "v": {str(j): v for j, (_, v) in enumerate(points[k])}}
+                    for i, k in enumerate(keys)},
+        "log_lengths": log_lengths,
+    }
+
+
+def unit_states(cp: dict) -> dict:
+    """Every unit's state in checkpoint ``cp``, as ``UnitState``."""
+    return {u: P.UnitState(st["t"], st["data"]) for u, st in cp["units"].items()}
+
+
+def ports(cp: dict) -> tuple[dict, dict]:
+    """The ``(values, points)`` that :func:`pack` packed into ``cp``."""
+    keys = [tuple(k) for k in cp["ports"]]
+    values = {k: np.asarray(cp["values"][str(i)]) for i, k in enumerate(keys)}
+    points = {}
+    for i, k in enumerate(keys):
+        h = cp["history"][str(i)]
+        points[k] = [(t, np.asarray(h["v"][str(j)])) for j, t in enumerate(h["t"])]
+    return values, points
+
+
+def write(capture: dict, path, units: list[str]) -> None:
+    """Write ``capture`` of the co-simulation of ``units`` to ``path.json`` + ``path.npz``."""
+    arrays, scalars = {}, {}
+    flatten(capture, "cosim", arrays, scalars)
+    meta = {"format": FORMAT, "kind": "co-simulation", "units": units, "scalars": scalars}
+    jpath, npath = paths(path)
+    jpath.write_text(json.dumps(meta, indent=1))
+    np.savez(npath, **arrays)
+
+
+def read(path, units: list[str]) -> dict:
+    """The capture :func:`write` wrote to ``path``.
+
+    Raises
+    ------
+    ModelError
+        The files cannot be read, or hold another co-simulation's checkpoint (other units).
+    """
+    jpath, npath = paths(path)
+    try:
+        meta = json.loads(Path(jpath).read_text())
+    except (OSError, ValueError) as err:
+        raise ModelError(f"cannot read checkpoint {jpath}: {err}") from err
+    if meta.get("kind") != "co-simulation" or meta.get("units") != units:
+        raise ModelError(f"checkpoint {jpath} is not of this co-simulation (units "
+                         f"{meta.get('units')} vs {units})")
+    with np.load(npath, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    return unflatten("cosim", arrays, meta["scalars"])

@@ -1,0 +1,225 @@
+"""Iterating algebraic couplings to a fixed point: the update rules (relaxation, Aitken,
+Anderson, Newton with a finite-difference Jacobian), the two iteration loops the master runs
+(co-initialization at t0, and a macro step with rollback), and the non-convergence error.
+
+The loops see a coupling only as a function ``G(c)``: the coupling outputs the units produce
+for candidate values ``c`` (a flat vector) of those outputs; the master runs the units.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from cosim.config import Acceleration, OnNonConvergence
+from cosim.errors import ConvergenceError
+from cosim.master import protocol as P
+from cosim.master.records import StepRecord, StepStatus
+from cosim.numerics.fixedpoint import Aitken, Anderson, Relaxation
+
+__all__ = ["accelerator", "coinitialize", "coinitialize_units", "iterate", "iterate_step",
+           "newton_update", "not_converged"]
+
+
+def accelerator(cfg):
+    """A fresh update rule for ``cfg.acceleration``; None for Newton."""
+    return {Acceleration.NONE: Relaxation(cfg.relaxation),
+            Acceleration.AITKEN: Aitken(cfg.relaxation),
+            Acceleration.ANDERSON: Anderson(4),
+            Acceleration.NEWTON: None}[cfg.acceleration]
+
+
+def newton_update(c: np.ndarray, G: np.ndarray, run: Callable) -> np.ndarray:
+    """One Newton step on ``F(c) = G(c) - c`` with a forward-difference Jacobian.
+
+    Parameters
+    ----------
+    c, G : ndarray, shape (n,)
+        The candidate and ``G(c)``.
+    run : callable
+        ``run(c, rollback=True) -> G(c)``, shape (n,).
+    """
+    F = G - c
+    J = np.empty((c.size, c.size))
+    for j in range(c.size):
+        h = 1e-7 * max(1.0, abs(c[j]))
+        cp = c.copy()
+        cp[j] += h
+        J[:, j] = ((run(cp, True) - cp) - F) / h
+    return c - np.linalg.solve(J, F)
+
+
+def iterate(c: np.ndarray, run: Callable, cfg) -> tuple[int, float]:
+    """Fixed-point iteration of a coupling over one macro step.
+
+    Parameters
+    ----------
+    c : ndarray, shape (n,)
+        First candidate (the extrapolated coupling outputs).
+    run : callable
+        ``run(c, rollback) -> G(c)``: the units step with inputs ramping to ``c``; with
+        ``rollback`` they are first restored to the start of the step.
+    cfg : CosimConfig
+
+    Returns
+    -------
+    iterations : int
+        Unit evaluations (a Newton step counts one per Jacobian column).
+    residual : float
+        Max norm of ``G(c) - c`` at the last candidate.
+    """
+    accel = accelerator(cfg)
+    G = run(c, False)
+    res = float(np.max(np.abs(G - c)))
+    it = 1
+    while res > cfg.tolerance and it < cfg.max_iterations:
+        if accel is None:
+            c = newton_update(c, G, run)
+            it += c.size
+        else:
+            c = accel.update(c, G)
+        G = run(c, True)
+        res = float(np.max(np.abs(G - c)))
+        it += 1
+    return it, res
+
+
+def iterate_step(g: list[str], keys: list, start: dict, T: float, H: float,
+                 inputs: Callable, call: Callable, outputs: dict, stats: dict,
+                 cfg) -> tuple[int, float]:
+    """Iterate coupling ``g`` over the macro step ``[T, T+H]``, rolling its units back to
+    the start of the step (GetState / SetState) between iterations.
+
+    Parameters
+    ----------
+    g : list of str
+        The coupled units.
+    keys : list of (str, str)
+        The coupling outputs (``UnitGraph.coupling_keys(g)``).
+    start : dict of (str, str) to ndarray
+        First candidates at T+H (the extrapolated coupling outputs).
+    inputs : callable
+        ``inputs(unit, candidates) -> SetInputs`` over the step, ramping to the candidates.
+    call : callable
+        ``call(batch, t) -> replies``, the master's :meth:`UnitCalls.call`.
+    outputs : dict
+        Every output computed for T+H so far; the coupled units' outputs are stored here.
+    stats : dict
+        ``stats["iterations"]`` counts unit evaluations.
+    cfg : CosimConfig
+
+    Returns
+    -------
+    iterations, residual : int, float
+        As :func:`iterate`.
+    """
+    reps = call({v: [P.GetState()] for v in g}, T)
+    snaps = {v: reps[v][0] for v in g}
+    shapes = [(k, start[k].size, start[k].shape) for k in keys]
+
+    def run(c, rollback):
+        cand, i = {}, 0
+        for k, n, s in shapes:
+            cand[k] = c[i:i + n].reshape(s)
+            i += n
+        batch = {v: ([P.SetState(snaps[v])] if rollback else []) +
+                 [inputs(v, cand), P.DoStep(T, H), P.GetOutputs()] for v in g}
+        reps = call(batch, T)
+        index = len(batch[g[0]]) - 1
+        for v, rs in reps.items():
+            for p, y in rs[index].values.items():
+                outputs[(v, p)] = y
+        stats["iterations"] += 1
+        return np.concatenate([outputs[k].ravel() for k in keys])
+
+    return iterate(np.concatenate([start[k].ravel() for k in keys]), run, cfg)
+
+
+def coinitialize(c: np.ndarray, evaluate: Callable, cfg) -> tuple[int, float, bool]:
+    """Fixed-point iteration of a coupling at t0 (no time passes, so no rollback; Newton
+    falls back to plain substitution).
+
+    Parameters
+    ----------
+    c : ndarray, shape (n,)
+        The coupling outputs as the units initialized them.
+    evaluate : callable
+        ``evaluate(c) -> G(c)``: the units refresh their outputs for inputs ``c``.
+    cfg : CosimConfig
+
+    Returns
+    -------
+    iterations : int
+    residual : float
+    converged : bool
+    """
+    accel = accelerator(cfg)
+    for it in range(1, cfg.max_iterations + 1):
+        G = evaluate(c)
+        res = float(np.max(np.abs(G - c)))
+        if res <= cfg.tolerance:
+            return it, res, True
+        c = accel.update(c, G) if accel is not None else G
+    return it, res, False
+
+
+def coinitialize_units(graph, values: dict, refresh: Callable, cfg, t0: float) -> list:
+    """Make every unit's outputs at t0 consistent with the inputs they imply: units in the
+    order of the unit graph, algebraic couplings iterated with the configured acceleration.
+
+    Parameters
+    ----------
+    graph : UnitGraph
+    values : dict of (str, str) to ndarray
+        Every output's value; updated in place.
+    refresh : callable
+        ``refresh(units)``: those units refresh their outputs for inputs from ``values``
+        and store them in ``values``.
+    cfg : CosimConfig
+    t0 : float
+
+    Returns
+    -------
+    list of StepRecord
+        One ``CONTINUED`` record per coupling that did not converge (on request).
+    """
+    records = []
+    done = set()
+    for u in graph.order:
+        if u in done:
+            continue
+        g = graph.group_of.get(u, [u])
+        done.update(g)
+        if u not in graph.group_of:
+            refresh(g)
+            continue
+        keys = graph.coupling_keys(g)
+
+        def evaluate(c):
+            i = 0
+            for k in keys:
+                n = values[k].size
+                values[k] = c[i:i + n].reshape(values[k].shape)
+                i += n
+            refresh(g)
+            return np.concatenate([values[k].ravel() for k in keys])
+
+        c = np.concatenate([values[k].ravel() for k in keys])
+        it, res, converged = coinitialize(c, evaluate, cfg)
+        if not converged:
+            not_converged(cfg, "co-initialization of", g, keys, it, res, t0)
+            records.append(StepRecord(t0, 0.0, it, res, StepStatus.CONTINUED))
+    return records
+
+
+def not_converged(cfg, what: str, g: list[str], keys: list, iterations: int, residual: float,
+                  t: float) -> None:
+    """A coupling did not converge: raise ConvergenceError naming it, unless
+    ``on_nonconvergence="continue"`` (then return; the caller records it)."""
+    if cfg.on_nonconvergence is OnNonConvergence.RAISE:
+        raise ConvergenceError(
+            f"{what} algebraic coupling {' <-> '.join(g)} (ports "
+            f"{', '.join(f'{u}.{p}' for u, p in keys)})", iterations, residual, t=t,
+            remedy="reduce H, use acceleration='newton', raise max_iterations, or set "
+                   "on_nonconvergence='continue' to accept (recorded in step_log)")

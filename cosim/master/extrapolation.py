@@ -1,0 +1,123 @@
+"""Inputs over a macro step from past macro points: each unit output's recent values and the
+polynomial (order 0, 1, 2) through them, turned into a unit's SetInputs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cosim.master import protocol as P
+
+__all__ = ["PortHistory"]
+
+#: Macro points kept per output: enough for the order-2 polynomial.
+KEPT = 3
+
+
+class PortHistory:
+    """Every unit output at the last :data:`KEPT` macro points.
+
+    Parameters
+    ----------
+    order : int
+        Extrapolation order (``CosimConfig.extrapolation``).
+    period : dict of (str, str) to float
+        ``(unit, output)`` -> how often it changes (s); 0.0 for a continuous output.
+
+    Attributes
+    ----------
+    points : dict of (str, str) to list of (float, ndarray)
+        ``(unit, output)`` -> ``(t, value)`` at past macro points, oldest first.
+    """
+
+    def __init__(self, order: int, period: dict):
+        self.order = order
+        self.period = period
+        self.points: dict[tuple[str, str], list[tuple[float, np.ndarray]]] = {}
+
+    def start(self, t0: float, values: dict) -> None:
+        """Forget the past: the history is the values at ``t0``."""
+        self.points = {key: [(t0, v)] for key, v in values.items()}
+
+    def append(self, T: float, outputs: dict) -> None:
+        """Add the macro point ``T`` (dropping what is older than needed)."""
+        for key, v in outputs.items():
+            hist = self.points.setdefault(key, [])
+            hist.append((T, v))
+            del hist[:-KEPT]
+
+    def replace_last(self, key: tuple[str, str], T: float, value: np.ndarray) -> None:
+        """The value at the latest macro point ``T`` became ``value`` (a refresh)."""
+        self.points[key][-1] = (T, value)
+
+    def held(self, key: tuple[str, str], H: float) -> bool:
+        """True for a discrete output whose period is at least ``H``: constant over the step."""
+        return self.period[key] >= H * (1 - 1e-9)
+
+    def extrapolate(self, key: tuple[str, str], H: float):
+        """Value at T, derivatives at T, and the prediction at T+H from past macro points.
+
+        A discrete output whose period is at least H is held (it does not change within the
+        step); others follow the configured order, lowered while history is short.
+
+        Returns
+        -------
+        y : ndarray
+            The value at the latest macro point T, of the port's shape.
+        derivatives : tuple of ndarray
+            ``()``, ``(d1,)`` or ``(d1, d2)`` at T.
+        prediction : ndarray
+            The polynomial at T+H.
+        """
+        hist = self.points[key]
+        y = hist[-1][1]
+        order = min(self.order, len(hist) - 1)
+        if self.held(key, H):
+            order = 0
+        if order == 0:
+            return y, (), y
+        (t1, y1), (t0, y0) = hist[-1], hist[-2]
+        f01 = (y1 - y0) / (t1 - t0)
+        if order == 1:
+            return y, (f01,), y + f01 * H
+        tm, ym = hist[-3]
+        f12 = (y0 - ym) / (t0 - tm)
+        f012 = (f01 - f12) / (t1 - tm)
+        d1 = f01 + f012 * (t1 - t0)
+        d2 = 2.0 * f012
+        return y, (d1, d2), y + d1 * H + f012 * H * H
+
+    def inputs(self, ports, values: dict, H: float, fresh: dict, cand: dict) -> P.SetInputs:
+        """A unit's inputs over ``[T, T+H]``.
+
+        Parameters
+        ----------
+        ports : list of (str, (str, str))
+            The unit's inputs and the outputs driving them (``UnitGraph.inputs[unit]``).
+        values : dict
+            Every output's value at T.
+        fresh : dict
+            Outputs already computed for T+H (Gauss–Seidel): inputs are interpolated to them.
+        cand : dict
+            Coupling candidates at T+H (iteration): inputs ramp to them.
+
+        Returns
+        -------
+        SetInputs
+            Values at T and derivatives; inputs from other outputs are extrapolated.
+        """
+        vals, ders = {}, {}
+        for name, key in ports:
+            y = values[key]
+            if key in cand:
+                vals[name], ders[name] = y, ((cand[key] - y) / H,)
+            elif key in fresh:
+                if self.order == 0 or self.held(key, H):
+                    vals[name] = fresh[key]
+                else:
+                    vals[name], ders[name] = y, ((fresh[key] - y) / H,)
+            else:
+                y, d, _ = self.extrapolate(key, H)
+                vals[name] = y
+                if d:
+                    ders[name] = d
+        return P.SetInputs(vals, ders)

@@ -1,0 +1,77 @@
+"""The contract between the master and wherever units run: :class:`Proxy` and :class:`Backend`.
+
+The master sees every unit through a proxy and never asks where it lives (in process, in a
+Ray actor, behind a ZeroMQ socket); a backend makes the proxies of the units it runs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+__all__ = ["Backend", "Proxy"]
+
+
+class Proxy(ABC):
+    """The master's handle on one unit.
+
+    How to write a proxy
+    --------------------
+    1. Set :attr:`name` to the unit's name.
+    2. Implement :meth:`submit` (send the requests, or queue them, and return a handle),
+       :meth:`result` (the replies for a handle, one per request, in order) and
+       :meth:`close`. The master submits to every unit of a call before it asks for any
+       result, so a remote proxy has all of them in flight at once.
+    3. Override :meth:`flush` when requests of several units share one message: the master
+       calls it once every request of a call is submitted.
+    4. Override :meth:`recover` when the unit's host can come back after a failure (a Ray
+       actor restarted, a server process re-spawned).
+    """
+
+    name: str
+
+    @abstractmethod
+    def submit(self, requests: list) -> Any:
+        """Send ``requests`` (protocol Request messages) to the unit; returns a handle."""
+
+    @abstractmethod
+    def result(self, handle: Any) -> list:
+        """The replies to the requests behind ``handle``, one per request, in order.
+
+        Raises
+        ------
+        TransportError
+            The unit did not answer (its host failed or timed out).
+        """
+
+    def flush(self) -> None:
+        """Send what is queued; nothing to do for a proxy that sends on submit."""
+
+    def recover(self, deadline: float) -> None:
+        """After a unit failure, wait until this unit answers again (until ``deadline``, a
+        ``time.time()`` value) or raise TransportError; a unit that cannot fail has nothing
+        to do."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection to the unit."""
+
+
+class Backend(ABC):
+    """Runs units somewhere and hands the master their proxies.
+
+    Register a backend under the ``cosim.backends`` entry point group (name -> class); the
+    class is built with the run's ``CosimConfig``.
+    """
+
+    @abstractmethod
+    def __init__(self, cosim_config) -> None:
+        """Keep the co-simulation options (per-unit options in ``cosim_config.units``)."""
+
+    @abstractmethod
+    def start(self, specs: list) -> dict[str, Proxy]:
+        """Start the units of ``specs`` (``UnitSpec``); returns unit name -> proxy."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop whatever :meth:`start` started (also after a failed start)."""

@@ -1,0 +1,106 @@
+"""The macro-step grid and the adaptive macro step: the units' common step (the quantum every
+macro step is a multiple of), the coupling error of a step, accept/reject, the next size."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from cosim.errors import ModelError
+
+__all__ = ["StepControl"]
+
+
+class StepControl:
+    """Macro step sizes on the grid of the units' steps.
+
+    Parameters
+    ----------
+    cfg : CosimConfig
+    dts : dict of str to float
+        Unit -> its base step (s).
+
+    Attributes
+    ----------
+    quantum : Fraction
+        The least common multiple of the units' steps (s); every macro step is a multiple.
+    """
+
+    def __init__(self, cfg, dts: dict[str, float]):
+        self.cfg = cfg
+        q = None
+        for dt in dts.values():
+            f = Fraction(dt).limit_denominator(10**9)
+            q = f if q is None else Fraction(math.lcm(q.numerator, f.numerator),
+                                             math.gcd(q.denominator, f.denominator))
+        self.quantum = q
+        self._quanta_cache: dict[float, int] = {}
+        H = cfg.H
+        if not self.is_multiple(H):
+            raise ModelError(f"macro step H={H} is not a common multiple of the units' steps "
+                             f"({', '.join(f'{u}: {dt:g}' for u, dt in dts.items())}); "
+                             f"use a multiple of {float(q):g}")
+
+    def quanta(self, H: float) -> int | None:
+        """``H`` in quanta, or None if it is not a multiple."""
+        n = self._quanta_cache.get(H)
+        if n is None:
+            f = Fraction(H).limit_denominator(10**9) / self.quantum
+            n = self._quanta_cache[H] = f.numerator if f.denominator == 1 and f > 0 else 0
+        return n or None
+
+    def is_multiple(self, H: float) -> bool:
+        return self.quanta(H) is not None
+
+    def on_grid(self, H: float) -> float:
+        """``H`` if it is a multiple of the quantum, else rounded down to one (at least one
+        quantum)."""
+        if self.is_multiple(H):
+            return H
+        q = float(self.quantum)
+        return max(q, math.floor(H / q + 1e-9) * q)
+
+    def min_H(self) -> float:
+        """The smallest adaptive macro step, s."""
+        return max(self.cfg.H_min, float(self.quantum))
+
+    def error(self, keys, outputs: dict, predict) -> float:
+        """Scaled max difference between extrapolated and actual inputs at T+H.
+
+        Parameters
+        ----------
+        keys : iterable of (str, str)
+            The outputs that drive inputs.
+        outputs : dict
+            Their actual values at T+H.
+        predict : callable
+            ``predict(key)``: the value the extrapolation assumed at T+H.
+        """
+        cfg = self.cfg
+        err = 0.0
+        for key in keys:
+            pred = predict(key)
+            actual = outputs[key]
+            scale = cfg.atol + cfg.rtol * np.abs(actual)
+            if actual.size:
+                err = max(err, float(np.max(np.abs(actual - pred) / scale)))
+        return err
+
+    def accept(self, H: float, err: float) -> bool:
+        """Whether a step of size ``H`` with coupling error ``err`` is accepted."""
+        return err <= 1.0 or H <= self.min_H()
+
+    def propose(self, H: float, err: float, shrink: bool) -> float:
+        """The next macro step after one of size ``H`` with error ``err``: smaller after a
+        rejection (``shrink``), else larger when calm; always on the grid."""
+        p = self.cfg.extrapolation + 1
+        factor = 0.9 * (err if err > 0 else 1e-10) ** (-1.0 / (p + 1))
+        factor = min(max(factor, 0.2), 0.5) if shrink else min(max(factor, 1.0), 5.0)
+        H_new = min(max(H * factor, self.min_H()), self.cfg.H_max)
+        q = float(self.quantum)
+        n = math.floor(H_new / q + 1e-9)
+        if not shrink and factor > 1.2:
+            n = max(n, round(H / q) + 1)    # growth is never lost to rounding down
+        return max(q, min(n * q, self.cfg.H_max))
