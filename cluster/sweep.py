@@ -184,7 +184,7 @@ def integral_abs_error(key: str, reference: float) -> Reducer:
 
 def _execute(model_source, config, run: Run, reducers: dict, logs_dir: str | None) -> dict:
     """Build, run and reduce one run; failures are results, not exceptions."""
-    from cosim import Model, Simulator
+    from cosim import Model, simulation
     start = time.perf_counter()
     row = {"run_id": run.run_id, "index": run.index, **run.params, "status": "ok",
            "error": "", "wall_time": 0.0}
@@ -197,7 +197,7 @@ def _execute(model_source, config, run: Run, reducers: dict, logs_dir: str | Non
                              f"{model.name!r} (parameters: {', '.join(model.parameters)})")
         model.parameters.update(run.params)
         cfg = config if config is not None else model.simulation
-        sim = Simulator(model, cfg)
+        sim = simulation(model, cfg)
         try:
             logs = sim.run()
         finally:

@@ -121,8 +121,8 @@ def _overrides(assignments: list[str], model) -> dict:
 
 
 def _simulator(model, cfg):
-    from cosim.run.simulator import Simulator
-    return Simulator(model, cfg)   # evaluates and compiles: model errors raise here
+    from cosim import simulation
+    return simulation(model, cfg)   # evaluates and compiles: model errors raise here
 
 
 def _compile(model, cfg):

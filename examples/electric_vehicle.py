@@ -35,8 +35,7 @@ import numpy as np
 from blocks import (Constant, DiscretePID, FromArray, Gain, Lookup1D, Product, Saturation,
                     Sum)
 from blocks.continuous import Integrator
-from cosim import (CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator,
-                   Subsystem)
+from cosim import CoSimulation, CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
 
 PARAMETERS = {
     "mass": 1600.0,        # kg
@@ -185,7 +184,7 @@ def main() -> None:
               f"`cosim serve {args.export_unit[1]} --bind tcp://127.0.0.1:5555`")
         return
     remote = dict(r.split("=", 1) for r in args.remote)
-    sim = Simulator(build(), config(args.backend, args.t_end, remote))
+    sim = CoSimulation(build(), config(args.backend, args.t_end, remote))
     logs = sim.run()
     sim.close()
     iters = [r.iterations for r in sim.step_log if r.t > 0]

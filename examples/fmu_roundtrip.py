@@ -12,7 +12,7 @@ from blocks import Gain, Sine
 from blocks.continuous import Integrator
 from blocks.fmu import FmuBlock
 from cosim.fmi.export import export_fmu
-from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator, Subsystem
+from cosim import CoSimulation, CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
 
 
 def build() -> Model:
@@ -34,10 +34,10 @@ def main() -> None:
     path = export_fmu(build(), "plant", args.out)
     print(f"exported {path}")
     cfg = SimulationConfig(dt=0.01, t_end=2.0, cosim=CosimConfig(H=0.05))
-    native = Simulator(build(), cfg).run()
+    native = CoSimulation(build(), cfg).run()
     m = build()
     m.blocks[0] = FmuBlock("plant", str(path), 0.05)      # the FMU in the subsystem's place
-    imported = Simulator(m, cfg).run()
+    imported = CoSimulation(m, cfg).run()
     t = imported.time_of("plant/fmu.y")
     nat = native["plant/x.out"][np.searchsorted(native.time_of("plant/x.out"), t - 1e-12), 0]
     print(f"native vs FMU unit over {len(t)} macro points: max |diff| = "

@@ -16,7 +16,7 @@ import numpy as np
 
 from blocks import DiscretePID, Gain, Step, Sum
 from blocks.continuous import Integrator
-from cosim import (CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator,
+from cosim import (CoSimulation, CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator,
                    Subsystem)
 
 
@@ -52,7 +52,7 @@ def main() -> None:
     args = ap.parse_args()
 
     cosim = CosimConfig(H=0.01, scheme="gauss-seidel", extrapolation=1, backend=args.backend)
-    sim = Simulator(build(), SimulationConfig(dt=0.001, t_end=2.0, cosim=cosim))
+    sim = CoSimulation(build(), SimulationConfig(dt=0.001, t_end=2.0, cosim=cosim))
     logs = sim.run()
     sim.save_logs(args.out)
     sim.close()

@@ -45,9 +45,9 @@ def test_electric_vehicle_on_ray_is_bit_identical_to_in_process(ray_session):
         import electric_vehicle as ev
     finally:
         sys.path.pop(0)
-    from cosim import Simulator
-    local = Simulator(ev.build(), ev.config("local", 3.0)).run()
-    sim = Simulator(ev.build(), ev.config("ray", 3.0))
+    from cosim import CoSimulation
+    local = CoSimulation(ev.build(), ev.config("local", 3.0)).run()
+    sim = CoSimulation(ev.build(), ev.config("ray", 3.0))
     try:
         remote = sim.run()
     finally:

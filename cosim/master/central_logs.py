@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from cosim.run.logs import Logs
+from cosim.numerics.timegrid import EXCHANGE_RTOL, time_tolerance
 
 __all__ = ["CentralLogs"]
 
@@ -39,7 +40,7 @@ class CentralLogs:
 
     def cut_after(self, t_end: float) -> None:
         """Drop the samples after ``t_end`` (s, with a relative tolerance of 1e-9)."""
-        eps = 1e-9 * max(1.0, abs(t_end))
+        eps = time_tolerance(t_end, EXCHANGE_RTOL)
         for key, (ts, vs) in self._batches.items():
             if ts:
                 t, v = np.concatenate(ts), np.concatenate(vs)

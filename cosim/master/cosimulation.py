@@ -1,7 +1,7 @@
 """A model co-simulated: partitioned into units on a backend, advanced by a master.
 
-``Simulator(model, SimulationConfig(..., cosim=CosimConfig(...)))`` returns a
-:class:`CoSimulation`; it has the run/log/checkpoint surface of a Simulator.
+``CoSimulation(model, SimulationConfig(..., cosim=CosimConfig(...)))`` (or
+``cosim.simulation(model, config)``) has the run/log/checkpoint surface of a Simulator.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from cosim.errors import ConvergenceError
 from cosim.master import protocol as P
 from cosim.master.records import StepRecord, StepStatus
 from cosim.numerics.fixedpoint import Aitken, Anderson, Relaxation
+from cosim.numerics.jacobian import FORWARD_REL_STEP, fd_jacobian
 
 __all__ = ["accelerator", "coinitialize", "coinitialize_units", "iterate", "iterate_step",
            "newton_update", "not_converged"]
@@ -41,12 +42,8 @@ def newton_update(c: np.ndarray, G: np.ndarray, run: Callable) -> np.ndarray:
         ``run(c, rollback=True) -> G(c)``, shape (n,).
     """
     F = G - c
-    J = np.empty((c.size, c.size))
-    for j in range(c.size):
-        h = 1e-7 * max(1.0, abs(c[j]))
-        cp = c.copy()
-        cp[j] += h
-        J[:, j] = ((run(cp, True) - cp) - F) / h
+    J = fd_jacobian(lambda v: run(v, True) - v, c, F, rel=FORWARD_REL_STEP,
+                    represented_step=False)
     return c - np.linalg.solve(J, F)
 
 

@@ -31,6 +31,7 @@ from cosim.master.recovery import recover
 from cosim.master.stepsize import StepControl
 from cosim.master.unitgraph import UnitGraph
 from cosim.run.logs import Logs
+from cosim.numerics.timegrid import EXCHANGE_RTOL, time_tolerance
 
 __all__ = ["Master"]
 
@@ -251,7 +252,7 @@ class Master:
         if not self._initialized:
             self.initialize()
         t_end = self.config.t_end if t_end is None else t_end
-        eps = 1e-9 * max(1.0, abs(t_end))
+        eps = time_tolerance(t_end, EXCHANGE_RTOL)
         while self.T < t_end - eps:
             H = min(self.H, t_end - self.T)
             if self.cfg.adaptive:

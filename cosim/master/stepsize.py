@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 
 from cosim.errors import ModelError
+from cosim.numerics.timegrid import floor_ticks
 
 __all__ = ["StepControl"]
 
@@ -60,7 +61,7 @@ class StepControl:
         if self.is_multiple(H):
             return H
         q = float(self.quantum)
-        return max(q, math.floor(H / q + 1e-9) * q)
+        return max(q, floor_ticks(H, q) * q)
 
     def min_H(self) -> float:
         """The smallest adaptive macro step, s."""
@@ -100,7 +101,7 @@ class StepControl:
         factor = min(max(factor, 0.2), 0.5) if shrink else min(max(factor, 1.0), 5.0)
         H_new = min(max(H * factor, self.min_H()), self.cfg.H_max)
         q = float(self.quantum)
-        n = math.floor(H_new / q + 1e-9)
+        n = floor_ticks(H_new, q)
         if not shrink and factor > 1.2:
             n = max(n, round(H / q) + 1)    # growth is never lost to rounding down
         return max(q, min(n * q, self.cfg.H_max))

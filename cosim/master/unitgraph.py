@@ -5,54 +5,9 @@ master steps and refreshes units in."""
 from __future__ import annotations
 
 from cosim.errors import CompileError
+from cosim.numerics.graph import strongly_connected_components
 
-__all__ = ["UnitGraph", "components"]
-
-
-def components(nodes: list, succ: dict) -> list[list]:
-    """Strongly connected components (Tarjan), in reverse topological order.
-
-    Parameters
-    ----------
-    nodes : list
-        The nodes, in the order components list their members.
-    succ : dict
-        Node -> iterable of its successors.
-
-    Returns
-    -------
-    list of list
-        Each component's nodes in ``nodes`` order; a component comes after every component
-        it reaches.
-    """
-    index, low, stack, on, out = {}, {}, [], set(), []
-    counter = [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in succ[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            out.append(sorted(comp, key=nodes.index))
-
-    for v in nodes:
-        if v not in index:
-            visit(v)
-    return out
+__all__ = ["UnitGraph"]
 
 
 class UnitGraph:
@@ -101,10 +56,10 @@ class UnitGraph:
             succ[u].add(v)
             if q in feeds[v]:
                 direct[u].add(v)
-        self.groups = [c for c in components(names, direct)
+        self.groups = [c for c in strongly_connected_components(names, direct)
                        if len(c) > 1 or c[0] in direct[c[0]]]
         self.group_of = {u: g for g in self.groups for u in g}
-        comps = components(names, succ)[::-1]       # topological order
+        comps = strongly_connected_components(names, succ)[::-1]       # topological order
         self.order = [u for comp in comps for u in comp]
         level = {}
         for u in self.order:

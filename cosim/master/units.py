@@ -17,6 +17,8 @@ from cosim.master import protocol as P
 from cosim.model.events import Scheduled
 from cosim.errors import (ConvergenceError, CosimError, ModelError, SimulationError,
                           UnsupportedError)
+from cosim.numerics.timegrid import EXCHANGE_RTOL, same_time, time_tolerance
+from cosim.run import checkpoint
 
 __all__ = ["LocalUnit", "Unit", "error_reply"]
 
@@ -217,7 +219,7 @@ class LocalUnit(Unit):
     def do_step(self, t: float, h: float) -> P.StepDone:
         sim = self.sim
         now = sim.t
-        if abs(t - now) > 1e-9 * max(1.0, abs(t)):
+        if not same_time(now, t, EXCHANGE_RTOL):
             raise ModelError(f"unit {self.name!r}: do_step(t={t}) but the unit is at "
                              f"t={now}; roll back with set_state or step from {now}")
         k = sim.k
@@ -235,7 +237,7 @@ class LocalUnit(Unit):
         if not self._scheduled:
             return INF
         t = self.sim.t
-        eps = 1e-9 * max(1.0, abs(t))
+        eps = time_tolerance(t, EXCHANGE_RTOL)
         return min(e.next_after(t, eps) for e in self._scheduled)
 
     def get_outputs(self) -> dict:
@@ -243,13 +245,10 @@ class LocalUnit(Unit):
         return {p: value(blk, port) for p, blk, port in self._sources}
 
     def get_state(self) -> P.UnitState:
-        return P.UnitState(self.sim.t, self.sim.snapshot())
+        return P.UnitState(self.sim.t, checkpoint.snapshot(self.sim))
 
     def set_state(self, state: P.UnitState) -> None:
-        problems = self.sim.mismatch(state.data)
-        if problems:
-            raise ModelError("state does not match this unit: " + "; ".join(problems))
-        self.sim.restore(state.data, rollback=True)
+        checkpoint.restore_snapshot(self.sim, state.data)
         # Samples after the restored point are gone: never collect past what exists now.
         lengths = state.data["meta"]["log_lengths"]
         for key, n in lengths.items():

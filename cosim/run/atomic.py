@@ -16,6 +16,7 @@ from dataclasses import replace
 from cosim.model.block import Block
 from cosim.errors import ModelError
 from cosim.model.diagram import Inport, Outport, Subsystem
+from cosim.numerics.timegrid import nearest_tick
 
 __all__ = ["AtomicSubsystem", "boundary", "inner_config"]
 
@@ -157,7 +158,7 @@ class AtomicSubsystem(Block):
         # this tick (plan order); the inner state update must see the tick's final inputs.
         self.push_inputs()
         if self.ticks is None:
-            self.ticks = max(1, int(round(dt / self.inner.config.dt)))
+            self.ticks = max(1, nearest_tick(dt, self.inner.config.dt))
         inner = self.inner
         inner.advance_to(inner.k + self.ticks)
 

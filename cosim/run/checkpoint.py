@@ -18,7 +18,8 @@ import numpy as np
 
 from cosim.errors import ModelError
 
-__all__ = ["flatten", "load", "paths", "restore_snapshot", "save", "snapshot", "unflatten"]
+__all__ = ["flatten", "load", "mismatch", "paths", "restore_snapshot", "save", "snapshot",
+           "unflatten"]
 
 FORMAT = 2
 
@@ -94,15 +95,85 @@ def unflatten(prefix: str, arrays, scalars: dict) -> dict:
 
 def snapshot(sim) -> dict:
     """The full state of an initialized simulator as one nested dict (see module doc)."""
-    return sim.snapshot()
+    if not sim.initialized:
+        raise ModelError("snapshot of a simulator that was not initialized")
+    pos = sim.store.position()
+    solver = sim.solver.get_state() if sim.solver is not None else None
+    values = sim.state.snapshot()
+    monitor = sim.monitor
+    plan = sim.plan
+    return {
+        "meta": {
+            "blocks": [[n, type(b).__name__] for b, n in zip(plan.blocks, plan.names)],
+            "dt": sim.config.dt, "t0": sim.config.t0, "k": values["k"], "t": sim.t,
+            "t_cont": values["t_stop"], "last_logged": pos["last_logged"],
+            "events": [ev.name for ev in sim.events],
+            "g_prev": list(monitor.g_prev) if monitor is not None else [],
+            "event_log": [list(e) for e in sim.event_log],
+            "stats": values["stats"],
+            "log_lengths": pos["log_lengths"], "task_ticks": pos["task_ticks"],
+        },
+        "X": values["X"],
+        "blocks": values["blocks"],
+        "solver": {} if solver is None else solver,
+        "atomic": {path: snapshot(blk.inner) for path, blk in sim.atomics},
+    }
+
+
+def mismatch(sim, tree: dict) -> list[str]:
+    """Why snapshot ``tree`` does not fit simulator ``sim`` (empty if it does)."""
+    meta = tree["meta"]
+    mine = [[n, type(b).__name__] for b, n in zip(sim.plan.blocks, sim.plan.names)]
+    problems = []
+    if meta["blocks"] != mine:
+        have = {tuple(x) for x in meta["blocks"]}
+        want = {tuple(x) for x in mine}
+        problems.append(f"blocks differ: only in checkpoint {sorted(have - want)}, only in "
+                        f"model {sorted(want - have)}" if have != want else
+                        "blocks are in a different order")
+    if meta["dt"] != sim.config.dt or meta["t0"] != sim.config.t0:
+        problems.append(f"dt/t0 differ: checkpoint {meta['dt']}/{meta['t0']}, config "
+                        f"{sim.config.dt}/{sim.config.t0}")
+    if meta["events"] != [ev.name for ev in sim.events]:
+        problems.append(f"events differ: {meta['events']} vs {[ev.name for ev in sim.events]}")
+    for path, blk in sim.atomics:
+        if path in tree["atomic"]:
+            problems += [f"{path}: {p}" for p in mismatch(blk.inner, tree["atomic"][path])]
+    return problems
+
+
+def _apply(sim, tree: dict, rollback: bool) -> None:
+    """Put ``sim`` in the state of ``tree``; ``rollback`` keeps the logs, cut back to the
+    snapshot (in-memory rollback), otherwise logs restart there (a run resumed from a file)."""
+    if not sim.initialized:
+        sim.initialize()
+    meta = tree["meta"]
+    X = np.asarray(tree["X"], dtype=np.float64)
+    if X.shape != sim.state.X.shape:
+        raise ModelError(f"checkpoint: continuous state has {X.size} entries, the model "
+                         f"{sim.state.X.size}")
+    sim.state.restore({"X": X, "blocks": tree["blocks"], "k": meta["k"],
+                       "t_stop": meta["t_cont"], "stats": meta["stats"]})
+    if sim.solver is not None:
+        sim.solver.set_state(tree["solver"])
+    for path, blk in sim.atomics:
+        _apply(blk.inner, tree["atomic"][path], rollback)
+    if rollback:
+        sim.store.cut({"log_lengths": meta["log_lengths"], "task_ticks": meta["task_ticks"],
+                       "last_logged": meta["last_logged"]})
+    else:
+        sim.restart_logs(meta["last_logged"] + 1, meta["last_logged"])
+    if sim.monitor is not None:
+        sim.monitor.g_prev[:] = meta["g_prev"]
+        sim.monitor.log[:] = [tuple(e) for e in meta["event_log"]]
 
 
 def restore_snapshot(sim, tree: dict) -> None:
     """Roll ``sim`` back to a :func:`snapshot`; logs after it are discarded."""
-    problems = sim.mismatch(tree)
+    problems = mismatch(sim, tree)
     if problems:
         raise ModelError("state does not match this simulator: " + "; ".join(problems))
-    sim.restore(tree, rollback=True)
+    _apply(sim, tree, rollback=True)
 
 
 # -- checkpoint files ------------------------------------------------------------------------
@@ -120,7 +191,7 @@ def save(sim, path) -> None:
 
     arrays: dict[str, np.ndarray] = {}
     scalars: dict = {}
-    flatten(sim.snapshot(), "sim", arrays, scalars)
+    flatten(snapshot(sim), "sim", arrays, scalars)
     meta = {"format": FORMAT, "cosim": cosim.__version__, "numpy": np.__version__,
             "model": sim.plan.name, "scalars": scalars}
     jpath, npath = paths(path)
@@ -141,8 +212,8 @@ def load(sim, path) -> None:
     with np.load(npath, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     tree = unflatten("sim", arrays, meta["scalars"])
-    problems = sim.mismatch(tree)
+    problems = mismatch(sim, tree)
     if problems:
         raise ModelError(f"checkpoint {jpath} does not match model {sim.plan.name!r}: "
                          + "; ".join(problems))
-    sim.restore(tree, rollback=False)
+    _apply(sim, tree, rollback=False)

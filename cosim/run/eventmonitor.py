@@ -15,6 +15,7 @@ import numpy as np
 from cosim.compile.flatten import split_ref
 from cosim.errors import CompileError
 from cosim.model.events import Scheduled, ZeroCrossing
+from cosim.numerics.timegrid import CLOCK_RTOL, EXCHANGE_RTOL, same_time, time_tolerance
 
 __all__ = ["EventMonitor", "check_events"]
 
@@ -133,7 +134,7 @@ class EventMonitor:
 
     def scheduled_at(self, t: float) -> None:
         """Fire the scheduled events due at tick time ``t``."""
-        eps = 1e-12 * max(1.0, abs(t))
+        eps = time_tolerance(t, CLOCK_RTOL)
         due = [ev for ev in self.scheduled if abs(ev.next_after(t - 2 * eps, 0.0) - t) <= eps]
         if due and self.fire(due, t):
             self.state.t_stop = t
@@ -142,15 +143,16 @@ class EventMonitor:
         """The end of a solver step from ``t``: ``t_next`` or an earlier scheduled event."""
         bound = t_next
         for ev in self.scheduled:
-            tt = ev.next_after(t, 1e-12 * max(1.0, abs(t)))
-            if tt < bound - 1e-12 * max(1.0, abs(bound)):
+            tt = ev.next_after(t, time_tolerance(t, CLOCK_RTOL))
+            if tt < bound - time_tolerance(bound, CLOCK_RTOL):
                 bound = tt
         return bound
 
     def due(self, t: float) -> list:
         """The scheduled events due at ``t`` (a step just ended there)."""
-        return [ev for ev in self.scheduled if abs(ev.next_after(t - 1e-9 * max(1.0, abs(t)), 0)
-                                                   - t) <= 1e-12 * max(1.0, abs(t))]
+        return [ev for ev in self.scheduled
+                if same_time(ev.next_after(t - time_tolerance(t, EXCHANGE_RTOL), 0), t,
+                             CLOCK_RTOL)]
 
     def fire(self, evs, t: float) -> bool:
         """Run the actions of ``evs`` at ``t``; True if one of them stops the run."""

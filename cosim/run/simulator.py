@@ -24,6 +24,7 @@ from cosim.run.logs import Logs
 from cosim.run.logstore import LogStore
 from cosim.run.startup import initialize_blocks
 from cosim.run.state import RunState
+from cosim.numerics.timegrid import EXCHANGE_RTOL, nearest_tick, same_time
 
 __all__ = ["Simulator"]
 
@@ -53,16 +54,13 @@ class Simulator:
         ``nreject``, ``nnewton``, ... (see :attr:`solver_stats`).
     """
 
-    def __new__(cls, model=None, config=None):
-        # A co-simulation config gives the co-simulated run of the same model.
-        if cls is Simulator and isinstance(config, SimulationConfig) and config.cosim:
-            from cosim.master.cosimulation import CoSimulation
-            return CoSimulation(model, config)
-        return super().__new__(cls)
-
     def __init__(self, model, config: SimulationConfig):
         if not isinstance(config, SimulationConfig):
             raise ModelError(f"Simulator needs a SimulationConfig, got {type(config).__name__}")
+        if config.cosim is not None:
+            raise ModelError("SimulationConfig.cosim is set: co-simulate with "
+                             "cosim.CoSimulation(model, config), or let "
+                             "cosim.simulation(model, config) choose from the config")
         self.model = model
         self.config = config
         from cosim.model.diagram import Model
@@ -230,7 +228,7 @@ class Simulator:
         for _, blk in self.atomics:
             # The inner plan logs its ticks as it steps; its tick at the end time too.
             inner = blk.inner
-            if abs(inner.t - t) <= 1e-9 * max(1.0, abs(t)):
+            if same_time(inner.t, t, EXCHANGE_RTOL):
                 inner.log_final_outputs()
 
     def value(self, block: str, port: str) -> np.ndarray:
@@ -328,7 +326,7 @@ class Simulator:
             t_end = cfg.t0 + self.state.k * cfg.dt + duration
         elif t_end is None:
             t_end = cfg.t_end
-        k_end = int(round((t_end - cfg.t0) / cfg.dt))
+        k_end = nearest_tick(t_end, cfg.dt, cfg.t0)
         if k_end < self.state.k:
             raise SimulationError(f"run: end time {t_end} is before the current time {self.t}")
         return k_end
@@ -416,86 +414,12 @@ class Simulator:
         from cosim.run.analysis import periodic_steady_state
         return periodic_steady_state(self, period, **kw)
 
-    # -- snapshots and checkpoints ----------------------------------------------------------
+    # -- checkpoints ------------------------------------------------------------------------
 
-    def snapshot(self) -> dict:
-        """The full state as one nested dict of plain values and arrays (see
-        :mod:`cosim.run.checkpoint`): restoring it and continuing is bit for bit the same as
-        never stopping."""
-        if not self._initialized:
-            raise ModelError("snapshot of a simulator that was not initialized")
-        pos = self.store.position()
-        solver = self.solver.get_state() if self.solver is not None else None
-        values = self.state.snapshot()
-        monitor = self.monitor
-        plan = self.plan
-        return {
-            "meta": {
-                "blocks": [[n, type(b).__name__] for b, n in zip(plan.blocks, plan.names)],
-                "dt": self.config.dt, "t0": self.config.t0, "k": values["k"], "t": self.t,
-                "t_cont": values["t_stop"], "last_logged": pos["last_logged"],
-                "events": [ev.name for ev in self.events],
-                "g_prev": list(monitor.g_prev) if monitor is not None else [],
-                "event_log": [list(e) for e in self.event_log],
-                "stats": values["stats"],
-                "log_lengths": pos["log_lengths"], "task_ticks": pos["task_ticks"],
-            },
-            "X": values["X"],
-            "blocks": values["blocks"],
-            "solver": {} if solver is None else solver,
-            "atomic": {path: blk.inner.snapshot() for path, blk in self.atomics},
-        }
-
-    def mismatch(self, tree: dict) -> list[str]:
-        """Why snapshot ``tree`` does not fit this simulator (empty if it does)."""
-        meta = tree["meta"]
-        mine = [[n, type(b).__name__] for b, n in zip(self.plan.blocks, self.plan.names)]
-        problems = []
-        if meta["blocks"] != mine:
-            have = {tuple(x) for x in meta["blocks"]}
-            want = {tuple(x) for x in mine}
-            problems.append(f"blocks differ: only in checkpoint {sorted(have - want)}, only in "
-                            f"model {sorted(want - have)}" if have != want else
-                            "blocks are in a different order")
-        if meta["dt"] != self.config.dt or meta["t0"] != self.config.t0:
-            problems.append(f"dt/t0 differ: checkpoint {meta['dt']}/{meta['t0']}, config "
-                            f"{self.config.dt}/{self.config.t0}")
-        if meta["events"] != [ev.name for ev in self.events]:
-            problems.append(f"events differ: {meta['events']} vs "
-                            f"{[ev.name for ev in self.events]}")
-        for path, blk in self.atomics:
-            if path in tree["atomic"]:
-                problems += [f"{path}: {p}" for p in blk.inner.mismatch(tree["atomic"][path])]
-        return problems
-
-    def restore(self, tree: dict, rollback: bool = True) -> None:
-        """Put the simulator in the state of :meth:`snapshot` ``tree``.
-
-        ``rollback`` keeps the logs, cut back to the snapshot (in-memory rollback); otherwise
-        the logs restart there (a run resumed from a checkpoint file).
-        """
-        if not self._initialized:
-            self.initialize()
-        meta = tree["meta"]
-        X = np.asarray(tree["X"], dtype=np.float64)
-        if X.shape != self.state.X.shape:
-            raise ModelError(f"checkpoint: continuous state has {X.size} entries, the model "
-                             f"{self.state.X.size}")
-        self.state.restore({"X": X, "blocks": tree["blocks"], "k": meta["k"],
-                            "t_stop": meta["t_cont"], "stats": meta["stats"]})
-        if self.solver is not None:
-            self.solver.set_state(tree["solver"])
-        for path, blk in self.atomics:
-            blk.inner.restore(tree["atomic"][path], rollback)
-        if rollback:
-            self.store.cut({"log_lengths": meta["log_lengths"], "task_ticks": meta["task_ticks"],
-                            "last_logged": meta["last_logged"]})
-        else:
-            last = meta["last_logged"]
-            self._start(k0=last + 1, last=last)
-        if self.monitor is not None:
-            self.monitor.g_prev[:] = meta["g_prev"]
-            self.monitor.log[:] = [tuple(e) for e in meta["event_log"]]
+    def restart_logs(self, k0: int, last: int) -> None:
+        """Start the logs afresh at tick ``k0`` (``last``: the tick logged before it), as a run
+        resumed from a checkpoint does; the fast path is rebuilt on the new log store."""
+        self._start(k0, last)
 
     def save_checkpoint(self, path) -> None:
         """Write ``path.json`` (structure, time, versions) and ``path.npz`` (all numbers)."""

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cluster.codec import encode_batch
-from cosim import CosimConfig, SimulationConfig, Simulator
+from cosim import CoSimulation, CosimConfig, SimulationConfig
 
 from tests.benchmarks.rings import ring
 from cosim.master import protocol as P
@@ -26,7 +26,7 @@ REPEAT = 3
 
 
 def cosim_us(n, backend, units=None):
-    sim = Simulator(ring(n), SimulationConfig(dt=0.01, t_end=(REPEAT * STEPS + 1) * 0.01,
+    sim = CoSimulation(ring(n), SimulationConfig(dt=0.01, t_end=(REPEAT * STEPS + 1) * 0.01,
                                               log=[],
                                               cosim=CosimConfig(H=0.01, backend=backend,
                                                                 units=units or {},
@@ -168,7 +168,7 @@ def test_bench_two_heavy_units_in_parallel(ray_session):
     times = {"local": [], "ray": []}
     for _ in range(3):
         for backend in times:
-            sim = Simulator(heavy_pair(), SimulationConfig(
+            sim = CoSimulation(heavy_pair(), SimulationConfig(
                 dt=0.001, t_end=1.0, log=[], cosim=CosimConfig(H=0.02, backend=backend)))
             try:
                 sim.master.initialize()

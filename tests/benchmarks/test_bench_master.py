@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from cosim import CosimConfig, SimulationConfig, Simulator
+from cosim import CoSimulation, CosimConfig, SimulationConfig
 
 from tests.benchmarks.rings import ring
 
@@ -20,7 +20,7 @@ STEPS = 2000
 def cosim_us_per_step(n, scheme):
     best = float("inf")
     for _ in range(3):
-        sim = Simulator(ring(n), SimulationConfig(
+        sim = CoSimulation(ring(n), SimulationConfig(
             dt=0.01, t_end=STEPS * 0.01, log=[],
             cosim=CosimConfig(H=0.01, scheme=scheme, log_every=10 * STEPS)))
         sim.initialize()

@@ -15,7 +15,8 @@ import pytest
 
 from blocks import DiscreteIntegrator, Gain, Saturation, Step, Sum
 from blocks.continuous import Integrator
-from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator, Subsystem
+from cosim import (CoSimulation, CosimConfig, Inport, Model, Outport, SimulationConfig, Simulator,
+                   Subsystem)
 from cosim.master import protocol as P
 from cosim.master.units import LocalUnit
 from cosim.model.evaluate import evaluate
@@ -71,7 +72,7 @@ def run_us(cosim: str | None) -> float:
     if cosim is None:
         sim = Simulator(motor_pi(False), SimulationConfig(dt=DT, t_end=STEPS * DT, solver="RK4"))
     else:
-        sim = Simulator(motor_pi(True), SimulationConfig(
+        sim = CoSimulation(motor_pi(True), SimulationConfig(
             dt=DT, t_end=STEPS * DT, cosim=CosimConfig(H=DT, scheme=cosim, extrapolation=1)))
     sim.initialize()
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from cosim import CosimConfig, SimulationConfig, Simulator  # noqa: E402
+from cosim import CoSimulation, CosimConfig, SimulationConfig, simulation  # noqa: E402
 from tests.cluster.scenarios import three_units  # noqa: E402
 
 
@@ -25,10 +25,10 @@ def main():
         H=0.02, backend="ray", units={"a": {"resources": {"plant_node": 1}},
                                       "b": {"resources": {"plant_node": 1}},
                                       "main": {"node": head_id}}))
-    sim = Simulator(three_units(), cfg)
+    sim = simulation(three_units(), cfg)
     logs = sim.run()
     where = {u: p.where()["node"] for u, p in sim.master.proxies.items()}
-    ref = Simulator(three_units(), SimulationConfig(
+    ref = CoSimulation(three_units(), SimulationConfig(
         dt=0.002, t_end=0.2, cosim=CosimConfig(H=0.02))).run()
     sim.close()
     assert where["a"] == worker.node_id and where["b"] == worker.node_id, where

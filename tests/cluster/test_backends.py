@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from cosim import CosimConfig, SimulationConfig, Simulator
+from cosim import CoSimulation, CosimConfig, SimulationConfig
 
 from tests.cluster.scenarios import algebraic, three_units
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.cluster
 def references():
     out = {}
     for name, scenario, cosim in SCENARIOS:
-        out[name] = Simulator(scenario(), SimulationConfig(
+        out[name] = CoSimulation(scenario(), SimulationConfig(
             dt=0.002, t_end=0.5, cosim=CosimConfig(**cosim))).run()
     return out
 
@@ -30,7 +30,7 @@ SCENARIOS = [
 @pytest.mark.parametrize("name, scenario, cosim", SCENARIOS, ids=[s[0] for s in SCENARIOS])
 def test_every_backend_gives_the_same_numbers(ray_session, references, backend, name, scenario,
                                               cosim):
-    sim = Simulator(scenario(), SimulationConfig(dt=0.002, t_end=0.5, cosim=CosimConfig(
+    sim = CoSimulation(scenario(), SimulationConfig(dt=0.002, t_end=0.5, cosim=CosimConfig(
         backend=backend, **cosim)))
     try:
         logs = sim.run()

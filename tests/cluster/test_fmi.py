@@ -12,8 +12,8 @@ from blocks import Gain, Sine, Step
 from blocks.continuous import Integrator
 from blocks.fmu import FmuBlock
 from cosim.fmi.export import export_fmu
-from cosim import (CosimConfig, Inport, Model, ModelError, Outport, SimulationConfig,
-                   Simulator, Subsystem)
+from cosim import (CoSimulation, CosimConfig, Inport, Model, ModelError, Outport, SimulationConfig,
+                   Simulator, Subsystem, simulation)
 
 SOURCES = Path(__file__).with_name("fmu_sources")
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_fmi3_and_fmi2_units_of_the_same_model_agree_bit_for_bit(lag_fmu, lag3_f
               FmuBlock("lag", str(fmu), 0.05, start_values={"tau": 0.3}), Gain("g", 2.0))
         m.connect("u.out", "lag.u")
         m.connect("lag.y", "g.in")
-        runs.append(Simulator(m, SimulationConfig(dt=0.05, t_end=2.0,
+        runs.append(CoSimulation(m, SimulationConfig(dt=0.05, t_end=2.0,
                                                   cosim=CosimConfig(H=0.05))).run())
     fmi2, fmi3 = runs
     assert fmi3["lag/fmu.y"].shape == (41, 1)
@@ -87,10 +87,10 @@ def plant_fmu(tmp_path_factory):
 
 def test_exported_subsystem_imported_back_equals_native(plant_fmu):
     cfg = SimulationConfig(dt=0.01, t_end=1.0, cosim=CosimConfig(H=0.05))
-    native = Simulator(plant_model(), cfg).run()
+    native = simulation(plant_model(), cfg).run()
     m = plant_model()
     m.blocks[0] = FmuBlock("plant", str(plant_fmu), 0.05)      # the FMU, as a unit
-    logs = Simulator(m, cfg).run()
+    logs = simulation(m, cfg).run()
     # The FMU runs the same LocalUnit inside: at the macro points the outputs agree exactly
     # (the FMU interface carries float64 values unchanged).
     t = logs.time_of("plant/fmu.y")
@@ -107,7 +107,7 @@ def test_fmpy_simulates_the_exported_fmu_like_the_native_run(plant_fmu):
     res = simulate_fmu(str(plant_fmu), stop_time=1.0, step_size=0.05, output_interval=0.05,
                        input=np.array(list(zip(t_in, np.sin(np.pi * t_in))),
                                       dtype=[("time", float), ("u", float)]))
-    native = Simulator(plant_model(), SimulationConfig(
+    native = CoSimulation(plant_model(), SimulationConfig(
         dt=0.01, t_end=1.0, cosim=CosimConfig(H=0.05))).run()
     nat_t = native.time_of("plant/x.out")
     nat = native["plant/x.out"][np.searchsorted(nat_t, res["time"] - 1e-12), 0]
@@ -120,7 +120,7 @@ def test_fmu_that_cannot_save_state_is_refused_for_rollback(lag_fmu):
     m.add(Sine("u", frequency=0.5, sample_time=0.05), FmuBlock("lag", str(lag_fmu), 0.05))
     m.connect("u.out", "lag.u")
     with pytest.raises(ModelError, match="cannot save its state"):
-        Simulator(m, SimulationConfig(dt=0.05, t_end=1.0, cosim=CosimConfig(
+        CoSimulation(m, SimulationConfig(dt=0.05, t_end=1.0, cosim=CosimConfig(
             H=0.05, adaptive=True))).run()
 
 
@@ -130,11 +130,11 @@ def test_exported_fmu_rolls_back_like_the_native_unit(plant_fmu):
     assert cs.canGetAndSetFMUstate and cs.canSerializeFMUstate
     cfg = SimulationConfig(dt=0.01, t_end=1.0, cosim=CosimConfig(
         H=0.2, adaptive=True, extrapolation=1, rtol=1e-5, atol=1e-6))
-    native_sim = Simulator(plant_model(), cfg)
+    native_sim = simulation(plant_model(), cfg)
     native = native_sim.run()
     m = plant_model()
     m.blocks[0] = FmuBlock("plant", str(plant_fmu), 0.01)
-    sim = Simulator(m, cfg)
+    sim = simulation(m, cfg)
     logs = sim.run()
     # Rejected macro steps were rolled back through the FMU's own state functions, and the
     # run retraced the native one step for step.
@@ -210,7 +210,7 @@ def test_fmu_unit_runs_in_a_ray_actor_and_behind_a_server(ray_session, plant_fmu
     cfg = SimulationConfig(dt=0.01, t_end=0.5, cosim=CosimConfig(H=0.05))
     m = plant_model()
     m.blocks[0] = FmuBlock("plant", str(plant_fmu), 0.05)
-    ref = Simulator(m, cfg).run()
+    ref = simulation(m, cfg).run()
     m = plant_model()
     m.blocks[0] = FmuBlock("plant", str(plant_fmu), 0.05)
     server = None
@@ -226,7 +226,7 @@ def test_fmu_unit_runs_in_a_ray_actor_and_behind_a_server(ray_session, plant_fmu
                                   stderr=subprocess.PIPE, text=True, cwd=ROOT)
         address = server.stdout.readline().strip().rsplit(" on ", 1)[1]
         cosim = CosimConfig(H=0.05, backend="zmq", units={"plant": {"address": address}})
-    sim = Simulator(m, SimulationConfig(dt=0.01, t_end=0.5, cosim=cosim))
+    sim = CoSimulation(m, SimulationConfig(dt=0.01, t_end=0.5, cosim=cosim))
     try:
         logs = sim.run()
     finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosim import CosimConfig, SimulationConfig, Simulator
+from cosim import CoSimulation, CosimConfig, SimulationConfig
 from cosim.master.records import StepStatus
 
 from tests.cluster.scenarios import algebraic, crashing, three_units
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 
 
 def run(model, backend, **cosim):
-    sim = Simulator(model, SimulationConfig(dt=0.002, t_end=1.0, cosim=CosimConfig(
+    sim = CoSimulation(model, SimulationConfig(dt=0.002, t_end=1.0, cosim=CosimConfig(
         backend=backend, **cosim)))
     try:
         logs = sim.run()
@@ -60,7 +60,7 @@ def test_killed_unit_is_recreated_and_the_run_replays_identically(ray_session, t
 def test_units_sharing_a_process_share_an_actor_and_are_bit_identical(ray_session):
     cosim = dict(H=0.02, scheme="jacobi", extrapolation=1)
     _, local = run(three_units(), "local", **cosim)
-    sim = Simulator(three_units(), SimulationConfig(dt=0.002, t_end=1.0, cosim=CosimConfig(
+    sim = CoSimulation(three_units(), SimulationConfig(dt=0.002, t_end=1.0, cosim=CosimConfig(
         backend="ray", units={"a": {"process": "ab"}, "b": {"process": "ab"}}, **cosim)))
     try:
         pa, pb, pm = (sim.master.proxies[u] for u in ("a", "b", "main"))
@@ -111,7 +111,7 @@ def test_unit_gone_for_good_leaves_a_checkpoint_to_resume_from(ray_session, tmp_
     assert exc.value.unit == "b"
     assert cp.with_suffix(".json").exists()
     # Resume in process (the crash marker exists now, so the unit runs on).
-    sim = Simulator(crashing(str(tmp_path / "crashed")), SimulationConfig(
+    sim = CoSimulation(crashing(str(tmp_path / "crashed")), SimulationConfig(
         dt=0.002, t_end=1.0, cosim=CosimConfig(backend="local", **cosim)))
     sim.load_checkpoint(cp)
     logs = sim.run()

@@ -13,7 +13,7 @@ import zmq
 
 from cluster.codec import encode_batch
 from cluster.zmq_backend import ZmqProxy
-from cosim import CosimConfig, ModelError, SimulationConfig, Simulator, TransportError
+from cosim import CoSimulation, CosimConfig, ModelError, SimulationConfig, TransportError
 from cosim.master import protocol as P
 from cosim.master.partition import REST
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(model, **cosim):
-    sim = Simulator(model, SimulationConfig(dt=0.002, t_end=0.6, cosim=CosimConfig(**cosim)))
+    sim = CoSimulation(model, SimulationConfig(dt=0.002, t_end=0.6, cosim=CosimConfig(**cosim)))
     try:
         return sim, sim.run()
     finally:
@@ -54,7 +54,7 @@ def test_units_sharing_a_process_are_bit_identical_to_in_process():
     cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1)
     _, ref = run(three_units(), **cosim)
     units = {u: {"process": "shared"} for u in ("a", "b", REST)}
-    sim = Simulator(three_units(), SimulationConfig(
+    sim = CoSimulation(three_units(), SimulationConfig(
         dt=0.002, t_end=0.6, cosim=CosimConfig(backend="zmq", units=units, **cosim)))
     try:
         assert len(sim.backend.servers) == 1
@@ -67,7 +67,7 @@ def test_units_sharing_a_process_are_bit_identical_to_in_process():
 
 def test_units_of_one_server_share_one_round_trip_per_call():
     units = {u: {"process": "shared"} for u in ("a", "b", REST)}
-    sim = Simulator(three_units(), SimulationConfig(
+    sim = CoSimulation(three_units(), SimulationConfig(
         dt=0.002, t_end=0.6, cosim=CosimConfig(H=0.02, backend="zmq", units=units)))
     try:
         (conn,) = sim.backend.connections
@@ -96,7 +96,7 @@ def test_every_server_gets_its_message_before_the_master_waits_for_a_reply():
     # servers first (the master flushes), then waits; waiting on one before the other has
     # its message would run the servers one after the other.
     units = {"b": {"process": "rest"}, REST: {"process": "rest"}}
-    sim = Simulator(three_units(), SimulationConfig(
+    sim = CoSimulation(three_units(), SimulationConfig(
         dt=0.002, t_end=0.6, cosim=CosimConfig(H=0.02, backend="zmq", units=units)))
     try:
         events = []
@@ -121,7 +121,7 @@ def test_a_process_named_like_a_unit_gets_its_own_unit_file():
     # Unit a runs alone; b and the rest share a process that happens to be called "a".
     cosim = dict(H=0.02, scheme="gauss-seidel", extrapolation=1)
     _, ref = run(three_units(), **cosim)
-    sim = Simulator(three_units(), SimulationConfig(dt=0.002, t_end=0.6, cosim=CosimConfig(
+    sim = CoSimulation(three_units(), SimulationConfig(dt=0.002, t_end=0.6, cosim=CosimConfig(
         backend="zmq", units={"b": {"process": "a"}, REST: {"process": "a"}}, **cosim)))
     try:
         files = {s.unit_file.name for s in sim.backend.servers}

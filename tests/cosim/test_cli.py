@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cosim import Model, Simulator
+from cosim import Model, simulation
 
 DATA = Path(__file__).parent / "data"
 SERVO = str(DATA / "servo.yaml")
@@ -34,7 +34,7 @@ def test_run_with_overrides_saves_the_logs(tmp_path):
     model = Model.from_yaml(SERVO)
     model.parameters.update(kp=2, setpoint="=0.5*3")
     from dataclasses import replace
-    logs = Simulator(model, replace(model.simulation, t_end=1.5)).run()
+    logs = simulation(model, replace(model.simulation, t_end=1.5)).run()
     with np.load(out) as npz:
         np.testing.assert_array_equal(npz["time"], logs.time)
         for key in logs:
@@ -189,10 +189,10 @@ def test_cosimulate_resume_and_plot_from_the_command_line(tmp_path):
     model = Model.from_yaml(pair)
     cfg = SimulationConfig(dt=model.simulation.dt, t_end=model.simulation.t_end,
                            cosim=CosimConfig(H=0.05))
-    sim = Simulator(model, cfg)
+    sim = simulation(model, cfg)
     sim.run(t_end=model.simulation.t_end / 2)
     sim.save_checkpoint(tmp_path / "half")
-    full = Simulator(Model.from_yaml(pair), cfg).run()
+    full = simulation(Model.from_yaml(pair), cfg).run()
     res = cosim("run", pair, "--cosim", "0.05", "--resume", str(tmp_path / "half"),
                 "--out", str(tmp_path / "rest.npz"))
     assert res.returncode == 0, res.stderr

@@ -5,7 +5,7 @@ import pytest
 
 from blocks import Constant, Gain, Sine, Sum, UnitDelay
 from blocks.continuous import Integrator
-from cosim import CompileError, Model, SimulationConfig, Simulator
+from cosim import CompileError, Model, SimulationConfig, Simulator, simulation
 from cosim.run.atomic import AtomicSubsystem, boundary
 from cosim.model.library import register
 from cosim.model.diagram import From, Goto, Inport, Outport, Reference, Subsystem
@@ -55,8 +55,8 @@ def nested_model():
 @pytest.mark.parametrize("fast", [True, False])
 def test_flattened_virtual_subsystems_equal_flat_model_bit_for_bit(fast):
     cfg = SimulationConfig(dt=0.01, t_end=2.0, fast=fast)
-    a = Simulator(flat_model(), cfg).run()
-    sim = Simulator(nested_model(), cfg)
+    a = simulation(flat_model(), cfg).run()
+    sim = simulation(nested_model(), cfg)
     b = sim.run()
     pairs = {"src.out": "src.out", "g.out": "outer/inner/amp/g.out", "d.out": "outer/d.out",
              "s.out": "outer/s.out", "out.out": "out.out"}
@@ -105,11 +105,11 @@ def test_goto_from_visibility():
         return m
 
     cfg = SimulationConfig(dt=0.1, t_end=0.2)
-    assert Simulator(model("global", "top"), cfg).run()["k.out"][0, 0] == 2.0
-    assert Simulator(model("scoped", "deeper"), cfg).run()["k.out"][0, 0] == 2.0
+    assert simulation(model("global", "top"), cfg).run()["k.out"][0, 0] == 2.0
+    assert simulation(model("scoped", "deeper"), cfg).run()["k.out"][0, 0] == 2.0
     for vis, where in (("local", "top"), ("local", "deeper"), ("scoped", "top")):
         with pytest.raises(CompileError, match="has no visible Goto"):
-            Simulator(model(vis, where), cfg)
+            simulation(model(vis, where), cfg)
 
 
 def atomic_pair(atomic: bool):
@@ -168,8 +168,8 @@ def test_atomic_with_held_inputs_equals_virtual_bit_for_bit():
         m.connect("plant.y", "k.in")
         return m
     cfg = SimulationConfig(dt=0.01, t_end=1.0, solver="RK4")
-    a = Simulator(model(False), cfg).run()
-    b = Simulator(model(True), cfg).run()
+    a = simulation(model(False), cfg).run()
+    b = simulation(model(True), cfg).run()
     np.testing.assert_array_equal(a["plant/x.out"], b["plant/x.out"])
     np.testing.assert_array_equal(a["k.out"], b["k.out"])
 
@@ -189,11 +189,11 @@ def test_boundary_lists_direct_dependencies():
 
 def test_checkpoint_with_atomic_subsystems_is_bit_identical(tmp_path):
     cfg = SimulationConfig(dt=0.01, t_end=1.0, solver="RK45")
-    ref = Simulator(atomic_pair(True), cfg).run()
-    sim = Simulator(atomic_pair(True), cfg)
+    ref = simulation(atomic_pair(True), cfg).run()
+    sim = simulation(atomic_pair(True), cfg)
     sim.run(t_end=0.47)
     sim.save_checkpoint(tmp_path / "cp")
-    other = Simulator(atomic_pair(True), cfg)
+    other = simulation(atomic_pair(True), cfg)
     other.load_checkpoint(tmp_path / "cp")
     logs = other.run()
     for key in ref:

@@ -5,7 +5,7 @@ import pytest
 
 from blocks import Gain, Sine, Sum
 from cosim import (ConvergenceError, CosimConfig, Inport, Model, ModelError, Outport,
-                   SimulationConfig, Simulator, Subsystem)
+                   SimulationConfig, Simulator, Subsystem, simulation)
 from cosim.master.cosimulation import CoSimulation
 from cosim.master.records import StepStatus
 
@@ -24,7 +24,7 @@ def cfg(**cosim):
 
 @pytest.fixture(scope="module")
 def monolithic():
-    return Simulator(three_units(atomic=False), cfg()).run()
+    return simulation(three_units(atomic=False), cfg()).run()
 
 
 @pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
@@ -33,7 +33,7 @@ def test_error_shrinks_with_the_order_of_the_scheme(monolithic, scheme, order, e
     Hs = np.array([0.04, 0.02, 0.01])
     errs = []
     for H in Hs:
-        logs = Simulator(three_units(), cfg(H=H, extrapolation=order, scheme=scheme)).run()
+        logs = simulation(three_units(), cfg(H=H, extrapolation=order, scheme=scheme)).run()
         assert np.array_equal(logs.time_of("b/x.out"), monolithic.time_of("b/x.out"))
         errs.append(np.max(np.abs(logs["b/x.out"] - monolithic["b/x.out"])))
     slope = np.polyfit(np.log(Hs), np.log(errs), 1)[0]
@@ -71,7 +71,7 @@ def exact_loop(t):
 
 @pytest.mark.parametrize("acceleration", ["none", "aitken", "anderson", "newton"])
 def test_algebraic_coupling_iterated_matches_loop_solution(acceleration):
-    sim = Simulator(algebraic(), SimulationConfig(
+    sim = CoSimulation(algebraic(), SimulationConfig(
         dt=0.01, t_end=1.0, cosim=CosimConfig(H=0.05, tolerance=1e-13, acceleration=acceleration,
                                          max_iterations=200)))
     logs = sim.run()
@@ -89,7 +89,7 @@ def test_algebraic_coupling_iterated_matches_loop_solution(acceleration):
 
 def test_algebraic_coupling_without_iteration_reports_its_error():
     with pytest.warns(UserWarning, match="without iteration"):
-        sim = Simulator(algebraic(), SimulationConfig(
+        sim = CoSimulation(algebraic(), SimulationConfig(
             dt=0.01, t_end=1.0, cosim=CosimConfig(H=0.05, iterate=False)))
         logs = sim.run()
     assert {r.status for r in sim.step_log} == {StepStatus.UNITERATED}
@@ -106,10 +106,10 @@ def test_nonconvergence_raises_or_is_recorded():
         m["a"]["g"].k = 3.0          # loop gain 2.4: plain iteration diverges
         return m
     with pytest.raises(ConvergenceError, match=r"a <-> b.*a\.y.*b\.y") as exc:
-        Simulator(strong(), SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(
+        CoSimulation(strong(), SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(
             H=0.05, acceleration="none", max_iterations=10))).run()
     assert exc.value.iterations == 10
-    sim = Simulator(strong(), SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(
+    sim = CoSimulation(strong(), SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(
         H=0.05, acceleration="none", max_iterations=10, on_nonconvergence="continue")))
     sim.run()
     assert {r.status for r in sim.step_log} == {StepStatus.CONTINUED}
@@ -120,7 +120,7 @@ def calls(trace, t=None):
 
 
 def test_trace_jacobi_and_gauss_seidel():
-    sim = Simulator(three_units(), cfg(H=0.1, trace=True))
+    sim = simulation(three_units(), cfg(H=0.1, trace=True))
     sim.run(t_end=0.2)
     step = [("a", "SetInputs"), ("a", "DoStep"), ("a", "GetOutputs"),
             ("b", "SetInputs"), ("b", "DoStep"), ("b", "GetOutputs"),
@@ -129,7 +129,7 @@ def test_trace_jacobi_and_gauss_seidel():
     # outputs for the exchanged inputs, then every unit steps.
     refresh = [("main", "SetInputs"), ("main", "RefreshOutputs"), ("main", "GetOutputs")]
     assert calls(sim.master.trace, 0.1) == refresh + step
-    sim = Simulator(three_units(), cfg(H=0.1, scheme="gauss-seidel", trace=True))
+    sim = simulation(three_units(), cfg(H=0.1, scheme="gauss-seidel", trace=True))
     sim.run(t_end=0.2)
     # Graph order: the cycle main -> a -> b -> main, entered at the first unit (after main's
     # refresh at the macro point).
@@ -138,7 +138,7 @@ def test_trace_jacobi_and_gauss_seidel():
 
 
 def test_trace_of_iterated_coupling_rolls_back_between_iterations():
-    sim = Simulator(algebraic(), SimulationConfig(dt=0.01, t_end=0.05, cosim=CosimConfig(
+    sim = CoSimulation(algebraic(), SimulationConfig(dt=0.01, t_end=0.05, cosim=CosimConfig(
         H=0.05, tolerance=1e-13, trace=True)))
     sim.run()
     seq = calls(sim.master.trace, 0.0)
@@ -156,11 +156,11 @@ def test_trace_of_iterated_coupling_rolls_back_between_iterations():
 
 def test_checkpoint_continue_is_bit_identical(tmp_path):
     config = cfg(H=0.02, extrapolation=2, scheme="gauss-seidel")
-    ref = Simulator(three_units(), config).run()
-    sim = Simulator(three_units(), config)
+    ref = simulation(three_units(), config).run()
+    sim = simulation(three_units(), config)
     sim.run(t_end=0.4)
     sim.save_checkpoint(tmp_path / "cp")
-    other = Simulator(three_units(), config)
+    other = simulation(three_units(), config)
     other.load_checkpoint(tmp_path / "cp")
     logs = other.run()
     for key in ref:
@@ -171,7 +171,7 @@ def test_checkpoint_continue_is_bit_identical(tmp_path):
 
 
 def test_adaptive_macro_step_rejects_and_grows(monolithic):
-    sim = Simulator(three_units(), cfg(H=0.2, adaptive=True, extrapolation=1, rtol=1e-4,
+    sim = simulation(three_units(), cfg(H=0.2, adaptive=True, extrapolation=1, rtol=1e-4,
                                        atol=1e-5, H_max=0.2))
     logs = sim.run()
     steps = sim.step_log
@@ -191,7 +191,7 @@ def test_adaptive_macro_step_ends_at_a_units_scheduled_event():
     def run(adaptive):
         m = three_units()
         m.add_event(Scheduled("kick", times=times, callback=lambda sim, t: fired.append(t)))
-        sim = Simulator(m, cfg(H=0.2, adaptive=adaptive, extrapolation=1, rtol=1e-4,
+        sim = simulation(m, cfg(H=0.2, adaptive=adaptive, extrapolation=1, rtol=1e-4,
                                atol=1e-5, H_max=0.2))
         sim.run()
         return sim, [(r.t, r.t + r.H) for r in sim.step_log
@@ -218,8 +218,8 @@ def test_a_stop_event_in_a_unit_ends_the_cosimulation_there(adaptive):
         m = three_units(atomic)
         m.add_event(Scheduled("halt", times=[0.374], stop=True))
         return m
-    mono = Simulator(model(atomic=False), cfg()).run()         # the same stop, monolithic
-    sim = Simulator(model(atomic=True), cfg(H=0.02, adaptive=adaptive, extrapolation=1))
+    mono = simulation(model(atomic=False), cfg()).run()         # the same stop, monolithic
+    sim = simulation(model(atomic=True), cfg(H=0.02, adaptive=adaptive, extrapolation=1))
     logs = sim.run()
     assert sim.master.T == 0.374 and sim.step_log[-1].status is StepStatus.STOPPED
     assert "main" in sim.step_log[-1].message
@@ -232,11 +232,11 @@ def test_a_stop_event_in_a_unit_ends_the_cosimulation_there(adaptive):
 
 def test_macro_step_must_be_a_multiple_of_unit_steps():
     with pytest.raises(ModelError, match="common multiple"):
-        Simulator(three_units(), cfg(H=0.003)).run()
+        simulation(three_units(), cfg(H=0.003)).run()
 
 
 def test_simulator_facade_and_logs(tmp_path):
-    sim = Simulator(three_units(), cfg(H=0.02))
+    sim = simulation(three_units(), cfg(H=0.02))
     assert isinstance(sim, CoSimulation)
     logs = sim.run()
     assert "a/x.out" in logs and "main/e.out" in logs
@@ -261,7 +261,7 @@ def test_a_unit_refreshes_its_outputs_on_request_and_refuses_a_zero_step():
     import math
 
     from cosim.master import protocol as P
-    sim = Simulator(algebraic(), SimulationConfig(dt=0.01, t_end=0.1,
+    sim = CoSimulation(algebraic(), SimulationConfig(dt=0.01, t_end=0.1,
                                                   cosim=CosimConfig(H=0.05)))
     sim.initialize()
     unit = sim.master.proxies["a"].unit

@@ -13,7 +13,7 @@ import pytest
 from blocks import (Constant, DiscreteStateSpace, Gain, Integrator, Lookup1D, Mux, Recorder,
                     Saturation, Sine, Step, Sum, UnitDelay)
 from blocks.continuous import ODE
-from cosim import Block, CompileError, Model, ModelError, SimulationConfig, Simulator
+from cosim import Block, CompileError, Model, ModelError, SimulationConfig, simulation
 from cosim.model import declarations, registry as blocktypes
 from cosim import modelfile
 from cosim.modelfile import reader
@@ -140,7 +140,7 @@ def test_python_and_yaml_twin_give_bit_identical_logs(name, tmp_path):
     assert path.read_text() == text
     twin = Model.from_yaml(path)
     assert twin.simulation == cfg
-    sim_py, sim_yaml = Simulator(build(), cfg), Simulator(twin, twin.simulation)
+    sim_py, sim_yaml = simulation(build(), cfg), simulation(twin, twin.simulation)
     assert_same_logs(sim_py.run(), sim_yaml.run())
     assert sim_py.event_log == sim_yaml.event_log
     # Writing the twin gives the same file: nothing is lost or reformatted on the way.
@@ -153,7 +153,7 @@ def test_the_documented_example_loads_and_runs(tmp_path):
     (tmp_path / "servo.yaml").write_text("\n".join(line[4:] for line in example.splitlines()))
     shutil.copy(DATA / "motor.yaml", tmp_path)
     model = Model.from_yaml(tmp_path / "servo.yaml")
-    sim = Simulator(model, model.simulation)
+    sim = simulation(model, model.simulation)
     sim.run()
     assert [name for _, name in sim.event_log] == ["kick", "kick", "hit"]
 
@@ -218,12 +218,12 @@ def test_library_file_reference_by_relative_path(tmp_path, monkeypatch):
     out = tmp_path / "sub" / "copy.yaml"
     out.parent.mkdir()
     assert "plant: {reference: ../plant_lib.yaml, overrides: {tau: 0.25}}" in model.to_yaml(out)
-    logs = Simulator(model, model.simulation).run()
+    logs = simulation(model, model.simulation).run()
     # The plant is the library's first-order lag (gain 2) with the override tau = 0.25.
     lag = model["plant/lag"]
     assert (lag.tau, lag.gain) == (0.25, 2.0)
     assert 0.0 < logs["plant/lag.out"][-1, 0] < 1.0
-    assert_same_logs(logs, Simulator(Model.from_yaml(out), model.simulation).run())
+    assert_same_logs(logs, simulation(Model.from_yaml(out), model.simulation).run())
 
 
 LIBRARY = """\
@@ -498,7 +498,7 @@ def test_user_block_classes_are_registered_not_imported(doubler):
             "  d: {type: Doubler, params: {offset: 0.5}}\nconnections:\n  - [c.out, d.in]\n"
             "simulation: {dt: 0.1, t_end: 0.2}\n")
     m = Model.from_yaml(text)
-    assert Simulator(m, m.simulation).run()["d.out"][-1, 0] == 3.5
+    assert simulation(m, m.simulation).run()["d.out"][-1, 0] == 3.5
     assert blocktypes.name_of(Doubler) == "Doubler"
     assert [str(p) for p in declarations.parameters(Doubler)] == ["offset=0.0",
                                                                 "sample_time=None"]
