@@ -22,8 +22,9 @@ import difflib
 import re
 import sys
 import time
+from dataclasses import dataclass
 
-__all__ = ["main"]
+__all__ = ["Command", "commands", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -358,26 +359,49 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true",
                    help="print the reference as Markdown (docs/blocks.md is made this way)")
     p.set_defaults(func=cmd_blocks)
-    for name, (_, text) in DELEGATED.items():
-        sub.add_parser(name, help=text, add_help=False)
+    for name, command in commands().items():
+        sub.add_parser(name, help=command.help, add_help=False)
     return parser
 
 
-#: Commands whose implementation lives in the ``cluster`` package (imported only when used,
-#: so the core CLI never imports zmq or ray): name -> (module, help).
-DELEGATED = {
-    "serve": ("cluster.server", "serve units over ZeroMQ for remote masters"),
-    "sweep": ("cluster.sweep", "run a parameter study (Ray, process pool or serial)"),
-    "export-fmu": ("cosim.fmi.export", "export an atomic subsystem as an FMI 2.0 FMU"),
-}
+@dataclass(frozen=True)
+class Command:
+    """A command another package adds to ``cosim`` (entry point group ``cosim.commands``).
+
+    The entry point names the command and points at a ``Command`` in a light module; the
+    implementation is imported only when the command runs, so ``cosim --help`` never imports
+    zmq or ray.
+
+    Parameters
+    ----------
+    help : str
+        One line for ``cosim --help``.
+    target : str
+        ``"module:function"``; ``function(argv) -> int`` runs the command.
+    """
+
+    help: str
+    target: str
+
+    def run(self, argv: list[str]) -> int:
+        import importlib
+        module, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(module), attr)(argv)
+
+
+def commands() -> dict[str, Command]:
+    """The commands other packages add, by name (sorted)."""
+    from importlib.metadata import entry_points
+    return {ep.name: ep.load() for ep in sorted(entry_points(group="cosim.commands"),
+                                                key=lambda ep: ep.name)}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``cosim`` command line; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in DELEGATED:
-        import importlib
-        return importlib.import_module(DELEGATED[argv[0]][0]).main(argv[1:])
+    added = commands()
+    if argv and argv[0] in added:
+        return added[argv[0]].run(argv[1:])
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -386,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_usage(sys.stderr)
         print(f"cosim: error: choose a command (run, plan, check, blocks, "
-              f"{', '.join(DELEGATED)})", file=sys.stderr)
+              f"{', '.join(added)})", file=sys.stderr)
         return EXIT_USAGE
     from cosim.errors import ModelError
 

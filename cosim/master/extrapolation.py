@@ -53,7 +53,7 @@ class PortHistory:
         """True for a discrete output whose period is at least ``H``: constant over the step."""
         return self.period[key] >= H * (1 - 1e-9)
 
-    def extrapolate(self, key: tuple[str, str], H: float):
+    def extrapolate(self, key: tuple[str, str], H: float, predict: bool = True):
         """Value at T, derivatives at T, and the prediction at T+H from past macro points.
 
         A discrete output whose period is at least H is held (it does not change within the
@@ -65,8 +65,8 @@ class PortHistory:
             The value at the latest macro point T, of the port's shape.
         derivatives : tuple of ndarray
             ``()``, ``(d1,)`` or ``(d1, d2)`` at T.
-        prediction : ndarray
-            The polynomial at T+H.
+        prediction : ndarray or None
+            The polynomial at T+H (None unless ``predict``: the inputs do not need it).
         """
         hist = self.points[key]
         y = hist[-1][1]
@@ -78,13 +78,13 @@ class PortHistory:
         (t1, y1), (t0, y0) = hist[-1], hist[-2]
         f01 = (y1 - y0) / (t1 - t0)
         if order == 1:
-            return y, (f01,), y + f01 * H
+            return y, (f01,), (y + f01 * H if predict else None)
         tm, ym = hist[-3]
         f12 = (y0 - ym) / (t0 - tm)
         f012 = (f01 - f12) / (t1 - tm)
         d1 = f01 + f012 * (t1 - t0)
         d2 = 2.0 * f012
-        return y, (d1, d2), y + d1 * H + f012 * H * H
+        return y, (d1, d2), (y + d1 * H + f012 * H * H if predict else None)
 
     def inputs(self, ports, values: dict, H: float, fresh: dict, cand: dict) -> P.SetInputs:
         """A unit's inputs over ``[T, T+H]``.
@@ -116,7 +116,7 @@ class PortHistory:
                 else:
                     vals[name], ders[name] = y, ((fresh[key] - y) / H,)
             else:
-                y, d, _ = self.extrapolate(key, H)
+                y, d, _ = self.extrapolate(key, H, predict=False)
                 vals[name] = y
                 if d:
                     ders[name] = d

@@ -77,43 +77,65 @@ class Unit:
             return error_reply(err, getattr(self, "t", None))
 
     def _dispatch(self, req: P.Request) -> P.Reply:
-        kind = type(req)
-        if kind is P.SetInputs:
-            self.set_inputs(req.values, req.derivatives)
-            return P.Ok()
-        if kind is P.DoStep:
-            if not req.h > 0.0:
-                raise ModelError(f"unit {self.name!r}: DoStep(t={req.t}, h={req.h}) needs "
-                                 "h > 0; send RefreshOutputs to recompute the outputs at the "
-                                 "current time")
-            return self.do_step(req.t, req.h)
-        if kind is P.RefreshOutputs:
-            return self.refresh_outputs()
-        if kind is P.GetOutputs:
-            return P.Outputs(self.get_outputs())
-        if kind is P.GetState:
-            return self.get_state()
-        if kind is P.SetState:
-            self.set_state(req.state)
-            return P.Ok()
-        if kind is P.Initialize:
-            self.initialize(req.t0)
-            return P.Ok()
-        if kind is P.CollectLogs:
-            return self.collect_logs()
-        if kind is P.Describe:
-            return self.describe()
-        if kind is P.Terminate:
-            self.terminate()
-            return P.Ok()
-        if kind is P.Heartbeat:
-            return P.Ok()
-        if kind is P.Hello:
-            if req.protocol_version != P.PROTOCOL_VERSION:
-                raise ModelError(f"protocol version {req.protocol_version} is not "
-                                 f"{P.PROTOCOL_VERSION}; upgrade the older side")
-            return P.Welcome(P.PROTOCOL_VERSION, self.describe())
-        raise ModelError(f"unit {self.name!r} cannot serve {kind.__name__}")
+        serve = _SERVE.get(type(req))
+        if serve is None:
+            raise ModelError(f"unit {self.name!r} cannot serve {type(req).__name__}")
+        return serve(self, req)
+
+
+#: The one Ok reply (replies are frozen values: one instance serves every request).
+_OK = P.Ok()
+
+
+def _set_inputs(unit: Unit, req: P.SetInputs) -> P.Reply:
+    unit.set_inputs(req.values, req.derivatives)
+    return _OK
+
+
+def _do_step(unit: Unit, req: P.DoStep) -> P.Reply:
+    if not req.h > 0.0:
+        raise ModelError(f"unit {unit.name!r}: DoStep(t={req.t}, h={req.h}) needs h > 0; send "
+                         "RefreshOutputs to recompute the outputs at the current time")
+    return unit.do_step(req.t, req.h)
+
+
+def _set_state(unit: Unit, req: P.SetState) -> P.Reply:
+    unit.set_state(req.state)
+    return _OK
+
+
+def _initialize(unit: Unit, req: P.Initialize) -> P.Reply:
+    unit.initialize(req.t0)
+    return _OK
+
+
+def _terminate(unit: Unit, req: P.Terminate) -> P.Reply:
+    unit.terminate()
+    return _OK
+
+
+def _hello(unit: Unit, req: P.Hello) -> P.Reply:
+    if req.protocol_version != P.PROTOCOL_VERSION:
+        raise ModelError(f"protocol version {req.protocol_version} is not "
+                         f"{P.PROTOCOL_VERSION}; upgrade the older side")
+    return P.Welcome(P.PROTOCOL_VERSION, unit.describe())
+
+
+#: Request type -> how a unit serves it (a table, so a request costs one lookup).
+_SERVE = {
+    P.SetInputs: _set_inputs,
+    P.DoStep: _do_step,
+    P.RefreshOutputs: lambda unit, req: unit.refresh_outputs(),
+    P.GetOutputs: lambda unit, req: P.Outputs(unit.get_outputs()),
+    P.GetState: lambda unit, req: unit.get_state(),
+    P.SetState: _set_state,
+    P.Initialize: _initialize,
+    P.CollectLogs: lambda unit, req: unit.collect_logs(),
+    P.Describe: lambda unit, req: unit.describe(),
+    P.Terminate: _terminate,
+    P.Heartbeat: lambda unit, req: _OK,
+    P.Hello: _hello,
+}
 
 
 class LocalUnit(Unit):

@@ -44,19 +44,26 @@ class SampleList(list):
         return len(self) + self.extra
 
     def array(self, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Samples ``start:stop`` as one array of shape ``(n, *shape)``."""
-        parts, pos = [], 0
-        stop = self.length() if stop is None else stop
-        for e in self:
+        """Samples ``start:stop`` as one array of shape ``(n, *shape)``.
+
+        Walks back from the end: a log batch (the samples since the last collection) touches
+        only the last elements, so collecting a long run costs what the batches hold.
+        """
+        total = self.length()
+        stop = total if stop is None else stop
+        parts, end = [], total
+        for e in reversed(self):
+            if end <= start:
+                break
             n = self._n(e)
-            lo, hi = max(start - pos, 0), min(stop - pos, n)
+            begin = end - n
+            lo, hi = max(start - begin, 0), min(stop - begin, n)
             if lo < hi:
                 parts.append(e[None] if e.ndim == self.ndim else e[lo:hi])
-            pos += n
-            if pos >= stop:
-                break
+            end = begin
         if not parts:
             return np.zeros((0,) + self.shape)
+        parts.reverse()
         return np.concatenate(parts).astype(np.float64, copy=False)
 
     def truncate(self, n: int) -> None:

@@ -5,7 +5,26 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["paced", "progress_bar", "run_ticks"]
+from cosim.errors import ModelError, SimulationError
+from cosim.numerics.timegrid import nearest_tick
+
+__all__ = ["end_tick", "paced", "progress_bar", "run_ticks"]
+
+
+def end_tick(sim, duration: float | None, t_end: float | None) -> int:
+    """The tick a run of ``sim`` ends at: ``duration`` from now, or ``t_end``, or
+    ``config.t_end``."""
+    cfg = sim.config
+    if duration is not None and t_end is not None:
+        raise ModelError("run: give duration or t_end, not both")
+    if duration is not None:
+        t_end = cfg.t0 + sim.k * cfg.dt + duration
+    elif t_end is None:
+        t_end = cfg.t_end
+    k_end = nearest_tick(t_end, cfg.dt, cfg.t0)
+    if k_end < sim.k:
+        raise SimulationError(f"run: end time {t_end} is before the current time {sim.t}")
+    return k_end
 
 
 def progress_bar(sim, k_end: int):
@@ -34,16 +53,16 @@ def run_ticks(sim, k_end: int) -> None:
     bar.close()
 
 
-def paced(sim, k_end: int, tickrate: float, speed: float | None, callback):
-    """Advance ``sim`` to ``k_end``, yielding ``callback(sim)`` (or the time) ``tickrate``
-    times a second of wall-clock time.
+def paced(sim, duration: float | None, tickrate: float, speed: float | None, callback):
+    """Run ``sim`` for ``duration`` (default: to ``config.t_end``), yielding ``callback(sim)``
+    (or the time) ``tickrate`` times a second of wall-clock time.
 
     Parameters
     ----------
     sim : Simulator
-        Initialized.
-    k_end : int
-        Last tick.
+        Initialized here if it is not yet.
+    duration : float or None
+        Simulated time to run.
     tickrate : float
         Yields per second.
     speed : float or None
@@ -51,6 +70,10 @@ def paced(sim, k_end: int, tickrate: float, speed: float | None, callback):
     callback : callable or None
         ``callback(sim) -> value``.
     """
+    if not sim.initialized:
+        sim.initialize()
+    k_end = end_tick(sim, duration, None)
+    sim.state.stop_requested = False
     period = 1.0 / tickrate
     dt = sim.config.dt
     wall0, k0 = time.perf_counter(), sim.k
@@ -74,3 +97,6 @@ def paced(sim, k_end: int, tickrate: float, speed: float | None, callback):
             if lag > 0:
                 time.sleep(lag)
         yield callback(sim) if callback is not None else sim.t
+    if not sim.stop_requested:
+        sim.log_final_outputs()
+    sim.state.blocks_current()

@@ -24,7 +24,7 @@ from cosim.run.logs import Logs
 from cosim.run.logstore import LogStore
 from cosim.run.startup import initialize_blocks
 from cosim.run.state import RunState
-from cosim.numerics.timegrid import EXCHANGE_RTOL, nearest_tick, same_time
+from cosim.numerics.timegrid import EXCHANGE_RTOL, same_time
 
 __all__ = ["Simulator"]
 
@@ -231,19 +231,6 @@ class Simulator:
             if same_time(inner.t, t, EXCHANGE_RTOL):
                 inner.log_final_outputs()
 
-    def value(self, block: str, port: str) -> np.ndarray:
-        """The current value of output ``port`` of block ``block`` (a path in the plan)."""
-        return self.state.value(self.plan.blocks[self.plan.index[block]], port)
-
-    def input_value(self, block: str, port: str) -> np.ndarray:
-        """The current value of the signal driving input ``port`` of ``block``."""
-        plan = self.plan
-        dst = plan.index[block]
-        for w in plan.wires:
-            if w.dst == dst and w.dst_port == port:
-                return self.state.value(plan.blocks[w.src], w.src_port)
-        raise ModelError(f"input {block}.{port} is not connected")
-
     def run(self, duration: float | None = None, *, t_end: float | None = None,
             reset: bool = False) -> Logs:
         """Initialize (if needed), run, finalize, and return the logs.
@@ -262,7 +249,7 @@ class Simulator:
         """
         if reset or not self._initialized:
             self.initialize()
-        k_end = self.tick_of_end(duration, t_end)
+        k_end = pacing.end_tick(self, duration, t_end)
         self.state.stop_requested = False
         pacing.run_ticks(self, k_end)
         if not self.state.stop_requested:
@@ -273,18 +260,9 @@ class Simulator:
 
     def run_streaming(self, duration: float | None = None, tickrate: float = 10.0,
                       callback=None):
-        """Run as fast as possible, yielding ``callback(sim)`` about ``tickrate`` times a second.
-
-        Parameters
-        ----------
-        duration : float, optional
-            Simulated time to run (default: up to ``config.t_end``).
-        tickrate : float
-            Yields per second of wall-clock time.
-        callback : callable, optional
-            ``callback(sim) -> value``; None yields the current time.
-        """
-        yield from self._paced(duration, tickrate, None, callback)
+        """Run as fast as possible, yielding ``callback(sim)`` (None: the time) about
+        ``tickrate`` times a second, for ``duration`` (default: up to ``config.t_end``)."""
+        yield from pacing.paced(self, duration, tickrate, None, callback)
 
     def run_realtime(self, duration: float | None = None, speed: float = 1.0,
                      tickrate: float = 30.0, callback=None):
@@ -292,17 +270,7 @@ class Simulator:
         a second (see :meth:`run_streaming`)."""
         if not speed > 0:
             raise ModelError(f"run_realtime: speed must be > 0, got {speed!r}")
-        yield from self._paced(duration, tickrate, speed, callback)
-
-    def _paced(self, duration, tickrate, speed, callback):
-        if not self._initialized:
-            self.initialize()
-        k_end = self.tick_of_end(duration, None)
-        self.state.stop_requested = False
-        yield from pacing.paced(self, k_end, tickrate, speed, callback)
-        if not self.state.stop_requested:
-            self._outputs_only(k_end)
-        self.state.blocks_current()
+        yield from pacing.paced(self, duration, tickrate, speed, callback)
 
     def stop(self) -> None:
         """Ask the running loop to stop at the next tick (from a callback or another thread)."""
@@ -316,20 +284,6 @@ class Simulator:
             except Exception as err:
                 raise SimulationError(f"finalize failed: {err}", t=self.t,
                                       block=self.plan.path_of[id(b)]) from err
-
-    def tick_of_end(self, duration: float | None, t_end: float | None) -> int:
-        """The tick a run ends at: ``duration`` from now, or ``t_end``, or ``config.t_end``."""
-        cfg = self.config
-        if duration is not None and t_end is not None:
-            raise ModelError("run: give duration or t_end, not both")
-        if duration is not None:
-            t_end = cfg.t0 + self.state.k * cfg.dt + duration
-        elif t_end is None:
-            t_end = cfg.t_end
-        k_end = nearest_tick(t_end, cfg.dt, cfg.t0)
-        if k_end < self.state.k:
-            raise SimulationError(f"run: end time {t_end} is before the current time {self.t}")
-        return k_end
 
     # -- logs -------------------------------------------------------------------------------
 
@@ -399,18 +353,17 @@ class Simulator:
         self.interpreter.evaluate_outputs(t, x)
 
     def linearize(self, inputs, outputs, **kw):
-        """(A, B, C, D) about the current operating point; see :func:`cosim.run.analysis.linearize`."""
+        """(A, B, C, D) about the current operating point (:mod:`cosim.run.analysis`)."""
         from cosim.run.analysis import linearize
         return linearize(self, inputs, outputs, **kw)
 
     def steady_state(self, **kw) -> np.ndarray:
-        """States with zero derivatives; see :func:`cosim.run.analysis.steady_state`."""
+        """States with zero derivatives (:mod:`cosim.run.analysis`)."""
         from cosim.run.analysis import steady_state
         return steady_state(self, **kw)
 
     def periodic_steady_state(self, period: float, **kw) -> np.ndarray:
-        """Initial state of the periodic steady state; see
-        :func:`cosim.run.analysis.periodic_steady_state`."""
+        """Initial state of the periodic steady state (:mod:`cosim.run.analysis`)."""
         from cosim.run.analysis import periodic_steady_state
         return periodic_steady_state(self, period, **kw)
 

@@ -1,0 +1,11 @@
+"""The ``cosim`` commands this package adds (entry point group ``cosim.commands``).
+
+Light on purpose: ``cosim --help`` imports this module, never zmq or ray.
+"""
+
+from cosim.cli import Command
+
+__all__ = ["SERVE", "SWEEP"]
+
+SERVE = Command("serve units over ZeroMQ for remote masters", "cluster.server:main")
+SWEEP = Command("run a parameter study (Ray, process pool or serial)", "cluster.sweep:main")
