@@ -257,7 +257,7 @@ class Interpreter:
 
     # -- continuous state -------------------------------------------------------------------
 
-    def setup_continuous(self, stats: dict) -> None:
+    def setup_continuous(self) -> None:
         """Concatenate the blocks' continuous states into ``state.X`` and make the solver."""
         plan, cfg = self.plan, self.config
         parts, self.cslices, n = [], [], 0

@@ -139,11 +139,10 @@ class Simulator:
         state = self.state
         self.interpreter.reset()
         initialize_blocks(self.plan, self.interpreter, self.config.t0)
-        self.interpreter.setup_continuous(self.stats)
+        self.interpreter.setup_continuous()
         state.k = 0
         state.t_stop = None
         state.stop_requested = False
-        state.flat = None
         self._start(k0=0, last=-1)
         self._initialized = True
 
@@ -156,7 +155,7 @@ class Simulator:
             self.monitor = EventMonitor(self.events, self.plan, self.state,
                                         self.evaluate_outputs, slices, self)
         interp.attach(self.store, self.monitor)
-        self.state.flat = None
+        self.state.drop_flat()
         self.fast_path = None
         if self.config.fast and not self.plan.loops and not self.events:
             from cosim.fastpath.choose import build

@@ -115,6 +115,12 @@ class RunState:
             for dins, dport, souts, sport in fan:
                 dins[dport] = souts[sport]
 
+    def drop_flat(self) -> None:
+        """The blocks' dicts are the truth again (they were just initialized or restored); a
+        new fast path may be attached."""
+        self.flat = None
+        self._stale = False
+
     def mark_stale(self) -> None:
         """The flat values moved on: the blocks' dicts no longer show them."""
         self._stale = True

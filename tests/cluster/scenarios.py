@@ -8,10 +8,56 @@ from pathlib import Path
 
 import numpy as np
 
-from blocks import Gain, Sine, Sum
+from blocks import DiscreteIntegrator, Gain, Saturation, Sine, Step, Sum
 from blocks.continuous import Integrator
 from cosim import Block, Inport, Model, Outport, Subsystem
 from cosim.model.registry import register_block_type
+
+
+#: Base step of :func:`motor_pi`'s units (s).
+DT = 0.001
+
+
+def motor_pi(atomic: bool = True) -> Model:
+    """DC motor under PI speed control; ``atomic`` makes motor and controller units."""
+    m = Model("dc_motor_pi", parameters={"R": 1.0, "L": 0.5, "Kt": 0.01, "Ke": 0.01,
+                                          "J": 0.01, "b": 0.1})
+    motor = Subsystem("motor", atomic=atomic, dt=DT if atomic else None,
+                      solver="RK4" if atomic else None)
+    motor.add(Inport("v"), Inport("load"), Sum("vsum", "+--"), Gain("ke", "=Ke"),
+              Gain("rl", "=R"), Gain("invL", "=1/L"), Integrator("i", 0.0), Gain("kt", "=Kt"),
+              Sum("tsum", "+--"), Gain("bw", "=b"), Gain("invJ", "=1/J"), Integrator("w", 0.0),
+              Outport("speed"))
+    motor.connect("v.out", "vsum.in1")
+    motor.connect("ke.out", "vsum.in2")
+    motor.connect("rl.out", "vsum.in3")
+    motor.connect("vsum.out", "invL.in")
+    motor.connect("invL.out", "i.in")
+    motor.connect("i.out", "rl.in", "kt.in")
+    motor.connect("kt.out", "tsum.in1")
+    motor.connect("bw.out", "tsum.in2")
+    motor.connect("load.out", "tsum.in3")
+    motor.connect("tsum.out", "invJ.in")
+    motor.connect("invJ.out", "w.in")
+    motor.connect("w.out", "ke.in", "bw.in", "speed.in")
+    ctrl = Subsystem("ctrl", atomic=atomic, dt=DT if atomic else None)
+    ctrl.add(Inport("ref"), Inport("meas"), Sum("e", "+-"), Gain("kp", 100.0),
+             DiscreteIntegrator("ei", gain=200.0, sample_time=DT), Sum("u", "++"),
+             Saturation("sat", lower=-24.0, upper=24.0), Outport("v"))
+    ctrl.connect("ref.out", "e.in1")
+    ctrl.connect("meas.out", "e.in2")
+    ctrl.connect("e.out", "kp.in", "ei.in")
+    ctrl.connect("kp.out", "u.in1")
+    ctrl.connect("ei.out", "u.in2")
+    ctrl.connect("u.out", "sat.in")
+    ctrl.connect("sat.out", "v.in")
+    m.add(motor, ctrl, Step("ref", step_time=0.05, final=1.0),
+          Step("load", step_time=0.5, final=0.005))
+    m.connect("ref.out", "ctrl.ref")
+    m.connect("motor.speed", "ctrl.meas")
+    m.connect("ctrl.v", "motor.v")
+    m.connect("load.out", "motor.load")
+    return m
 
 
 def three_units(atomic=True, solvers=("RK4", "RK45")):
