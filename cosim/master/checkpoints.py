@@ -10,7 +10,7 @@ import numpy as np
 
 from cosim.errors import ModelError
 from cosim.master import protocol as P
-from cosim.run.checkpoint import flatten, paths, unflatten
+from cosim.run.checkpoint import join_tree, paths, split_tree
 
 __all__ = ["pack", "ports", "read", "unit_states", "write"]
 
@@ -67,7 +67,7 @@ def ports(cp: dict) -> tuple[dict, dict]:
 def write(capture: dict, path, units: list[str]) -> None:
     """Write ``capture`` of the co-simulation of ``units`` to ``path.json`` + ``path.npz``."""
     arrays, scalars = {}, {}
-    flatten(capture, "cosim", arrays, scalars)
+    split_tree(capture, "cosim", arrays, scalars)
     meta = {"format": FORMAT, "kind": "co-simulation", "units": units, "scalars": scalars}
     jpath, npath = paths(path)
     jpath.write_text(json.dumps(meta, indent=1))
@@ -92,4 +92,4 @@ def read(path, units: list[str]) -> dict:
                          f"{meta.get('units')} vs {units})")
     with np.load(npath, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    return unflatten("cosim", arrays, meta["scalars"])
+    return join_tree("cosim", arrays, meta["scalars"])

@@ -18,8 +18,8 @@ import numpy as np
 
 from cosim.errors import ModelError
 
-__all__ = ["flatten", "load", "mismatch", "paths", "restore_snapshot", "save", "snapshot",
-           "unflatten"]
+__all__ = ["join_tree", "load", "mismatch", "paths", "restore_snapshot", "save", "snapshot",
+           "split_tree"]
 
 FORMAT = 2
 
@@ -43,14 +43,14 @@ def _jsonable(v) -> bool:
     return False
 
 
-def flatten(tree: dict, prefix: str, arrays: dict, scalars: dict) -> None:
+def split_tree(tree: dict, prefix: str, arrays: dict, scalars: dict) -> None:
     """Split a nested dict into ``arrays`` (ndarrays) and ``scalars`` (JSON values), keyed by
     ``prefix/key/...`` (keys escaped, so they may contain '/')."""
     scalars[prefix] = {"__dict__": True}
     for key, v in tree.items():
         name = f"{prefix}/{_esc(key)}"
         if isinstance(v, dict):
-            flatten(v, name, arrays, scalars)
+            split_tree(v, name, arrays, scalars)
         elif isinstance(v, np.ndarray):
             arrays[name] = v
         elif isinstance(v, (np.floating, np.integer, np.bool_)):
@@ -64,8 +64,8 @@ def flatten(tree: dict, prefix: str, arrays: dict, scalars: dict) -> None:
                              "block state must be float64 arrays or plain numbers")
 
 
-def unflatten(prefix: str, arrays, scalars: dict) -> dict:
-    """Inverse of :func:`flatten`: the nested dict stored under ``prefix``."""
+def join_tree(prefix: str, arrays, scalars: dict) -> dict:
+    """Inverse of :func:`split_tree`: the nested dict stored under ``prefix``."""
     root: dict = {}
     plen = len(prefix) + 1
 
@@ -191,7 +191,7 @@ def save(sim, path) -> None:
 
     arrays: dict[str, np.ndarray] = {}
     scalars: dict = {}
-    flatten(snapshot(sim), "sim", arrays, scalars)
+    split_tree(snapshot(sim), "sim", arrays, scalars)
     meta = {"format": FORMAT, "cosim": cosim.__version__, "numpy": np.__version__,
             "model": sim.plan.name, "scalars": scalars}
     jpath, npath = paths(path)
@@ -211,7 +211,7 @@ def load(sim, path) -> None:
                          f"reads format {FORMAT}")
     with np.load(npath, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    tree = unflatten("sim", arrays, meta["scalars"])
+    tree = join_tree("sim", arrays, meta["scalars"])
     problems = mismatch(sim, tree)
     if problems:
         raise ModelError(f"checkpoint {jpath} does not match model {sim.plan.name!r}: "

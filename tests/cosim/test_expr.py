@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cosim.errors import ModelError
-from cosim.model.expr import (ExpressionError, Limits, Workspace, evaluate, evaluate_context,
-                        is_expression)
+from cosim.model.expr import (ExpressionError, Limits, Workspace, evaluate_context,
+                              evaluate_expression, is_expression)
 
 PLANT = {"k": 4.0, "m": 2.0, "c": 0.5, "zeta": 0.7, "wn": 3.0, "n": 3, "tau": -1.0,
          "v": np.array([1.0, 2.0, 3.0]), "A": np.array([[1.0, 2.0], [3.0, 4.0]]),
@@ -67,7 +67,7 @@ PLANT = {"k": 4.0, "m": 2.0, "c": 0.5, "zeta": 0.7, "wn": 3.0, "n": 3, "tau": -1
     ("=inf", math.inf),
 ])
 def test_scalar_values(text, expected):
-    result = evaluate(text, [PLANT, {"n0": 0}])
+    result = evaluate_expression(text, [PLANT, {"n0": 0}])
     assert result == pytest.approx(expected) if isinstance(expected, float) else result == expected
     assert type(result) is type(expected)
 
@@ -105,14 +105,14 @@ def test_scalar_values(text, expected):
     ("[v, 2*v]", [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]]),
 ])
 def test_array_values_are_float_arrays(text, expected):
-    result = evaluate(text, PLANT)
+    result = evaluate_expression(text, PLANT)
     assert isinstance(result, np.ndarray) and result.dtype == np.float64
     np.testing.assert_allclose(result, np.asarray(expected, dtype=float), atol=1e-12)
 
 
 def test_array_results_are_fresh_copies():
     scope = {"v": np.array([1.0, 2.0])}
-    result = evaluate("v", scope)
+    result = evaluate_expression("v", scope)
     result[0] = 99.0
     assert scope["v"][0] == 1.0
 
@@ -126,13 +126,13 @@ def test_is_expression(value, expected):
 
 
 def test_prefix_is_optional_for_evaluate():
-    assert evaluate("=2*k + 1", {"k": 3.0}) == evaluate("2*k + 1", {"k": 3.0}) == 7.0
+    assert evaluate_expression("=2*k + 1", {"k": 3.0}) == evaluate_expression("2*k + 1", {"k": 3.0}) == 7.0
 
 
 @pytest.mark.parametrize("expression", [3.0, None, ["=k"]])
 def test_non_string_expression_is_a_type_error(expression):
     with pytest.raises(TypeError, match="expression must be a str"):
-        evaluate(expression, {"k": 1.0})
+        evaluate_expression(expression, {"k": 1.0})
 
 
 # --- scopes, contexts, workspaces ----------------------------------------------------------
@@ -144,11 +144,11 @@ def test_non_string_expression_is_a_type_error(expression):
     ([{"k": 1.0}, {}, {"k": 3.0}], 3.0),
 ])
 def test_inner_scopes_shadow_outer_ones(scopes, expected):
-    assert evaluate("k", scopes) == expected
+    assert evaluate_expression("k", scopes) == expected
 
 
 def test_scope_variables_shadow_constants():
-    assert evaluate("e", {"e": 0.1}) == 0.1
+    assert evaluate_expression("e", {"e": 0.1}) == 0.1
 
 
 def test_context_is_evaluated_in_dependency_order():
@@ -171,7 +171,7 @@ def test_workspace_chains_scopes():
     plant = model.child({"wn": "=sqrt(k/m)", "m": 4.0}, path="plant")
     assert plant.evaluate("=wn*m", path="plant/spring.k") == 4.0
     assert model.evaluate("m") == 1.0
-    assert evaluate("wn", plant) == 1.0
+    assert evaluate_expression("wn", plant) == 1.0
     assert [dict(s) for s in plant.scopes] == [{"k": 4.0, "m": 1.0}, {"wn": 1.0, "m": 4.0}]
 
 
@@ -199,14 +199,14 @@ def test_context_refuses_invalid_variable_names(name):
 
 def test_unevaluated_expression_in_scope_is_explained():
     with pytest.raises(ExpressionError, match="unevaluated expression '=2'.*evaluate_context"):
-        evaluate("k + 1", {"k": "=2"})
+        evaluate_expression("k + 1", {"k": "=2"})
 
 
 # --- errors --------------------------------------------------------------------------------
 
 def test_error_names_path_expression_and_remedy():
     with pytest.raises(ExpressionError) as info:
-        evaluate("=2*zetta*wn + kk", PLANT, path="plant/spring.k")
+        evaluate_expression("=2*zetta*wn + kk", PLANT, path="plant/spring.k")
     err = info.value
     assert isinstance(err, ModelError)
     assert err.path == "plant/spring.k" and err.expression == "=2*zetta*wn + kk"
@@ -281,7 +281,7 @@ def test_error_names_path_expression_and_remedy():
 ])
 def test_refused_with_reason_path_and_expression(text, reason):
     with pytest.raises(ExpressionError) as info:
-        evaluate(text, PLANT, path="plant/spring.k")
+        evaluate_expression(text, PLANT, path="plant/spring.k")
     err = info.value
     assert reason in err.reason
     assert err.path == "plant/spring.k" and err.expression == text
@@ -325,7 +325,7 @@ def test_resource_attacks_are_refused_quickly_and_small(text):
     start = time.perf_counter()
     try:
         with pytest.raises(ExpressionError) as info:
-            evaluate(text, PLANT, path="plant/spring.k")
+            evaluate_expression(text, PLANT, path="plant/spring.k")
         elapsed = time.perf_counter() - start
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -347,8 +347,8 @@ def test_resource_attacks_are_refused_quickly_and_small(text):
 ])
 def test_limits_are_configurable(text, limits):
     with pytest.raises(ExpressionError):
-        evaluate(text, limits=limits)
-    evaluate(text)   # within the default limits
+        evaluate_expression(text, limits=limits)
+    evaluate_expression(text)   # within the default limits
 
 
 # --- agreement with Python on trusted, generated arithmetic --------------------------------
@@ -384,7 +384,7 @@ def test_arithmetic_agrees_with_python(text):
         expected = None
     if expected is None:
         with pytest.raises(ExpressionError):
-            evaluate(text)
+            evaluate_expression(text)
     else:
-        result = evaluate(text)
+        result = evaluate_expression(text)
         assert result == expected and type(result) is type(expected)

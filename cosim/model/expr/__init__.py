@@ -18,7 +18,7 @@ The prefix makes the meaning of a value visible in the file itself: the loader, 
 reviewer can tell an expression from a literal string without knowing the block class (or
 remote unit) that will receive it. A literal string that starts with ``=`` is written as an
 expression with a string constant: ``='=x'``. In YAML, quote an expression containing ``: `` or
-`` #``. `is_expression` applies the convention; `evaluate` accepts the text with or without
+`` #``. `is_expression` applies the convention; `evaluate_expression` accepts the text with or without
 the ``=``.
 
 Scopes
@@ -58,9 +58,10 @@ expressions, contexts and workspaces (the entry points), and `errors` its two ex
 
 from cosim.model.expr.errors import ExpressionError
 from cosim.model.expr.functions import FUNCTIONS
-from cosim.model.expr.scopes import Workspace, check_expression, evaluate, evaluate_context
+from cosim.model.expr.scopes import (Workspace, check_expression, evaluate_context,
+                                      evaluate_expression)
 from cosim.model.expr.syntax import CONSTANTS, LIMITS, Limits, has_expression, is_expression
 
 __all__ = ["CONSTANTS", "FUNCTIONS", "LIMITS", "ExpressionError", "Limits", "Workspace",
-           "check_expression", "evaluate", "evaluate_context", "has_expression",
+           "check_expression", "evaluate_expression", "evaluate_context", "has_expression",
            "is_expression"]

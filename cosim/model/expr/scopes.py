@@ -16,10 +16,10 @@ from cosim.model.expr.errors import ExpressionError, Refused
 from cosim.model.expr.evaluator import as_value, run
 from cosim.model.expr.syntax import CONSTANTS, LIMITS, Limits, is_expression, parse
 
-__all__ = ["Workspace", "check_expression", "evaluate", "evaluate_context"]
+__all__ = ["Workspace", "check_expression", "evaluate_expression", "evaluate_context"]
 
 
-def evaluate(expression: str, scopes: object = (), *, path: str | None = None,
+def evaluate_expression(expression: str, scopes: object = (), *, path: str | None = None,
              limits: Limits = LIMITS) -> object:
     """Evaluate one expression.
 
@@ -204,7 +204,7 @@ class Workspace:
 
     def evaluate(self, expression: str, *, path: str | None = None) -> object:
         """Evaluate `expression` in this scope chain (see `evaluate`)."""
-        return evaluate(expression, self.scopes, path=path, limits=self.limits)
+        return evaluate_expression(expression, self.scopes, path=path, limits=self.limits)
 
     def __repr__(self) -> str:
         return f"Workspace(path={self.path!r}, names={sorted(self.values)})"
