@@ -20,6 +20,7 @@ import numpy as np
 
 from cosim.fastpath.runtime import FastPath
 from cosim.run.state import FlatValues
+from cosim.solvers.explicit import ExplicitRK
 
 __all__ = ["Strategy", "build", "tableau"]
 
@@ -104,7 +105,6 @@ def guard(task) -> str | None:
 
 def tableau(solver):
     """``(stage terms, nodes, weight terms)`` of a fixed-step explicit RK solver, else None."""
-    from cosim.solvers.explicit import ExplicitRK
     if not isinstance(solver, ExplicitRK) or solver.adaptive:
         return None
     return solver.stage_terms, solver.nodes, solver.weight_terms

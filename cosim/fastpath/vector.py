@@ -13,11 +13,17 @@ assignments go through temporaries; each Runge–Kutta stage is one whole-array 
 
 from __future__ import annotations
 
+import ast
+import re
+
 import numpy as np
 
 from cosim.fastpath.emitter import Strategy
 
 __all__ = ["Vector", "worthwhile"]
+
+#: A kernel name that reads a member's own value.
+_MEMBER = re.compile(r"[uxcpl]_")
 
 #: Mean group size from which vector operations beat one statement per block.
 MIN_MEAN_GROUP = 6
@@ -28,18 +34,61 @@ def _template(kern) -> tuple:
             kern.derivatives, kern.cstate, tuple(sorted(kern.params)))
 
 
+def _reads_member(node) -> bool:
+    """True when an expression reads a member's own value (a name ``u_``, ``x_``, ``c_``,
+    ``p_`` or ``l_``: an array for a group), not only ``t``, ``dt`` and literals."""
+    return any(isinstance(n, ast.Name) and _MEMBER.match(n.id) for n in ast.walk(node))
+
+
+def _elementwise(text: str) -> bool:
+    """True when a template expression computes on a group's arrays what it computes on each
+    member's floats: no truth test, comparison or call (``abs`` excepted) of a member's value.
+
+    ``min(u_in, 0.7)`` or ``a if u_in > 0.0 else b`` need the truth of one number; numpy
+    refuses it for an array, and ``(u > a) + (u > b)`` would add booleans as logical or.
+    Such templates run member by member (bit-identical either way).
+    """
+    for node in ast.walk(ast.parse(text, mode="eval")):
+        if isinstance(node, ast.IfExp):
+            parts = [node.test]
+        elif isinstance(node, ast.BoolOp):
+            parts = node.values
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            parts = [node.operand]
+        elif isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "abs":
+                continue
+            parts = [*node.args, *(kw.value for kw in node.keywords)]
+        elif isinstance(node, ast.Subscript):
+            parts = [node.slice]
+        else:
+            continue
+        if any(_reads_member(p) for p in parts):
+            return False
+    return True
+
+
+def _vectorizable(kern) -> bool:
+    """Whether members of ``kern``'s template can share one numpy expression: no ``math.*``
+    (numpy's functions may round differently) and elementwise arithmetic only."""
+    texts = [*kern.outputs.values(), *kern.state.values(), *kern.derivatives, *kern.cstate]
+    return not any("math." in e for e in texts) and all(_elementwise(e) for e in texts)
+
+
 def _groups(plan, kernels) -> list[list[int]]:
     """Blocks grouped by (level, task, stage-evaluated, template), in level order."""
     level = {id(b): lv for lv, blocks in enumerate(plan.levels) for b in blocks}
     groups: dict = {}
+    vectorizable: dict = {}         # template -> bool: a chain of 1000 lags parses one
     for i, b in enumerate(plan.blocks):
         tpl = _template(kernels[i])
         key = (level[id(b)], plan.task_of[i], plan.continuous[i], tpl)
-        vectorizable = kernels[i].live is None and not any(
-            "math." in e for e in list(kernels[i].outputs.values()) +
-            list(kernels[i].state.values()) + list(kernels[i].derivatives) +
-            list(kernels[i].cstate))
-        if not vectorizable:
+        if tpl not in vectorizable:
+            vectorizable[tpl] = _vectorizable(kernels[i])
+        # Live values change between calls: their blocks stay singletons.
+        if kernels[i].live is not None or not vectorizable[tpl]:
             key += (i,)
         groups.setdefault(key, []).append(i)
     return [g for _, g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0]))]
