@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from cosim.fastpath import scalar, vector
-from cosim.fastpath.emit import tableau
+from cosim.fastpath import emitter, vector
 from cosim.fastpath.layout import Layout, kernels_of
 from cosim.fastpath.runtime import FastPath, Unsupported
+from cosim.fastpath.scalar import Scalar
 
 __all__ = ["build"]
 
@@ -34,16 +34,19 @@ def build(plan, config, state, store, solver, cslices) -> FastPath | None:
     """
     tab = None
     if state.X.size:
-        tab = tableau(solver)
+        tab = emitter.tableau(solver)
         if tab is None:
             return None
     kernels = kernels_of(plan)
     if kernels is None:
         return None
     layout = Layout(plan, cslices)
+    n_c = state.X.size
+    if vector.worthwhile(plan, kernels):
+        strategy = vector.Vector(plan, kernels, n_c, len(tab[1]) + 1 if tab else 0)
+    else:
+        strategy = Scalar(plan, layout, n_c)
     try:
-        if vector.worthwhile(plan, kernels):
-            return vector.build(plan, config, state, store, solver, layout, kernels, tab)
-        return scalar.build(plan, config, state, store, solver, layout, kernels, tab)
+        return emitter.build(plan, config, state, store, solver, layout, kernels, tab, strategy)
     except Unsupported:
         return None

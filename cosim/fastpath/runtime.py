@@ -1,10 +1,10 @@
 """The runtime of a generated step function: it drives the run state, nothing is copied.
 
-The generated function (see :mod:`cosim.fastpath.scalar` and :mod:`cosim.fastpath.vector`)
-works on the run state's own values: the flat signals ``S`` and discrete states ``D``
-(:class:`~cosim.run.state.FlatValues`), the continuous state vector ``X``, and the log store's
-rows and tick lists. A call runs many ticks; afterwards the run state only marks the blocks'
-dicts stale, so a unit's macro step costs the ticks it runs and nothing more.
+The generated function (see :mod:`cosim.fastpath.emitter`) works on the run state's own
+values: the flat signals ``S`` and discrete states ``D`` (:class:`~cosim.run.state.FlatValues`),
+the continuous state vector ``X``, and the log store's rows and tick lists. A call runs many
+ticks; afterwards the run state only marks the blocks' dicts stale, so a unit's macro step
+costs the ticks it runs and nothing more.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class FastPath:
         The generated Python source.
     fn : callable
         ``advance(k, k_stop, last_logged, S, D, X, rows, ticks, k_full, k_log)
-        -> (k, last_logged)`` (see :func:`cosim.fastpath.emit.step_function`).
+        -> (k, last_logged)`` (see :mod:`cosim.fastpath.emitter`).
     flat : FlatValues
         The flat values the function reads and writes.
     columns : list of list of (str, int)

@@ -1,26 +1,29 @@
-"""The batched fast path: blocks that share a kernel template run as one numpy operation.
+"""The vector fast-path strategy: blocks that share a kernel template run as one numpy operation.
 
 Large diagrams are mostly many copies of few block types (a chain of 1000 lags, a grid of
 identical cells). Blocks whose kernels are the same template (differing only in ``p_*``
 parameter values), at the same level of the plan and in the same task, form a *group*; the
 generated step function evaluates a group as one vector expression over the flat signal,
 state and continuous-state arrays, indexing them with slices where the members' slots are
-contiguous. Elementwise numpy arithmetic rounds exactly as scalar arithmetic does, so results
-are bit-identical to the reference interpreter (templates calling ``math.*`` are evaluated
-member by member, with ``math``, for the same reason).
+contiguous (else with index constants). Elementwise numpy arithmetic rounds exactly as scalar
+arithmetic does, so results are bit-identical to the reference interpreter (templates calling
+``math.*`` are evaluated member by member, with ``math``, for the same reason). Simultaneous
+assignments go through temporaries; each Runge–Kutta stage is one whole-array expression.
 """
 
 from __future__ import annotations
 
-import math
+import ast
+import re
 
 import numpy as np
 
-from cosim.fastpath.emit import DT, NAME, T, guard, step_function
-from cosim.fastpath.runtime import FastPath
-from cosim.run.state import FlatValues
+from cosim.fastpath.emitter import Strategy
 
-__all__ = ["build", "worthwhile"]
+__all__ = ["Vector", "worthwhile"]
+
+#: A kernel name that reads a member's own value.
+_MEMBER = re.compile(r"[uxcpl]_")
 
 #: Mean group size from which vector operations beat one statement per block.
 MIN_MEAN_GROUP = 6
@@ -31,18 +34,61 @@ def _template(kern) -> tuple:
             kern.derivatives, kern.cstate, tuple(sorted(kern.params)))
 
 
+def _reads_member(node) -> bool:
+    """True when an expression reads a member's own value (a name ``u_``, ``x_``, ``c_``,
+    ``p_`` or ``l_``: an array for a group), not only ``t``, ``dt`` and literals."""
+    return any(isinstance(n, ast.Name) and _MEMBER.match(n.id) for n in ast.walk(node))
+
+
+def _elementwise(text: str) -> bool:
+    """True when a template expression computes on a group's arrays what it computes on each
+    member's floats: no truth test, comparison or call (``abs`` excepted) of a member's value.
+
+    ``min(u_in, 0.7)`` or ``a if u_in > 0.0 else b`` need the truth of one number; numpy
+    refuses it for an array, and ``(u > a) + (u > b)`` would add booleans as logical or.
+    Such templates run member by member (bit-identical either way).
+    """
+    for node in ast.walk(ast.parse(text, mode="eval")):
+        if isinstance(node, ast.IfExp):
+            parts = [node.test]
+        elif isinstance(node, ast.BoolOp):
+            parts = node.values
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            parts = [node.operand]
+        elif isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "abs":
+                continue
+            parts = [*node.args, *(kw.value for kw in node.keywords)]
+        elif isinstance(node, ast.Subscript):
+            parts = [node.slice]
+        else:
+            continue
+        if any(_reads_member(p) for p in parts):
+            return False
+    return True
+
+
+def _vectorizable(kern) -> bool:
+    """Whether members of ``kern``'s template can share one numpy expression: no ``math.*``
+    (numpy's functions may round differently) and elementwise arithmetic only."""
+    texts = [*kern.outputs.values(), *kern.state.values(), *kern.derivatives, *kern.cstate]
+    return not any("math." in e for e in texts) and all(_elementwise(e) for e in texts)
+
+
 def _groups(plan, kernels) -> list[list[int]]:
     """Blocks grouped by (level, task, stage-evaluated, template), in level order."""
     level = {id(b): lv for lv, blocks in enumerate(plan.levels) for b in blocks}
     groups: dict = {}
+    vectorizable: dict = {}         # template -> bool: a chain of 1000 lags parses one
     for i, b in enumerate(plan.blocks):
         tpl = _template(kernels[i])
         key = (level[id(b)], plan.task_of[i], plan.continuous[i], tpl)
-        vectorizable = kernels[i].live is None and not any(
-            "math." in e for e in list(kernels[i].outputs.values()) +
-            list(kernels[i].state.values()) + list(kernels[i].derivatives) +
-            list(kernels[i].cstate))
-        if not vectorizable:
+        if tpl not in vectorizable:
+            vectorizable[tpl] = _vectorizable(kernels[i])
+        # Live values change between calls: their blocks stay singletons.
+        if kernels[i].live is not None or not vectorizable[tpl]:
             key += (i,)
         groups.setdefault(key, []).append(i)
     return [g for _, g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0]))]
@@ -54,8 +100,8 @@ def worthwhile(plan, kernels) -> bool:
     return n >= 2 * MIN_MEAN_GROUP and n / max(1, len(_groups(plan, kernels))) >= MIN_MEAN_GROUP
 
 
-def _index(idx: list[int]) -> str:
-    """Source text of an index: an int, a slice when contiguous, else a named constant."""
+def _index(idx: list[int]) -> str | None:
+    """Source text of an index: an int, a slice when contiguous, else None."""
     if len(idx) == 1:
         return str(idx[0])
     if idx == list(range(idx[0], idx[0] + len(idx))):
@@ -63,121 +109,50 @@ def _index(idx: list[int]) -> str:
     return None
 
 
-def build(plan, config, state, store, solver, layout, kernels, tableau) -> FastPath:
-    """Generate the vector step function (see :func:`cosim.fastpath.choose.build`)."""
-    blocks = plan.blocks
-    consts: dict[str, object] = {"math": math, "np": np, "inf": math.inf, "nan": math.nan}
+class Vector(Strategy):
+    """Numpy arrays indexed per group (see :class:`~cosim.fastpath.emitter.Strategy`).
 
-    def const(value) -> str:
-        name = f"_k{len(consts)}"
-        consts[name] = value
-        return name
+    The step function works on the run state's arrays ``S``, ``D`` and ``C`` directly (no
+    prologue or epilogue); stage derivatives live in preallocated global arrays ``K<i>`` of
+    shape ``(n_c,)`` and a stage's continuous state in the local array ``Z``.
 
-    sig_at, state_at, cont_at = layout.signal_at, layout.state_at, layout.cont_at
+    Parameters
+    ----------
+    plan : Plan
+    kernels : list of Kernel
+        Each block's kernel, in plan order.
+    n_c : int
+        Number of continuous-state components.
+    n_stages : int
+        Runge–Kutta stages per step (0 without continuous state).
+    """
 
-    def ref(arr: str, idx: list[int]) -> str:
-        ix = _index(idx)
-        return f"{arr}[{ix if ix is not None else const(np.array(idx))}]"
+    vector = True
 
-    def expr(group, text, cvar="C", tvar="t") -> str:
-        """A template expression over a group's members."""
-        kern = kernels[group[0]]
+    def __init__(self, plan, kernels, n_c: int, n_stages: int):
+        super().__init__(_groups(plan, kernels), f"<cosim batched plan {plan.name}>")
+        self.namespace["np"] = np
+        self.namespace.update({f"K{si}": np.zeros(n_c) for si in range(n_stages)})
+        self._temps = 0
 
-        def name(m):
-            kind, r = m.group(1), m.group(2)
-            if kind == "u":
-                return ref("S", [layout.input_slot(plan, i, r) for i in group])
-            if kind == "x":
-                return ref("D", [state_at[(i, r)] for i in group])
-            if kind == "c":
-                return ref(cvar, [cont_at[(i, r)] for i in group])
-            if kind == "l":
-                return f"{const(kern.live)}[{int(r)}]"     # live values: singleton groups
-            vals = [float(kernels[i].params[r]) for i in group]
-            return repr(vals[0]) if len(group) == 1 else const(np.array(vals))
-        out = NAME.sub(name, text)
-        periods = {plan.sample_period[i] for i in group}
-        out = DT.sub(repr(periods.pop()), out)
-        assert kern is not None and not periods
-        return T.sub(tvar, out) if tvar != "t" else out
+    def ref(self, array: str, slots: list[int]) -> str:
+        ix = _index(slots)
+        return f"{array}[{ix if ix is not None else self.const(np.array(slots))}]"
 
-    groups = _groups(plan, kernels)
-    body, upd = [], []
-    # Continuous states held between intervals first (as in the scalar strategy): like every
-    # state update they read this tick's discrete states, which the assignments below replace.
-    for g in groups:
-        kern = kernels[g[0]]
-        if kern.cstate:
-            gd = guard(plan.tasks[plan.task_of[g[0]]])
-            temps = []
-            for j, text in enumerate(kern.cstate):
-                tmp = f"_c{len(upd)}_{j}"
-                temps.append((tmp, j))
-                upd.append((gd, f"{tmp} = {expr(g, text)}"))
-            for tmp, j in temps:
-                upd.append((gd, f"{ref('C', [cont_at[(i, str(j))] for i in g])} = {tmp}"))
-    for g in groups:
-        kern = kernels[g[0]]
-        gd = guard(plan.tasks[plan.task_of[g[0]]])
-        for p, text in kern.outputs.items():
-            body.append((gd, f"{ref('S', [sig_at[(i, p)] for i in g])} = {expr(g, text)}"))
-        if kern.state:
-            temps = []
-            for n, text in kern.state.items():
-                tmp = f"_n{len(upd)}_{len(temps)}"
-                temps.append((tmp, n))
-                upd.append((gd, f"{tmp} = {expr(g, text)}"))
-            for tmp, n in temps:
-                upd.append((gd, f"{ref('D', [state_at[(i, n)] for i in g])} = {tmp}"))
+    def assign(self, targets: list[str], exprs: list[str]) -> list[str]:
+        temps = [f"_t{self._temps + j}" for j in range(len(exprs))]
+        self._temps += len(exprs)
+        return ([f"{tmp} = {e}" for tmp, e in zip(temps, exprs)] +
+                [f"{tg} = {tmp}" for tg, tmp in zip(targets, temps)])
 
-    task_logs = [[] for _ in plan.tasks]
-    task_idx = [[] for _ in plan.tasks]
-    for i, p, key in store.refs:
-        ti = plan.task_of[i]
-        slot = layout.log_slot(plan, i, p)
-        task_logs[ti].append((key, len(task_idx[ti])))
-        task_idx[ti].append(slot)
-    log_stmts = []
-    for n, task in enumerate(plan.tasks):
-        gd = guard(task)
-        log_stmts.append((gd, f"ticks[{n}].append(k)"))
-        idx = task_idx[n]
-        if idx:
-            # A row is a copy: a slice (contiguous columns) copied, or fancy indexing.
-            ix = _index(idx) if len(idx) > 1 else f"{idx[0]}:{idx[0] + 1}"
-            src = f"S[{ix}].copy()" if ix is not None else f"S[{const(np.array(idx))}]"
-            log_stmts.append((gd, f"rows[{n}].append({src})"))
+    def row(self, task: int, slots: list[int]) -> str:
+        # A row is a copy: a slice (contiguous columns) copied, or fancy indexing.
+        ix = _index(slots) if len(slots) > 1 else f"{slots[0]}:{slots[0] + 1}"
+        src = f"S[{ix}].copy()" if ix is not None else f"S[{self.const(np.array(slots))}]"
+        return f"rows[{task}].append({src})"
 
-    integ = []
-    n_c = state.X.size
-    if n_c:
-        terms, nodes, bterms = tableau
-        minor = [g for g in groups if plan.continuous[g[0]]]
-
-        def stage(si, cvar, tvar):
-            for g in minor:
-                for p, text in kernels[g[0]].outputs.items():
-                    integ.append(f"{ref('S', [sig_at[(i, p)] for i in g])} = "
-                                 f"{expr(g, text, cvar, tvar)}")
-            for g in minor:
-                for j, text in enumerate(kernels[g[0]].derivatives):
-                    integ.append(f"{ref(f'K{si}', [cont_at[(i, str(j))] for i in g])} = "
-                                 f"{expr(g, text, cvar, tvar)}")
-
-        def combo(tm):
-            return " + ".join(f"{a!r} * K{j}" for a, j in tm)
-
-        consts.update({f"K{si}": np.zeros(n_c) for si in range(len(nodes) + 1)})
-        integ.append(f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t")
-        stage(0, "C", "t")
-        for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
-            integ.append(f"Z = C + h * ({combo(tm)})" if tm else "Z = C.copy()")
-            integ.append(f"ts = t + {node!r} * h")
-            stage(si, "Z", "ts")
-        integ.append(f"C[:] = C + h * ({combo(bterms)})")
-
-    source = step_function(config.t0, config.dt, body, log_stmts, upd, integ)
-    exec(compile(source, f"<cosim batched plan {plan.name}>", "exec"), consts)
-    flat = FlatValues(layout.signal_slots, layout.state_slots, vector=True)
-    return FastPath(state, store, source, consts["advance"], flat, task_logs, solver,
-                    len(tableau[1]) + 1 if tableau else 0)
+    def stage_sum(self, target: str, terms) -> list[str]:
+        combo = " + ".join(f"{a!r} * K{j}" for a, j in terms)
+        if target == "Z":
+            return [f"Z = C + h * ({combo})" if terms else "Z = C.copy()"]
+        return [f"C[:] = C + h * ({combo})" if terms else "C[:] = C"]

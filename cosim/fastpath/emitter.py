@@ -1,0 +1,299 @@
+"""The one emitter of the generated fast path: it walks a plan's groups of blocks and writes the
+Python source of the step function, asking a strategy how to name values and assign them.
+
+Both strategies share everything that decides *what* is computed and in which order: the
+kernel-name substitution (``u_``, ``x_``, ``c_``, ``p_``, ``l_``, ``dt``, ``t``), the output
+statements under their task guards, the log rows, the state updates (continuous ``cstate``
+first, then the discrete states, a group's expressions all evaluated before any is assigned)
+and the inline explicit Runge–Kutta stages written from the solver's tableau in the solver's
+own operation order. A strategy (:mod:`cosim.fastpath.scalar`, :mod:`cosim.fastpath.vector`)
+only decides *how* values are held: local floats or slices of numpy arrays. So every value is
+computed by the same IEEE operations in the same order as the reference interpreter.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from cosim.fastpath.runtime import FastPath
+from cosim.run.state import FlatValues
+from cosim.solvers.explicit import ExplicitRK
+
+__all__ = ["Strategy", "build", "tableau"]
+
+#: ``u_<input>``, ``x_<state>``, ``c_<i>``, ``p_<param>``, ``l_<i>`` in a kernel expression.
+NAME = re.compile(r"\b([uxcpl])_([A-Za-z0-9_]+)\b")
+DT = re.compile(r"\bdt\b")
+T = re.compile(r"\bt\b")
+
+
+class Strategy:
+    """How generated code holds values: the contract between the emitter and a strategy.
+
+    The emitter names every value by an *array* and the *slots* of a group's members in it:
+    ``"S"`` signals and ``"D"`` discrete states (slots of :class:`~cosim.fastpath.layout.Layout`),
+    ``"C"`` the continuous state, ``"Z"`` a Runge–Kutta stage's continuous state and ``"K<i>"``
+    stage ``i``'s derivatives (indices into the continuous state vector). A strategy writes:
+
+    1. :meth:`ref` — the source naming those values (one slot per group member);
+    2. :meth:`assign` — statements assigning several expressions simultaneously;
+    3. :meth:`row` — the statement appending a log row;
+    4. :meth:`stage_sum` — the statements of one Runge–Kutta combination;
+    5. :attr:`prologue` / :attr:`epilogue` — lines loading and storing values around the loop.
+
+    The base class holds the groups, the generated function's globals and :meth:`const`.
+
+    Parameters
+    ----------
+    groups : list of list of int
+        Plan indices of the blocks the emitter handles together, in execution order; the
+        members of a group share one kernel template, level and task.
+    label : str
+        Pseudo file name of the generated code (shown in tracebacks).
+
+    Attributes
+    ----------
+    namespace : dict
+        Globals of the generated function (``math``, ``inf``, ``nan`` and constants).
+    vector : bool
+        Whether the run state holds the flat values as numpy arrays (else Python lists).
+    """
+
+    vector = False
+
+    def __init__(self, groups: list[list[int]], label: str):
+        self.groups = groups
+        self.label = label
+        self.namespace = {"math": math, "inf": math.inf, "nan": math.nan}
+        self.prologue: list[str] = []
+        self.epilogue: list[str] = []
+
+    def const(self, value) -> str:
+        """Name of a new global of the generated function bound to ``value``."""
+        name = f"_k{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def ref(self, array: str, slots: list[int]) -> str:
+        """Source of the values at ``slots`` of ``array`` (``S``, ``D``, ``C``, ``Z``, ``K<i>``)."""
+        raise NotImplementedError
+
+    def assign(self, targets: list[str], exprs: list[str]) -> list[str]:
+        """Statements giving each target its expression, all evaluated before any is assigned."""
+        raise NotImplementedError
+
+    def row(self, task: int, slots: list[int]) -> str:
+        """Statement appending to ``rows[task]`` the signals at ``slots`` (a new row)."""
+        raise NotImplementedError
+
+    def stage_sum(self, target: str, terms) -> list[str]:
+        """Statements setting ``target`` (``"Z"`` or ``"C"``) to ``C + h * (a * K<j> + ...)``
+        over ``terms`` ``[(a, j)]`` (to ``C`` itself when empty), summed left to right."""
+        raise NotImplementedError
+
+
+def guard(task) -> str | None:
+    """Source of the condition under which ``task`` runs at tick ``k`` (None: every tick)."""
+    if task.period == 1 and task.offset == 0:
+        return None
+    cond = f"(k - {task.offset}) % {task.period} == 0"
+    return cond + (f" and k >= {task.offset}" if task.offset else "")
+
+
+def tableau(solver):
+    """``(stage terms, nodes, weight terms)`` of a fixed-step explicit RK solver, else None."""
+    if not isinstance(solver, ExplicitRK) or solver.adaptive:
+        return None
+    return solver.stage_terms, solver.nodes, solver.weight_terms
+
+
+def build(plan, config, state, store, solver, layout, kernels, tab, strategy) -> FastPath:
+    """Generate, compile and bind the step function of ``plan`` written by ``strategy``.
+
+    Parameters
+    ----------
+    plan : Plan
+    config : SimulationConfig
+        Base step ``dt`` and start time ``t0``.
+    state : RunState
+        Run state the step function owns (initialized); ``state.X`` has shape ``(n_c,)``.
+    store : LogStore
+        Log store the step function appends to.
+    solver : Solver or None
+        The continuous solver, whose counters the inline integration advances.
+    layout : Layout
+        Flat slots of the plan's values.
+    kernels : list of Kernel
+        Each block's kernel, in plan order.
+    tab : tuple or None
+        The solver's tableau (see :func:`tableau`); None without continuous state.
+    strategy : Strategy
+    """
+    source, columns = _Writer(plan, layout, kernels, strategy).source(config, store, tab,
+                                                                       state.X.size)
+    namespace = strategy.namespace
+    exec(compile(source, strategy.label, "exec"), namespace)
+    flat = FlatValues(layout.signal_slots, layout.state_slots, vector=strategy.vector)
+    return FastPath(state, store, source, namespace["advance"], flat, columns, solver,
+                    len(tab[1]) + 1 if tab else 0)
+
+
+class _Writer:
+    """Writes the statements of one plan's step function through a strategy."""
+
+    def __init__(self, plan, layout, kernels, strategy):
+        self.plan, self.layout, self.kernels, self.s = plan, layout, kernels, strategy
+
+    def subst(self, group, text: str, cvar: str = "C", tvar: str = "t") -> str:
+        """A kernel expression of ``group``'s template with its names bound to the values;
+        ``cvar`` names the continuous state read, ``tvar`` the time."""
+        plan, layout, s = self.plan, self.layout, self.s
+        kern = self.kernels[group[0]]
+
+        def name(m):
+            kind, r = m.group(1), m.group(2)
+            if kind == "u":
+                return s.ref("S", [layout.input_slot(plan, i, r) for i in group])
+            if kind == "x":
+                return s.ref("D", [layout.state_at[(i, r)] for i in group])
+            if kind == "c":
+                return s.ref(cvar, [layout.cont_at[(i, r)] for i in group])
+            if kind == "l":
+                return f"{s.const(kern.live)}[{int(r)}]"     # live values: singleton groups
+            values = [float(self.kernels[i].params[r]) for i in group]
+            return repr(values[0]) if len(group) == 1 else s.const(np.array(values))
+        # The members of a group share a task, hence a sample period.
+        out = DT.sub(repr(plan.sample_period[group[0]]), NAME.sub(name, text))
+        return T.sub(tvar, out) if tvar != "t" else out
+
+    def outputs(self, group, cvar: str = "C", tvar: str = "t") -> list[str]:
+        """Statements computing ``group``'s outputs."""
+        at, ref = self.layout.signal_at, self.s.ref
+        return [f"{ref('S', [at[(i, p)] for i in group])} = {self.subst(group, text, cvar, tvar)}"
+                for p, text in self.kernels[group[0]].outputs.items()]
+
+    def updates(self) -> list[tuple[str | None, str]]:
+        """``(guard, statement)`` of the state updates at the end of a tick.
+
+        Continuous states held between solver intervals come first: like every state update
+        they read this tick's discrete states, which the assignments after them replace.
+        """
+        plan, layout, s = self.plan, self.layout, self.s
+        upd = []
+        for g in s.groups:
+            cstate = self.kernels[g[0]].cstate
+            if cstate:
+                targets = [s.ref("C", [layout.cont_at[(i, str(j))] for i in g])
+                           for j in range(len(cstate))]
+                gd = guard(plan.tasks[plan.task_of[g[0]]])
+                upd += [(gd, st) for st in s.assign(targets, [self.subst(g, e) for e in cstate])]
+        for g in s.groups:
+            states = self.kernels[g[0]].state
+            if states:
+                targets = [s.ref("D", [layout.state_at[(i, n)] for i in g]) for n in states]
+                exprs = [self.subst(g, e) for e in states.values()]
+                gd = guard(plan.tasks[plan.task_of[g[0]]])
+                upd += [(gd, st) for st in s.assign(targets, exprs)]
+        return upd
+
+    def logs(self, store) -> tuple[list, list]:
+        """``(guard, statement)`` of the log appends, and per task ``(log key, column)``."""
+        plan = self.plan
+        columns = [[] for _ in plan.tasks]
+        slots = [[] for _ in plan.tasks]
+        for i, p, key in store.refs:
+            ti = plan.task_of[i]
+            columns[ti].append((key, len(slots[ti])))
+            slots[ti].append(self.layout.log_slot(plan, i, p))
+        stmts = []
+        for n, task in enumerate(plan.tasks):
+            gd = guard(task)
+            stmts.append((gd, f"ticks[{n}].append(k)"))
+            if slots[n]:
+                stmts.append((gd, self.s.row(n, slots[n])))
+        return stmts, columns
+
+    def integration(self, config, tab) -> list[str]:
+        """Statements of one explicit Runge–Kutta step of the continuous state to tick k+1.
+
+        Each stage recomputes the outputs of the blocks evaluated between stages (the
+        plan's continuous blocks) at the stage's state and time, then their derivatives.
+        """
+        terms, nodes, weights = tab
+        plan, at, s = self.plan, self.layout.cont_at, self.s
+        minor = [g for g in s.groups if plan.continuous[g[0]]]
+        lines = [f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"]
+
+        def stage(si: int, cvar: str, tvar: str) -> None:
+            for g in minor:
+                lines.extend(self.outputs(g, cvar, tvar))
+            for g in minor:
+                for j, text in enumerate(self.kernels[g[0]].derivatives):
+                    lines.append(f"{s.ref(f'K{si}', [at[(i, str(j))] for i in g])} = "
+                                 f"{self.subst(g, text, cvar, tvar)}")
+
+        stage(0, "C", "t")
+        for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
+            lines += s.stage_sum("Z", tm)
+            lines.append(f"ts = t + {node!r} * h")
+            stage(si, "Z", "ts")
+        lines += s.stage_sum("C", weights)
+        return lines
+
+    def source(self, config, store, tab, n_c: int) -> tuple[str, list]:
+        """Source of the step function and its per-task log columns."""
+        plan, s = self.plan, self.s
+        body = [(guard(plan.tasks[plan.task_of[g[0]]]), st)
+                for g in s.groups for st in self.outputs(g)]
+        log_stmts, columns = self.logs(store)
+        upd = self.updates()
+        integ = self.integration(config, tab) if n_c else []
+        return _frame(config.t0, config.dt, body, log_stmts, upd, integ, s.prologue,
+                      s.epilogue), columns
+
+
+def _grouped(stmts, indent: int) -> list[str]:
+    """Source lines of ``[(guard, statement)]``, consecutive statements of one guard grouped."""
+    out, cur = [], object()
+    for g, s in stmts:
+        if g is None:
+            out.append(" " * indent + s)
+            cur = object()
+        else:
+            if g != cur:
+                out.append(" " * indent + f"if {g}:")
+                cur = g
+            out.append(" " * (indent + 4) + s)
+    return out
+
+
+def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue) -> str:
+    """Source of ``advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log)``.
+
+    Per tick ``k`` of ``k .. k_stop-1``: outputs (``body``); logs if
+    ``last_logged < k < k_log``; and, if ``k < k_full``, the state updates (``upd``) and the
+    integration (``integ``) to the next tick. Ticks from ``k_full`` on only compute outputs,
+    so one call can run a unit's macro step and compute its outputs at the end.
+    ``prologue`` / ``epilogue`` load and store the values (the scalar strategy keeps them in
+    locals). An exception leaves with the tick it happened at as its ``cosim_tick`` attribute.
+    """
+    lines = ["def advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log):",
+             *prologue, "    try:", "        while k < k_stop:",
+             f"            t = {t0!r} + k * {dt!r}"]
+    lines += _grouped(body, 12)
+    lines.append("            if last_logged < k < k_log:")
+    lines += _grouped(log_stmts, 16)
+    lines.append("                last_logged = k")
+    if upd or integ:
+        lines.append("            if k < k_full:")
+        lines += _grouped(upd, 16)
+        lines += ["                " + s for s in integ]
+    lines += ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
+              "        raise"]
+    if epilogue:
+        lines += ["    finally:", *epilogue]
+    lines.append("    return k, last_logged")
+    return "\n".join(lines) + "\n"
