@@ -106,7 +106,9 @@ def test_unit_gone_for_good_leaves_a_checkpoint_to_resume_from(ray_session, tmp_
     _, ref = run(three_units(), "local", **cosim)
     cp = tmp_path / "failed"
     with pytest.raises(TransportError, match="resume with") as exc:
-        run(crashing(str(tmp_path / "crashed")), "ray", max_restarts=0, timeout=3.0,
+        # The timeout also bounds placing the actors: generous, so a loaded machine places
+        # them in time; the dead unit is noticed when it runs out (after the crash).
+        run(crashing(str(tmp_path / "crashed")), "ray", max_restarts=0, timeout=15.0,
             checkpoint_path=str(cp), **cosim)
     assert exc.value.unit == "b"
     assert cp.with_suffix(".json").exists()
