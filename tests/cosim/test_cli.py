@@ -185,14 +185,14 @@ def test_cosimulate_resume_and_plot_from_the_command_line(tmp_path):
         # Units' signals are keyed "unit/block.port".
         assert "values/plant/x.out" in z.files and "values/ctrl/z.out" in z.files
     # A checkpoint written half way through (Python API) is resumed by the CLI.
-    from cosim import CosimConfig, Model, SimulationConfig, Simulator
+    from cosim import CoSimulation, CosimConfig, Model, SimulationConfig
     model = Model.from_yaml(pair)
     cfg = SimulationConfig(dt=model.simulation.dt, t_end=model.simulation.t_end,
                            cosim=CosimConfig(H=0.05))
-    sim = simulation(model, cfg)
+    sim = CoSimulation(model, cfg)
     sim.run(t_end=model.simulation.t_end / 2)
     sim.save_checkpoint(tmp_path / "half")
-    full = simulation(Model.from_yaml(pair), cfg).run()
+    full = CoSimulation(Model.from_yaml(pair), cfg).run()
     res = cosim("run", pair, "--cosim", "0.05", "--resume", str(tmp_path / "half"),
                 "--out", str(tmp_path / "rest.npz"))
     assert res.returncode == 0, res.stderr
