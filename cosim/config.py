@@ -158,6 +158,10 @@ class CosimConfig:
         instance when the Ray backend is used.
     trace : bool
         Record every unit call (for tests and debugging).
+    compiled : bool
+        When every unit runs in this process on generated code, step plain macro steps
+        through one generated loop (:mod:`cosim.master.compiled`; results bit-identical to
+        the protocol path). False sends every exchange through the protocol.
     """
 
     H: float
@@ -183,6 +187,7 @@ class CosimConfig:
     timeout: float = 60.0
     address: str | None = None
     trace: bool = False
+    compiled: bool = True
 
     def __post_init__(self):
         problems = []

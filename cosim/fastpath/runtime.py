@@ -83,6 +83,31 @@ class FastPath:
             st["naccept"] += state.k - k0
             st["nfev"] += self.n_stages * (state.k - k0)
 
+    def bound(self) -> tuple:
+        """The step function and the values it works on, for a caller that runs it in its own
+        loop (the compiled exchange of in-process units, :mod:`cosim.master.compiled`).
+
+        Returns
+        -------
+        tuple
+            ``(fn, S, D, X, rows, ticks)``: call ``fn(k, k_stop, last_logged, S, D, X, rows,
+            ticks, k_full, k_log)``, then report where it got with :meth:`settle`. Valid until
+            the simulator is initialized or restored again (that builds a new fast path).
+        """
+        return (self.fn, self.flat.S, self.flat.D, self.state.X, self.store.rows,
+                self.store.task_ticks)
+
+    def settle(self, k: int, last: int, stepped: int) -> None:
+        """After direct calls of :meth:`bound`'s function: the run is at tick ``k``, logged
+        up to tick ``last``, and ``stepped`` ticks were integrated (the solver's counters)."""
+        self.state.k = k
+        self.store.last = last
+        self.state.mark_stale()
+        if self.solver is not None and stepped > 0:
+            st = self.solver.stats
+            st["naccept"] += stepped
+            st["nfev"] += self.n_stages * stepped
+
     def outputs_only(self, k: int, log: bool, t0: float, dt: float) -> None:
         """Compute (and with ``log`` log) the outputs of tick ``k`` only (no state update)."""
         state, store, flat = self.state, self.store, self.flat

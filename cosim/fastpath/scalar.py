@@ -14,6 +14,9 @@ from cosim.fastpath.emitter import Strategy
 
 __all__ = ["Scalar"]
 
+#: Continuous states up to this many are stored back item by item (see ``Scalar``).
+_ITEMWISE = 8
+
 #: Local-variable prefix of each array the emitter names.
 _PREFIX = {"S": "s", "D": "x", "C": "c", "Z": "z"}
 
@@ -39,7 +42,12 @@ class Scalar(Strategy):
             # The continuous state is the run state's numpy vector: unpacked to Python floats.
             ([f"c{j}" for j in range(n_c)], "C.tolist()")) if v]
         self.prologue = [f"    {', '.join(v)}, = {src}" for v, src in loaded]
-        self.epilogue = [f"        {src[:1]}[:] = [{', '.join(v)}]" for v, src in loaded]
+        self.epilogue = [f"        {src[:1]}[:] = [{', '.join(v)}]" for v, src in loaded
+                         if src != "C.tolist()" or n_c > _ITEMWISE]
+        if 0 < n_c <= _ITEMWISE:
+            # A few numpy items are stored 3-4x faster one by one than as a slice from a list
+            # (a unit's macro step of one tick pays this store every call).
+            self.epilogue.append("        " + "; ".join(f"C[{j}] = c{j}" for j in range(n_c)))
 
     def ref(self, array: str, slots: list[int]) -> str:
         (j,) = slots

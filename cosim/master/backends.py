@@ -93,6 +93,9 @@ class LocalProxy(Proxy):
     def result(self, handle):
         return handle
 
+    def in_process(self):
+        return self.unit
+
     def close(self) -> None:
         pass
 

@@ -4,6 +4,8 @@ events, stops)."""
 
 from __future__ import annotations
 
+import math
+
 from cosim.errors import ModelError, SimulationError, TransportError
 from cosim.master import protocol as P
 
@@ -78,6 +80,13 @@ class UnitCalls:
                         self.stopped.pop(u, None)
             out[u] = replies
         return out
+
+    def stepped_without_events(self, units) -> None:
+        """``units`` were stepped outside :meth:`call` (the compiled exchange, which takes
+        only units without scheduled events): none has a next event or stopped."""
+        for u in units:
+            self.next_event[u] = math.inf
+            self.stopped.pop(u, None)
 
 
 def raise_error(unit: str, req: P.Request, rep: P.ErrorReply, t: float):

@@ -25,6 +25,7 @@ from cosim.master import checkpoints, coupling
 from cosim.master import protocol as P
 from cosim.master.calls import UnitCalls
 from cosim.master.central_logs import CentralLogs
+from cosim.master.compiled import CompiledExchange
 from cosim.master.extrapolation import PortHistory
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
 from cosim.master.recovery import recover
@@ -121,6 +122,9 @@ class Master:
         self.history = PortHistory(self.cfg.extrapolation, {
             (u, p.name): p.sample_time for u, d in self.desc.items() for p in d.outputs})
         self.history.start(t0, self.values)
+        self.compiled = CompiledExchange.build(
+            self.proxies, self.graph, {u: [p.name for p in d.outputs] for u, d in self.desc.items()},
+            self.history, self.cfg, t0, self.control)
         self._initialized = True
         if self.cfg.checkpoint_every:
             self._checkpoint = self._capture()
@@ -254,6 +258,10 @@ class Master:
         t_end = self.config.t_end if t_end is None else t_end
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
         while self.T < t_end - eps:
+            if self.compiled is not None and self._run_compiled(t_end, eps):
+                if self.cfg.checkpoint_every and self.n % self.cfg.checkpoint_every == 0:
+                    self._checkpoint = self._capture()
+                continue
             H = min(self.H, t_end - self.T)
             if self.cfg.adaptive:
                 # Never step over a unit's scheduled event: end the macro step there.
@@ -274,6 +282,31 @@ class Master:
                 self._checkpoint = self._capture()
         self._finish()
         return self.logs
+
+    def _run_compiled(self, t_end: float, eps: float) -> bool:
+        """Whole macro steps of H through the compiled exchange
+        (:mod:`~cosim.master.compiled`, bit-identical to :meth:`step`) up to the next log
+        collection or checkpoint; False when it took none (the protocol steps instead)."""
+        cfg = self.cfg
+        n_stop = min(self.n + e - self.n % e for e in (cfg.log_every, cfg.checkpoint_every) if e)
+        chunk = self.compiled.run(self.T, self._nq, self.n, n_stop, t_end, eps, self.values,
+                                  self.history.points)
+        if chunk is None or not (chunk.starts or chunk.error):
+            return False
+        self.step_log += [StepRecord(t, self.H) for t in chunk.starts]
+        self.n += len(chunk.starts)
+        self.stats["macro_steps"] += len(chunk.starts)
+        self._nq, self.T = chunk.nq, chunk.T
+        self.values.update(chunk.values)
+        self.history.points = chunk.points
+        self.calls.stepped_without_events(self.names)
+        if chunk.error is not None:
+            raise chunk.error
+        if self.n == n_stop and self.n % cfg.log_every == 0:
+            self._collect()
+        if chunk.pending:
+            self._refresh()
+        return True
 
     def _end_at_stop(self) -> None:
         """A unit stopped at an event (a ``stop`` action) at ``t_e`` inside the last macro

@@ -52,6 +52,11 @@ class Proxy(ABC):
         ``time.time()`` value) or raise TransportError; a unit that cannot fail has nothing
         to do."""
 
+    def in_process(self):
+        """The unit object itself when it runs in this process (the master may then step it
+        through generated code, :mod:`cosim.master.compiled`), else None."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Release the connection to the unit."""

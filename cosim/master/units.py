@@ -10,6 +10,7 @@ an FMU. :class:`LocalUnit` runs an atomic subsystem with its own :class:`~cosim.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from cosim.errors import (ConvergenceError, CosimError, ModelError, SimulationEr
 from cosim.numerics.timegrid import EXCHANGE_RTOL, same_time, time_tolerance
 from cosim.run import checkpoint
 
-__all__ = ["LocalUnit", "Unit", "error_reply"]
+__all__ = ["DirectStep", "LocalUnit", "Unit", "error_reply"]
 
 INF = math.inf
 
@@ -75,6 +76,11 @@ class Unit:
             return self._dispatch(req)
         except Exception as err:  # noqa: BLE001 - a unit answers, it does not crash
             return error_reply(err, getattr(self, "t", None))
+
+    def direct(self) -> DirectStep | None:
+        """How to step this unit by calling generated code directly (the compiled exchange,
+        :mod:`cosim.master.compiled`); None: only through :meth:`handle`."""
+        return None
 
     def _dispatch(self, req: P.Request) -> P.Reply:
         serve = _SERVE.get(type(req))
@@ -136,6 +142,37 @@ _SERVE = {
     P.Heartbeat: lambda unit, req: _OK,
     P.Hello: _hello,
 }
+
+
+@dataclass(frozen=True)
+class DirectStep:
+    """How to step a :class:`LocalUnit` by calling its generated function directly (the
+    compiled exchange of :mod:`cosim.master.compiled`), valid until the unit is initialized
+    or restored again.
+
+    Attributes
+    ----------
+    bound : tuple
+        ``(fn, S, D, X, rows, ticks)`` of :meth:`FastPath.bound
+        <cosim.fastpath.runtime.FastPath.bound>`.
+    k, last : int
+        The unit's tick and its last logged tick.
+    t0, dt : float
+        The unit's start time and base step (s): its time is ``t0 + k*dt``.
+    inputs : dict of str to list
+        Input -> the live values ``[value, has derivatives, d1, d2, t_ref]`` its Inport's
+        kernel reads (see :class:`~cosim.model.diagram.Inport`).
+    outputs : dict of str to int
+        Output -> the slot of ``S`` holding its value.
+    """
+
+    bound: tuple
+    k: int
+    last: int
+    t0: float
+    dt: float
+    inputs: dict
+    outputs: dict
 
 
 class LocalUnit(Unit):
@@ -261,6 +298,31 @@ class LocalUnit(Unit):
         t = self.sim.t
         eps = time_tolerance(t, EXCHANGE_RTOL)
         return min(e.next_after(t, eps) for e in self._scheduled)
+
+    def direct(self) -> DirectStep | None:
+        """How to step this unit through its generated function directly, or None when it
+        does not run on the scalar generated path (interpreter, vector strategy, events)."""
+        fp = self.sim.fast_path
+        if fp is None or fp.vector or self._scheduled or not self._initialized:
+            return None
+        lives = {p: blk.live for p, blk in self.inports.items()}
+        if any(live is None for live in lives.values()):
+            return None
+        slot = fp.flat.slot_of
+        return DirectStep(fp.bound(), self.sim.k, self.sim.store.last, self.sim.config.t0,
+                          self.dt, lives,
+                          {p: slot[(id(blk), port)] for p, blk, port in self._sources})
+
+    def settle(self, k: int, last: int, stepped: int, derivatives: dict[str, int]) -> None:
+        """After direct steps (:meth:`direct`): the unit is at tick ``k``, logged up to
+        ``last``, ``stepped`` ticks were integrated; each Inport takes back its value from its
+        live values, with ``derivatives[input]`` (0, 1, 2) input derivatives."""
+        self.sim.settle(k, last, stepped)
+        for p, blk in self.inports.items():
+            live = blk.live
+            n = derivatives[p] if live[1] else 0
+            blk.set(np.array([live[0]]), tuple(np.array([live[2 + j]]) for j in range(n)),
+                    live[4])
 
     def get_outputs(self) -> dict:
         value = self.sim.state.value

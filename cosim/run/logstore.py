@@ -125,11 +125,15 @@ class LogStore:
         """Samples after ``marks[key]``, as ``{key: (time, values)}``; updates ``marks``."""
         self.flush()
         out = {}
+        times: dict[tuple[int, int, int], np.ndarray] = {}    # signals of a task share them
         for key, (samples, ticks) in self.lists.items():
             n = min(samples.length(), len(ticks))
             start = marks.get(key, 0)
-            out[key] = (t0 + np.asarray(ticks[start:n], dtype=np.float64) * dt,
-                        samples.array(start, n))
+            span = (id(ticks), start, n)
+            t = times.get(span)
+            if t is None:
+                t = times[span] = t0 + np.asarray(ticks[start:n], dtype=np.float64) * dt
+            out[key] = (t, samples.array(start, n))
             marks[key] = n
         return out
 

@@ -182,6 +182,13 @@ class Simulator:
         if outputs and self.state.t_stop is None:
             self.interpreter.outputs_only(self.state.k, False)
 
+    def settle(self, k: int, last: int, stepped: int) -> None:
+        """The fast path's function was called directly (:meth:`FastPath.bound
+        <cosim.fastpath.runtime.FastPath.bound>`): the run is at tick ``k``, logged up to tick
+        ``last``, ``stepped`` ticks were integrated."""
+        self.fast_path.settle(k, last, stepped)
+        self.stats["ticks"] = k
+
     def step(self) -> None:
         """Advance one base step: outputs, state update, commit and integration to the next tick."""
         if not self._initialized:
