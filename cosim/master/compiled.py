@@ -13,7 +13,8 @@ Every operation is the protocol path's, in its order (:meth:`PortHistory.extrapo
 <cosim.master.units.LocalUnit.do_step>` and ``refresh_outputs``), so results are bit-identical
 to it (``tests/cosim/test_compiled_exchange.py`` compares them). The master keeps the protocol
 path for everything else: co-initialization, algebraic couplings, adaptive or shortened macro
-steps, log collection and checkpoints (a chunk stops before them), tracing.
+steps, checkpoints (a chunk stops at them), tracing. Logs are collected after a chunk (in
+larger batches than ``log_every`` asks; the samples are the same).
 """
 
 from __future__ import annotations
@@ -49,9 +50,6 @@ class Chunk:
     points : dict of (str, str) to list of (float, ndarray)
         The extrapolation history (:attr:`PortHistory.points
         <cosim.master.extrapolation.PortHistory.points>`).
-    pending : bool
-        The last step stopped before its refresh (its log collection or checkpoint is due):
-        the master collects, then refreshes through the protocol.
     error : Exception or None
         Why the chunk ended early (raised by the master once it took the state over).
     """
@@ -61,7 +59,6 @@ class Chunk:
     nq: int
     values: dict
     points: dict
-    pending: bool
     error: Exception | None = None
 
 
@@ -133,15 +130,15 @@ class CompiledExchange:
 
     def run(self, T: float, nq: int, n: int, n_stop: int, t_end: float, eps: float,
             values: dict, points: dict) -> Chunk | None:
-        """Whole macro steps of ``H`` from ``T`` while ``T + H <= t_end``, the step that
-        makes ``n == n_stop`` stopping before its refresh.
+        """Whole macro steps of ``H`` from ``T`` while ``T + H <= t_end`` and ``n <
+        n_stop``.
 
         Parameters
         ----------
         T, nq, n : float, int, int
             The master's time, quanta elapsed and accepted macro steps.
         n_stop : int
-            The step count at which the master must collect logs or checkpoint.
+            The step count at which the master must checkpoint.
         t_end, eps : float
             End of the run and the time tolerance of the master's loop, s.
         values, points : dict
@@ -171,7 +168,7 @@ class CompiledExchange:
         out = self.fn(n, n_stop, T, nq, t_end - eps, t_end, *ts, ys, ps, qs, ks, lasts,
                       [d.bound for d in directs.values()],
                       [live for d in directs.values() for live in d.inputs.values()], starts)
-        err, cur, call, n1, T1, nq1, ta, tb, tc, ys, ps, qs, ks1, lasts1, pending = out
+        err, cur, call, n1, T1, nq1, ta, tb, tc, ys, ps, qs, ks1, lasts1 = out
         for i, (u, unit) in enumerate(self.units.items()):
             k, stepped = ks1[i], ks1[i] - ks[i]
             if err is not None and i == cur and call == "DoStep":
@@ -187,7 +184,7 @@ class CompiledExchange:
             pts = [(t, np.array([vals[j]])) for t, vals in hist]
             chunk_points[key] = pts
             chunk_values[key] = pts[-1][1]
-        chunk = Chunk(starts, T1, nq1, chunk_values, chunk_points, pending)
+        chunk = Chunk(starts, T1, nq1, chunk_values, chunk_points)
         if err is not None:
             chunk.error = self._error(self.names[cur], call, err, directs[self.names[cur]],
                                       ks1[cur], T1)
@@ -266,7 +263,6 @@ class _Source:
                  "    err = None",
                  "    cur = -1",
                  "    call = 'DoStep'",
-                 "    pending = False",
                  "    record = starts.append"]
         for i in range(len(names)):
             lines.append(f"    f{i}, S{i}, D{i}, X{i}, R{i}, G{i} = B[{i}]")
@@ -286,10 +282,8 @@ class _Source:
         body += ["record(T)", "n += 1", f"nq += {ex.nq_step}",
                  f"T = {ex.t0!r} + nq * {ex.quantum!r}", "tc = tb", "tb = ta", "ta = T"]
         body += [f"q{j} = p{j}; p{j} = y{j}; y{j} = o{j}" for j in range(nk)]
-        if ex.graph.refresh_levels:
-            body += ["if n == n_stop:", "    pending = True", "    break"]
-            for level in ex.graph.refresh_levels:
-                body += self._refresh(level)
+        for level in ex.graph.refresh_levels:
+            body += self._refresh(level)
         lines += [f"    {L}[1] = {L}[2] = {L}[3] = 0.0" for L in sorted(self.zeroed)]
         lines += ["    try:", f"        while n < n_stop and T < t_lim and t_end - T >= {H!r}:"]
         lines += ["            " + s for s in body]
@@ -298,7 +292,7 @@ class _Source:
                   f"    return (err, cur, call, n, T, nq, ta, tb, tc, [{back(f'y{j}' for j in range(nk))}], "
                   f"[{back(f'p{j}' for j in range(nk))}], [{back(f'q{j}' for j in range(nk))}], "
                   f"[{back(f'k{i}' for i in range(len(names)))}], "
-                  f"[{back(f'l{i}' for i in range(len(names)))}], pending)"]
+                  f"[{back(f'l{i}' for i in range(len(names)))}])"]
         return "\n".join(lines) + "\n"
 
     def _time(self, u: str) -> str:

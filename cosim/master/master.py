@@ -14,6 +14,7 @@ through :class:`~cosim.master.proxy.Proxy` objects speaking :mod:`cosim.master.p
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from dataclasses import replace
 
@@ -285,11 +286,13 @@ class Master:
 
     def _run_compiled(self, t_end: float, eps: float) -> bool:
         """Whole macro steps of H through the compiled exchange
-        (:mod:`~cosim.master.compiled`, bit-identical to :meth:`step`) up to the next log
-        collection or checkpoint; False when it took none (the protocol steps instead)."""
+        (:mod:`~cosim.master.compiled`, bit-identical to :meth:`step`) up to the next
+        checkpoint; False when it took none (the protocol steps instead)."""
         cfg = self.cfg
-        n_stop = min(self.n + e - self.n % e for e in (cfg.log_every, cfg.checkpoint_every) if e)
-        chunk = self.compiled.run(self.T, self._nq, self.n, n_stop, t_end, eps, self.values,
+        every = cfg.checkpoint_every
+        n0 = self.n
+        n_stop = n0 + every - n0 % every if every else sys.maxsize
+        chunk = self.compiled.run(self.T, self._nq, n0, n_stop, t_end, eps, self.values,
                                   self.history.points)
         if chunk is None or not (chunk.starts or chunk.error):
             return False
@@ -302,10 +305,9 @@ class Master:
         self.calls.stepped_without_events(self.names)
         if chunk.error is not None:
             raise chunk.error
-        if self.n == n_stop and self.n % cfg.log_every == 0:
+        if self.n // cfg.log_every != n0 // cfg.log_every:
+            # At least as often as log_every asks, in larger batches: the same samples.
             self._collect()
-        if chunk.pending:
-            self._refresh()
         return True
 
     def _end_at_stop(self) -> None:
