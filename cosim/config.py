@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, fields
 
 from cosim.errors import ModelError
 
-__all__ = ["Acceleration", "CosimConfig", "OnNonConvergence", "Scheme", "SimulationConfig",
+__all__ = ["Acceleration", "CosimConfig", "Feedthrough", "OnNonConvergence", "Scheme",
+           "SimulationConfig",
            "UnitOptions"]
 
 
@@ -17,6 +18,14 @@ class Scheme(enum.Enum):
 
     JACOBI = "jacobi"                 #: all units step concurrently on extrapolated inputs
     GAUSS_SEIDEL = "gauss-seidel"     #: units step in the order of the unit graph
+
+
+class Feedthrough(enum.Enum):
+    """What a unit's direct-feedthrough outputs show at a macro point (see
+    ``docs/cosim-semantics.md``)."""
+
+    RESOLVE = "resolve"  #: recomputed for the inputs exchanged at the point (no delay)
+    DELAY = "delay"      #: as computed at the end of the step: a macro step of delay per unit
 
 
 class Acceleration(enum.Enum):
@@ -108,7 +117,19 @@ class CosimConfig:
     scheme : Scheme or str
         ``"jacobi"`` or ``"gauss-seidel"``.
     extrapolation : int
-        Order (0, 1, 2) of the polynomial that extrapolates inputs from past macro points.
+        Degree (0, 1, 2) of the polynomial a unit's input follows over a macro step: through
+        the driving output's values at past macro points (extrapolation), and under
+        Gauss–Seidel through its value at the end of the step too when its unit already
+        stepped (interpolation). See ``docs/cosim-semantics.md``.
+    feedthrough : Feedthrough or str
+        ``"resolve"`` (default): direct-feedthrough units recompute their outputs at each
+        macro point for the inputs exchanged there, and algebraic couplings are iterated —
+        no delay through a chain of units. ``"delay"``: the classic exchange of FMI masters
+        (libcosim, FMI-standard Jacobi): outputs are what the unit computed at the end of its
+        step, one macro step of delay per feedthrough unit; no couplings to iterate.
+    order : tuple of str, optional
+        Gauss–Seidel order of the units (every unit once); None derives it from the unit
+        graph (upstream first; a cycle entered at its first unit).
     iterate : bool
         Iterate algebraic couplings (groups of units coupled through direct feedthrough) to a
         fixed point each macro step, rolling units back between iterations.
@@ -167,6 +188,8 @@ class CosimConfig:
     H: float
     scheme: Scheme | str = Scheme.JACOBI
     extrapolation: int = 0
+    feedthrough: Feedthrough | str = Feedthrough.RESOLVE
+    order: tuple | None = None
     iterate: bool = True
     tolerance: float = 1e-10
     max_iterations: int = 50
@@ -192,7 +215,8 @@ class CosimConfig:
     def __post_init__(self):
         problems = []
         for name, enum_cls in (("scheme", Scheme), ("acceleration", Acceleration),
-                               ("on_nonconvergence", OnNonConvergence)):
+                               ("on_nonconvergence", OnNonConvergence),
+                               ("feedthrough", Feedthrough)):
             try:
                 object.__setattr__(self, name, enum_cls(getattr(self, name)))
             except ValueError:
@@ -208,6 +232,11 @@ class CosimConfig:
             problems.append(f"tolerance must be > 0, got {self.tolerance!r}")
         if not (isinstance(self.log_every, int) and self.log_every >= 1):
             problems.append(f"log_every must be an int >= 1, got {self.log_every!r}")
+        if self.order is not None:
+            if isinstance(self.order, str) or not all(isinstance(u, str) for u in self.order):
+                problems.append(f"order must be a sequence of unit names, got {self.order!r}")
+            else:
+                object.__setattr__(self, "order", tuple(self.order))
         if problems:
             raise ModelError("CosimConfig: " + "; ".join(problems))
         object.__setattr__(self, "units", {name: UnitOptions.of(name, opts)

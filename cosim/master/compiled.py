@@ -67,18 +67,14 @@ class CompiledExchange:
 
     Parameters
     ----------
+    master : Master
+        Initialized, with no algebraic coupling to iterate; the exchange reads its graph
+        (``inputs``), Gauss–Seidel ``order``, ``refresh_levels``, ``delayed``, ``history``
+        (extrapolation order, held outputs), ``cfg`` and start time.
     units : dict of str to LocalUnit
         Unit name -> the in-process unit, in the master's order.
-    graph : UnitGraph
-        Without algebraic couplings.
     outputs : dict of str to list of str
         Unit -> its outputs (the master's values and history hold each).
-    history : PortHistory
-        Tells the extrapolation order and which outputs are held over a macro step.
-    cfg : CosimConfig
-        Fixed macro step ``H``, scheme, extrapolation order.
-    t0 : float
-        The co-simulation's start time, s.
     quantum : Fraction
         The macro-step grid (:attr:`StepControl.quantum
         <cosim.master.stepsize.StepControl.quantum>`); ``H`` is ``nq_step`` quanta.
@@ -92,15 +88,17 @@ class CompiledExchange:
         The generated source (for inspection), once a chunk ran.
     """
 
-    def __init__(self, units: dict, graph, outputs: dict, history, cfg, t0: float, quantum,
-                 nq_step: int):
+    def __init__(self, master, units: dict, outputs: dict, quantum, nq_step: int):
         self.units = units
         self.names = list(units)
-        self.graph = graph
-        self.history = history
-        self.cfg = cfg
+        self.graph = master.graph
+        self.order = master.order if master.cfg.scheme is Scheme.GAUSS_SEIDEL else self.names
+        self.refresh_levels = master.refresh_levels
+        self.delayed = master.delayed
+        self.history = master.history
+        self.cfg = cfg = master.cfg
         self.H = float(cfg.H)        # literals in the source: repr of a plain float
-        self.t0 = float(t0)
+        self.t0 = float(master.config.t0)
         self.quantum = float(quantum)
         self.nq_step = nq_step
         self.keys = [(u, p) for u in self.names for p in outputs[u]]
@@ -112,19 +110,20 @@ class CompiledExchange:
         self.counts: dict[str, dict[str, int]] = {}
 
     @classmethod
-    def build(cls, proxies: dict, graph, outputs: dict, history, cfg, t0: float, control):
-        """The compiled exchange of a co-simulation, or None when its macro step cannot be
-        compiled: a unit not in this process, algebraic couplings, an adaptive macro step,
-        tracing, or ``CosimConfig(compiled=False)``."""
-        if not cfg.compiled or cfg.adaptive or cfg.trace or graph.groups:
+    def build(cls, master, outputs: dict):
+        """The compiled exchange of an initialized master, or None when its macro step
+        cannot be compiled: a unit not in this process, algebraic couplings to iterate, an
+        adaptive macro step, tracing, or ``CosimConfig(compiled=False)``."""
+        cfg, control = master.cfg, master.control
+        if not cfg.compiled or cfg.adaptive or cfg.trace or master.couplings:
             return None
-        units = {u: p.in_process() for u, p in proxies.items()}
+        units = {u: p.in_process() for u, p in master.proxies.items()}
         if any(unit is None for unit in units.values()):
             return None
         nq_step = control.quanta(cfg.H)
         if not nq_step or control.on_grid(cfg.H) != cfg.H:
             return None
-        return cls(units, graph, outputs, history, cfg, t0, control.quantum, nq_step)
+        return cls(master, units, outputs, control.quantum, nq_step)
 
     # -- running ----------------------------------------------------------------------------
 
@@ -273,16 +272,15 @@ class _Source:
         lines += _unpack([f"l{i}" for i in range(len(names))], "LAST")
         H = ex.H
         body = []
-        order = ex.graph.order if ex.cfg.scheme is Scheme.GAUSS_SEIDEL else names
         fresh: set[str] = set()
-        for u in order:
+        for u in ex.order:
             body += self._step(u, fresh)
             if ex.cfg.scheme is Scheme.GAUSS_SEIDEL:
                 fresh.add(u)
         body += ["record(T)", "n += 1", f"nq += {ex.nq_step}",
                  f"T = {ex.t0!r} + nq * {ex.quantum!r}", "tc = tb", "tb = ta", "ta = T"]
         body += [f"q{j} = p{j}; p{j} = y{j}; y{j} = o{j}" for j in range(nk)]
-        for level in ex.graph.refresh_levels:
+        for level in ex.refresh_levels:
             body += self._refresh(level)
         lines += [f"    {L}[1] = {L}[2] = {L}[3] = 0.0" for L in sorted(self.zeroed)]
         lines += ["    try:", f"        while n < n_stop and T < t_lim and t_end - T >= {H!r}:"]
@@ -308,11 +306,16 @@ class _Source:
         lines = [self._time(u)] if d.inputs else []
         for name, key in ex.graph.inputs[u]:
             L, j = self.live[(u, name)], ex.index[key]
-            if key[0] in fresh:
-                if e == 0 or hist.held(key, H):
-                    vals = (f"o{j}", "0.0", "0.0", "0.0")
-                else:
+            if key[0] in fresh:                 # PortHistory.interpolate
+                order = 0 if hist.held(key, H) else e
+                if order == 0:
+                    vals = (f"y{j}", "0.0", "0.0", "0.0")
+                elif order == 1:
                     vals = (f"y{j}", "1.0", f"(o{j} - y{j}) / {H!r}", "0.0")
+                else:
+                    lines += [f"f01 = (o{j} - y{j}) / {H!r}",
+                              f"f012 = (f01 - (y{j} - p{j}) / (ta - tb)) / (ta + {H!r} - tb)"]
+                    vals = (f"y{j}", "1.0", f"f01 - f012 * {H!r}", "2.0 * f012")
             else:
                 order = 0 if hist.held(key, H) else e
                 if order == 0:
@@ -332,9 +335,12 @@ class _Source:
             else:
                 lines.append(f"{L}[:] = ({', '.join(vals)}, tu)")
         m = round(H / d.dt)
+        # Delayed feedthrough: the outputs at the step's end are logged as computed (the
+        # protocol path's RefreshOutputs after DoStep, with the step's inputs).
+        k_log = f"k{i} + {m + 1}" if ex.delayed else f"k{i} + {m}"
         lines += [f"cur = {i}",
                   f"_, l{i} = f{i}(k{i}, k{i} + {m + 1}, l{i}, S{i}, D{i}, X{i}, R{i}, G{i}, "
-                  f"k{i} + {m}, k{i} + {m})",
+                  f"k{i} + {m}, {k_log})",
                   f"k{i} += {m}"]
         lines += [f"o{ex.index[(u, p)]} = S{i}[{slot}]" for p, slot in d.outputs.items()]
         return lines

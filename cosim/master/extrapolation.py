@@ -86,6 +86,33 @@ class PortHistory:
         d2 = 2.0 * f012
         return y, (d1, d2), (y + d1 * H + f012 * H * H if predict else None)
 
+    def interpolate(self, key: tuple[str, str], y: np.ndarray, y_end: np.ndarray,
+                    H: float) -> tuple:
+        """Derivatives at T of the input over ``[T, T+H]`` when the driving unit already
+        stepped (Gauss–Seidel): the polynomial through the value ``y`` at T, ``y_end`` at
+        T+H and, for degree 2, the value at the previous macro point.
+
+        The input at T is ``y`` whatever the degree, so a unit sampling its inputs at macro
+        points sees what the monolithic run shows; degree 0 and a held output (constant over
+        the step, see :meth:`held`) stay at ``y``. Degree 2 is the quadratic through three
+        points, so Gauss–Seidel keeps the order 3 of extrapolation 2.
+
+        Returns
+        -------
+        tuple of ndarray
+            ``()``, ``(d1,)`` or ``(d1, d2)``, each of the port's shape.
+        """
+        hist = self.points[key]
+        order = 0 if self.held(key, H) else min(self.order, len(hist))
+        if order == 0:
+            return ()
+        f01 = (y_end - y) / H
+        if order == 1:
+            return (f01,)
+        (t1, _), (t0, y0) = hist[-1], hist[-2]
+        f012 = (f01 - (y - y0) / (t1 - t0)) / (t1 + H - t0)
+        return (f01 - f012 * H, 2.0 * f012)
+
     def inputs(self, ports, values: dict, H: float, fresh: dict, cand: dict) -> P.SetInputs:
         """A unit's inputs over ``[T, T+H]``.
 
@@ -96,7 +123,8 @@ class PortHistory:
         values : dict
             Every output's value at T.
         fresh : dict
-            Outputs already computed for T+H (Gauss–Seidel): inputs are interpolated to them.
+            Outputs already computed for T+H (Gauss–Seidel): inputs are interpolated to them
+            (:meth:`interpolate`).
         cand : dict
             Coupling candidates at T+H (iteration): inputs ramp to them.
 
@@ -111,10 +139,10 @@ class PortHistory:
             if key in cand:
                 vals[name], ders[name] = y, ((cand[key] - y) / H,)
             elif key in fresh:
-                if self.order == 0 or self.held(key, H):
-                    vals[name] = fresh[key]
-                else:
-                    vals[name], ders[name] = y, ((fresh[key] - y) / H,)
+                vals[name] = y
+                d = self.interpolate(key, y, fresh[key], H)
+                if d:
+                    ders[name] = d
             else:
                 y, d, _ = self.extrapolate(key, H, predict=False)
                 vals[name] = y

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from cosim.config import Scheme
+from cosim.config import Feedthrough, Scheme
 from cosim.errors import TransportError
 from cosim.master import checkpoints, coupling
 from cosim.master import protocol as P
@@ -108,9 +108,17 @@ class Master:
         reps = self._call({u: [P.Initialize(t0), P.Describe()] for u in self.names}, t0)
         self.desc = {u: reps[u][1] for u in self.names}
         self.graph = UnitGraph(self.names, self.links, self.desc)
-        if self.graph.groups and not self.cfg.iterate:
+        # What a macro step does with the graph: with delayed feedthrough nothing is
+        # algebraic (every output is the one computed at the end of the step) and nothing is
+        # refreshed at a macro point; co-initialization at t0 resolves the graph either way.
+        self.delayed = self.cfg.feedthrough is Feedthrough.DELAY
+        self.couplings = [] if self.delayed else self.graph.groups
+        self.coupling_of = {u: g for g in self.couplings for u in g}
+        self.refresh_levels = [] if self.delayed else self.graph.refresh_levels
+        self.order = self.graph.ordered(self.cfg.order)
+        if self.couplings and not self.cfg.iterate:
             warnings.warn("algebraic coupling(s) " + "; ".join(" <-> ".join(g) for g in
-                          self.graph.groups) + " run without iteration: the coupling error "
+                          self.couplings) + " run without iteration: the coupling error "
                           "is recorded per step in step_log ('uniterated')", stacklevel=2)
         self.control = StepControl(self.cfg, {u: d.dt for u, d in self.desc.items()})
         self._nq = 0          # quanta elapsed: T = t0 + nq * quantum, never accumulated
@@ -123,9 +131,8 @@ class Master:
         self.history = PortHistory(self.cfg.extrapolation, {
             (u, p.name): p.sample_time for u, d in self.desc.items() for p in d.outputs})
         self.history.start(t0, self.values)
-        self.compiled = CompiledExchange.build(
-            self.proxies, self.graph, {u: [p.name for p in d.outputs] for u, d in self.desc.items()},
-            self.history, self.cfg, t0, self.control)
+        self.compiled = CompiledExchange.build(self, {
+            u: [p.name for p in d.outputs] for u, d in self.desc.items()})
         self._initialized = True
         if self.cfg.checkpoint_every:
             self._checkpoint = self._capture()
@@ -176,27 +183,34 @@ class Master:
         record = StepRecord(T, H)
         outputs: dict = {}
         if self.cfg.scheme is Scheme.JACOBI:
-            plain = [u for u in self.names if u not in self.graph.group_of]
-            batch = {u: [self._step_inputs(u, H, {}, {}), P.DoStep(T, H), P.GetOutputs()]
-                     for u in plain}
-            self._gather(self._call(batch, T), outputs, 2)
-            for g in self.graph.groups:
+            plain = [u for u in self.names if u not in self.coupling_of]
+            batch = {u: self._step_requests(u, T, H, {}) for u in plain}
+            self._gather(self._call(batch, T), outputs, -1)
+            for g in self.couplings:
                 record = self._iterate(g, T, H, {}, outputs, record)
         else:
             done = set()
-            for u in self.graph.order:
+            for u in self.order:
                 if u in done:
                     continue
-                g = self.graph.group_of.get(u)
+                g = self.coupling_of.get(u)
                 if g is None:
-                    reps = self._call({u: [self._step_inputs(u, H, outputs, {}),
-                                           P.DoStep(T, H), P.GetOutputs()]}, T)
-                    self._gather(reps, outputs, 2)
+                    reps = self._call({u: self._step_requests(u, T, H, outputs)}, T)
+                    self._gather(reps, outputs, -1)
                     done.add(u)
                 else:
                     record = self._iterate(g, T, H, outputs, outputs, record)
                     done.update(g)
         return outputs, record
+
+    def _step_requests(self, u: str, T: float, H: float, fresh: dict) -> list:
+        """Unit ``u``'s requests for the macro step ``[T, T+H]``, its outputs last. With
+        delayed feedthrough the outputs at T+H are logged as computed by the step (a
+        refresh with the step's inputs), which is what the other units receive."""
+        step = [self._step_inputs(u, H, fresh, {}), P.DoStep(T, H)]
+        if self.delayed:
+            step.append(P.RefreshOutputs())
+        return step + [P.GetOutputs()]
 
     def _step_inputs(self, u, H, fresh, cand) -> P.SetInputs:
         return self.history.inputs(self.graph.inputs[u], self.values, H, fresh, cand)
@@ -234,7 +248,7 @@ class Master:
         """Make feedthrough outputs at the new macro point consistent with the exchanged
         inputs (they were computed with extrapolated ones)."""
         T = self.T
-        for level in self.graph.refresh_levels:
+        for level in self.refresh_levels:
             for u, outs in self._refresh_units(level, T).items():
                 for p, v in outs.items():
                     self.values[(u, p)] = v
@@ -323,8 +337,11 @@ class Master:
         self.central.cut_after(t_e)
 
     def _finish(self) -> None:
-        """Log the final macro point with consistent inputs, then collect everything."""
-        self._call({u: [self._inputs_now(u), P.RefreshOutputs()] for u in self.names}, self.T)
+        """Log the final macro point with consistent inputs (with delayed feedthrough the
+        last step logged it as computed), then collect everything."""
+        if not self.delayed:
+            self._call({u: [self._inputs_now(u), P.RefreshOutputs()] for u in self.names},
+                       self.T)
         self._collect()
 
     def _collect(self) -> None:

@@ -4,7 +4,7 @@ master steps and refreshes units in."""
 
 from __future__ import annotations
 
-from cosim.errors import CompileError
+from cosim.errors import CompileError, ModelError
 from cosim.numerics.graph import strongly_connected_components
 
 __all__ = ["UnitGraph"]
@@ -68,6 +68,32 @@ class UnitGraph:
                                     and s in level), default=0)
         self.refresh_levels = [[u for u in self.order if level.get(u) == n]
                                for n in range(1, max(level.values(), default=0) + 1)]
+
+    def ordered(self, order) -> list[str]:
+        """The Gauss–Seidel order: ``order`` (every unit once) if given, else :attr:`order`.
+
+        Raises
+        ------
+        ModelError
+            ``order`` names an unknown unit, misses one or repeats one.
+        """
+        if order is None:
+            return list(self.order)
+        problems = []
+        unknown = [u for u in order if u not in self.names]
+        if unknown:
+            problems.append(f"unknown unit(s) {', '.join(map(repr, unknown))}")
+        missing = [u for u in self.names if u not in order]
+        if missing:
+            problems.append(f"missing {', '.join(map(repr, missing))}")
+        repeated = sorted({u for u in order if list(order).count(u) > 1})
+        if repeated:
+            problems.append(f"repeated {', '.join(map(repr, repeated))}")
+        if problems:
+            raise ModelError(f"CosimConfig.order: {'; '.join(problems)}; give every unit once "
+                             f"(units: {', '.join(self.names)}; derived order: "
+                             f"{', '.join(self.order)})")
+        return list(order)
 
     @staticmethod
     def _check(links, desc: dict) -> dict:

@@ -235,6 +235,9 @@ class Simulator:
             # The inner plan logs its ticks as it steps; its tick at the end time too.
             inner = blk.inner
             if same_time(inner.t, t, EXCHANGE_RTOL):
+                # The tick's final inputs: plan order may have computed some of them after
+                # the block's outputs (as its state update does, see AtomicSubsystem).
+                blk.push_inputs()
                 inner.log_final_outputs()
 
     def run(self, duration: float | None = None, *, t_end: float | None = None,
