@@ -5,7 +5,8 @@ master steps and refreshes units in."""
 from __future__ import annotations
 
 from cosim.errors import CompileError, ModelError
-from cosim.numerics.graph import strongly_connected_components
+from cosim.numerics.graph import (condensation_levels, is_cycle,
+                                  strongly_connected_components)
 
 __all__ = ["UnitGraph"]
 
@@ -31,8 +32,8 @@ class UnitGraph:
     group_of : dict of str to list of str
         Unit -> its coupling, for the units in one.
     order : list of str
-        Units in the order of the unit graph (Gauss–Seidel), cycles entered at their first
-        unit.
+        Units in the order of the unit graph (Gauss–Seidel): upstream first; inside a cycle
+        (broken by a unit without feedthrough), in the order of direct feedthrough.
     refresh_levels : list of list of str
         Feedthrough units outside couplings, level by level of the direct-feedthrough graph:
         refreshed at each macro point once their inputs are known (one level together).
@@ -56,16 +57,24 @@ class UnitGraph:
             succ[u].add(v)
             if q in feeds[v]:
                 direct[u].add(v)
-        self.groups = [c for c in strongly_connected_components(names, direct)
-                       if len(c) > 1 or c[0] in direct[c[0]]]
+        dcomps = strongly_connected_components(names, direct)
+        self.groups = [c for c in dcomps if is_cycle(c, direct)]
         self.group_of = {u: g for g in self.groups for u in g}
-        comps = strongly_connected_components(names, succ)[::-1]       # topological order
-        self.order = [u for comp in comps for u in comp]
+        # The direct-feedthrough graph is acyclic once couplings are collapsed: its
+        # topological order says who must go before whom within a macro point.
+        corder, _ = condensation_levels(names, dcomps, direct)
+        rank = {u: i for i, u in enumerate(u for c in corder for u in dcomps[c])}
+        # Gauss–Seidel: upstream first; inside a cycle of the unit graph (broken by a unit
+        # without feedthrough), in feedthrough order, so each unit steps after the units
+        # whose outputs at T+H it depends on directly.
+        comps = strongly_connected_components(names, succ)
+        sorder, _ = condensation_levels(names, comps, succ)
+        self.order = [u for c in sorder for u in sorted(comps[c], key=rank.__getitem__)]
         level = {}
-        for u in self.order:
+        for u in sorted(names, key=rank.__getitem__):
             if feeds[u] and u not in self.group_of:
-                level[u] = 1 + max((level.get(s, 0) for s in names if u in direct[s]
-                                    and s in level), default=0)
+                level[u] = 1 + max((level[s] for s in names if u in direct[s] and s in level),
+                                   default=0)
         self.refresh_levels = [[u for u in self.order if level.get(u) == n]
                                for n in range(1, max(level.values(), default=0) + 1)]
 
