@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 
 import zmq
 
@@ -181,6 +182,31 @@ class Channel:
             else:
                 self._receive(unit, requests)
         return self._replies.pop(unit)
+
+    def result_watched(self, unit: str, requests: list, gone, timeout: float) -> list:
+        """:meth:`result` on a ``patient`` channel, waiting at most ``timeout`` s and asking
+        ``gone()`` at every poll interval why the peer can no longer answer (its process or
+        actor died: a reason) or None; a reason fails the call at once, not at the timeout.
+
+        Raises
+        ------
+        TransportError
+            Naming the unit, the request and the reason (or the timeout).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.result(unit, requests)
+            except NoReplyYet:
+                why = gone()
+                if why is None and time.monotonic() < deadline:
+                    continue
+                self.reconnect()            # the reply is lost: a fresh socket for later
+                last = requests[-1]
+                raise TransportError(unit, type(last).__name__,
+                                     why or f"no reply from {self.address} within "
+                                            f"{timeout:g} s",
+                                     t=getattr(last, "t", None)) from None
 
     def _send(self) -> None:
         frames = []

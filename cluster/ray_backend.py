@@ -16,7 +16,7 @@ import time
 
 import ray
 
-from cluster.dataplane import Channel, NoReplyYet, serve
+from cluster.dataplane import Channel, serve
 from cosim.errors import ModelError, TransportError
 from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
@@ -87,19 +87,11 @@ class RayProxy(Proxy):
         self.conn.flush()
 
     def result(self, requests):
-        deadline = time.time() + self.timeout
-        while True:
-            try:
-                return self.conn.result(self.name, requests)
-            except NoReplyYet:
-                done, _ = ray.wait([self._watch], timeout=0)
-                if done or time.time() >= deadline:
-                    self.conn.reconnect()   # the reply is lost: a fresh socket for later
-                    last = requests[-1]
-                    why = ("the unit's actor died" if done
-                           else f"no reply within {self.timeout} s")
-                    raise TransportError(self.name, type(last).__name__, why,
-                                         t=getattr(last, "t", None)) from None
+        return self.conn.result_watched(self.name, requests, self._gone, self.timeout)
+
+    def _gone(self) -> str | None:
+        done, _ = ray.wait([self._watch], timeout=0)
+        return "the unit's actor died" if done else None
 
     def where(self) -> dict:
         """Node id, process id and endpoint of the actor."""

@@ -12,7 +12,9 @@ master can restore it from a checkpoint.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -81,13 +83,18 @@ class ZmqProxy(Proxy):
 
     def heartbeat(self, timeout: float) -> bool:
         """True if the server answers a Heartbeat within ``timeout`` s."""
-        saved = self.conn.timeout
-        self.conn.set_timeout(timeout)
         try:
-            self.result(self.submit([P.Heartbeat()]))
+            self._await(self.submit([P.Heartbeat()]), timeout)
             return True
         except TransportError:
             return False
+
+    def _await(self, requests, timeout: float) -> list:
+        """The replies to ``requests``, waiting at most ``timeout`` s."""
+        saved = self.conn.timeout
+        self.conn.set_timeout(timeout)
+        try:
+            return self.result(requests)
         finally:
             self.conn.set_timeout(saved)
 
@@ -103,7 +110,12 @@ class ZmqProxy(Proxy):
 
 
 class _ServerProcess:
-    """One spawned ``cluster.server`` process, shared by the proxies of the units it hosts."""
+    """One spawned ``cluster.server`` process, shared by the proxies of the units it hosts.
+
+    On Linux the process gets SIGTERM when its master dies (``PR_SET_PDEATHSIG``), so a master
+    that is killed leaves no server behind holding its port; a master that returns or raises
+    stops its servers through :meth:`ZmqBackend.stop`.
+    """
 
     def __init__(self, unit_file: Path, plugins=()):
         self.unit_file = unit_file
@@ -120,6 +132,14 @@ class _ServerProcess:
         self.proc.wait()
         self._start()
 
+    def gone(self) -> str | None:
+        """Why the process cannot answer (it exited), or None while it runs."""
+        code = self.proc.poll()
+        if code is None:
+            return None
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return f"its server process (pid {self.proc.pid}) died ({how})"
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -130,18 +150,30 @@ class _ServerProcess:
 
 
 class _SpawnedProxy(ZmqProxy):
-    """A proxy whose server this backend started: recovery re-spawns it (once for all the
-    units that process hosts: the others find it restarted and reconnect)."""
+    """A proxy whose server this backend started: a reply is awaited while the process
+    lives (its death fails the call at once, not at the timeout), and recovery re-spawns it
+    (once for all the units that process hosts: the others find it restarted and
+    reconnect)."""
 
-    def __init__(self, name, server: _ServerProcess, conn: Channel):
+    #: Seconds between checks that the server process lives while waiting for a reply.
+    POLL = 0.05
+
+    def __init__(self, name, server: _ServerProcess, conn: Channel, timeout: float):
         self.server = server
+        self.timeout = timeout
         self._generation = server.generation
         super().__init__(name, conn)
+
+    def result(self, requests):
+        return self._await(requests, self.timeout)
+
+    def _await(self, requests, timeout: float) -> list:
+        return self.conn.result_watched(self.name, requests, self.server.gone, timeout)
 
     def recover(self, deadline: float) -> None:
         server = self.server
         if server.generation == self._generation:
-            if server.proc.poll() is None and self.heartbeat(0.5):
+            if server.gone() is None and self.heartbeat(0.5):
                 return                              # alive: another unit failed
             server.restart()
             self.conn.reconnect(server.address)
@@ -156,12 +188,24 @@ def _spawn(unit_file: Path, plugins=()):
          "tcp://127.0.0.1:0", "--log-level", "WARNING",
          *[arg for m in plugins for arg in ("--plugin", m)]],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        preexec_fn=_die_with_parent)
     line = proc.stdout.readline()
     if not line.startswith("serving "):
         err = proc.stderr.read()
         raise ModelError(f"unit server for {unit_file} did not start: {line}{err}")
     return proc, line.strip().rsplit(" on ", 1)[1]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent dies (Linux; elsewhere a no-op)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+# Loaded before any fork: the child only calls it (nothing to import between fork and exec).
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
 def _plugins(diagram) -> list[str]:
@@ -253,10 +297,11 @@ class ZmqBackend(Backend):
             server = _ServerProcess(path, sorted({m for spec in group
                                                   for m in _plugins(spec.subsystem)}))
             self.servers.append(server)
-            conn = Channel(server.address, self.cfg.timeout)
+            conn = Channel(server.address, _SpawnedProxy.POLL, patient=True)
             self.connections.append(conn)
             for spec in group:
-                self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn)
+                self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn,
+                                                        self.cfg.timeout)
         return dict(self.proxies)
 
     def stop(self) -> None:
