@@ -7,6 +7,8 @@ pool, or run serially; at most ``max_in_flight`` at once, each retried when its 
 Every finished run is appended to ``results.csv`` at once (flushed and synced), so a sweep that
 is killed and started again with the same output directory skips the runs already done and
 loses nothing; the final table is sorted by run index and equals an uninterrupted sweep's.
+``sweep.json`` fingerprints the sweep, so a directory is resumed only by the same sweep (see
+:mod:`cluster.sweep_results`).
 
 >>> rows = sweep(make_model, config, grid(k=[1.0, 2.0], tau=[0.1, 0.2]),
 ...              {"y_end": final("plant.out")}, out_dir="study")
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cluster.sweep_results import ResultsTable, fingerprint, results_dir
 from cosim.errors import ModelError
 
 __all__ = ["KINDS", "Reducer", "Run", "final", "grid", "integral_abs_error", "lhs", "listed", "maximum", "mean",
@@ -218,43 +221,6 @@ def _execute(model_source, config, run: Run, reducers: dict, logs_dir: str | Non
 
 # -- the results file -----------------------------------------------------------------------
 
-class _Table:
-    """``results.csv``: one row per finished run, appended and synced as runs finish."""
-
-    def __init__(self, path: Path, columns: list[str]):
-        self.path = path
-        self.columns = columns
-        self.done: dict[str, dict] = {}
-        if path.exists():
-            with path.open(newline="") as fh:
-                reader = csv.DictReader(fh)
-                if reader.fieldnames and reader.fieldnames != columns:
-                    raise ModelError(f"{path} was written by a different sweep (columns "
-                                     f"{reader.fieldnames}); use another output directory")
-                for row in reader:
-                    if row.get("run_id"):
-                        self.done[row["run_id"]] = row
-        new = not path.exists() or path.stat().st_size == 0
-        self._fh = path.open("a", newline="")
-        self._writer = csv.DictWriter(self._fh, fieldnames=columns, extrasaction="ignore")
-        if new:
-            self._writer.writeheader()
-            self._sync()
-
-    def _sync(self) -> None:
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-
-    def add(self, row: dict) -> None:
-        out = {k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()}
-        self._writer.writerow(out)
-        self._sync()
-        self.done[row["run_id"]] = out
-
-    def close(self) -> None:
-        self._fh.close()
-
-
 def _parse(row: dict) -> dict:
     out = {}
     for k, v in row.items():
@@ -275,7 +241,7 @@ def _parse(row: dict) -> dict:
 def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None, *,
           out_dir=None, backend: str = "ray", max_in_flight: int | None = None,
           retries: int = 2, address: str | None = None, save_logs: bool = False,
-          progress: bool | None = None) -> list[dict]:
+          progress: bool | None = None, if_changed: str = "refuse") -> list[dict]:
     """Run ``model`` once per point of ``design``; return the results table (a row per run).
 
     Parameters
@@ -308,6 +274,10 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         Keep each run's full logs.
     progress : bool, optional
         Show a progress bar (default: on a terminal only).
+    if_changed : str
+        ``out_dir`` holds the results of a sweep with another model, configuration, design
+        or reducers (``sweep.json``): ``"refuse"`` (default, naming what changed) or
+        ``"new"`` (write to the sibling directory ``<out_dir>-<digest>`` instead).
 
     Returns
     -------
@@ -324,11 +294,12 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     out = Path(out_dir) if out_dir is not None else None
     logs_dir = None
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        out = results_dir(out, fingerprint(model, config, [r.run_id for r in runs], reducers),
+                          if_changed)
         if save_logs:
             logs_dir = out / "logs"
             logs_dir.mkdir(exist_ok=True)
-        table = _Table(out / "results.csv", columns)
+        table = ResultsTable(out / "results.csv", columns)
     else:
         table = None
     done = set(table.done) if table is not None else set()
@@ -456,6 +427,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="runs at once")
     ap.add_argument("--address", help="Ray cluster to join")
     ap.add_argument("--save-logs", action="store_true", help="keep each run's logs (NPZ)")
+    ap.add_argument("--if-changed", choices=("refuse", "new"), default="refuse",
+                    help="DIR holds another sweep's results: refuse (default) or write to "
+                         "a new DIR-<digest>")
     args = ap.parse_args(argv)
     try:
         if args.design:
@@ -490,7 +464,7 @@ def main(argv=None) -> int:
             reducers[name] = Reducer(kind, key, *[float(x) for x in extra])
         rows = sweep(args.model, None, points, reducers, out_dir=args.out,
                      backend=args.backend, max_in_flight=args.workers, address=args.address,
-                     save_logs=args.save_logs)
+                     save_logs=args.save_logs, if_changed=args.if_changed)
     except (ValueError, ModelError, OSError) as err:
         print(f"cosim sweep: error: {err}", file=sys.stderr)
         return 2
