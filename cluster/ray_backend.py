@@ -21,7 +21,7 @@ from cosim.errors import ModelError, TransportError
 from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
 
-__all__ = ["RayBackend", "RayProxy", "ensure_ray"]
+__all__ = ["RayBackend", "RayProxy", "ensure_ray", "unplaceable"]
 
 
 def ensure_ray(address: str | None = None) -> None:
@@ -121,6 +121,39 @@ class RayProxy(Proxy):
         ray.kill(self.actor, no_restart=True)
 
 
+def unplaceable(opts, nodes: list[dict]) -> str | None:
+    """Why no node of the cluster could ever host an actor with placement ``opts``
+    (:class:`~cosim.config.UnitOptions`), or None.
+
+    Parameters
+    ----------
+    opts : UnitOptions
+        ``num_cpus``, ``resources``, ``node``.
+    nodes : list of dict
+        ``ray.nodes()``: each alive node's ``NodeID`` and total ``Resources``.
+    """
+    need = {"CPU": opts.num_cpus or 0, **(opts.resources or {})}
+    need = {k: v for k, v in need.items() if v > 0}
+    alive = [n for n in nodes if n.get("Alive")]
+    if opts.node is not None:
+        alive = [n for n in alive if n["NodeID"] == opts.node]
+        if not alive:
+            return f"no alive node has id {opts.node!r}"
+    for n in alive:
+        if all(n["Resources"].get(k, 0) >= v for k, v in need.items()):
+            return None
+    offered = "; ".join(
+        ", ".join(f"{k}={v:g}" for k, v in sorted(n["Resources"].items())
+                  if not k.startswith(("node:", "memory", "object_store_memory")))
+        for n in alive)
+    missing = sorted(k for k, v in need.items()
+                     if not any(n["Resources"].get(k, 0) >= v for n in alive))
+    what = (f"no node has {', '.join(f'{k}={need[k]:g}' for k in missing)}" if missing else
+            f"no single node has all of {need}")
+    return f"{what} (the nodes offer: {offered or 'nothing'}); change its num_cpus / " \
+           "resources / node options or add a node that has them"
+
+
 class RayBackend(Backend):
     """Creates one actor per unit, or per ``process`` shared by units (in parallel), with
     their placement options.
@@ -145,12 +178,24 @@ class RayBackend(Backend):
             opts = self.cfg.options(spec.name)
             return {k: getattr(opts, k) for k in self.PLACEMENT if getattr(opts, k) is not None}
 
-        actors = {}
-        for key, group in process_groups(specs, self.cfg.units).items():
+        groups = process_groups(specs, self.cfg.units)
+        problems = []
+        for key, group in groups.items():
+            names = ", ".join(s.name for s in group)
             if any(placement(s) != placement(group[0]) for s in group[1:]):
-                raise ModelError(f"units {', '.join(s.name for s in group)} share process "
-                                 f"{key[1]!r} but ask for different placements; give them the "
-                                 "same num_cpus / resources / node")
+                problems.append(f"units {names} share process {key[1]!r} but ask for "
+                                "different placements; give them the same num_cpus / "
+                                "resources / node")
+                continue
+            why = unplaceable(self.cfg.options(group[0].name), ray.nodes())
+            if why is not None:
+                problems.append(f"unit {names} cannot be placed: {why}")
+        if problems:
+            # Before any actor exists: a request no node can meet would otherwise wait out
+            # the timeout.
+            raise ModelError("; ".join(problems))
+        actors = {}
+        for key, group in groups.items():
             opts = self.cfg.options(group[0].name)
             options = {"num_cpus": opts.num_cpus if opts.num_cpus is not None else 0,
                        "name": None, "max_restarts": self.cfg.max_restarts,

@@ -90,6 +90,21 @@ def test_units_sharing_a_process_must_share_a_placement(ray_session):
                                                  "b": {"process": "ab"}})
 
 
+@pytest.mark.parametrize("options, says", [
+    ({"resources": {"no_such_thing": 1}}, r"unit a cannot be placed: no node has "
+                                          r"no_such_thing=1 \(the nodes offer: CPU="),
+    ({"num_cpus": 4096}, r"unit a cannot be placed: no node has CPU=4096"),
+    ({"node": "f" * 56}, r"unit a cannot be placed: no alive node has id 'f+'"),
+])
+def test_a_placement_no_node_can_meet_fails_at_once_naming_it(ray_session, options, says):
+    import time
+    from cosim import ModelError
+    start = time.monotonic()
+    with pytest.raises(ModelError, match=says):
+        run(three_units(), "ray", H=0.02, timeout=120.0, units={"a": options})
+    assert time.monotonic() - start < 60          # not the 120 s placement timeout
+
+
 @pytest.mark.slow
 def test_units_run_on_the_nodes_they_ask_for():
     """A two-node cluster (ray.cluster_utils.Cluster) in a child process: Ray is per process."""
