@@ -17,6 +17,7 @@ import logging
 import socket
 import threading
 import time
+from dataclasses import dataclass
 
 import zmq
 
@@ -24,7 +25,7 @@ from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_bat
 from cosim.master import protocol as P
 from cosim.errors import TransportError
 
-__all__ = ["Channel", "NoReplyYet", "answer", "serve"]
+__all__ = ["Channel", "NoReplyYet", "RunKeys", "answer", "serve"]
 
 log = logging.getLogger("cosim.server")
 
@@ -76,8 +77,59 @@ def _host() -> str:
         return "127.0.0.1"
 
 
-def serve(units: dict, host: str | None = None) -> tuple[str, threading.Thread]:
+@dataclass(frozen=True)
+class RunKeys:
+    """CURVE keys made for one run (Z85 bytes): the data-plane servers' key pair and the
+    master's. They travel to the servers inside the run (e.g. through Ray's control plane)
+    and are never written to disk; a client without the master's key pair is refused."""
+
+    server_public: bytes
+    server_secret: bytes
+    client_public: bytes
+    client_secret: bytes
+
+    @classmethod
+    def new(cls) -> RunKeys:
+        return cls(*zmq.curve_keypair(), *zmq.curve_keypair())
+
+
+class _AllowedKeys:
+    """ZAP credentials: the client public keys this process's servers accept."""
+
+    def __init__(self):
+        self.keys: set[bytes] = set()
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key in self.keys
+
+
+_ZAP: tuple | None = None           # (authenticator, allowed keys): one per process context
+
+
+def _allow(ctx: zmq.Context, client_public: bytes) -> None:
+    """Let ``client_public`` in to this process's CURVE servers (a ZAP handler, started once)."""
+    global _ZAP
+    if _ZAP is None:
+        from zmq.auth.thread import ThreadAuthenticator
+        allowed = _AllowedKeys()
+        auth = ThreadAuthenticator(ctx)
+        auth.start()
+        auth.configure_curve_callback(domain="*", credentials_provider=allowed)
+        _ZAP = (auth, allowed)
+    _ZAP[1].keys.add(client_public)             # ZAP hands the callback Z85 keys too
+
+
+def serve(units: dict, host: str | None = None,
+          keys: RunKeys | None = None) -> tuple[str, threading.Thread]:
     """Serve ``units`` (name -> Unit) on a REP socket bound to a free port, from a thread.
+
+    Parameters
+    ----------
+    units : dict of str to Unit
+    host : str, optional
+        Interface to bind (default: this host's address).
+    keys : RunKeys, optional
+        Encrypt with CURVE and accept only the master's key; None serves plain.
 
     Returns
     -------
@@ -86,8 +138,14 @@ def serve(units: dict, host: str | None = None) -> tuple[str, threading.Thread]:
     thread : threading.Thread
         A daemon thread.
     """
-    sock = zmq.Context.instance().socket(zmq.REP)
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.REP)
     sock.setsockopt(zmq.LINGER, 0)
+    if keys is not None:
+        _allow(ctx, keys.client_public)
+        sock.curve_secretkey = keys.server_secret
+        sock.curve_publickey = keys.server_public
+        sock.curve_server = True
     host = host or _host()
     port = sock.bind_to_random_port(f"tcp://{host}")
 
@@ -118,6 +176,8 @@ class Channel:
     curve_server_public, curve_client_keys : str, optional
         The server's public key file and this client's key file (with its secret), for a
         CURVE server.
+    keys : RunKeys, optional
+        Or the keys themselves (a run's own, see :func:`serve`).
     patient : bool
         After ``timeout`` s without a reply raise :class:`NoReplyYet` and keep the request in
         flight (the caller checks something else, e.g. that a Ray actor lives, and asks for
@@ -126,11 +186,13 @@ class Channel:
 
     def __init__(self, address: str, timeout: float = 60.0, *,
                  curve_server_public: str | None = None,
-                 curve_client_keys: str | None = None, patient: bool = False):
+                 curve_client_keys: str | None = None, keys: RunKeys | None = None,
+                 patient: bool = False):
         self.address = address
         self.timeout = timeout
         self.patient = patient
         self._curve = (curve_server_public, curve_client_keys)
+        self._keys = keys
         self._ctx = zmq.Context.instance()
         self._queued: list[tuple[str, list]] = []     # submitted, not sent yet
         self._in_flight: list[tuple[str, list]] = []  # sent, reply awaited
@@ -144,7 +206,12 @@ class Channel:
         # A receive timeout rather than poll-then-recv: one call per reply, not two.
         self._sock.RCVTIMEO = int(self.timeout * 1000)
         server_pub, client_keys = self._curve
-        if server_pub:
+        if self._keys is not None:
+            k = self._keys
+            self._sock.curve_serverkey = k.server_public
+            self._sock.curve_publickey, self._sock.curve_secretkey = (k.client_public,
+                                                                      k.client_secret)
+        elif server_pub:
             from zmq import auth
             self._sock.curve_serverkey = auth.load_certificate(server_pub)[0]
             pub, sec = auth.load_certificate(client_keys)

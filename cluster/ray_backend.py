@@ -16,7 +16,7 @@ import time
 
 import ray
 
-from cluster.dataplane import Channel, serve
+from cluster.dataplane import Channel, RunKeys, serve
 from cosim.errors import ModelError, TransportError
 from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
@@ -38,11 +38,11 @@ class UnitActor:
     """Hosts units (one, or several that share a ``process``) and serves them on its
     data-plane socket."""
 
-    def __init__(self, specs):
+    def __init__(self, specs, keys=None):
         from cosim.master.units import LocalUnit
         self.units = {s.name: s.factory() if s.factory is not None else
                       LocalUnit(s.subsystem, s.config, s.name) for s in specs}
-        self.endpoint, _ = serve(self.units, ray.util.get_node_ip_address())
+        self.endpoint, _ = serve(self.units, ray.util.get_node_ip_address(), keys)
 
     def where(self) -> dict:
         """Node id, process id and data-plane endpoint of this actor."""
@@ -158,6 +158,9 @@ class RayBackend(Backend):
     """Creates one actor per unit, or per ``process`` shared by units (in parallel), with
     their placement options.
 
+    The data between master and actors is encrypted and authenticated with CURVE keys made
+    for the run (``CosimConfig(curve=False)`` opts out, for trusted networks).
+
     Per-unit options (``CosimConfig.units[name]``): ``num_cpus`` (default 0: units mostly
     wait for the master, so they do not reserve a core unless asked), ``resources`` (custom
     resources, e.g. ``{"gpu_node": 1}``), ``node`` (a Ray node id: hard affinity), ``process``
@@ -194,6 +197,9 @@ class RayBackend(Backend):
             # Before any actor exists: a request no node can meet would otherwise wait out
             # the timeout.
             raise ModelError("; ".join(problems))
+        # The data plane binds the node's address: CURVE with keys made for this run, handed
+        # over through Ray's own channel, unless the run opted out.
+        keys = RunKeys.new() if self.cfg.curve else None
         actors = {}
         for key, group in groups.items():
             opts = self.cfg.options(group[0].name)
@@ -205,7 +211,7 @@ class RayBackend(Backend):
             if opts.node is not None:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
                     opts.node, soft=False)
-            actors[key] = (UnitActor.options(**options).remote(group), group)
+            actors[key] = (UnitActor.options(**options).remote(group, keys), group)
         # Actors start in parallel; wait for all of them (placement failures surface here).
         refs = {key: a.where.remote() for key, (a, _) in actors.items()}
         for key, ref in refs.items():
@@ -218,7 +224,7 @@ class RayBackend(Backend):
                                  f"{self.cfg.timeout} s: check its resources/node options "
                                  f"({placement(group[0])}) against the "
                                  "cluster") from None
-            conn = Channel(info["endpoint"], RayProxy.POLL, patient=True)
+            conn = Channel(info["endpoint"], RayProxy.POLL, keys=keys, patient=True)
             for spec in group:
                 self.proxies[spec.name] = RayProxy(spec.name, actor, conn, self.cfg.timeout)
         return dict(self.proxies)

@@ -179,6 +179,10 @@ class CosimConfig:
         instance when the Ray backend is used.
     trace : bool
         Record every unit call (for tests and debugging).
+    curve : bool
+        Encrypt and authenticate the data between the master and the units it starts on
+        other hosts (Ray actors) with CURVE keys made for the run; False sends plain
+        messages (an explicit opt-out, for trusted networks).
     compiled : bool
         When every unit runs in this process on generated code, step plain macro steps
         through one generated loop (:mod:`cosim.master.compiled`; results bit-identical to
@@ -210,6 +214,7 @@ class CosimConfig:
     timeout: float = 60.0
     address: str | None = None
     trace: bool = False
+    curve: bool = True
     compiled: bool = True
 
     def __post_init__(self):

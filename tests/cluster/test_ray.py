@@ -137,3 +137,39 @@ def test_unit_gone_for_good_leaves_a_checkpoint_to_resume_from(ray_session, tmp_
     for key in ref:
         n = len(logs[key])
         np.testing.assert_array_equal(ref[key][-n:], logs[key], err_msg=key)
+
+
+@pytest.mark.parametrize("curve", [True, False])
+def test_the_ray_data_plane_refuses_outside_clients_unless_opted_out(ray_session, curve):
+    import zmq
+    from cosim.master import protocol as P
+    from cluster.codec import decode_batch, encode_batch
+    sim = CoSimulation(three_units(), SimulationConfig(dt=0.002, t_end=0.1, cosim=CosimConfig(
+        H=0.02, backend="ray", curve=curve)))
+    try:
+        endpoint = sim.master.proxies["a"].where()["endpoint"]
+        logs = sim.run()                               # the master itself gets through
+        assert len(logs["a/x.out"]) == 51
+        outsiders = {"plain": {}, "other keys": None}
+        for who in outsiders:
+            sock = zmq.Context.instance().socket(zmq.REQ)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.RCVTIMEO = 3000                       # an answer comes in ms when allowed
+            if who == "other keys":
+                # A CURVE client that even knows a server key (its own pair's): not the run's.
+                pub, sec = zmq.curve_keypair()
+                sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = pub, pub, sec
+            sock.connect(endpoint)
+            sock.send_multipart([b"a", encode_batch([P.Heartbeat()])])
+            try:
+                outsiders[who] = decode_batch(sock.recv_multipart()[0])
+            except zmq.Again:
+                outsiders[who] = None
+            finally:
+                sock.close(linger=0)
+        if curve:
+            assert outsiders == {"plain": None, "other keys": None}
+        else:
+            assert outsiders["plain"] == [P.Ok()]
+    finally:
+        sim.close()
