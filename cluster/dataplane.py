@@ -30,6 +30,11 @@ __all__ = ["Channel", "NoReplyYet", "RunKeys", "answer", "serve"]
 log = logging.getLogger("cosim.server")
 
 
+#: Connection events a channel watches until its first reply (see connection_trouble).
+_WATCHED = (zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
 class NoReplyYet(TransportError):
     """A patient :class:`Channel` timed out; the request is still in flight."""
 
@@ -198,6 +203,9 @@ class Channel:
         self._in_flight: list[tuple[str, list]] = []  # sent, reply awaited
         self._replies: dict[str, list] = {}
         self._sock = None
+        self._monitor = None        # connection events, watched until the first reply
+        self._events: set[int] = set()
+        self._answered = False
         self._connect()
 
     def _connect(self) -> None:
@@ -216,10 +224,59 @@ class Channel:
             self._sock.curve_serverkey = auth.load_certificate(server_pub)[0]
             pub, sec = auth.load_certificate(client_keys)
             self._sock.curve_publickey, self._sock.curve_secretkey = pub, sec
+        if not self._answered:
+            self._monitor = self._sock.get_monitor_socket(_WATCHED)
         self._sock.connect(self.address)
+
+    def connection_trouble(self, final: bool) -> str | None:
+        """Why this channel's server has not answered yet, from its socket's connection
+        events (watched until the first reply): a failed handshake at once; with ``final``
+        (the caller gives up) also nothing listening, or connected but silent.
+
+        Returns
+        -------
+        str or None
+            The reason and a remedy, or None (no trouble seen yet).
+        """
+        self._drain()
+        ev = self._events
+        if zmq.EVENT_HANDSHAKE_FAILED_AUTH in ev:
+            return (f"{self.address} refused this client's CURVE key: give a key pair whose "
+                    "public key the server authorizes (its --authorized directory) as "
+                    "curve_client_keys")
+        if ev & {zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL}:
+            if self._keys is None and not self._curve[0]:
+                return (f"the server at {self.address} uses CURVE encryption and this client "
+                        "does not: give its public key as curve_server_public and an "
+                        "authorized key pair as curve_client_keys")
+            return (f"the CURVE handshake with {self.address} failed: check that "
+                    "curve_server_public is that server's public key (and that the server "
+                    "uses CURVE at all)")
+        if not final:
+            return None
+        if zmq.EVENT_CONNECTED not in ev:
+            return (f"nothing is listening at {self.address}: is `cosim serve` running "
+                    "there, on that port, and reachable from here?")
+        return (f"{self.address} accepted the connection but did not answer in time: it is "
+                "busy or slow")
+
+    def _drain(self) -> None:
+        """Note the connection events seen so far."""
+        from zmq.utils.monitor import recv_monitor_message
+        while self._monitor is not None and self._monitor.poll(0):
+            self._events.add(recv_monitor_message(self._monitor)["event"])
+
+    def _unwatch(self) -> None:
+        """Stop watching this socket's connection events (those seen are kept)."""
+        if self._monitor is not None:
+            self._drain()
+            self._sock.disable_monitor()
+            self._monitor.close(linger=0)
+            self._monitor = None
 
     def reconnect(self, address: str | None = None) -> None:
         """A fresh socket (a REQ socket that lost its reply cannot send again)."""
+        self._unwatch()
         self._sock.close(linger=0)
         self._queued, self._in_flight, self._replies = [], [], {}
         if address is not None:
@@ -302,6 +359,9 @@ class Channel:
                                  f"no reply from {self.address} within {self.timeout:g} s"
                                  f"{also}", t=getattr(requests[-1], "t", None)) from None
         in_flight, self._in_flight = self._in_flight, []
+        if not self._answered:
+            self._answered = True           # the connection works: stop watching it
+            self._unwatch()
         if len(frames) == 1 and len(in_flight) > 1:
             frames = frames * len(in_flight)        # a message-level error answers all
         if len(frames) != len(in_flight):
@@ -316,4 +376,5 @@ class Channel:
             self._replies[u] = replies
 
     def close(self) -> None:
+        self._unwatch()
         self._sock.close(linger=0)

@@ -28,7 +28,10 @@ from cosim.master import protocol as P
 from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
 
-__all__ = ["RemoteUnits", "ZmqBackend", "ZmqProxy"]
+__all__ = ["CONNECT_TIMEOUT", "RemoteUnits", "ZmqBackend", "ZmqProxy"]
+
+#: Default seconds to reach a unit server and shake hands.
+CONNECT_TIMEOUT = 10.0
 
 
 class ZmqProxy(Proxy):
@@ -40,20 +43,31 @@ class ZmqProxy(Proxy):
     name : str
         Unit name (as served).
     address : str or Channel
-        ``tcp://host:port`` of the unit server, or an open connection to it.
+        ``tcp://host:port`` of the unit server, or an open (patient) connection to it.
     timeout : float
-        Seconds a batch may take; also the handshake's.
+        Seconds a batch may take.
     curve_server_public, curve_client_keys : str, optional
         For a CURVE server, when ``address`` is a string (see :class:`Channel`).
+    connect_timeout : float, optional
+        Seconds to reach the server and shake hands (default: ``timeout``, at most
+        :data:`CONNECT_TIMEOUT`). A refused handshake fails at once; the error says which
+        of nothing listening, handshake refused (and why) or a slow server it was.
     """
+
+    #: Seconds between checks while waiting for a reply (a patient channel's timeout).
+    POLL = 0.05
 
     def __init__(self, name: str, address, timeout: float = 60.0, *,
                  curve_server_public: str | None = None,
-                 curve_client_keys: str | None = None):
+                 curve_client_keys: str | None = None,
+                 connect_timeout: float | None = None):
         self.name = name
+        self.timeout = timeout
+        self.connect_timeout = min(timeout, CONNECT_TIMEOUT) if connect_timeout is None \
+            else connect_timeout
         self.conn = address if isinstance(address, Channel) else Channel(
-            address, timeout, curve_server_public=curve_server_public,
-            curve_client_keys=curve_client_keys)
+            address, self.POLL, curve_server_public=curve_server_public,
+            curve_client_keys=curve_client_keys, patient=True)
         self.description = self.hello()
 
     @property
@@ -62,7 +76,15 @@ class ZmqProxy(Proxy):
 
     def hello(self) -> P.UnitDescription:
         """Handshake: protocol versions must agree; returns the unit's description."""
-        (reply,) = self.result(self.submit([P.Hello(P.PROTOCOL_VERSION, uuid.uuid4().hex)]))
+        conn = self.conn
+        try:
+            (reply,) = conn.result_watched(
+                self.name, self.submit([P.Hello(P.PROTOCOL_VERSION, uuid.uuid4().hex)]),
+                lambda: conn.connection_trouble(final=False), self.connect_timeout)
+        except TransportError as err:
+            why = conn.connection_trouble(final=True) or err.message
+            raise TransportError(self.name, "Hello", f"{why} (connect_timeout "
+                                 f"{self.connect_timeout:g} s)") from None
         if isinstance(reply, P.ErrorReply):
             raise TransportError(self.name, "Hello", reply.message)
         if not isinstance(reply, P.Welcome) or reply.protocol_version != P.PROTOCOL_VERSION:
@@ -79,7 +101,7 @@ class ZmqProxy(Proxy):
         self.conn.flush()
 
     def result(self, requests):
-        return self.conn.result(self.name, requests)
+        return self._await(requests, self.timeout)
 
     def heartbeat(self, timeout: float) -> bool:
         """True if the server answers a Heartbeat within ``timeout`` s."""
@@ -91,12 +113,11 @@ class ZmqProxy(Proxy):
 
     def _await(self, requests, timeout: float) -> list:
         """The replies to ``requests``, waiting at most ``timeout`` s."""
-        saved = self.conn.timeout
-        self.conn.set_timeout(timeout)
-        try:
-            return self.result(requests)
-        finally:
-            self.conn.set_timeout(saved)
+        return self.conn.result_watched(self.name, requests, self._gone, timeout)
+
+    def _gone(self) -> str | None:
+        """Why the server can no longer answer, when that is known before the timeout."""
+        return None
 
     def recover(self, deadline: float) -> None:
         """Wait (heartbeats) until the server answers again, or raise TransportError."""
@@ -155,20 +176,14 @@ class _SpawnedProxy(ZmqProxy):
     (once for all the units that process hosts: the others find it restarted and
     reconnect)."""
 
-    #: Seconds between checks that the server process lives while waiting for a reply.
-    POLL = 0.05
-
-    def __init__(self, name, server: _ServerProcess, conn: Channel, timeout: float):
+    def __init__(self, name, server: _ServerProcess, conn: Channel, timeout: float,
+                 connect_timeout: float):
         self.server = server
-        self.timeout = timeout
         self._generation = server.generation
-        super().__init__(name, conn)
+        super().__init__(name, conn, timeout, connect_timeout=connect_timeout)
 
-    def result(self, requests):
-        return self._await(requests, self.timeout)
-
-    def _await(self, requests, timeout: float) -> list:
-        return self.conn.result_watched(self.name, requests, self.server.gone, timeout)
+    def _gone(self) -> str | None:
+        return self.server.gone()
 
     def recover(self, deadline: float) -> None:
         server = self.server
@@ -248,10 +263,11 @@ class RemoteUnits(Backend):
             key = (opts.address, opts.curve_server_public, opts.curve_client_keys)
             if key not in self.connections:
                 self.connections[key] = Channel(
-                    opts.address, self.cfg.timeout,
+                    opts.address, ZmqProxy.POLL,
                     curve_server_public=opts.curve_server_public,
-                    curve_client_keys=opts.curve_client_keys)
-            proxies[spec.name] = ZmqProxy(spec.name, self.connections[key])
+                    curve_client_keys=opts.curve_client_keys, patient=True)
+            proxies[spec.name] = ZmqProxy(spec.name, self.connections[key], self.cfg.timeout,
+                                          connect_timeout=self.cfg.connect_timeout)
         return proxies
 
     def stop(self) -> None:
@@ -301,7 +317,8 @@ class ZmqBackend(Backend):
             self.connections.append(conn)
             for spec in group:
                 self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn,
-                                                        self.cfg.timeout)
+                                                        self.cfg.timeout,
+                                                        self.cfg.connect_timeout)
         return dict(self.proxies)
 
     def stop(self) -> None:

@@ -174,6 +174,10 @@ class CosimConfig:
     timeout : float
         Seconds a unit may take to answer one batch of requests (and to come back after a
         failure) before a TransportError.
+    connect_timeout : float
+        Seconds to reach a unit's server and shake hands; a refused handshake (keys,
+        encryption) fails at once, and the error says whether nothing was listening, the
+        handshake was refused, or the server was slow.
     address : str, optional
         Ray cluster to join (``"auto"``, ``"ray://host:port"``); None starts a local Ray
         instance when the Ray backend is used.
@@ -212,6 +216,7 @@ class CosimConfig:
     max_restarts: int = 3
     checkpoint_path: str | None = None
     timeout: float = 60.0
+    connect_timeout: float = 10.0
     address: str | None = None
     trace: bool = False
     curve: bool = True

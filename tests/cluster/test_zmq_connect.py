@@ -1,0 +1,106 @@
+"""A master that cannot reach a unit server learns why, and soon: nothing listening, a
+refused handshake (wrong key, one side without encryption) or a server that does not answer
+— within the connect timeout, and a refused handshake at once."""
+
+import socket
+import threading
+import time
+
+import pytest
+import zmq
+import zmq.auth
+
+from cluster.server import UnitServer
+from cluster.zmq_backend import ZmqProxy
+from cosim import SimulationConfig, TransportError
+from cosim.master.units import LocalUnit
+from cosim.model.evaluate import evaluate
+from tests.cluster.scenarios import three_units
+
+pytestmark = pytest.mark.cluster
+
+#: Long enough that a test finishing well before it shows the failure was seen early.
+PATIENT = 30.0
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    d = tmp_path_factory.mktemp("keys")
+    allowed = d / "allowed"
+    allowed.mkdir()
+    server_pub, server_sec = zmq.auth.create_certificates(d, "server")
+    good_pub, good_sec = zmq.auth.create_certificates(d, "good")
+    _, bad_sec = zmq.auth.create_certificates(d, "bad")
+    (allowed / "good.key").write_bytes(open(good_pub, "rb").read())
+    return {"server_pub": server_pub, "server_sec": server_sec, "good": good_sec,
+            "bad": bad_sec, "allowed": str(allowed)}
+
+
+@pytest.fixture(scope="module")
+def curve_server(keys):
+    model = three_units()
+    evaluate(model)
+    unit = LocalUnit(model["a"], SimulationConfig(dt=0.002, t_end=1.0, solver="RK4"))
+    server = UnitServer({"a": unit}, "tcp://127.0.0.1:0", curve_secret_key_file=keys["server_sec"],
+                        authorized_keys_dir=keys["allowed"])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.endpoint
+    server.stop()
+    thread.join(10)
+    server.close()
+
+
+def refused(address, says, within, **kw):
+    start = time.monotonic()
+    with pytest.raises(TransportError, match=says) as info:
+        ZmqProxy("a", address, timeout=PATIENT, **kw)
+    assert info.value.unit == "a" and info.value.method == "Hello"
+    assert time.monotonic() - start < within
+    return info.value
+
+
+def test_nothing_listening_is_said_after_the_connect_timeout():
+    with socket.socket() as s:                      # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    err = refused(f"tcp://127.0.0.1:{port}", r"nothing is listening at tcp://127\.0\.0\.1:"
+                  r"\d+: is `cosim serve` running there.*connect_timeout 1 s", PATIENT / 2,
+                  connect_timeout=1.0)
+    assert "keys" not in str(err)
+
+
+def test_a_server_that_accepts_but_never_answers_is_called_slow():
+    silent = zmq.Context.instance().socket(zmq.ROUTER)
+    port = silent.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        refused(f"tcp://127.0.0.1:{port}", r"accepted the connection but did not answer in "
+                r"time: it is busy or slow \(connect_timeout 1 s\)", PATIENT / 2,
+                connect_timeout=1.0)
+    finally:
+        silent.close(linger=0)
+
+
+def test_a_client_whose_key_is_not_authorized_is_told_at_once(curve_server, keys):
+    refused(curve_server, r"refused this client's CURVE key: give a key pair whose public "
+            r"key the server authorizes", PATIENT / 2, connect_timeout=PATIENT,
+            curve_server_public=keys["server_pub"], curve_client_keys=keys["bad"])
+
+
+def test_a_plain_client_of_a_curve_server_is_told_at_once(curve_server):
+    refused(curve_server, r"uses CURVE encryption and this client does not: give its public "
+            r"key as curve_server_public",
+            PATIENT / 2, connect_timeout=PATIENT)
+
+
+def test_a_wrong_server_key_is_told_at_once(curve_server, keys):
+    refused(curve_server, r"check that curve_server_public is that server's public key",
+            PATIENT / 2, connect_timeout=PATIENT,
+            curve_server_public=keys["good"], curve_client_keys=keys["good"])  # not its key
+
+
+def test_the_right_keys_get_in(curve_server, keys):
+    proxy = ZmqProxy("a", curve_server, timeout=PATIENT, curve_server_public=keys["server_pub"],
+                     curve_client_keys=keys["good"])
+    assert proxy.description.name == "a"
+    proxy.close()
