@@ -177,7 +177,10 @@ def cmd_run(args) -> int:
     cfg = _config(model, args.model, args.t_end, args.backend, args.cosim, args.monolithic)
     out = None
     if args.out:
-        out = Path(args.out if args.out.endswith(".npz") else args.out + ".npz")  # as numpy
+        from cosim.run.results import FORMATS
+        out = Path(args.out)
+        if out.suffix.lower() not in FORMATS:
+            out = out.with_name(out.name + ".npz")          # no known suffix: as numpy
         if not out.parent.is_dir():
             raise _Usage(f"cannot write {out}: no directory {out.parent}")
     model.parameters.update(overrides)
@@ -195,9 +198,11 @@ def cmd_run(args) -> int:
     lines = _summary(model, cfg, sim, logs, overrides, time.perf_counter() - start)
     if out is not None:
         try:
-            logs.to_npz(out)
+            logs.save(out)
         except OSError as err:
             raise _Usage(f"cannot write {out}: {err.strerror or err}") from err
+        except ValueError as err:                      # a format the logs do not fit
+            raise _Usage(str(err)) from err
         lines.append(f"saved {out}")
     if args.plot:
         try:
@@ -324,7 +329,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="override a model parameter (a number or an expression); repeatable")
     p.add_argument("--t-end", type=float, metavar="T", help="end time (s), instead of the "
                                                               "file's simulation.t_end")
-    p.add_argument("--out", metavar="FILE.npz", help="save the logs as a NumPy .npz file")
+    p.add_argument("--out", metavar="FILE", help="save the logs; the suffix chooses the "
+                   "format: .csv, .parquet, .h5, .mat or .npz (the default)")
     p.add_argument("--backend", choices=backend_names(), default=None,
                    help="co-simulate, with the units running there (local: in this "
                         "process; ray: Ray actors, a local Ray is started if none runs; "

@@ -60,7 +60,7 @@ def main() -> None:
     mono = Simulator(build(atomic=False),
                      SimulationConfig(dt=0.001, t_end=2.0, solver="RK4")).run()
     w_co, w_mono = logs["motor/w.out"][:, 0], mono["motor/w.out"][:, 0]
-    units = sorted({k.split("/")[0] for k in logs})
+    units = sorted(u.name for u in sim.partition.units)
     print(f"units: {', '.join(units)}; {sim.stats['macro_steps']} macro steps of 10 ms")
     print(f"speed at t=2 s: co-simulated {w_co[-1]:.4f}, monolithic {w_mono[-1]:.4f}")
     # The controller is discrete at the 10 ms macro step, so the master holds its output over

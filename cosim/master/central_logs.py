@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cosim.master.partition import REST
 from cosim.run.logs import Logs
 from cosim.numerics.timegrid import EXCHANGE_RTOL, time_tolerance
 
@@ -12,18 +13,37 @@ __all__ = ["CentralLogs"]
 
 
 class CentralLogs:
-    """Log batches per signal, in the order they were collected."""
+    """Log batches per signal, in the order they were collected.
 
-    def __init__(self):
+    Parameters
+    ----------
+    units : iterable of str
+        The co-simulation's units: the top-level unit's input ``<unit>__<port>`` (what a
+        unit's output feeds into the top-level blocks) is logged as ``<unit>.<port>``, the key
+        of that subsystem port in the monolithic run.
+    """
+
+    def __init__(self, units=()):
+        self._units = set(units)
         self._batches: dict[str, tuple[list, list]] = {}
 
     def add(self, unit: str, signals: dict) -> None:
         """Add a unit's batch (``LogBatch.signals``: name -> ``(t, values)``, shapes ``(n,)``
-        and ``(n, *port_shape)``)."""
+        and ``(n, *port_shape)``). Keys are ``unit/block.port``, and ``block.port`` for the
+        top-level unit, as in the monolithic run of the same model."""
+        prefix = "" if unit == REST else f"{unit}/"
         for key, (t, v) in signals.items():
-            ts, vs = self._batches.setdefault(f"{unit}/{key}", ([], []))
+            if unit == REST:
+                key = self._boundary(key)
+            ts, vs = self._batches.setdefault(prefix + key, ([], []))
             ts.append(t)
             vs.append(v)
+
+    def _boundary(self, key: str) -> str:
+        """``<unit>__<port>.out`` of the top-level unit -> ``<unit>.<port>``."""
+        block, _, port = key.rpartition(".")
+        unit, sep, out = block.partition("__")
+        return f"{unit}.{out}" if sep and port == "out" and unit in self._units else key
 
     def lengths(self) -> dict[str, int]:
         """Batches held per signal (what :meth:`truncate` goes back to)."""

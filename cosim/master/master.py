@@ -69,7 +69,7 @@ class Master:
         self.calls = UnitCalls(proxies, self.cfg.trace)
         self.step_log: list[StepRecord] = []
         self.stats = {"macro_steps": 0, "rejected": 0, "iterations": 0, "recoveries": 0}
-        self.central = CentralLogs()
+        self.central = CentralLogs(self.names)
         self.desc = {}
         self.T = config.t0
         self._checkpoint = None

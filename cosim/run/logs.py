@@ -92,8 +92,9 @@ class Logs(Mapping):
 
     ``logs[key]`` is an array of shape ``(n_samples, *port_shape)``, one row per sample of the
     signal's own rate; ``logs.time_of(key)`` is its time vector, shape ``(n_samples,)``;
-    ``logs.time`` is the base-rate time vector (the finest). Keys are ``"block.port"`` (and
-    ``"unit/block.port"`` for co-simulation).
+    ``logs.time`` is the base-rate time vector (the finest). Keys are ``"block.port"``, and
+    ``"sub/block.port"`` inside an atomic subsystem or a co-simulation unit (the same keys for
+    a model run monolithically and co-simulated).
 
     Parameters
     ----------
@@ -134,21 +135,49 @@ class Logs(Mapping):
         from cosim.run.plotting import plot_logs
         return plot_logs(self, keys, path, title, units)
 
-    def to_npz(self, path) -> None:
-        """Save as a NumPy ``.npz``: ``time``, ``values/<key>``, ``time/<key>``."""
-        arrays = {"time": self.time}
-        for k, v in self._values.items():
-            arrays[f"values/{k}"] = v
-            arrays[f"time/{k}"] = self._times[k]
-        np.savez(path, **arrays)
+    def save(self, path):
+        """Write to ``path`` in the format of its suffix: ``.csv``, ``.parquet``, ``.h5``,
+        ``.mat`` or ``.npz`` (layouts in :mod:`cosim.run.results`); returns the path."""
+        from cosim.run import results
+        return results.write(self, path)
+
+    @classmethod
+    def load(cls, path) -> Logs:
+        """Read logs that :meth:`save` wrote (any of its formats)."""
+        from cosim.run import results
+        return results.read(path)
+
+    def to_csv(self, path):
+        """A table: ``time`` and a column per signal component (see :meth:`save`)."""
+        return self._save(path, ".csv")
+
+    def to_parquet(self, path):
+        """The table of :meth:`to_csv` as Parquet (needs pyarrow)."""
+        return self._save(path, ".parquet")
+
+    def to_hdf5(self, path):
+        """Each signal's values and time vector in HDF5 (needs h5py)."""
+        return self._save(path, ".h5")
+
+    def to_mat(self, path):
+        """A MATLAB file: ``time`` and a struct of signals (see :mod:`cosim.run.results`)."""
+        return self._save(path, ".mat")
+
+    def to_npz(self, path):
+        """NumPy ``.npz``: ``time``, ``values/<key>``, ``time/<key>``."""
+        return self._save(path, ".npz")
 
     @classmethod
     def from_npz(cls, path) -> Logs:
         """Load logs saved by :meth:`to_npz`."""
-        with np.load(path, allow_pickle=False) as z:
-            values = {k[7:]: z[k] for k in z.files if k.startswith("values/")}
-            times = {k[5:]: z[k] for k in z.files if k.startswith("time/")}
-            return cls(values, times, z["time"])
+        return cls.load(path)
+
+    def _save(self, path, suffix: str):
+        from pathlib import Path
+        path = Path(path)
+        if path.suffix.lower() not in ((suffix, ".hdf5") if suffix == ".h5" else (suffix,)):
+            path = path.with_name(path.name + suffix)
+        return self.save(path)
 
     def __repr__(self) -> str:
         return f"Logs({len(self)} signals, {len(self.time)} base samples)"

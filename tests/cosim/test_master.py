@@ -239,7 +239,7 @@ def test_simulator_facade_and_logs(tmp_path):
     sim = simulation(three_units(), cfg(H=0.02))
     assert isinstance(sim, CoSimulation)
     logs = sim.run()
-    assert "a/x.out" in logs and "main/e.out" in logs
+    assert "a/x.out" in logs and "e.out" in logs
     np.testing.assert_allclose(np.diff(logs.time_of("a/x.out")), 0.002)
     sim.save_logs(tmp_path / "r.npz")
     with np.load(tmp_path / "r.npz") as z:
