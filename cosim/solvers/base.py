@@ -152,7 +152,9 @@ class Solver:
     implicit: ClassVar[bool]
     #: Order q of the error estimator (adaptive solvers); the controller exponent is -1/(q+1).
     error_order: ClassVar[int | None] = None
-    #: Whether ``set_state(get_state())`` continues bit-identically from any point.
+    #: Whether ``set_state(get_state())`` continues bit-identically from any point.  True for
+    #: every solver of `cosim.solvers.SOLVERS`; a solver of your own that cannot export its
+    #: history (an external integrator) sets it False, and saving a checkpoint then warns.
     checkpoint_exact: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
