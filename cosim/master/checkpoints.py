@@ -27,7 +27,9 @@ def pack(units: dict, master: dict, values: dict, points: dict,
     units : dict of str to UnitState
         Every unit's state.
     master : dict
-        The master's own scalars (``T``, ``n``, ``nq``, ``H``, ``stats``).
+        The master's own scalars: ``T`` (s), ``n`` (accepted macro steps), ``nq`` (quanta
+        elapsed), ``H`` (the next macro step, s: with an adaptive macro step, the
+        controller's proposal, its whole state) and ``stats``.
     values : dict of (str, str) to ndarray
         Every output's value.
     points : dict of (str, str) to list of (float, ndarray)

@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from cosim.config import REMOTE_BACKEND
-from cosim.errors import ModelError, SimulationError
+from cosim.errors import ModelError, SimulationError, TransportError
 from cosim.master.backends import get_backend
 from cosim.master.master import Master
 from cosim.model.diagram import Inport
@@ -94,6 +94,7 @@ class CoSimulation(PacedRuns):
         proxies = {s.name: proxies[s.name] for s in specs}
         self.master = Master(proxies, self.partition.links, config)
         self._stop_requested = False
+        self._closed = False
 
     def initialize(self) -> None:
         """Initialize every unit and co-initialize their outputs at ``t0``."""
@@ -166,10 +167,14 @@ class CoSimulation(PacedRuns):
 
     @property
     def logs(self):
-        """The central logs so far (the units' pending batches collected first)."""
-        if not self.master.initialized:
+        """The central logs so far: the units' pending batches are collected first while the
+        units run (after :meth:`close` or a unit's failure, the logs collected before)."""
+        if not self.master.initialized or self._closed:
             return self.master.logs
-        return self.master.collect_logs()
+        try:
+            return self.master.collect_logs()
+        except TransportError:
+            return self.master.logs     # the run already raised the failure
 
     def logs_since(self, marks: dict[str, int]) -> dict:
         """Samples logged after ``marks[key]`` samples, as ``{key: (time, values)}``; updates
@@ -217,6 +222,7 @@ class CoSimulation(PacedRuns):
     def close(self) -> None:
         """Terminate the units and stop the backend (units that already failed are skipped)."""
         from cosim.errors import CosimError
+        self._closed = True
         try:
             if self.master.initialized:
                 self.master.terminate()

@@ -324,7 +324,8 @@ class Master:
             if self.T + eps < t_ev < self.T + H_plan:
                 H_plan = t_ev - self.T
         H_plan = self.control.on_grid(H_plan)
-        H = H_plan if H_plan <= t_end - self.T else self.control.on_grid(t_end - self.T)
+        # (A t_end within rounding of the planned step's end is that end.)
+        H = H_plan if H_plan <= t_end - self.T + eps else self.control.on_grid(t_end - self.T)
         # Shortened only to stop at t_end: the run that goes on would not take this step.
         provisional = H < H_plan and all(d.can_get_set_state for d in self.desc.values())
         try:

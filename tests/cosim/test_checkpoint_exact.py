@@ -21,6 +21,7 @@ from cosim import CosimConfig, Model, SimulationConfig, Simulator, simulation
 from cosim.master.records import StepStatus
 from cosim.solvers import RK4, SOLVERS
 from tests.cluster import scenarios
+from tests.cosim.test_hybrid import bouncing_ball
 
 MU = 10.0
 T_END = 20.0          # one relaxation cycle and more: the slow drift and the fast jumps
@@ -102,6 +103,25 @@ def test_stop_and_continue_is_the_uninterrupted_run(name):
     sim.run(t_end=T_END / 2)
     assert sim.t == T_END / 2
     assert_same_logs(sim.run(), ref)
+
+
+@pytest.mark.parametrize("name", list(SOLVERS))
+def test_resume_with_events_is_the_uninterrupted_run(tmp_path, name):
+    """A bouncing ball stopped between impacts: the event detector's memory and the event log
+    travel with the checkpoint; the impacts after it are located as if it never stopped."""
+    cfg = SimulationConfig(dt=0.01, t_end=6.0, solver=name)
+    uninterrupted = Simulator(bouncing_ball(), cfg)
+    ref = uninterrupted.run()
+    sim = Simulator(bouncing_ball(), cfg)
+    sim.run(t_end=2.5)
+    assert 0 < len(sim.event_log) < len(uninterrupted.event_log)
+    sim.save_checkpoint(tmp_path / "cp")
+    other = Simulator(bouncing_ball(), cfg)
+    other.load_checkpoint(tmp_path / "cp")
+    assert_same_logs(other.run(), ref, tail=True)
+    assert other.event_log == uninterrupted.event_log
+    assert_same_logs(sim.run(), ref)
+    assert sim.event_log == uninterrupted.event_log
 
 
 def test_a_solver_that_cannot_resume_exactly_is_named_when_saving(tmp_path, monkeypatch):
