@@ -115,7 +115,9 @@ class Solver:
         5. Keep ``_step_impl`` lean: precompute coefficient arrays in ``__init_subclass__`` or
            ``__init__``, use a fixed small number of numpy operations per stage.
         6. A wrapper of an external integrator that controls its own steps may override
-           ``step()`` itself (see `ScipyAdapter`); it must then honour the same contract.
+           ``step()`` itself (see `ScipyAdapter`); it must then honour the same contract,
+           checkpoints included (export the integrator's history through
+           ``_get_extra_state``), or declare ``checkpoint_exact = False``.
 
     Parameters
     ----------

@@ -152,23 +152,29 @@ class ScipyAdapter(Solver):
 
     def _set_extra_state(self, state):
         self._ode = None
-        captured = state.get("scipy")
-        if captured is None:
+        if "scipy" not in state:
+            # Written before scipy's history was saved: only a reset point restores exactly.
+            if not state.get("at_reset_point", True):
+                self._warn_restart("by an older cosim, without scipy's step history", "")
             return
+        captured = state["scipy"]
+        if captured is None:
+            return                      # a reset point: the next step starts scipy afresh
         version = state.get("scipy_version")
         if version != scipy.__version__:
-            warnings.warn(
-                f"{self.name}: the solver state was saved "
-                + (f"with scipy {version}" if version else "by an older cosim")
-                + f", this is scipy {scipy.__version__}: scipy's step history is not restored "
-                f"and {self.name} restarts at the next step, so the continued run is not bit "
-                f"for bit the uninterrupted one (same tolerances); resume under scipy "
-                f"{version or 'of the run'} for an exact continuation", RuntimeWarning,
-                stacklevel=2)
+            self._warn_restart(f"with scipy {version}", f"; resume under scipy {version} for "
+                               f"an exact continuation")
             return
         self._seen = {k: int(v) for k, v in state["seen"].items()}
         self._h_prev = float(state["h_prev"])
         self._ode = self._rebuild(captured)
+
+    def _warn_restart(self, saved: str, remedy: str) -> None:
+        warnings.warn(f"{self.name}: the solver state was saved {saved}, this is scipy "
+                      f"{scipy.__version__}: scipy's step history is not restored and "
+                      f"{self.name} restarts at the next step, so the continued run is not "
+                      f"bit for bit the uninterrupted one (same tolerances){remedy}",
+                      RuntimeWarning, stacklevel=4)
 
     # ------------------------------------------------------------------ scipy specifics
     def _rhs(self, t, x):
