@@ -142,11 +142,16 @@ def test_a_solver_that_cannot_resume_exactly_is_named_when_saving(tmp_path, monk
 
 # ---------------------------------------------------------------------- co-simulation
 
+ADAPTIVE = CosimConfig(H=0.2, adaptive=True, extrapolation=1, rtol=1e-2, atol=1e-3, H_max=0.2)
+KINDS = ("adaptive", "adaptive-scipy-units", "fixed-compiled", "fixed-protocol")
+
+
 def cosim_config(kind: str) -> SimulationConfig:
     cosim = {
         # Loose tolerances: the macro step varies (0.002 .. 0.2 s) and is rejected at times.
-        "adaptive": CosimConfig(H=0.2, adaptive=True, extrapolation=1, rtol=1e-2, atol=1e-3,
-                                H_max=0.2),
+        "adaptive": ADAPTIVE,
+        # Units on BDF and LSODA: rejected macro steps and provisional steps roll them back.
+        "adaptive-scipy-units": ADAPTIVE,
         "fixed-compiled": CosimConfig(H=0.03, extrapolation=2, scheme="gauss-seidel"),
         "fixed-protocol": CosimConfig(H=0.03, extrapolation=2, scheme="gauss-seidel",
                                       compiled=False),
@@ -154,8 +159,8 @@ def cosim_config(kind: str) -> SimulationConfig:
     return SimulationConfig(dt=0.002, t_end=1.0, solver="RK4", cosim=cosim)
 
 
-def three_units():
-    return scenarios.three_units(solvers=None)
+def three_units(kind: str):
+    return scenarios.three_units(solvers=("BDF", "LSODA") if "scipy" in kind else None)
 
 
 def macro_points(sim) -> list[float]:
@@ -173,21 +178,22 @@ STOPS = (0.35, 0.47, 0.77)        # none is a macro point of the runs below
 def uninterrupted():
     """kind -> (logs, step records, stats, macro points) of the run that never stops."""
     out = {}
-    for kind in ("adaptive", "fixed-compiled", "fixed-protocol"):
-        sim = simulation(three_units(), cosim_config(kind))
+    for kind in KINDS:
+        sim = simulation(three_units(kind), cosim_config(kind))
         logs = sim.run()
         out[kind] = (logs, records(sim), dict(sim.stats), macro_points(sim))
         sim.close()
     return out
 
 
-@pytest.mark.parametrize("kind", ["adaptive", "fixed-compiled", "fixed-protocol"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_cosim_stop_and_continue_is_the_uninterrupted_run(uninterrupted, kind):
     ref, ref_records, ref_stats, points = uninterrupted[kind]
     assert not any(abs(p - s) < 1e-9 for p in points for s in STOPS)
-    if kind == "adaptive":
+    if kind.startswith("adaptive"):
         assert len({round(b - a, 9) for a, b in zip(points, points[1:])}) > 3
-    sim = simulation(three_units(), cosim_config(kind))
+        assert ref_stats["rejected"] > 0
+    sim = simulation(three_units(kind), cosim_config(kind))
     for stop in STOPS:
         logs = sim.run(t_end=stop)
         # An intermediate end is reached exactly and logged inclusively ...
@@ -201,15 +207,15 @@ def test_cosim_stop_and_continue_is_the_uninterrupted_run(uninterrupted, kind):
         assert sim.master.compiled.steps > 0
 
 
-@pytest.mark.parametrize("kind", ["adaptive", "fixed-compiled", "fixed-protocol"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_cosim_resume_from_a_checkpoint_is_the_uninterrupted_run(tmp_path, uninterrupted,
                                                                 kind):
     ref, ref_records, _, points = uninterrupted[kind]
     config = cosim_config(kind)
-    sim = simulation(three_units(), config)
+    sim = simulation(three_units(kind), config)
     sim.run(t_end=0.47)
     sim.save_checkpoint(tmp_path / "cp")
-    other = simulation(three_units(), config)
+    other = simulation(three_units(kind), config)
     other.load_checkpoint(tmp_path / "cp")
     # The checkpoint holds the last macro point before 0.47, where the run goes on.
     resumed_at = max(p for p in points if p < 0.47)
