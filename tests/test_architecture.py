@@ -16,9 +16,14 @@ PACKAGES = ("cosim", "blocks", "cluster")
 #: (file, attribute) -> why the reach-in is unavoidable.
 ALLOWED = {
     ("cosim/solvers/scipy_adapter.py", "_lsoda_solver"):
-        "scipy's LSODA keeps its ODEPACK work array (critical time, next step size) private",
+        "scipy's LSODA keeps its ODEPACK work arrays and state (critical time, next step size, "
+        "the step history a checkpoint saves) private",
     ("cosim/solvers/scipy_adapter.py", "_integrator"):
-        "scipy's LSODA keeps its ODEPACK work array (critical time, next step size) private",
+        "scipy's LSODA keeps its ODEPACK work arrays and state (critical time, next step size, "
+        "the step history a checkpoint saves) private",
+    ("cosim/solvers/scipy_adapter.py", "_compute_dense_output"):
+        "a restored scipy Radau needs its last step's dense output (the next step's Newton "
+        "start), which only this private method builds from the restored history",
 }
 
 #: Underscore names that are public API by convention (namedtuple methods, os._exit).

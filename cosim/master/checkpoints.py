@@ -10,7 +10,7 @@ import numpy as np
 
 from cosim.errors import ModelError
 from cosim.master import protocol as P
-from cosim.run.checkpoint import join_tree, paths, split_tree
+from cosim.run.checkpoint import inexact_solvers, join_tree, paths, split_tree, warn_inexact
 
 __all__ = ["pack", "ports", "read", "unit_states", "write"]
 
@@ -27,7 +27,9 @@ def pack(units: dict, master: dict, values: dict, points: dict,
     units : dict of str to UnitState
         Every unit's state.
     master : dict
-        The master's own scalars (``T``, ``n``, ``nq``, ``H``, ``stats``).
+        The master's own scalars: ``T`` (s), ``n`` (accepted macro steps), ``nq`` (quanta
+        elapsed), ``H`` (the next macro step, s: with an adaptive macro step, the
+        controller's proposal, its whole state) and ``stats``.
     values : dict of (str, str) to ndarray
         Every output's value.
     points : dict of (str, str) to list of (float, ndarray)
@@ -67,6 +69,10 @@ def ports(cp: dict) -> tuple[dict, dict]:
 def write(capture: dict, path, units: list[str]) -> None:
     """Write ``capture`` of the co-simulation of ``units`` to ``path.json`` + ``path.npz``."""
     arrays, scalars = {}, {}
+    # Units that are simulators (not FMUs) say whether their solvers resume exactly.
+    warn_inexact([where for u, st in capture["units"].items()
+                  if isinstance(st["data"], dict) and "atomic" in st["data"]
+                  for where in inexact_solvers(st["data"], u)], paths(path)[0])
     split_tree(capture, "cosim", arrays, scalars)
     meta = {"format": FORMAT, "kind": "co-simulation", "units": units, "scalars": scalars}
     jpath, npath = paths(path)

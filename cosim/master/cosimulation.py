@@ -1,7 +1,10 @@
 """A model co-simulated: partitioned into units on a backend, advanced by a master.
 
 ``CoSimulation(model, SimulationConfig(..., cosim=CosimConfig(...)))`` (or
-``cosim.simulation(model, config)``) has the run/log/checkpoint surface of a Simulator.
+``cosim.simulation(model, config)``) has the run/log/checkpoint surface of a Simulator, run
+modes included, per macro step where a Simulator goes per tick: ``run(duration=...)`` /
+``run(t_end=...)``, ``initialize()`` / ``step()``, ``run_streaming`` / ``run_realtime``
+(:class:`~cosim.run.pacing.PacedRuns`, the same pacing as a Simulator's), ``stop()``.
 """
 
 from __future__ import annotations
@@ -11,16 +14,25 @@ from dataclasses import replace
 import numpy as np
 
 from cosim.config import REMOTE_BACKEND
+from cosim.errors import ModelError, SimulationError, TransportError
 from cosim.master.backends import get_backend
 from cosim.master.master import Master
 from cosim.model.diagram import Inport
 from cosim.master.partition import REST, partition
+from cosim.numerics.timegrid import EXCHANGE_RTOL, time_tolerance
+from cosim.run.pacing import PacedRuns
 
 __all__ = ["CoSimulation"]
 
 
-class CoSimulation:
+class CoSimulation(PacedRuns):
     """Co-simulation of a model with atomic subsystems as units.
+
+    Every way of running takes the same macro steps as ``run()`` and logs the same samples,
+    bit for bit; stopping and continuing (``run(t_end=...)`` then ``run()``, or a checkpoint
+    saved and loaded in between) is the run that never stopped (see
+    :meth:`Master.run <cosim.master.master.Master.run>` for a macro step shortened to stop at
+    an intermediate end time).
 
     Parameters
     ----------
@@ -81,23 +93,102 @@ class CoSimulation:
         # so its results, bit for bit) must not depend on it.
         proxies = {s.name: proxies[s.name] for s in specs}
         self.master = Master(proxies, self.partition.links, config)
+        self._stop_requested = False
+        self._closed = False
 
     def initialize(self) -> None:
+        """Initialize every unit and co-initialize their outputs at ``t0``."""
         self.master.initialize()
 
     def step(self) -> float:
-        """One macro step; returns its size."""
+        """One macro step as :meth:`run` takes it (initializing first if needed); returns its
+        size (s). The logs then hold the samples before :attr:`t`, as a Simulator's after
+        ``step()``; ``run()`` at the end logs the end point."""
+        self._stop_requested = False
+        return self.master.advance()
+
+    def run(self, duration: float | None = None, *, t_end: float | None = None):
+        """Initialize (if needed) and run; returns the central logs.
+
+        Parameters
+        ----------
+        duration : float, optional
+            Run for this long from the current time.
+        t_end : float, optional
+            Run until this time; with neither given, until ``config.t_end``.
+        """
+        self._stop_requested = False
+        return self.master.run(self._end_time(duration, t_end))
+
+    def stop(self) -> None:
+        """Ask a paced run (``run_streaming``, ``run_realtime``) to stop after the current
+        macro step (from a callback or another thread)."""
+        self._stop_requested = True
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once :meth:`stop` asked a paced run to stop."""
+        return self._stop_requested
+
+    def _end_time(self, duration: float | None, t_end: float | None) -> float:
+        """The time a run ends at: ``duration`` from now, or ``t_end``, or ``config.t_end``."""
+        if duration is not None and t_end is not None:
+            raise ModelError("run: give duration or t_end, not both")
+        if duration is not None:
+            if not duration >= 0:
+                raise ModelError(f"run: duration must be >= 0 s, got {duration!r}")
+            return self.t + duration
+        t_end = self.config.t_end if t_end is None else t_end
+        if t_end < self.t - time_tolerance(self.t, EXCHANGE_RTOL):
+            raise SimulationError(f"run: end time {t_end} is before the current time {self.t}")
+        return t_end
+
+    # -- paced runs (run_streaming, run_realtime: pacing.PacedRuns) -------------------------
+
+    def _pace_start(self, duration: float | None) -> float:
         if not self.master.initialized:
             self.master.initialize()
-        return self.master.step()
+        self._stop_requested = False
+        return self._end_time(duration, None)
 
-    def run(self, t_end: float | None = None):
-        """Run to ``t_end`` (default ``config.t_end``); returns the central logs."""
-        return self.master.run(t_end)
+    def _pace_more(self, t_end: float) -> bool:
+        return self.t < t_end - time_tolerance(t_end, EXCHANGE_RTOL)
+
+    def _pace_to(self, t_target: float, t_end: float) -> None:
+        self.master.advance(t_end, until=t_target)
+
+    def _pace_finish(self, complete: bool) -> None:
+        if complete:
+            self.master.finish()
+        else:
+            self.master.collect_logs()
+
+    # -- logs, state ------------------------------------------------------------------------
 
     @property
     def logs(self):
-        return self.master.logs
+        """The central logs so far: the units' pending batches are collected first while the
+        units run (after :meth:`close` or a unit's failure, the logs collected before)."""
+        if not self.master.initialized or self._closed:
+            return self.master.logs
+        try:
+            return self.master.collect_logs()
+        except TransportError:
+            return self.master.logs     # the run already raised the failure
+
+    def logs_since(self, marks: dict[str, int]) -> dict:
+        """Samples logged after ``marks[key]`` samples, as ``{key: (time, values)}``; updates
+        ``marks`` to the new lengths (as :meth:`Simulator.logs_since
+        <cosim.run.simulator.Simulator.logs_since>`)."""
+        logs = self.logs
+        out = {}
+        for key in logs:
+            t = logs.time_of(key)
+            n = marks.get(key, 0)
+            if len(t) > n:
+                out[key] = (t[n:], logs[key][n:])
+            marks[key] = len(t)
+        return out
 
     @property
     def t(self) -> float:
@@ -131,6 +222,7 @@ class CoSimulation:
     def close(self) -> None:
         """Terminate the units and stop the backend (units that already failed are skipped)."""
         from cosim.errors import CosimError
+        self._closed = True
         try:
             if self.master.initialized:
                 self.master.terminate()

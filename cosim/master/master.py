@@ -73,6 +73,7 @@ class Master:
         self.desc = {}
         self.T = config.t0
         self._checkpoint = None
+        self._provisional = None    # (capture, records) before a provisional step, see run()
         self._initialized = False
 
     @property
@@ -267,36 +268,105 @@ class Master:
     # -- run, logs ------------------------------------------------------------------------
 
     def run(self, t_end: float | None = None) -> Logs:
-        """Initialize if needed and step to ``t_end``; returns the central logs."""
+        """Initialize if needed and step to ``t_end``; returns the central logs.
+
+        A macro step shortened only to end at ``t_end`` (shorter than the step the master
+        would take if the run went on) is *provisional*: ``T``, the units and the logs show
+        the run at ``t_end``, but the next advance (:meth:`run`, :meth:`advance`) first rolls
+        it back and takes the planned step instead, so that stopping and continuing is bit
+        for bit the run that never stopped; a checkpoint saved meanwhile holds the state
+        before it. Units that cannot save their state make such a step final.
+        """
         if not self._initialized:
             self.initialize()
+        self._resume()
         t_end = self.config.t_end if t_end is None else t_end
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
-        while self.T < t_end - eps:
-            if self.compiled is not None and self._run_compiled(t_end, eps):
-                if self.cfg.checkpoint_every and self.n % self.cfg.checkpoint_every == 0:
-                    self._checkpoint = self._capture()
-                continue
-            H = min(self.H, t_end - self.T)
-            if self.cfg.adaptive:
-                # Never step over a unit's scheduled event: end the macro step there.
-                t_ev = min(self.calls.next_event.values(), default=math.inf)
-                if self.T + eps < t_ev < self.T + H:
-                    H = t_ev - self.T
-            H = self.control.on_grid(H)
-            try:
-                self.step(H if H != self.H else None)
-            except TransportError as err:
-                self._recover(err)
-                continue
-            if self.calls.stopped:
-                self._end_at_stop()
-                return self.logs
-            every = self.cfg.checkpoint_every
-            if every and self.n % every == 0:
-                self._checkpoint = self._capture()
+        if self.T < t_end - eps and self._steps(t_end, t_end, eps):
+            return self.logs                # a unit stopped the run at an event
         self._finish()
         return self.logs
+
+    def advance(self, t_end: float | None = None, until: float | None = None) -> float:
+        """Macro steps exactly as :meth:`run` takes them towards ``t_end`` (default
+        ``config.t_end``; once there, the planned steps), until ``T`` reaches ``until``
+        (default: one step), never past ``t_end``; returns the time advanced (s).
+
+        The logs then hold the samples before ``T``; :meth:`finish` logs ``T`` itself.
+        """
+        if not self._initialized:
+            self.initialize()
+        self._resume()
+        t_end = self.config.t_end if t_end is None else t_end
+        eps = time_tolerance(t_end, EXCHANGE_RTOL)
+        if self.T >= t_end - eps:
+            t_end = math.inf
+        T0 = self.T
+        self._steps(t_end, None if until is None else min(until, t_end), eps)
+        return self.T - T0
+
+    def finish(self) -> Logs:
+        """Log the current macro point (outputs refreshed for consistent inputs) and collect
+        every unit's logs, as :meth:`run` does at its end; returns the central logs."""
+        self._finish()
+        return self.logs
+
+    def collect_logs(self) -> Logs:
+        """Collect the units' pending log batches; returns the central logs."""
+        self._collect()
+        return self.logs
+
+    def _steps(self, t_end: float, goal: float | None, eps: float) -> bool:
+        """Macro steps towards ``t_end`` until ``T`` reaches ``goal`` (None: one step), whole
+        steps through the compiled exchange where it can; True when a unit stopped the run."""
+        while True:
+            if goal is not None and self.compiled is not None and self._run_compiled(goal, eps):
+                every = self.cfg.checkpoint_every
+                if every and self.n % every == 0:
+                    self._checkpoint = self._capture()
+            elif self._advance(t_end, eps):
+                return True
+            if goal is None or self.T >= goal - eps:
+                return False
+
+    def _advance(self, t_end: float, eps: float) -> bool:
+        """One protocol macro step towards ``t_end``; True when a unit stopped the run."""
+        H_plan = self.H
+        if self.cfg.adaptive:
+            # Never step over a unit's scheduled event: end the macro step there.
+            t_ev = min(self.calls.next_event.values(), default=math.inf)
+            if self.T + eps < t_ev < self.T + H_plan:
+                H_plan = t_ev - self.T
+        H_plan = self.control.on_grid(H_plan)
+        # (A t_end within rounding of the planned step's end is that end.)
+        H = H_plan if H_plan <= t_end - self.T + eps else self.control.on_grid(t_end - self.T)
+        # Shortened only to stop at t_end: the run that goes on would not take this step.
+        provisional = H < H_plan and all(d.can_get_set_state for d in self.desc.values())
+        try:
+            if provisional:
+                self._provisional = (self._capture(), len(self.step_log))
+            self.step(H if H != self.H else None)
+        except TransportError as err:
+            self._provisional = None
+            self._recover(err)
+            return False
+        if self.calls.stopped:
+            self._provisional = None        # a stop ends the run, wherever it falls
+            self._end_at_stop()
+            return True
+        every = self.cfg.checkpoint_every
+        if every and self.n % every == 0 and not provisional:
+            self._checkpoint = self._capture()
+        return False
+
+    def _resume(self) -> None:
+        """Roll back a provisional step (see :meth:`run`): the master continues from the
+        macro point before it, with the step sizes it had planned."""
+        if self._provisional is None:
+            return
+        (cp, records), self._provisional = self._provisional, None
+        self._restore(cp, logs="truncate")
+        del self.step_log[records:]
 
     def _run_compiled(self, t_end: float, eps: float) -> bool:
         """Whole macro steps of H through the compiled exchange
@@ -396,14 +466,17 @@ class Master:
             self._call({u: [P.CollectLogs()] for u in self.names}, self.T)
 
     def save_checkpoint(self, path) -> None:
-        """Gather every unit's state and the master's own into ``path.json`` + ``path.npz``."""
-        checkpoints.write(self._capture(), path, self.names)
+        """Gather every unit's state and the master's own into ``path.json`` + ``path.npz``
+        (after a provisional step, the state before it: see :meth:`run`)."""
+        cp = self._capture() if self._provisional is None else self._provisional[0]
+        checkpoints.write(cp, path, self.names)
 
     def load_checkpoint(self, path) -> None:
         """Restore every unit and the master from :meth:`save_checkpoint`'s files."""
         cp = checkpoints.read(path, self.names)
         if not self._initialized:
             self.initialize()
+        self._provisional = None
         self._restore(cp, logs="restart")
 
     def _recover(self, err: TransportError) -> None:

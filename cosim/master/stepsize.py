@@ -1,5 +1,12 @@
 """The macro-step grid and the adaptive macro step: the units' common step (the quantum every
-macro step is a multiple of), the coupling error of a step, accept/reject, the next size."""
+macro step is a multiple of), the coupling error of a step, accept/reject, the next size.
+
+The controller is stateless: its run state is the one number the master carries from step to
+step, the proposed next macro step (``Master.H``), which every capture and checkpoint holds
+(:mod:`~cosim.master.checkpoints`). A step shortened only to stop at an intermediate end time
+would skew that proposal and the macro grid; the master makes such a step provisional and
+rolls it back before going on (:meth:`Master.run <cosim.master.master.Master.run>`), so the
+controller continues with the sequence of the run that never stopped."""
 
 from __future__ import annotations
 

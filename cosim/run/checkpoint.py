@@ -4,7 +4,10 @@ A *snapshot* is the full state of a simulator as one nested dict of plain values
 every block's discrete ``state`` and held ``outputs``, the continuous state vector, the
 solver's controller and caches, the clock, the event detector, the log positions, and the
 same for every atomic subsystem inside. Restoring it and continuing is bit for bit the same as
-never stopping. Snapshots are what units return for rollback (``UnitState.data``; they travel
+never stopping, with every solver of :data:`cosim.solvers.SOLVERS` (the scipy ones included:
+their step history is part of the solver's state). A solver of your own that declares
+``checkpoint_exact = False`` is named in a warning when a checkpoint is saved (the resumed run
+continues, but not bit for bit). Snapshots are what units return for rollback (``UnitState.data``; they travel
 over the wire as they are). A *checkpoint* writes a snapshot to ``path.json`` (structure,
 scalars, versions — Python's float repr round-trips exactly) and ``path.npz`` (arrays).
 """
@@ -12,14 +15,15 @@ scalars, versions — Python's float repr round-trips exactly) and ``path.npz`` 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from cosim.errors import ModelError
 
-__all__ = ["join_tree", "load", "mismatch", "paths", "restore_snapshot", "save", "snapshot",
-           "split_tree"]
+__all__ = ["inexact_solvers", "join_tree", "load", "mismatch", "paths", "restore_snapshot",
+           "save", "snapshot", "split_tree", "warn_inexact"]
 
 FORMAT = 2
 
@@ -112,12 +116,33 @@ def snapshot(sim) -> dict:
             "event_log": [list(e) for e in sim.event_log],
             "stats": values["stats"],
             "log_lengths": pos["log_lengths"], "task_ticks": pos["task_ticks"],
+            "solver_exact": sim.solver is None or bool(type(sim.solver).checkpoint_exact),
         },
         "X": values["X"],
         "blocks": values["blocks"],
         "solver": {} if solver is None else solver,
         "atomic": {path: snapshot(blk.inner) for path, blk in sim.atomics},
     }
+
+
+def inexact_solvers(tree: dict, path: str = "") -> list[str]:
+    """``"path: solver"`` of every plan in snapshot ``tree`` (atomic subsystems included)
+    whose solver does not continue bit for bit from a restored state."""
+    found = [] if tree["meta"].get("solver_exact", True) else \
+        [f"{path or 'the model'}: {tree['solver']['solver']}"]
+    for sub, inner in tree["atomic"].items():
+        found += inexact_solvers(inner, f"{path}/{sub}" if path else sub)
+    return found
+
+
+def warn_inexact(found: list[str], where) -> None:
+    """Warn that the checkpoint ``where`` resumes inexactly because of solvers ``found``."""
+    if found:
+        warnings.warn(f"checkpoint {where}: solver(s) declaring checkpoint_exact=False "
+                      f"({'; '.join(found)}) cannot export their step history, so a run "
+                      f"resumed from it continues to the solvers' tolerances, not bit for bit; "
+                      f"use a solver of cosim.solvers.SOLVERS for an exact resume",
+                      RuntimeWarning, stacklevel=3)
 
 
 def mismatch(sim, tree: dict) -> list[str]:
@@ -191,7 +216,9 @@ def save(sim, path) -> None:
 
     arrays: dict[str, np.ndarray] = {}
     scalars: dict = {}
-    split_tree(snapshot(sim), "sim", arrays, scalars)
+    tree = snapshot(sim)
+    warn_inexact(inexact_solvers(tree), paths(path)[0])
+    split_tree(tree, "sim", arrays, scalars)
     meta = {"format": FORMAT, "cosim": cosim.__version__, "numpy": np.__version__,
             "model": sim.plan.name, "scalars": scalars}
     jpath, npath = paths(path)

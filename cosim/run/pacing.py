@@ -8,7 +8,7 @@ import time
 from cosim.errors import ModelError, SimulationError
 from cosim.numerics.timegrid import nearest_tick
 
-__all__ = ["end_tick", "paced", "progress_bar", "run_ticks"]
+__all__ = ["PacedRuns", "end_tick", "progress_bar", "run_ticks"]
 
 
 def end_tick(sim, duration: float | None, t_end: float | None) -> int:
@@ -53,50 +53,76 @@ def run_ticks(sim, k_end: int) -> None:
     bar.close()
 
 
-def paced(sim, duration: float | None, tickrate: float, speed: float | None, callback):
-    """Run ``sim`` for ``duration`` (default: to ``config.t_end``), yielding ``callback(sim)``
-    (or the time) ``tickrate`` times a second of wall-clock time.
+class PacedRuns:
+    """Streaming and real-time runs, written once for every run that advances in whole steps:
+    a :class:`~cosim.run.simulator.Simulator` (ticks) and a
+    :class:`~cosim.master.cosimulation.CoSimulation` (macro steps).
 
-    Parameters
-    ----------
-    sim : Simulator
-        Initialized here if it is not yet.
-    duration : float or None
-        Simulated time to run.
-    tickrate : float
-        Yields per second.
-    speed : float or None
-        Simulated seconds per wall-clock second; None runs as fast as possible.
-    callback : callable or None
-        ``callback(sim) -> value``.
+    A class using it provides ``t`` (the current time, s), ``stop_requested`` (bool) and
+
+    * ``_pace_start(duration) -> end``: initialize if needed, clear a stop request, and mark
+      where a paced run of ``duration`` (None: to ``config.t_end``) ends;
+    * ``_pace_more(end) -> bool``: whether the run has not reached ``end``;
+    * ``_pace_to(t_target, end)``: advance by whole steps, at least one, until ``t`` reaches
+      ``t_target``, never past ``end``;
+    * ``_pace_finish(complete)``: log the end point (``complete``: the run reached its end
+      rather than a stop request) and leave the run readable.
+
+    A paced run takes the same steps as ``run`` and logs the same samples, bit for bit: only
+    when control returns to the caller differs.
     """
-    if not sim.initialized:
-        sim.initialize()
-    k_end = end_tick(sim, duration, None)
-    sim.state.stop_requested = False
-    period = 1.0 / tickrate
-    dt = sim.config.dt
-    wall0, k0 = time.perf_counter(), sim.k
-    chunk = 1
-    while sim.k < k_end and not sim.stop_requested:
-        tick_start = time.perf_counter()
-        if speed is None:
-            # As fast as possible: grow the chunk until one takes about one period.
-            while time.perf_counter() - tick_start < period and sim.k < k_end \
-                    and not sim.stop_requested:
-                k = sim.k
-                sim.advance_to(min(k_end, sim.k + chunk))
-                if time.perf_counter() - tick_start < period / 4:
-                    chunk *= 2
-                if sim.k == k:
-                    break
-        else:
-            target = k0 + int((time.perf_counter() - wall0 + period) * speed / dt)
-            sim.advance_to(min(k_end, max(target, sim.k + 1)))
-            lag = wall0 + (sim.k - k0) * dt / speed - time.perf_counter()
-            if lag > 0:
-                time.sleep(lag)
-        yield callback(sim) if callback is not None else sim.t
-    if not sim.stop_requested:
-        sim.log_final_outputs()
-    sim.state.blocks_current()
+
+    def run_streaming(self, duration: float | None = None, tickrate: float = 10.0,
+                      callback=None):
+        """Run as fast as possible, yielding ``callback(self)`` (None: the time) about
+        ``tickrate`` times a second, for ``duration`` (default: up to ``config.t_end``).
+
+        The last value is yielded after the end point is logged, so a callback that collects
+        ``logs_since`` sees every sample of the run.
+        """
+        yield from self._paced(duration, tickrate, None, callback)
+
+    def run_realtime(self, duration: float | None = None, speed: float = 1.0,
+                     tickrate: float = 30.0, callback=None):
+        """Run in step with the wall clock (``speed`` simulated seconds per second), yielding
+        ``tickrate`` times a second (see :meth:`run_streaming`).
+
+        Never ahead of the wall clock: each yield waits until the wall clock has caught up
+        with the simulated time; a run slower than real time yields as it goes.
+        """
+        if not speed > 0:
+            raise ModelError(f"run_realtime: speed must be > 0, got {speed!r}")
+        yield from self._paced(duration, tickrate, speed, callback)
+
+    def _paced(self, duration, tickrate: float, speed: float | None, callback):
+        if not tickrate > 0:
+            raise ModelError(f"tickrate must be > 0 yields per second, got {tickrate!r}")
+        end = self._pace_start(duration)
+        period = 1.0 / tickrate
+        wall0, t0 = time.perf_counter(), self.t
+        chunk = 0.0                     # simulated seconds per advance; 0: one step
+        more = self._pace_more(end)
+        finished = False
+        while more and not self.stop_requested:
+            tick_start = time.perf_counter()
+            if speed is None:
+                # As fast as possible: grow the chunk until one takes about one period.
+                while more and not self.stop_requested \
+                        and time.perf_counter() - tick_start < period:
+                    t_before = self.t
+                    self._pace_to(t_before + chunk, end)
+                    if time.perf_counter() - tick_start < period / 4:
+                        chunk = max(2.0 * chunk, self.t - t_before)
+                    more = self._pace_more(end)
+            else:
+                self._pace_to(t0 + (time.perf_counter() - wall0 + period) * speed, end)
+                more = self._pace_more(end)
+                lag = wall0 + (self.t - t0) / speed - time.perf_counter()
+                if lag > 0:
+                    time.sleep(lag)
+            if not more:
+                self._pace_finish(complete=True)
+                finished = True
+            yield callback(self) if callback is not None else self.t
+        if not finished:                # at the end already, or a stop request
+            self._pace_finish(complete=not more)

@@ -24,17 +24,18 @@ from cosim.run.logs import Logs
 from cosim.run.logstore import LogStore
 from cosim.run.startup import initialize_blocks
 from cosim.run.state import RunState
-from cosim.numerics.timegrid import EXCHANGE_RTOL, same_time
+from cosim.numerics.timegrid import EXCHANGE_RTOL, floor_ticks, same_time
 
 __all__ = ["Simulator"]
 
 
-class Simulator:
+class Simulator(pacing.PacedRuns):
     """Run a model's compiled plan.
 
     Construction compiles the model (raising :class:`~cosim.errors.CompileError` with every
     problem). ``run()`` initializes, steps to ``t_end`` and finalizes; ``initialize()`` and
-    ``step()`` allow manual stepping under an external clock.
+    ``step()`` allow manual stepping under an external clock; ``run_streaming()`` and
+    ``run_realtime()`` (:class:`~cosim.run.pacing.PacedRuns`) yield at a wall-clock rate.
 
     Parameters
     ----------
@@ -267,19 +268,25 @@ class Simulator:
         self.finalize()
         return self.logs
 
-    def run_streaming(self, duration: float | None = None, tickrate: float = 10.0,
-                      callback=None):
-        """Run as fast as possible, yielding ``callback(sim)`` (None: the time) about
-        ``tickrate`` times a second, for ``duration`` (default: up to ``config.t_end``)."""
-        yield from pacing.paced(self, duration, tickrate, None, callback)
+    # -- paced runs (run_streaming, run_realtime: pacing.PacedRuns) -------------------------
 
-    def run_realtime(self, duration: float | None = None, speed: float = 1.0,
-                     tickrate: float = 30.0, callback=None):
-        """Run in step with the wall clock (scaled by ``speed``), yielding ``tickrate`` times
-        a second (see :meth:`run_streaming`)."""
-        if not speed > 0:
-            raise ModelError(f"run_realtime: speed must be > 0, got {speed!r}")
-        yield from pacing.paced(self, duration, tickrate, speed, callback)
+    def _pace_start(self, duration: float | None) -> int:
+        if not self._initialized:
+            self.initialize()
+        self.state.stop_requested = False
+        return pacing.end_tick(self, duration, None)
+
+    def _pace_more(self, k_end: int) -> bool:
+        return self.k < k_end
+
+    def _pace_to(self, t_target: float, k_end: int) -> None:
+        cfg = self.config
+        self.advance_to(min(k_end, max(floor_ticks(t_target - cfg.t0, cfg.dt), self.k + 1)))
+
+    def _pace_finish(self, complete: bool) -> None:
+        if complete:
+            self.log_final_outputs()
+        self.state.blocks_current()
 
     def stop(self) -> None:
         """Ask the running loop to stop at the next tick (from a callback or another thread)."""

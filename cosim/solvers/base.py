@@ -115,7 +115,9 @@ class Solver:
         5. Keep ``_step_impl`` lean: precompute coefficient arrays in ``__init_subclass__`` or
            ``__init__``, use a fixed small number of numpy operations per stage.
         6. A wrapper of an external integrator that controls its own steps may override
-           ``step()`` itself (see `ScipyAdapter`); it must then honour the same contract.
+           ``step()`` itself (see `ScipyAdapter`); it must then honour the same contract,
+           checkpoints included (export the integrator's history through
+           ``_get_extra_state``), or declare ``checkpoint_exact = False``.
 
     Parameters
     ----------
@@ -152,7 +154,9 @@ class Solver:
     implicit: ClassVar[bool]
     #: Order q of the error estimator (adaptive solvers); the controller exponent is -1/(q+1).
     error_order: ClassVar[int | None] = None
-    #: Whether ``set_state(get_state())`` continues bit-identically from any point.
+    #: Whether ``set_state(get_state())`` continues bit-identically from any point.  True for
+    #: every solver of `cosim.solvers.SOLVERS`; a solver of your own that cannot export its
+    #: history (an external integrator) sets it False, and saving a checkpoint then warns.
     checkpoint_exact: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):

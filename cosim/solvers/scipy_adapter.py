@@ -12,12 +12,22 @@ bridges the two:
 * each `step` is one internal scipy step, clipped by scipy at ``t_bound``, with scipy's own
   dense output.
 
+Checkpoints
+-----------
+`get_state` captures everything the scipy solver's next step reads, as plain floats, ints,
+strings and arrays: the time, state and bound, and per method its step history
+(`ScipyAdapter.step_attributes`: BDF's difference array, order, step size, equal-step count,
+Jacobian and LU factors; Radau's step sizes, collocation values ``Z``, derivative, Jacobian
+and LU factors) or, for LSODA, ODEPACK's work arrays and the common-block state scipy keeps
+beside them.  `set_state` rebuilds a scipy solver of the same class and options and writes
+that history back, so ``set_state(get_state())`` continues bit for bit from any point, like
+every other solver.  The rebuilt solver's constructor evaluates the right-hand side (initial
+derivative, initial step, finite-difference Jacobian); those evaluations are replaced by a
+placeholder that never reaches the model, since the restored history overwrites their
+results (model blocks, statistics and callbacks see nothing of a restore).
+
 Limitations
 -----------
-* Checkpoints: the scipy solver's history is not exported, so ``set_state(get_state())``
-  continues bit-identically only from a reset point (right after `reset` or creation);
-  elsewhere the restored solver restarts scipy at the next step (same tolerances, different
-  rounding).  ``checkpoint_exact`` is False for these classes.
 * Statistics: ``nfev`` counts every call of ``fun`` (including scipy's finite-difference
   Jacobians); ``njev`` and ``nlu`` are scipy's; ``nreject`` and ``nnewton`` are not exposed by
   scipy and stay 0.
@@ -27,14 +37,20 @@ Limitations
   apply; ``dt_min`` is checked after scipy's step, only on steps scipy shrank (start-up
   steps are scipy's own heuristics).
 * Moving ``t_bound`` of a running scipy solver writes its ``t_bound`` and ``status`` attributes
-  (and, for LSODA, the critical time in its work array), and ``h_next`` reads scipy's next
-  step size (``h_abs``; LSODA's ``HCUR``): the only places that rely on scipy internals, kept
-  in `ScipyAdapter._move_bound` and `ScipyAdapter._proposal` (tested with scipy 1.17).
+  (and, for LSODA, the critical time in its work array), ``h_next`` reads scipy's next step
+  size (``h_abs``; LSODA's ``HCUR``), and checkpoints read and write the undocumented step
+  history named above: the only places that rely on scipy internals, kept in this module
+  (`ScipyAdapter._move_bound`, `ScipyAdapter._proposal`, `ScipyAdapter._capture` and
+  `ScipyAdapter._rebuild`; tested bit for bit with scipy 1.17).  The state records the scipy
+  version: a state written under another version (or by a cosim before these checkpoints)
+  is not written into internals that may have changed; the solver restarts scipy at the next
+  step instead (same tolerances, different rounding) and says so with a `RuntimeWarning`.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -52,12 +68,18 @@ class ScipyAdapter(Solver):
     -----------------------------------------
     method : type
         The ``scipy.integrate.OdeSolver`` subclass.
+    step_attributes : tuple of str
+        The attributes of ``method`` that its next step reads besides ``t``, ``y``,
+        ``t_old``, ``t_bound``, ``status``, ``njev`` and ``nlu`` (checkpointed).
     """
 
     adaptive = True
     implicit = True
-    checkpoint_exact = False
     method: ClassVar[type]
+    step_attributes: ClassVar[tuple[str, ...]] = ()
+    #: Attributes every scipy ``OdeSolver`` has that its next step (or its counters) reads.
+    common_attributes: ClassVar[tuple[str, ...]] = (
+        "t", "y", "t_old", "t_bound", "status", "njev", "nlu")
 
     def __init__(self, fun, n, options=None, jac=None):
         super().__init__(fun, n, options, jac)
@@ -68,6 +90,7 @@ class ScipyAdapter(Solver):
         self._ode = None
         self._seen = {"njev": 0, "nlu": 0}  # scipy counters already added to stats
         self._h_prev = math.inf             # last step of the current scipy solver
+        self._rebuilding = False            # a restore is constructing a scipy solver
 
     def reset(self, t, x):
         super().reset(t, x)
@@ -89,7 +112,7 @@ class ScipyAdapter(Solver):
         ode = self._ode
         started = ode is None or not self._stands_at(ode, t, x)
         if started:
-            ode = self._ode = self._start(t, x, h, t_bound)
+            ode = self._ode = self._start(t, x, t_bound, h)
         else:
             self._move_bound(ode, t_bound)
         message = ode.step()
@@ -118,24 +141,64 @@ class ScipyAdapter(Solver):
         # Evaluated now: scipy's dense output reads solver state that the next step overwrites.
         return StepResult(h_taken, ode.y.copy(), 0.0, ode.dense_output())
 
-    def get_state(self):
-        state = super().get_state()
-        state["at_reset_point"] = self._ode is None
-        return state
+    def _get_extra_state(self):
+        return {
+            "scipy_version": scipy.__version__,
+            "seen": dict(self._seen),
+            "h_prev": self._h_prev,
+            # None at a reset point: the next step starts a scipy solver afresh anyway.
+            "scipy": None if self._ode is None else self._capture(self._ode),
+        }
 
-    def set_state(self, state):
-        super().set_state(state)
-        self._ode = None  # scipy restarts at the next step (see the module limitations)
+    def _set_extra_state(self, state):
+        self._ode = None
+        if "scipy" not in state:
+            # Written before scipy's history was saved: only a reset point restores exactly.
+            if not state.get("at_reset_point", True):
+                self._warn_restart("by an older cosim, without scipy's step history", "")
+            return
+        captured = state["scipy"]
+        if captured is None:
+            return                      # a reset point: the next step starts scipy afresh
+        version = state.get("scipy_version")
+        if version != scipy.__version__:
+            self._warn_restart(f"with scipy {version}", f"; resume under scipy {version} for "
+                               f"an exact continuation")
+            return
+        self._seen = {k: int(v) for k, v in state["seen"].items()}
+        self._h_prev = float(state["h_prev"])
+        self._ode = self._rebuild(captured)
+
+    def _warn_restart(self, saved: str, remedy: str) -> None:
+        warnings.warn(f"{self.name}: the solver state was saved {saved}, this is scipy "
+                      f"{scipy.__version__}: scipy's step history is not restored and "
+                      f"{self.name} restarts at the next step, so the continued run is not "
+                      f"bit for bit the uninterrupted one (same tolerances){remedy}",
+                      RuntimeWarning, stacklevel=4)
 
     # ------------------------------------------------------------------ scipy specifics
-    def _start(self, t, x, h, t_bound):
+    def _rhs(self, t, x):
+        """The right-hand side scipy calls: the model's, except while a restore constructs a
+        scipy solver (whose start-up evaluations the restored history overwrites)."""
+        if self._rebuilding:
+            return np.zeros(self.n)
+        return self._f(t, x)
+
+    def _jac(self, t, x):
+        if self._rebuilding:
+            return np.zeros((self.n, self.n))
+        return self.jac(t, x)
+
+    def _start(self, t, x, t_bound, h=None):
+        """A new scipy solver at ``(t, x)`` towards ``t_bound`` (``h``: the caller's step,
+        bounding ``options.h0``)."""
         opts = self.options
         kwargs = dict(rtol=opts.rtol, atol=opts.atol, max_step=opts.dt_max)
-        if opts.h0 is not None:
+        if opts.h0 is not None and h is not None:
             kwargs["first_step"] = min(opts.h0, h)
         if self.jac is not None:
-            kwargs["jac"] = self.jac
-        ode = self.method(self._f, t, np.array(x, dtype=float), t_bound, **kwargs)
+            kwargs["jac"] = self._jac
+        ode = self.method(self._rhs, t, np.array(x, dtype=float), t_bound, **kwargs)
         self._seen = {"njev": 0, "nlu": 0}
         return ode
 
@@ -158,6 +221,45 @@ class ScipyAdapter(Solver):
             self.stats[key] += int(value) - self._seen[key]
             self._seen[key] = int(value)
 
+    def _capture(self, ode) -> dict:
+        """Everything ``ode``'s next step reads, as plain values and array copies."""
+        return {name: _plain(getattr(ode, name))
+                for name in self.common_attributes + self.step_attributes}
+
+    def _rebuild(self, captured: dict):
+        """A scipy solver of this class and options standing where `_capture` found one."""
+        seen = self._seen
+        self._rebuilding = True
+        try:
+            ode = self._start(float(captured["t"]), captured["y"], float(captured["t_bound"]))
+        finally:
+            self._rebuilding = False
+        for name in self.common_attributes + self.step_attributes:
+            setattr(ode, name, _unplain(captured[name]))
+        self._seen = seen
+        return ode
+
+
+def _plain(value):
+    """A scipy solver attribute as a checkpointable value (LU factors as a dict)."""
+    if isinstance(value, tuple):            # scipy.linalg.lu_factor's (lu, piv)
+        lu, piv = value
+        return {"lu": lu.copy(), "piv": piv.copy()}
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
+        return value.item()
+    return value
+
+
+def _unplain(value):
+    """Inverse of `_plain`."""
+    if isinstance(value, dict):
+        return np.array(value["lu"]), np.array(value["piv"])
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return value
+
 
 class BDF(ScipyAdapter):
     """scipy ``BDF``: variable-order (1-5) backward differentiation formulas, for stiff systems."""
@@ -165,6 +267,8 @@ class BDF(ScipyAdapter):
     name = "BDF"
     order = 5
     method = scipy.integrate.BDF
+    step_attributes = ("h_abs", "h_abs_old", "error_norm_old", "D", "order", "n_equal_steps",
+                       "J", "LU", "jac_factor")
 
 
 class Radau(ScipyAdapter):
@@ -173,6 +277,16 @@ class Radau(ScipyAdapter):
     name = "Radau"
     order = 5
     method = scipy.integrate.Radau
+    step_attributes = ("f", "y_old", "h_abs", "h_abs_old", "error_norm_old", "Z", "J",
+                       "LU_real", "LU_complex", "current_jac", "jac_factor")
+
+    def _rebuild(self, captured):
+        ode = super()._rebuild(captured)
+        if ode.Z is not None:
+            # The dense output of the last step seeds the next step's Newton iteration;
+            # scipy computes it from the restored Z, t_old, t and y_old.
+            ode.sol = ode._compute_dense_output()
+        return ode
 
 
 class LSODA(ScipyAdapter):
@@ -191,3 +305,23 @@ class LSODA(ScipyAdapter):
     def _proposal(self, ode):
         # ODEPACK RWORK(12) = HCUR, the step size to be attempted next.
         return abs(float(ode._lsoda_solver._integrator.rwork[11]))
+
+    def _capture(self, ode):
+        # ODEPACK's whole state: its work arrays, the common blocks scipy keeps beside them
+        # (state_doubles, state_ints) and the task state (istate) of the next call.
+        integrator = ode._lsoda_solver._integrator
+        captured = super()._capture(ode)
+        captured.update(rwork=integrator.rwork.copy(), iwork=integrator.iwork.copy(),
+                        state_doubles=integrator.state_doubles.copy(),
+                        state_ints=integrator.state_ints.copy(),
+                        istate=int(integrator.call_args[3]))
+        return captured
+
+    def _rebuild(self, captured):
+        ode = super()._rebuild(captured)
+        integrator = ode._lsoda_solver._integrator
+        # In place: scipy hands these very arrays to ODEPACK (call_args holds rwork, iwork).
+        for name in ("rwork", "iwork", "state_doubles", "state_ints"):
+            getattr(integrator, name)[:] = captured[name]
+        integrator.call_args[3] = int(captured["istate"])
+        return ode
