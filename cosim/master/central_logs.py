@@ -58,6 +58,21 @@ class CentralLogs:
     def clear(self) -> None:
         self._batches = {}
 
+    def snapshot(self, lengths: dict[str, int] | None = None) -> dict:
+        """Every signal so far (its first ``lengths[key]`` batches when given), as
+        ``{key: (t, values)}`` — what a checkpoint file carries so that a resumed run's logs
+        start at t0."""
+        out = {}
+        for key, (ts, vs) in self._batches.items():
+            n = len(ts) if lengths is None else lengths.get(key, 0)
+            if n:
+                out[key] = (np.concatenate(ts[:n]), np.concatenate(vs[:n]))
+        return out
+
+    def seed(self, signals: dict) -> None:
+        """Start afresh from ``signals`` (``{key: (t, values)}``, from :meth:`snapshot`)."""
+        self._batches = {key: ([t], [v]) for key, (t, v) in signals.items()}
+
     def cut_after(self, t_end: float) -> None:
         """Drop the samples after ``t_end`` (s, with a relative tolerance of 1e-9)."""
         eps = time_tolerance(t_end, EXCHANGE_RTOL)

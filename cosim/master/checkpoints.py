@@ -4,6 +4,7 @@ nested dict of plain values and arrays, and its files (``path.json`` + ``path.np
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -66,22 +67,35 @@ def ports(cp: dict) -> tuple[dict, dict]:
     return values, points
 
 
-def write(capture: dict, path, units: list[str]) -> None:
-    """Write ``capture`` of the co-simulation of ``units`` to ``path.json`` + ``path.npz``."""
+def write(capture: dict, path, units: list[str], logs: dict | None = None) -> None:
+    """Write ``capture`` of the co-simulation of ``units`` to ``path.json`` + ``path.npz``,
+    with the central ``logs`` up to it (``{key: (t, values)}``, :meth:`CentralLogs.snapshot
+    <cosim.master.central_logs.CentralLogs.snapshot>``), so a run resumed from the files has
+    its logs from t0. Both files are written beside and then moved into place, so a
+    checkpoint on disk is always whole."""
     arrays, scalars = {}, {}
     # Units that are simulators (not FMUs) say whether their solvers resume exactly.
     warn_inexact([where for u, st in capture["units"].items()
                   if isinstance(st["data"], dict) and "atomic" in st["data"]
                   for where in inexact_solvers(st["data"], u)], paths(path)[0])
     split_tree(capture, "cosim", arrays, scalars)
-    meta = {"format": FORMAT, "kind": "co-simulation", "units": units, "scalars": scalars}
+    keys = sorted(logs or {})
+    for i, key in enumerate(keys):
+        arrays[f"log_t{i}"], arrays[f"log_v{i}"] = logs[key]
+    meta = {"format": FORMAT, "kind": "co-simulation", "units": units, "scalars": scalars,
+            "logs": keys}
     jpath, npath = paths(path)
-    jpath.write_text(json.dumps(meta, indent=1))
-    np.savez(npath, **arrays)
+    tmp_j, tmp_n = jpath.with_name(jpath.name + ".tmp"), npath.with_name(npath.name + ".tmp")
+    tmp_j.write_text(json.dumps(meta, indent=1))
+    with open(tmp_n, "wb") as fh:
+        np.savez(fh, **arrays)
+    os.replace(tmp_n, npath)          # the arrays first: the JSON names what they hold
+    os.replace(tmp_j, jpath)
 
 
-def read(path, units: list[str]) -> dict:
-    """The capture :func:`write` wrote to ``path``.
+def read(path, units: list[str]) -> tuple[dict, dict | None]:
+    """The capture :func:`write` wrote to ``path``, and the logs up to it (None for a file
+    written without them).
 
     Raises
     ------
@@ -98,4 +112,8 @@ def read(path, units: list[str]) -> dict:
                          f"{meta.get('units')} vs {units})")
     with np.load(npath, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    return join_tree("cosim", arrays, meta["scalars"])
+    logs = None
+    if "logs" in meta:
+        logs = {key: (arrays.pop(f"log_t{i}"), arrays.pop(f"log_v{i}"))
+                for i, key in enumerate(meta["logs"])}
+    return join_tree("cosim", arrays, meta["scalars"]), logs

@@ -450,7 +450,8 @@ class Master:
         """Put every unit and the master back to capture ``cp``.
 
         ``logs="truncate"`` cuts the central logs back to the capture (fault recovery: no
-        gap, no duplicate); ``logs="restart"`` starts them afresh (a run resumed from file).
+        gap, no duplicate); ``logs="restart"`` starts them afresh (a run resumed from file,
+        which then seeds them with the logs the file carries).
         """
         self._call({u: [P.SetState(st)] for u, st in checkpoints.unit_states(cp).items()},
                    cp["master"]["T"])
@@ -469,15 +470,17 @@ class Master:
         """Gather every unit's state and the master's own into ``path.json`` + ``path.npz``
         (after a provisional step, the state before it: see :meth:`run`)."""
         cp = self._capture() if self._provisional is None else self._provisional[0]
-        checkpoints.write(cp, path, self.names)
+        checkpoints.write(cp, path, self.names, self.central.snapshot(cp["log_lengths"]))
 
     def load_checkpoint(self, path) -> None:
         """Restore every unit and the master from :meth:`save_checkpoint`'s files."""
-        cp = checkpoints.read(path, self.names)
+        cp, logs = checkpoints.read(path, self.names)
         if not self._initialized:
             self.initialize()
         self._provisional = None
         self._restore(cp, logs="restart")
+        if logs is not None:
+            self.central.seed(logs)         # the logs before the checkpoint: from t0
 
     def _recover(self, err: TransportError) -> None:
         """A unit failed: recreate it, restore every unit from the last checkpoint, replay
@@ -485,7 +488,8 @@ class Master:
         recoveries = self.stats["recoveries"]
         recover(err, self._checkpoint, self.proxies, recoveries, self.cfg,
                 restore=lambda cp: self._restore(cp, logs="truncate"),
-                save=lambda cp, path: checkpoints.write(cp, path, self.names))
+                save=lambda cp, path: checkpoints.write(
+                    cp, path, self.names, self.central.snapshot(cp["log_lengths"])))
         self.stats["recoveries"] = recoveries + 1
         self.step_log.append(StepRecord(self.T, 0.0, status=StepStatus.RECOVERED,
                                         message=str(err)))
