@@ -76,15 +76,25 @@ class Params:
             raise self.error(param, f"must be >= 0, got {value!r}")
         return v
 
+    def bound(self, param: str, value) -> float:
+        """A limit: a real number or an infinity (unbounded), not NaN."""
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        v = float(value) if ok else math.nan
+        if math.isnan(v):
+            raise self.error(param, f"must be a number (or +-inf for no limit), got {value!r}")
+        return v
+
     def optional_real(self, param: str, value) -> float | None:
         """None, or a finite real number."""
         return None if value is None else self.real(param, value)
 
-    def array(self, param: str, value, *, ndim: int | None = None) -> np.ndarray:
+    def array(self, param: str, value, *, ndim: int | None = None,
+              finite: bool = True) -> np.ndarray:
         """A finite float64 array (a scalar gives shape ``(1,)`` unless ``ndim`` says 2).
 
         ``ndim=1`` requires a vector (a scalar becomes ``(1,)``); ``ndim=2`` a matrix (a
-        scalar becomes ``(1, 1)``).
+        scalar becomes ``(1, 1)``). ``finite=False`` lets NaN and infinities through (a block
+        whose parameter may mean them, on the user's explicit request).
         """
         try:
             a = np.array(value, dtype=np.float64)
@@ -96,7 +106,7 @@ class Params:
         if ndim is not None and a.ndim != ndim:
             what = "a vector (1-D)" if ndim == 1 else "a matrix (2-D)"
             raise self.error(param, f"must be {what}, got shape {a.shape}")
-        if not np.all(np.isfinite(a)):
+        if finite and not np.all(np.isfinite(a)):
             raise self.error(param, f"must be finite, got {value!r}")
         return a
 

@@ -40,11 +40,12 @@ class Integrator(Block):
     direct_feedthrough = False
 
     def __init__(self, name: str, initial=0.0, lower=None, upper=None, **kw):
+        p = Params(self, name)
         super().__init__(name, inputs=("in", "reset"), **kw)
         self.optional_inputs = frozenset({"reset"})
-        self.initial = as_signal(initial).ravel()
-        self.lower = -np.inf if lower is None else float(lower)
-        self.upper = np.inf if upper is None else float(upper)
+        self.initial = p.array("initial", initial).ravel()
+        self.lower = -np.inf if lower is None else p.bound("lower", lower)
+        self.upper = np.inf if upper is None else p.bound("upper", upper)
         if not self.lower < self.upper:
             raise ModelError(f"Integrator {name!r}: need lower < upper, got {lower}, {upper}")
         self.limited = lower is not None or upper is not None

@@ -41,10 +41,12 @@ class Gain(Block):
     """
 
     def __init__(self, name: str, k=1.0, **kw):
+        p = Params(self, name)
         super().__init__(name, **kw)
-        k = np.asarray(k, dtype=np.float64)
-        if k.ndim == 0:
-            self.k = float(k)
+        scalar = np.ndim(k) == 0
+        k = p.array("k", k)
+        if scalar:
+            self.k = float(k[0])
         elif k.ndim == 2:
             self.k = k
             self.input_shapes["in"] = (k.shape[1],)

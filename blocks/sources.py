@@ -30,6 +30,9 @@ class Constant(Block):
     name : str
     value : float or array_like
         The output value; its shape is the output shape (a scalar gives ``(1,)``).
+    allow_nonfinite : bool
+        Let ``value`` hold NaN or infinities (refused by default, as in every block: a
+        non-finite parameter is almost always a mistake).
 
     Ports
     -----
@@ -43,9 +46,10 @@ class Constant(Block):
     input_ports = ()
     direct_feedthrough = False
 
-    def __init__(self, name: str, value=0.0, **kw):
+    def __init__(self, name: str, value=0.0, allow_nonfinite: bool = False, **kw):
+        p = Params(self, name)
         super().__init__(name, **kw)
-        self.value = as_signal(value)
+        self.value = p.array("value", value, finite=not allow_nonfinite)
         self.value.flags.writeable = False   # shared by every tick's output: keep it a value
 
     def initialize(self, t0):
@@ -87,14 +91,10 @@ class Sine(Block):
 
     def __init__(self, name: str, amplitude=1.0, frequency=1.0, phase=0.0, bias=0.0, **kw):
         super().__init__(name, **kw)
-        vals = []
-        for pname, v in (("amplitude", amplitude), ("frequency", frequency), ("phase", phase),
-                         ("bias", bias)):
-            try:
-                vals.append(float(v))
-            except (TypeError, ValueError):
-                raise ModelError(f"Sine {name!r}: {pname} must be a number, got {v!r}") from None
-        self.amplitude, self.frequency, self.phase, self.bias = vals
+        p = Params(self, name)
+        self.amplitude, self.frequency, self.phase, self.bias = (
+            p.real(pname, v) for pname, v in (("amplitude", amplitude), ("frequency", frequency),
+                                             ("phase", phase), ("bias", bias)))
         self._w = 2.0 * math.pi * self.frequency
 
     def output_update(self, t, dt):

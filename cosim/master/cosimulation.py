@@ -25,6 +25,21 @@ from cosim.run.pacing import PacedRuns
 __all__ = ["CoSimulation"]
 
 
+def _check_unit_options(cfg, units: list[str]) -> None:
+    """Options for a unit that does not exist are an error, not ignored (a typo would run
+    the unit with defaults, or locally although an ``address`` was meant)."""
+    import difflib
+    unknown = [u for u in cfg.units if u not in units]
+    if unknown:
+        parts = []
+        for u in unknown:
+            close = difflib.get_close_matches(u, units, n=1, cutoff=0.5)
+            parts.append(f"{u!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ModelError(f"CosimConfig.units names no unit {', '.join(parts)}; the units are "
+                         f"{', '.join(units)} (each top-level atomic subsystem, and {REST!r} "
+                         "for the other top-level blocks)")
+
+
 class CoSimulation(PacedRuns):
     """Co-simulation of a model with atomic subsystems as units.
 
@@ -57,6 +72,7 @@ class CoSimulation(PacedRuns):
         mono.initialize()
         mono.finalize()          # release what initialize acquired (e.g. FMU instances)
         self.partition = partition(model, config)
+        _check_unit_options(config.cosim, [s.name for s in self.partition.units])
         shapes = {}
         for name, blk in zip(mono.plan.names, mono.plan.blocks):
             for p in blk.output_names:

@@ -31,7 +31,8 @@ def sine(amplitude=1.5, frequency=0.7, phase=0.2, bias=0.0, **kw):
 
 
 def const(value):
-    return lambda name: Constant(name, value)
+    # NaN and infinite sources are meant here (propagation through the kernels).
+    return lambda name: Constant(name, value, allow_nonfinite=True)
 
 
 def case(block, *sources, id):
