@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import reprlib
 import struct
 import threading
 import types
@@ -66,7 +67,7 @@ from cosim.errors import CodecError, ModelError
 from cosim.master.protocol import MESSAGE_TYPES, PROTOCOL_VERSION, Hello, Message, Welcome
 
 __all__ = ["encode", "decode", "check_version", "Limits", "DEFAULT_LIMITS", "DEFAULT_MAX_SIZE",
-           "EXT_NDARRAY", "WIRE_DTYPES"]
+           "EXT_NDARRAY", "WIRE_DTYPES", "quote"]
 
 #: Largest message :func:`encode` produces and :func:`decode` accepts by default, bytes.
 DEFAULT_MAX_SIZE = 256 * 2**20
@@ -143,6 +144,17 @@ class _Invalid(Exception):
 
     def where(self) -> str:
         return "".join(reversed(self.path))
+
+
+#: How client data is quoted in an error: a bounded, depth-limited repr (a message nested a
+#: thousand deep or a tag of megabytes must not make the error itself huge or recursive).
+_QUOTE = reprlib.Repr()
+_QUOTE.maxlevel, _QUOTE.maxstring, _QUOTE.maxother, _QUOTE.maxlist = 3, 60, 60, 6
+
+
+def quote(v: Any) -> str:
+    """``repr(v)``, at most ~100 characters and 3 levels deep."""
+    return _QUOTE.repr(v)
 
 
 def _describe(v: Any) -> str:
@@ -657,7 +669,9 @@ def _unpack(data, max_size: int, limits: Limits, max_array_len: int | None = Non
     except CodecError:
         raise
     except (ValueError, TypeError, BufferError) as err:  # msgpack's are ValueError subclasses
-        raise CodecError(f"malformed message ({n} bytes): {err}") from err
+        raise CodecError(f"malformed message ({n} bytes): {quote(str(err))}") from err
+    except RecursionError:
+        raise CodecError(f"malformed message ({n} bytes): nested too deeply") from None
 
 
 def _message(obj, limits: Limits) -> Message:
@@ -669,11 +683,13 @@ def _message(obj, limits: Limits) -> Message:
     tag = obj[0]
     record = _BY_TAG.get(tag) if type(tag) is int else None
     if record is None:
-        raise CodecError(f"unknown message tag {tag!r}; known tags: {sorted(_BY_TAG)}")
+        raise CodecError(f"unknown message tag {quote(tag)}; known tags: {sorted(_BY_TAG)}")
     try:
         return record.from_wire(obj, 1, limits)
     except _Invalid as bad:
         raise CodecError(f"invalid {record.cls.__name__}{bad.where()}: {bad.message}") from None
+    except RecursionError:
+        raise CodecError(f"invalid {record.cls.__name__}: nested too deeply") from None
 
 
 def decode(data: bytes | bytearray | memoryview, *, max_size: int = DEFAULT_MAX_SIZE,

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import zmq
 
-from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_batch
+from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_batch, quote
 from cosim.master import protocol as P
-from cosim.errors import TransportError
+from cosim.errors import ModelError, TransportError
 
 __all__ = ["Channel", "NoReplyYet", "RunKeys", "answer", "serve"]
 
@@ -42,6 +42,9 @@ class NoReplyYet(TransportError):
 def answer(units: dict, frames: list, max_size: int = DEFAULT_MAX_SIZE) -> list[bytes]:
     """One reply batch per ``[unit, batch]`` pair of ``frames``, in order.
 
+    No message can make it raise: whatever fails while decoding, serving or encoding becomes
+    an ErrorReply (client data quoted only in part), so a server answers and serves on.
+
     Parameters
     ----------
     units : dict of str to Unit
@@ -49,6 +52,18 @@ def answer(units: dict, frames: list, max_size: int = DEFAULT_MAX_SIZE) -> list[
     max_size : int
         Larger messages are refused with an ErrorReply.
     """
+    try:
+        return _answer(units, frames, max_size)
+    except Exception as err:  # noqa: BLE001 - one message must never end the server
+        log.warning("request failed: %s: %s", type(err).__name__, quote(str(err)))
+        return [_error(P.ErrorKind.INTERNAL, f"{type(err).__name__}: {quote(str(err))}")]
+
+
+def _error(kind, message: str) -> bytes:
+    return encode_batch([P.ErrorReply(kind, message)])
+
+
+def _answer(units: dict, frames: list, max_size: int) -> list[bytes]:
     if not frames or len(frames) % 2:
         return [encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"expected pairs of frames "
                                            f"[unit, batch, ...], got {len(frames)} frames")])]
@@ -64,14 +79,19 @@ def _answer_unit(units: dict, name: bytes, payload: bytes, max_size: int) -> byt
     name = name.decode("utf-8", "replace")
     unit = units.get(name)
     if unit is None:
-        return encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"no unit {name!r} here; "
-                                          f"this server has {', '.join(units)}")])
+        return _error(P.ErrorKind.PROTOCOL, f"no unit {quote(name)} here; this server has "
+                                            f"{', '.join(units)}")
     try:
         requests = decode_batch(payload, max_size=max_size)
     except CodecError as err:
         log.warning("malformed request for %s: %s", name, err)
-        return encode_batch([P.ErrorReply(P.ErrorKind.CODEC, str(err))])
-    return encode_batch([unit.handle(r) for r in requests])
+        return _error(P.ErrorKind.CODEC, str(err))
+    replies = [unit.handle(r) for r in requests]
+    try:
+        return encode_batch(replies, max_size=max_size)
+    except (CodecError, ModelError) as err:           # e.g. a reply over the size limit
+        return _error(P.ErrorKind.CODEC, f"the reply to {len(requests)} request(s) of unit "
+                                         f"{name!r} cannot be sent: {quote(str(err))}")
 
 
 def _host() -> str:

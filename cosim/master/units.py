@@ -188,6 +188,9 @@ class LocalUnit(Unit):
         Unit name (default: the subsystem's).
     """
 
+    #: Most base steps one DoStep may run (a bound on the work of one request).
+    max_ticks = 10**6
+
     def __init__(self, subsystem, config, name: str | None = None):
         from cosim.run.atomic import boundary
         from cosim.run.simulator import Simulator
@@ -287,6 +290,11 @@ class LocalUnit(Unit):
         if ticks < 1 or abs(ticks - n) > 1e-6:
             raise ModelError(f"unit {self.name!r}: macro step h={h} is not a multiple of its "
                              f"step dt={self.dt}; choose H as a common multiple of the units' dt")
+        if ticks > self.max_ticks:
+            # One request must not occupy the unit (and a server's only thread) for minutes.
+            raise ModelError(f"unit {self.name!r}: DoStep(t={t}, h={h}) is {ticks} steps of "
+                             f"dt={self.dt}, more than the {self.max_ticks} one request may "
+                             "take; use a smaller macro step (or raise LocalUnit.max_ticks)")
         # The ticks of the step and the outputs at its end (for the inputs held): one call.
         sim.advance_to(k + ticks, outputs=True)
         return P.StepDone(sim.t, sim.stopped, self._next_event())

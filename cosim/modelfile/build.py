@@ -338,11 +338,15 @@ class Builder:
     def simulation(self, data: dict):
         from cosim.config import CosimConfig, SimulationConfig
         spec = self.get(data, (), "simulation", dict)
-        if spec is None or not self.ok(("simulation",)):
+        if spec is None:
+            return None
+        # The solver is checked even when another field of the section is wrong (one pass
+        # reports both).
+        if isinstance(spec.get("solver"), str) and self.ok(("simulation", "solver")):
+            self.solver(spec["solver"], ("simulation", "solver"), "simulation")
+        if not self.ok(("simulation",)):
             return None
         kwargs = dict(spec)
-        if "solver" in kwargs:
-            self.solver(kwargs["solver"], ("simulation", "solver"), "simulation")
         try:
             if isinstance(kwargs.get("cosim"), dict):
                 kwargs["cosim"] = CosimConfig(**kwargs["cosim"])

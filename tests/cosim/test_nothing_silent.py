@@ -76,3 +76,17 @@ def test_a_constant_may_hold_non_finite_values_on_request():
     with pytest.raises(ModelError, match=r"Constant 'c': value must be finite"):
         Constant("c", math.nan)
     assert math.isinf(Constant("c", math.inf, allow_nonfinite=True).value[0])
+
+
+def test_cosim_check_reports_an_unknown_solver_beside_a_wrong_step(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "m.yaml"
+    path.write_text("model: m\nblocks:\n  s: {type: Sine}\n"
+                    "simulation: {dt: -0.01, t_end: 1.0, solver: RK5}\n")
+    r = subprocess.run([sys.executable, "-m", "cosim.cli", "check", str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "has 2 problems" in r.stderr
+    assert f"{path}:4:18: simulation.dt" in r.stderr
+    assert f"{path}:4:" in r.stderr and "unknown solver 'RK5'; did you mean 'RK45'" in r.stderr
