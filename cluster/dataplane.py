@@ -86,6 +86,12 @@ def _answer_unit(units: dict, name: bytes, payload: bytes, max_size: int) -> byt
     except CodecError as err:
         log.warning("malformed request for %s: %s", name, err)
         return _error(P.ErrorKind.CODEC, str(err))
+    for r in requests:
+        if type(r) is P.Hello:                          # who came: in the server's log
+            log.info("hello from a master (session %s, protocol v%s) for unit %s",
+                     quote(r.session), r.protocol_version, name)
+        elif type(r) is P.Terminate:
+            log.info("unit %s terminated by its master", name)
     replies = [unit.handle(r) for r in requests]
     try:
         return encode_batch(replies, max_size=max_size)

@@ -74,9 +74,11 @@ class UnitServer:
             self.sock.curve_secretkey = secret
             self.sock.curve_publickey = public
             self.sock.curve_server = True
-        # Refused handshakes (wrong key, bad protocol) are logged from the socket's monitor.
+        # Who connects and leaves, and refused handshakes (wrong key, bad protocol), are
+        # logged from the socket's monitor.
         self._monitor = self.sock.get_monitor_socket(
-            zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+            zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
         self.endpoint = self._bind(bind)
         self._running = True
         log.info("serving %s on %s", ", ".join(self.units), self.endpoint)
@@ -110,14 +112,22 @@ class UnitServer:
 
     def _log_refusals(self, poll_ms: int) -> None:
         from zmq.utils.monitor import recv_monitor_message
+        peers: dict[int, str] = {}          # connection fd -> the peer's address
         while self._running:
             if not self._monitor.poll(poll_ms):
                 continue
             event = recv_monitor_message(self._monitor)
-            log.warning("refused a client at %s: handshake failed (%s)",
-                        event.get("endpoint", b"?").decode(errors="replace"),
-                        "authentication" if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                        else "protocol")
+            kind, fd = event["event"], event.get("value")
+            if kind == zmq.EVENT_ACCEPTED:
+                peers[fd] = _peer(fd)
+                log.info("a client connected from %s", peers[fd])
+            elif kind == zmq.EVENT_DISCONNECTED:
+                log.info("the client from %s left", peers.pop(fd, "?"))
+            else:
+                log.warning("refused a client from %s: handshake failed (%s)",
+                            peers.get(fd, "?"), "authentication (its key is not authorized)"
+                            if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                            else "protocol (encryption or version mismatch)")
 
     def stop(self) -> None:
         """Ask :meth:`serve_forever` to return (safe from a signal handler or thread)."""
@@ -131,6 +141,17 @@ class UnitServer:
         if self._auth is not None:
             self._auth.stop()
         self._ctx.term()
+
+
+def _peer(fd: int) -> str:
+    """``host:port`` of the peer on socket ``fd`` (a duplicate is read and closed)."""
+    import socket
+    try:
+        with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
+            host, port = s.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "?"
 
 
 def units_from_file(path: str) -> dict:
@@ -177,6 +198,9 @@ def main(argv=None) -> int:
                          "cosim.model.registry.register_block_type); repeatable")
     ap.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_SIZE, metavar="BYTES",
                     help="larger requests are refused with an error reply")
+    ap.add_argument("--max-ticks", type=int, default=None, metavar="N",
+                    help="most base steps one DoStep may run (default 10^6): bounds the work "
+                         "of one request")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -186,6 +210,10 @@ def main(argv=None) -> int:
         for module in args.plugin:
             importlib.import_module(module)   # chosen by who runs the server, not the file
         units = units_from_file(args.unit_file)
+        if args.max_ticks is not None:
+            for unit in units.values():
+                if hasattr(unit, "max_ticks"):
+                    unit.max_ticks = args.max_ticks
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
                             authorized_keys_dir=args.authorized,
                             max_message_size=args.max_message_size)

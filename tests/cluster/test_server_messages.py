@@ -61,3 +61,33 @@ def test_a_do_step_of_minutes_is_refused_at_once_naming_the_limit():
     assert "50000000 steps" in err.message and "LocalUnit.max_ticks" in err.message
     ok = ask(units, encode_batch([P.SetInputs({"u": np.ones(1)}), P.DoStep(0.0, 0.01)]))
     assert isinstance(ok[1], P.StepDone)
+
+
+def _nested():
+    from hypothesis import strategies as st
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(),
+                       st.text(max_size=20), st.binary(max_size=20))
+    return st.tuples(st.integers(1, 3000), leaves, st.integers(0, 30))
+
+
+def test_the_decoder_raises_only_codec_errors_on_deep_or_odd_nesting():
+    from hypothesis import given, settings
+
+    from cosim.errors import CodecError
+
+    @settings(max_examples=300, deadline=None)
+    @given(_nested())
+    def check(spec):
+        depth, leaf, tag = spec
+        obj = leaf
+        for i in range(depth):
+            obj = [tag, obj] if i % 3 == 0 else [obj]
+        try:
+            data = msgpack.packb([obj])
+        except (ValueError, TypeError):
+            return                               # msgpack itself refuses to pack it
+        try:
+            decode_batch(data)
+        except CodecError:
+            pass
+    check()

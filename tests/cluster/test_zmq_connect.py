@@ -2,6 +2,7 @@
 refused handshake (wrong key, one side without encryption) or a server that does not answer
 — within the connect timeout, and a refused handshake at once."""
 
+import re
 import socket
 import threading
 import time
@@ -104,3 +105,28 @@ def test_the_right_keys_get_in(curve_server, keys):
                      curve_client_keys=keys["good"])
     assert proxy.description.name == "a"
     proxy.close()
+
+
+def test_the_server_logs_who_came_and_went(caplog, tmp_path):
+    import logging
+    model = three_units()
+    evaluate(model)
+    unit = LocalUnit(model["a"], SimulationConfig(dt=0.002, t_end=1.0, solver="RK4"))
+    server = UnitServer({"a": unit}, "tcp://127.0.0.1:0")
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_ms": 50}, daemon=True)
+    caplog.set_level(logging.INFO, logger="cosim.server")
+    thread.start()
+    try:
+        proxy = ZmqProxy("a", server.endpoint, timeout=PATIENT)
+        proxy.close()
+        deadline = time.monotonic() + PATIENT
+        while "left" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)                        # the monitor thread logs asynchronously
+    finally:
+        server.stop()
+        thread.join(10)
+        server.close()
+    text = caplog.text
+    assert re.search(r"a client connected from 127\.0\.0\.1:\d+", text)
+    assert re.search(r"hello from a master \(session '\w+', protocol v\d+\) for unit a", text)
+    assert re.search(r"the client from 127\.0\.0\.1:\d+ left", text)
