@@ -285,8 +285,12 @@ class Relay(Block):
 
     Notes
     -----
-    Direct feedthrough (the state follows the current input). Starts off. Fast-path
-    kernel: yes.
+    Direct feedthrough (the state follows the current input). Starts off. Evaluated at
+    solver stages (fed by continuous state), it holds its on/off mode through each solver
+    step and switches at the crossing located on the dense output (to 1e-12 s), so a relay
+    in a continuous loop switches where the analytic solution does, with every solver; such a
+    model runs on the interpreter, not the generated fast path. Fast-path kernel: yes
+    (sampled use).
     """
 
     def __init__(self, name: str, on_point: float = 0.5, off_point: float = -0.5,
@@ -314,6 +318,19 @@ class Relay(Block):
 
     def state_update(self, t, dt):
         self.next_state["on"] = np.array([1.0 if self._on(float(self.inputs["in"][0])) else 0.0])
+
+    # In continuous time the on/off memory is a mode: held through a solver step's stages,
+    # switched at the located crossing of the active threshold.
+    def held_output_update(self, t, dt):
+        on = self.state["on"][0] != 0.0
+        self.outputs["out"] = np.array([self.on_value if on else self.off_value])
+
+    def switch_surfaces(self, t):
+        level = self.off_point if self.state["on"][0] != 0.0 else self.on_point
+        return np.array([float(self.inputs["in"][0]) - level])
+
+    def switch_mode(self, t):
+        self.state["on"] = np.array([1.0 if self._on(float(self.inputs["in"][0])) else 0.0])
 
     def kernel(self):
         on = (f"(u_in >= {lit(self.on_point)} or "

@@ -202,6 +202,14 @@ class Block:
     8. Arrays are values: always build new arrays; never write into an array you have put
        in ``outputs`` or ``state`` (logs and downstream blocks hold references to them).
     9. Optionally return a :class:`Kernel` from ``kernel()`` for the generated fast path.
+    10. A block whose output jumps when an input crosses a threshold (a *mode*, like a
+        relay's on/off) implements ``switch_surfaces``, ``switch_mode`` and
+        ``held_output_update``. Evaluated at solver stages, it then keeps its mode through
+        every stage of a step (``held_output_update``); the simulator locates the sign change
+        of a surface on the solver's dense output, like a zero-crossing event, and calls
+        ``switch_mode`` there. Deciding the mode inside stages instead makes one step mix two
+        right-hand sides: the solver's error estimate and dense output no longer describe the
+        trajectory, and a hysteresis loop can slide along its threshold instead of switching.
 
     The base class does the rest: port dicts, unconnected-input errors, sample-time checks,
     commit, and the declaration checks made when the subclass is defined.
@@ -244,7 +252,8 @@ class Block:
         except ModelError as err:
             raise TypeError(str(err)) from None
         for meth, nargs in (("initialize", 1), ("output_update", 2), ("state_update", 2),
-                            ("derivative", 1), ("finalize", 0)):
+                            ("derivative", 1), ("finalize", 0), ("switch_surfaces", 1),
+                            ("switch_mode", 1), ("held_output_update", 2)):
             fn = cls.__dict__.get(meth)
             if fn is None:
                 continue
@@ -254,6 +263,11 @@ class Block:
                 raise TypeError(f"{where}: {meth} must accept {nargs} argument(s) after self "
                                 f"({'t0' if meth == 'initialize' else 't, dt' if nargs else ''})"
                                 ) from None
+        modes = [m for m in ("switch_surfaces", "switch_mode", "held_output_update")
+                 if getattr(cls, m) is not getattr(Block, m)]
+        if modes and len(modes) != 3:
+            raise TypeError(f"{where} implements {', '.join(modes)}: a block with modes must "
+                            "implement switch_surfaces, switch_mode and held_output_update")
         if cls.output_ports and cls.output_update is Block.output_update:
             raise TypeError(f"{where} declares outputs {cls.output_ports} but does not "
                             "implement output_update(t, dt)")
@@ -315,12 +329,39 @@ class Block:
         """Scalar source for the generated fast path, or None (the default) to opt out."""
         return None
 
+    # -- modes (blocks that switch at a threshold) -----------------------------------------
+
+    def switch_surfaces(self, t: float) -> np.ndarray:
+        """Switching functions of the current mode and inputs, shape (m,).
+
+        A component changing sign (``< 0`` to ``>= 0`` or ``> 0`` to ``<= 0``) means the mode
+        must change there. Only called for blocks evaluated at solver stages.
+        """
+        raise NotImplementedError
+
+    def switch_mode(self, t: float) -> None:
+        """Take the mode the current inputs call for (at a located sign change, time ``t``).
+
+        Writes ``self.state`` directly (new arrays): the change happens between solver steps,
+        not as part of a tick's commit.
+        """
+        raise NotImplementedError
+
+    def held_output_update(self, t: float, dt: float) -> None:
+        """Outputs with the mode held (solver stages and ticks in continuous time)."""
+        raise NotImplementedError
+
     # -- introspection ---------------------------------------------------------------------
 
     @property
     def has_derivative(self) -> bool:
         """True if the block has continuous state (implements ``derivative``)."""
         return type(self).derivative is not Block.derivative
+
+    @property
+    def has_modes(self) -> bool:
+        """True if the block switches modes at thresholds (implements ``switch_surfaces``)."""
+        return type(self).switch_surfaces is not Block.switch_surfaces
 
     @property
     def has_state_update(self) -> bool:

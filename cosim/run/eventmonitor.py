@@ -17,7 +17,21 @@ from cosim.errors import CompileError
 from cosim.model.events import Scheduled, ZeroCrossing
 from cosim.numerics.timegrid import CLOCK_RTOL, EXCHANGE_RTOL, same_time, time_tolerance
 
-__all__ = ["EventMonitor", "check_events"]
+__all__ = ["EventMonitor", "check_events", "switching_blocks"]
+
+#: Time tolerance (s) to which mode switches are located.
+SWITCH_TOL = 1e-12
+
+
+def switching_blocks(plan) -> list:
+    """The stage-evaluated blocks of ``plan`` that have modes, as ``(path, block)``."""
+    return [(plan.names[i], b) for i, b in enumerate(plan.blocks)
+            if plan.continuous[i] and b.has_modes]
+
+
+def _surface_changes(old: np.ndarray, new: np.ndarray) -> bool:
+    """True if a component of a switching surface changed sign (either way) from ``old``."""
+    return bool(np.any(((old < 0.0) & (new >= 0.0)) | ((old > 0.0) & (new <= 0.0))))
 
 
 def check_events(plan, events) -> None:
@@ -67,6 +81,10 @@ class EventMonitor:
         Events that fired, as ``(t, name)``.
     g_prev : list
         Last value of each zero-crossing function (None for scheduled events).
+    switching : list of (str, Block)
+        Stage-evaluated blocks with modes (``Block.has_modes``), by path.
+    switch_log : list of (float, str)
+        Mode switches located, as ``(t, block path)``.
     """
 
     def __init__(self, events, plan, state, evaluate, slices, owner):
@@ -81,6 +99,14 @@ class EventMonitor:
         self.scheduled = [ev for ev in self.events if isinstance(ev, Scheduled)]
         self.crossings = [(n, ev) for n, ev in enumerate(self.events)
                           if isinstance(ev, ZeroCrossing)]
+        self.switching = switching_blocks(plan)
+        self.s_prev: list = [None] * len(self.switching)
+        self.switch_log: list[tuple[float, str]] = []
+
+    @property
+    def watching(self) -> bool:
+        """True if solver steps must be searched for sign changes (crossings or modes)."""
+        return bool(self.crossings or self.switching)
 
     def g(self, ev: ZeroCrossing) -> float:
         """The value of ``ev``'s zero-crossing function now."""
@@ -90,36 +116,63 @@ class EventMonitor:
         return float(self.plan.blocks[self.plan.index[parts[0]]].outputs[parts[1]].ravel()[ev.index])
 
     def refresh(self, t: float) -> None:
-        """Evaluate every zero-crossing function at the current (t, X)."""
+        """Evaluate every zero-crossing function and switching surface at the current (t, X)."""
         self.evaluate(t)
         for n, ev in self.crossings:
             self.g_prev[n] = self.g(ev)
+        for n, (_, b) in enumerate(self.switching):
+            self.s_prev[n] = b.switch_surfaces(t).copy()
 
     def locate(self, t, t_new, r):
-        """First crossing inside the step ``[t, t_new]`` (solver result ``r``), or None."""
+        """First sign change inside the step ``[t, t_new]`` (solver result ``r``), or None.
+
+        Returns
+        -------
+        (float, list of ZeroCrossing, list of (str, Block)) or None
+            The time just past the first change (within the tolerance), the events and the
+            mode blocks that change there.
+        """
         self.evaluate(t_new, r.x)
-        g_new = {n: self.g(ev) for n, ev in self.crossings}
-        cands = [(n, ev) for n, ev in self.crossings if ev.fires(self.g_prev[n], g_new[n])]
-        if not cands:
+        cands = [(n, ev) for n, ev in self.crossings if ev.fires(self.g_prev[n], self.g(ev))]
+        moving = [n for n, (_, b) in enumerate(self.switching)
+                  if _surface_changes(self.s_prev[n], b.switch_surfaces(t_new))]
+        if not cands and not moving:
             return None
-        first, firing = math.inf, []
+        found = []
         for n, ev in cands:
-            a, b = t, t_new
-            ga = self.g_prev[n]
-            while b - a > ev.tol:
-                # Illinois-free bisection-secant hybrid: robust and bounded (~45 iterations).
-                mid = 0.5 * (a + b)
-                self.evaluate(mid, r.dense(mid))
-                gm = self.g(ev)
-                if ev.fires(ga, gm):
-                    b = mid
-                else:
-                    a, ga = mid, gm
-            if b < first - 1e-15:
-                first, firing = b, [ev]
-            elif abs(b - first) <= 1e-15:
-                firing.append(ev)
-        return first, firing
+            b = self._bisect(t, t_new, r, ev.tol, self.g_prev[n],
+                             lambda tm: self.g(ev), ev.fires)
+            found.append((b, ev, None))
+        for n in moving:
+            blk = self.switching[n][1]
+            b = self._bisect(t, t_new, r, SWITCH_TOL, self.s_prev[n],
+                             blk.switch_surfaces, _surface_changes)
+            found.append((b, None, self.switching[n]))
+        first = min(b for b, _, _ in found)
+        evs = [ev for b, ev, _ in found if ev is not None and b - first <= 1e-15]
+        blocks = [sw for b, _, sw in found if sw is not None and b - first <= 1e-15]
+        return first, evs, blocks
+
+    def _bisect(self, a, b, r, tol, ga, g_at, fires):
+        """Shrink ``[a, b]`` around the first sign change of ``g_at`` to ``tol`` (bisection:
+        robust and bounded, ~45 halvings); returns the end just past the change."""
+        tol = max(tol, 4 * math.ulp(b))   # never ask for less than the clock resolves
+        while b - a > tol:
+            mid = 0.5 * (a + b)
+            self.evaluate(mid, r.dense(mid))
+            gm = g_at(mid)
+            if fires(ga, gm):
+                b = mid
+            else:
+                a, ga = mid, gm.copy() if isinstance(gm, np.ndarray) else gm
+        return b
+
+    def switch(self, blocks, t: float) -> None:
+        """Let the mode blocks in ``blocks`` take their new modes at ``t`` (state: current X)."""
+        self.evaluate(t)
+        for path, b in blocks:
+            b.switch_mode(t)
+            self.switch_log.append((t, path))
 
     def crossings_at_tick(self, t: float) -> None:
         """Crossings made by a jump at a tick (discrete signals) fire at the tick."""

@@ -218,7 +218,7 @@ class Interpreter:
         if jump:
             solver.reset(t, X.copy())
         sched = monitor is not None and monitor.scheduled
-        zcs = monitor is not None and monitor.crossings
+        zcs = monitor is not None and monitor.watching
         if zcs:
             monitor.refresh(t)
         while t < t_next:
@@ -231,9 +231,11 @@ class Interpreter:
             if zcs:
                 fired = monitor.locate(t, t_new, r)
                 if fired is not None:
-                    t_e, evs = fired
+                    t_e, evs, switched = fired
                     X[:] = r.dense(t_e)
-                    if monitor.fire(evs, t_e):
+                    if switched:
+                        monitor.switch(switched, t_e)
+                    if evs and monitor.fire(evs, t_e):
                         return False
                     t = t_e
                     solver.reset(t, X.copy())
@@ -276,7 +278,7 @@ class Interpreter:
         for b, sl in self.cslices:
             b.cstate = X[sl]
         self._derivs = [(b.derivative, sl) for b, sl in self.cslices]
-        self._minor = self._entries(lambda i: plan.continuous[i])
+        self._minor = self._entries(lambda i: plan.continuous[i], held=True)
         self.solver = None
         if n:
             from cosim.solvers import SolverOptions, get_solver
@@ -334,8 +336,9 @@ class Interpreter:
             for i in members:
                 self.loop_of[id(plan.blocks[i])] = lp
 
-    def _entries(self, include) -> list:
-        """Output-phase entries for the blocks selected by ``include(i)``, loops as one entry."""
+    def _entries(self, include, held: bool = False) -> list:
+        """Output-phase entries for the blocks selected by ``include(i)``, loops as one entry;
+        with ``held`` (solver stages), blocks with modes keep theirs."""
         plan = self.plan
         fanout = self.state.fanout
         out, seen = [], set()
@@ -348,5 +351,6 @@ class Interpreter:
                     seen.add(id(lp))
                     out.append((lp, plan.sample_period[i], []))
             elif b.output_names:
-                out.append((b.output_update, plan.sample_period[i], fanout[i]))
+                update = b.held_output_update if held and b.has_modes else b.output_update
+                out.append((update, plan.sample_period[i], fanout[i]))
         return out

@@ -18,7 +18,7 @@ from cosim.compile.plan import Plan, compile_model
 from cosim.config import SimulationConfig
 from cosim.errors import ModelError, SimulationError
 from cosim.run import pacing
-from cosim.run.eventmonitor import EventMonitor, check_events
+from cosim.run.eventmonitor import EventMonitor, check_events, switching_blocks
 from cosim.run.interpreter import Interpreter
 from cosim.run.logs import Logs
 from cosim.run.logstore import LogStore
@@ -139,6 +139,11 @@ class Simulator(pacing.PacedRuns):
         """Events that fired, as ``(t, name)``."""
         return self.monitor.log if self.monitor is not None else []
 
+    @property
+    def switch_log(self) -> list[tuple[float, str]]:
+        """Mode switches located in continuous time (relays), as ``(t, block path)``."""
+        return self.monitor.switch_log if self.monitor is not None else []
+
     # -- running ----------------------------------------------------------------------------
 
     def initialize(self, t0: float | None = None) -> None:
@@ -166,14 +171,15 @@ class Simulator(pacing.PacedRuns):
         """A new log store from tick ``k0``, the event monitor, and the fast path if any."""
         interp = self.interpreter
         self.store = LogStore(self.plan, self.config.log, k0=k0, last=last)
-        if self.events:
+        if self.events or switching_blocks(self.plan):
             slices = self.state_slices()
             self.monitor = EventMonitor(self.events, self.plan, self.state,
                                         self.evaluate_outputs, slices, self)
         interp.attach(self.store, self.monitor)
         self.state.drop_flat()
         self.fast_path = None
-        if self.config.fast and not self.plan.loops and not self.events:
+        # Located events and mode switches run on the interpreter (its solver steps end there).
+        if self.config.fast and not self.plan.loops and self.monitor is None:
             from cosim.fastpath.choose import build
             self.fast_path = build(self.plan, self.config, self.state, self.store,
                                    interp.solver, interp.cslices)
