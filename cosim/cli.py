@@ -235,20 +235,44 @@ def cmd_plan(args) -> int:
 
 
 def cmd_check(args) -> int:
+    """Every problem of a model file in one pass: the file's own (schema, blocks, connections)
+    and those found compiling what could be built (undriven inputs, sample times, loops),
+    each at its file:line:col."""
+    from cosim.errors import CompileError, ModelError
     from cosim.model.diagram import Subsystem
-    from cosim.modelfile import load
-    model = load(_existing(args.model))
+    from cosim.modelfile.load import read_model_file
+    reading = read_model_file(_existing(args.model))
+    model = reading.model
     if isinstance(model, Subsystem):
         print(f"OK: {args.model} is a library file (subsystem {model.name!r}, "
               f"{len(model.blocks)} blocks; it is evaluated and compiled in the models that "
               "reference it)")
         return EXIT_OK
-    plan, units = _compile(model, _config(model, args.model))
+    problems, plan, units = list(reading.problems), None, None
+    # A file with problems is compiled as far as it was built, on its dt and t_end alone
+    # (another option of its simulation section may be among the problems).
+    cfg = reading.timing if problems else None
+    if model is not None and (cfg is not None or not problems):
+        try:
+            plan, units = _compile(model, cfg or _config(model, args.model))
+        except CompileError as err:
+            problems += reading.locate(err.problems)
+        except ModelError:
+            if not problems:
+                raise
+    if problems:
+        raise CompileError(sorted(problems, key=_position), reading.filename)
     print(f"OK: {args.model} (model {model.name!r}: {len(plan.blocks)} blocks in "
           f"{len(plan.levels)} levels, {len(plan.tasks)} rate"
           f"{'s' if len(plan.tasks) != 1 else ''}"
           + (f"; co-simulation units: {', '.join(units)}" if units is not None else "") + ")")
     return EXIT_OK
+
+
+def _position(problem: str) -> tuple[int, int]:
+    """(line, col) of a ``file:LINE:COL: message`` problem; unlocated ones sort last."""
+    m = re.match(r"[^\n]*?:(\d+):(\d+): ", problem)
+    return (int(m.group(1)), int(m.group(2))) if m else (1 << 30, 0)
 
 
 def _rate(value) -> str:

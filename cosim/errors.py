@@ -17,6 +17,23 @@ class ModelError(CosimError):
     """A model is malformed in a way found while it is being built or evaluated."""
 
 
+class Problem(str):
+    """One problem's message that also names the block it is about.
+
+    A ``str`` (so lists of problems print and compare as text) with ``block``, the block's
+    path (``"sub/gain"``), and ``port``; a model file's loader uses them to point at the
+    block's line in the file.
+    """
+
+    block: str | None
+    port: str | None
+
+    def __new__(cls, message: str, block: str | None = None, port: str | None = None):
+        self = super().__new__(cls, message)
+        self.block, self.port = block, port
+        return self
+
+
 class CompileError(ModelError):
     """Compilation found one or more problems; ``problems`` lists every one of them.
 

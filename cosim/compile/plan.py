@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cosim.compile.flatten import flatten, split_ref
-from cosim.errors import CompileError
+from cosim.errors import CompileError, Problem
 from cosim.numerics.graph import (condensation_levels, cycle_through, is_cycle,
                                   strongly_connected_components)
 from cosim.numerics.timegrid import ticks
@@ -145,12 +145,13 @@ def _check_drivers(paths, blocks, wires, attempted, problems) -> None:
         for p in b.input_names:
             srcs = drivers.get((i, p), [])
             if not srcs and p not in b.optional_inputs and (paths[i], p) not in attempted:
-                problems.append(f"input {paths[i]}.{p} is not connected; drive it from an output "
-                                "(a Constant block gives a fixed value)")
+                problems.append(Problem(f"input {paths[i]}.{p} is not connected; drive it from "
+                                        "an output (a Constant block gives a fixed value)",
+                                        paths[i], p))
             elif len(srcs) > 1:
-                problems.append(f"input {paths[i]}.{p} is driven {len(srcs)} times (by "
-                                f"{', '.join(srcs)}); an input takes exactly one wire (use a Sum "
-                                "to add signals)")
+                problems.append(Problem(f"input {paths[i]}.{p} is driven {len(srcs)} times (by "
+                                        f"{', '.join(srcs)}); an input takes exactly one wire "
+                                        "(use a Sum to add signals)", paths[i], p))
 
 
 def feedthrough_graph(blocks, wires) -> list[set[int]]:
@@ -202,15 +203,16 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
             rates.append((1, 0))
             continue
         if b.has_derivative:
-            problems.append(f"block {paths[i]}: it has continuous state but sample time {st!r}; "
-                            "leave sample_time unset (or 0)")
+            problems.append(Problem(f"block {paths[i]}: it has continuous state but sample "
+                                    f"time {st!r}; leave sample_time unset (or 0)", paths[i]))
         period, offset = st if isinstance(st, tuple) else (st, 0.0)
         p, o = ticks(period, dt), ticks(offset, dt)
         if p is None or o is None or p < 1:
             what = "sample time" if p is None or p < 1 else "offset"
             val = period if what == "sample time" else offset
-            problems.append(f"block {paths[i]}: {what} {val:g} is not an integer multiple of the "
-                            f"base step dt={dt:g}; choose a multiple or reduce dt")
+            problems.append(Problem(f"block {paths[i]}: {what} {val:g} is not an integer "
+                                    f"multiple of the base step dt={dt:g}; choose a multiple "
+                                    "or reduce dt", paths[i]))
             rates.append(None)
         else:
             rates.append((p, o))
@@ -221,13 +223,16 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     for comp in comps:
         if not is_cycle(comp, succ):
             continue
-        path = " -> ".join(paths[i] for i in cycle_through(comp, succ))
+        cycle = cycle_through(comp, succ)
+        path = " -> ".join(paths[i] for i in cycle)
         if not allow_loops:
-            problems.append(f"algebraic loop: {path} (every block on it has direct feedthrough);"
-                            " break it with a UnitDelay or a block without direct feedthrough, "
-                            "or enable the loop solver")
+            problems.append(Problem(f"algebraic loop: {path} (every block on it has direct "
+                                    "feedthrough); break it with a UnitDelay or a block "
+                                    "without direct feedthrough, or enable the loop solver",
+                                    paths[cycle[0]]))
         elif len({rates[i] for i in comp}) > 1 or len({continuous[i] for i in comp}) > 1:
-            problems.append(f"algebraic loop {path} mixes sample times; give its blocks one rate")
+            problems.append(Problem(f"algebraic loop {path} mixes sample times; give its "
+                                    "blocks one rate", paths[cycle[0]]))
 
     if log is not None:
         for ref in log:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cosim.model.block import Block, has_spec
-from cosim.errors import CompileError, ModelError
+from cosim.errors import CompileError, ModelError, Problem
 from cosim.model.expr import ExpressionError, Workspace, has_expression, is_expression
 from cosim.model.diagram import Diagram, Reference, Subsystem
 
@@ -69,7 +69,7 @@ def evaluate(model: Diagram, overrides: dict | None = None,
                 try:
                     b = d.blocks[n] = library.resolve(b, base_dir)
                 except ModelError as err:
-                    problems.append(f"{path}: {err}")
+                    problems.append(Problem(f"{path}: {err}", path))
                     continue
             if isinstance(b, Subsystem):
                 try:
@@ -84,13 +84,13 @@ def evaluate(model: Diagram, overrides: dict | None = None,
                     try:
                         values[key] = _value(v, ws, f"{path}.{key}")
                     except ExpressionError as err:
-                        problems.append(str(err))
+                        problems.append(Problem(str(err), path))
                 if len(values) == len(b.spec()):
                     try:
                         b.rebuild(values)
                     except (ModelError, TypeError, ValueError) as err:
-                        problems.append(f"{path}: {type(b).__name__} cannot be built from "
-                                        f"{values}: {err}")
+                        problems.append(Problem(f"{path}: {type(b).__name__} cannot be built "
+                                                f"from {values}: {err}", path))
     walk(model, root, "")
     if problems:
         raise CompileError(problems, model.name)

@@ -55,6 +55,12 @@ class Builder:
         self.doc = doc
         self.bad = bad
         self.files = LibraryFiles()
+        # What later phases need to point at the file: each block's position by path, the
+        # blocks that had problems here, and the endpoints of connections that were not made
+        # (so a compile of the rest does not report their inputs as merely undriven).
+        self.origins: dict[str, tuple[int, int]] = {}
+        self.faulty: set[str] = set()
+        self.loose: set[tuple[str, str]] = set()
 
     def ok(self, path: tuple) -> bool:
         """No schema violation at ``path`` or inside it."""
@@ -109,15 +115,25 @@ class Builder:
         entries = self.get(body, path, "blocks", dict, {})
         # Every listed name counts for connections, even an entry with problems of its own.
         ports = {name: _Ports("?", None, None) for name in entries}
+        missing = set()
         for name, entry in entries.items():
             epath = path + ("blocks", name)
+            if isinstance(name, str):
+                self.origins[prefix + name] = self.doc.where(epath, key=True)
             if not isinstance(entry, dict) or not isinstance(name, str) \
                     or not NAME_RE.match(name):
+                missing.add(name)
                 continue   # reported by the schema
+            before = len(self.doc.problems)
             obj, ports[name] = self.entry(name, entry, epath, scope, prefix)
             if obj is not None:
                 target.add(obj)
-        self.connections(target, body, path, ports, prefix)
+            else:
+                missing.add(name)
+            if obj is None or (len(self.doc.problems) > before and
+                               not isinstance(obj, Subsystem)):
+                self.faulty.add(prefix + name)
+        self.connections(target, body, path, ports, prefix, missing)
 
     def entry(self, name: str, entry: dict, path: tuple, scope, prefix: str):
         where = f"block '{prefix}{name}'"
@@ -244,12 +260,18 @@ class Builder:
 
 
     def connections(self, target: Diagram, body: dict, path: tuple,
-                    ports: dict[str, _Ports], prefix: str) -> None:
+                    ports: dict[str, _Ports], prefix: str, missing: set) -> None:
         wires = self.get(body, path, "connections", list, [])
         driven: dict[str, tuple[str, int]] = {}
         names = list(ports)
         for i, wire in enumerate(wires):
             wpath = path + ("connections", i)
+            if isinstance(wire, list):
+                ends = [_ENDPOINT.match(r) if isinstance(r, str) else None for r in wire]
+                if any(m is None or m.group(1) in missing for m in ends) \
+                        or not self.ok(wpath):
+                    self.loose.update((prefix + m.group(1), m.group(2)) for m in ends[1:]
+                                      if m is not None)
             if not self.ok(wpath) or not isinstance(wire, list):
                 continue
             good = True
@@ -293,6 +315,9 @@ class Builder:
                         driven[ref] = (wire[0], self.doc.where(epath)[0])
             if good:
                 target.connect(wire[0], *wire[1:])
+            else:
+                self.loose.update((prefix + m.group(1), m.group(2)) for m in ends[1:]
+                                  if m is not None)
 
     # -- options --------------------------------------------------------------------------
 

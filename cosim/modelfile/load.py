@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from cosim.errors import CompileError, ModelError
 
 from cosim.model.diagram import Model, Subsystem
 from cosim.modelfile.build import Builder
 from cosim.modelfile.reader import Doc, compose, read_text
 from cosim.modelfile.schema import check_schema
 
-__all__ = ["load", "load_model", "load_subsystem"]
+__all__ = ["Reading", "load", "load_model", "load_subsystem", "read_model_file"]
 
 
 def _parse(source, what: str) -> tuple[Doc, set]:
@@ -57,6 +60,14 @@ def load_model(source) -> Model:
 
 
 def _model(doc: Doc, bad: set) -> Model:
+    model, _ = _build_model(doc, bad)
+    if doc.problems:
+        raise doc.error(doc.filename)
+    return model
+
+
+def _build_model(doc: Doc, bad: set) -> tuple[Model | None, Builder | None]:
+    """The model as far as it could be built, and its builder (problems are in ``doc``)."""
     data = doc.data
     if isinstance(data, dict) and "subsystem" in data:
         doc.add(("subsystem",), "this is a library (subsystem) file; reference it from a "
@@ -64,7 +75,7 @@ def _model(doc: Doc, bad: set) -> Model:
                 key=True)
         data = None
     if data is None:
-        raise doc.error(doc.filename)
+        return None, None
     b = Builder(doc, bad)
     default = Path(doc.filename).stem if doc.filename != "<string>" else "model"
     name = b.get(data, (), "model", str, default)
@@ -81,9 +92,7 @@ def _model(doc: Doc, bad: set) -> Model:
     b.diagram(model, data, (), scope, "")
     b.events(model, data)
     model.simulation = b.simulation(data)
-    if doc.problems:
-        raise doc.error(doc.filename)
-    return model
+    return model, b
 
 
 def load_subsystem(path, name: str | None = None) -> Subsystem:
@@ -138,3 +147,87 @@ def load(source) -> Model | Subsystem:
     if isinstance(doc.data, dict) and "subsystem" in doc.data:
         return _subsystem(doc, bad, None)
     return _model(doc, bad)
+
+
+@dataclass
+class Reading:
+    """A model file read as far as it goes, for a check that reports everything at once.
+
+    Attributes
+    ----------
+    model : Model or None
+        What could be built (blocks with problems left out), None if nothing could.
+    problems : list of str
+        The file's own problems, each ``file.yaml:LINE:COL: message``.
+    """
+
+    model: Model | None
+    problems: list[str]
+    filename: str
+    origins: dict = field(default_factory=dict)   # block path -> (line, col)
+    faulty: set = field(default_factory=set)      # block paths with problems of their own
+    loose: set = field(default_factory=set)       # (block path, input) of unmade connections
+    timing: object = None   # the section's dt and t_end alone (for a file with problems)
+
+    def locate(self, problems) -> list[str]:
+        """Compile-phase ``problems`` as ``file:LINE:COL: message`` where they name a block
+        of this file (else as they are).
+
+        When the file had problems of its own, only problems that cannot be their
+        consequences are kept: those naming a block, and then either an input of it whose
+        connections were all made (a block that compiled has its ports, whatever else is
+        wrong with it) or a block without problems of its own.
+        """
+        out = []
+        for p in problems:
+            block, port = getattr(p, "block", None), getattr(p, "port", None)
+            if self.problems:
+                if block is None or (block, port) in self.loose:
+                    continue
+                if port is None and any(block == f or block.startswith(f + "/")
+                                        for f in self.faulty):
+                    continue
+            out.append(p if block is None else f"{self.filename}:{self._where(block)}: {p}")
+        return out
+
+    def _where(self, block: str) -> str:
+        # A block inside a referenced library file points at the reference.
+        path = block
+        while path not in self.origins and "/" in path:
+            path = path.rsplit("/", 1)[0]
+        line, col = self.origins.get(path, (1, 1))
+        return f"{line}:{col}"
+
+
+def read_model_file(source) -> Reading:
+    """Read a model file without raising on its problems (see :class:`Reading`).
+
+    A library (subsystem) file gives ``model=None`` when it has problems, else its
+    Subsystem as ``model``.
+    """
+    doc, bad = _parse(source, "read_model_file")
+    if isinstance(doc.data, dict) and "subsystem" in doc.data:
+        try:
+            sub = _subsystem(doc, bad, None)
+        except CompileError as err:
+            return Reading(None, err.problems, doc.filename)
+        return Reading(sub, [], doc.filename)
+    model, b = _build_model(doc, bad)
+    problems = doc.error(doc.filename).problems if doc.problems else []
+    if b is None:
+        return Reading(None, problems, doc.filename)
+    return Reading(model, problems, doc.filename, b.origins, b.faulty, b.loose,
+                   _timing(doc.data))
+
+
+def _timing(data: dict):
+    """A SimulationConfig of the section's ``dt`` and ``t_end`` alone, or None: enough to
+    check sample times when another field of the section is wrong."""
+    from cosim.config import SimulationConfig
+    spec = data.get("simulation")
+    if not isinstance(spec, dict):
+        return None
+    try:
+        return SimulationConfig(dt=spec.get("dt"), t_end=spec.get("t_end"))
+    except (ModelError, ValueError, TypeError):
+        return None

@@ -90,3 +90,85 @@ def test_cosim_check_reports_an_unknown_solver_beside_a_wrong_step(tmp_path):
     assert "has 2 problems" in r.stderr
     assert f"{path}:4:18: simulation.dt" in r.stderr
     assert f"{path}:4:" in r.stderr and "unknown solver 'RK5'; did you mean 'RK45'" in r.stderr
+
+
+TEN_PROBLEMS = """\
+model: ten
+blocks:
+  src:  {type: Step, params: {step_time: 1.0, bogus: 2}}
+  g:    {type: Gain, params: {k: 2.0}}
+  g3:   {type: Gain, params: {k: 2.0}}
+  sum:  {type: Sum, params: {signs: "+-"}}
+  x:    {type: Gainn}
+  lone: {type: Gain, params: {k: 1.0}}
+  sub:
+    type: Subsystem
+    blocks:
+      u:  {type: Inport}
+      d:  {type: UnitDelay, params: {sample_time: 0.0015}}
+      g2: {type: Gain, params: {k: =nope}}
+      g4: {type: Gain, params: {k: 3}}
+      g5: {type: Gain, params: {k: 3}}
+      y:  {type: Outport}
+    connections:
+      - [u.out, d.in]
+      - [d.out, y.in]
+      - [g2.out, g4.in]
+      - [g4.out, g5.in, nowhere.in]
+  i:    {type: Integrator, params: {sample_time: 0.01}}
+connections:
+  - [src.out, g.in]
+  - [g.out, sum.in1]
+  - [sum.out, sub.u]
+  - [x.out, g3.in]
+  - [i.out, lone.in]
+simulation: {dt: 0.001, t_end: 1.0, solver: Nope}
+"""
+
+#: (line, text) of each problem above that is not a consequence of another one. Left out on
+#: purpose: g.in (its source src is broken), g3.in (from the unknown type x), sub/g4.in
+#: (from g2, whose expression is broken) and sub/g5.in (its connection names a missing block).
+#: A block that cannot be built (x, g2) is checked for undriven inputs once it can be: its
+#: optional inputs are only known to a built block.
+EXPECTED = [
+    (3, "unknown parameter 'bogus'"),
+    (6, "input sum.in2 is not connected"),
+    (7, "unknown block type 'Gainn'"),
+    (13, "block sub/d: sample time 0.0015 is not an integer multiple"),
+    (14, "undefined name 'nope'"),
+    (22, "no block 'nowhere'"),
+    (23, "block i: it has continuous state but sample time 0.01"),
+    (23, "input i.in is not connected"),
+    (30, "unknown solver 'Nope'"),
+]
+
+
+def test_cosim_check_reports_every_problem_in_one_pass_each_at_its_line(tmp_path):
+    """File problems (schema, types, parameters, connections, solver) and compile problems
+    (undriven inputs, sample times, inside subsystems too) in one report, each located."""
+    import subprocess
+    import sys
+    path = tmp_path / "ten.yaml"
+    path.write_text(TEN_PROBLEMS)
+    r = subprocess.run([sys.executable, "-m", "cosim.cli", "check", str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert f"has {len(EXPECTED)} problems" in r.stderr, r.stderr
+    lines = [ln.strip() for ln in r.stderr.splitlines()[1:]]
+    assert len(lines) == len(EXPECTED)
+    for line, text in EXPECTED:
+        hits = [ln for ln in lines if f"{path}:{line}:" in ln and text in ln]
+        assert len(hits) == 1, (line, text, lines)
+    assert [int(ln.split(f"{path}:")[1].split(":")[0]) for ln in lines] == \
+        sorted(line for line, _ in EXPECTED)
+    # Fixing the file's own problems reveals nothing new: the compile problems were all there.
+    fixed = (TEN_PROBLEMS.replace(", bogus: 2", "").replace("type: Gainn", "type: Gain")
+             .replace("=nope", "2.0").replace(", nowhere.in", "").replace("Nope", "RK4"))
+    path.write_text(fixed)
+    r = subprocess.run([sys.executable, "-m", "cosim.cli", "check", str(path)],
+                       capture_output=True, text=True, timeout=120)
+    compile_phase = [e for e in EXPECTED if "not connected" in e[1] or "sample time" in e[1]]
+    assert f"has {len(compile_phase) + 2} problems" in r.stderr, r.stderr
+    # x and g2, now built, have undriven inputs of their own: the only new problems.
+    assert f"{path}:7:3: input x.in is not connected" in r.stderr
+    assert f"{path}:14:7: input sub/g2.in is not connected" in r.stderr
