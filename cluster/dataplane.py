@@ -25,7 +25,8 @@ from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_bat
 from cosim.master import protocol as P
 from cosim.errors import ModelError, TransportError
 
-__all__ = ["Channel", "NoReplyYet", "RunKeys", "answer", "serve"]
+__all__ = ["Channel", "NoReplyYet", "RunKeys", "Work", "answer", "guarded", "parse", "reply",
+           "serve"]
 
 log = logging.getLogger("cosim.server")
 
@@ -52,8 +53,13 @@ def answer(units: dict, frames: list, max_size: int = DEFAULT_MAX_SIZE) -> list[
     max_size : int
         Larger messages are refused with an ErrorReply.
     """
+    return guarded(lambda: reply(parse(units, frames, max_size), max_size))
+
+
+def guarded(work) -> list[bytes]:
+    """``work()``, or one ErrorReply frame if it raises anything at all."""
     try:
-        return _answer(units, frames, max_size)
+        return work()
     except Exception as err:  # noqa: BLE001 - one message must never end the server
         log.warning("request failed: %s: %s", type(err).__name__, quote(str(err)))
         return [_error(P.ErrorKind.INTERNAL, f"{type(err).__name__}: {quote(str(err))}")]
@@ -63,19 +69,30 @@ def _error(kind, message: str) -> bytes:
     return encode_batch([P.ErrorReply(kind, message)])
 
 
-def _answer(units: dict, frames: list, max_size: int) -> list[bytes]:
+@dataclass(frozen=True)
+class Work:
+    """The decoded requests of one unit in a message."""
+
+    name: str
+    unit: object
+    requests: list
+
+
+def parse(units: dict, frames: list, max_size: int) -> list:
+    """Each ``[unit, batch]`` pair of ``frames`` decoded: a :class:`Work`, or the encoded
+    ErrorReply (bytes) that answers a malformed, oversized or misaddressed pair."""
     if not frames or len(frames) % 2:
-        return [encode_batch([P.ErrorReply(P.ErrorKind.PROTOCOL, f"expected pairs of frames "
-                                           f"[unit, batch, ...], got {len(frames)} frames")])]
+        return [_error(P.ErrorKind.PROTOCOL, f"expected pairs of frames [unit, batch, ...], "
+                                             f"got {len(frames)} frames")]
     total = sum(len(f) for f in frames[1::2])
     if total > max_size:
-        return [encode_batch([P.ErrorReply(P.ErrorKind.CODEC, f"message of {total} bytes "
-                                           f"exceeds the limit of {max_size}")])]
-    return [_answer_unit(units, frames[i], frames[i + 1], max_size)
+        return [_error(P.ErrorKind.CODEC, f"message of {total} bytes exceeds the limit of "
+                                          f"{max_size}")]
+    return [_parse_unit(units, frames[i], frames[i + 1], max_size)
             for i in range(0, len(frames), 2)]
 
 
-def _answer_unit(units: dict, name: bytes, payload: bytes, max_size: int) -> bytes:
+def _parse_unit(units: dict, name: bytes, payload: bytes, max_size: int):
     name = name.decode("utf-8", "replace")
     unit = units.get(name)
     if unit is None:
@@ -86,18 +103,29 @@ def _answer_unit(units: dict, name: bytes, payload: bytes, max_size: int) -> byt
     except CodecError as err:
         log.warning("malformed request for %s: %s", name, err)
         return _error(P.ErrorKind.CODEC, str(err))
+    return Work(name, unit, requests)
+
+
+def reply(items: list, max_size: int) -> list[bytes]:
+    """Serve the parsed ``items`` (see :func:`parse`): one reply batch each, in order."""
+    return [item if isinstance(item, bytes) else _serve(item, max_size) for item in items]
+
+
+def _serve(work: Work, max_size: int) -> bytes:
+    name, requests = work.name, work.requests
     for r in requests:
         if type(r) is P.Hello:                          # who came: in the server's log
             log.info("hello from a master (session %s, protocol v%s) for unit %s",
                      quote(r.session), r.protocol_version, name)
         elif type(r) is P.Terminate:
             log.info("unit %s terminated by its master", name)
-    replies = [unit.handle(r) for r in requests]
+    replies = [work.unit.handle(r) for r in requests]
     try:
         return encode_batch(replies, max_size=max_size)
     except (CodecError, ModelError) as err:           # e.g. a reply over the size limit
         return _error(P.ErrorKind.CODEC, f"the reply to {len(requests)} request(s) of unit "
                                          f"{name!r} cannot be sent: {quote(str(err))}")
+
 
 
 def _host() -> str:

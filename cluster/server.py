@@ -4,8 +4,12 @@ A team serves its subsystem on a machine it owns; a master refers to the unit by
 (``CosimConfig(units={"plant": {"address": "tcp://host:5555"}})``) and sees only its ports.
 
 Framing: :mod:`cluster.dataplane` (pairs of ``[unit name, batch]`` frames in, one reply batch
-per pair out) on a REP socket (libzmq keeps the envelopes; messages from several masters are
-answered one at a time). A malformed, oversized or misaddressed message is answered with an
+per pair out) on a ROUTER socket, the masters' REQ envelopes kept. Short requests are served
+at once, one at a time; a ``DoStep`` expected to take longer than ``offload_after`` (from the
+unit's measured speed) runs on a worker thread while the server keeps answering heartbeats and
+the requests of other, idle units (handshakes of other masters among them); requests for a
+busy unit wait their turn in order. A step past the server's step deadline stops with an
+error naming it. A malformed, oversized or misaddressed message is answered with an
 ErrorReply and the server keeps serving; a master that disconnects leaves the units as they
 are, and the next session starts with ``Initialize``. Binds loopback by default. With CURVE
 keys (files made by ``zmq.auth.create_certificates``), clients must hold an authorized key;
@@ -20,14 +24,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import collections
 import signal
 import sys
 import threading
+import time
 
 import zmq
 
 from cluster.codec import DEFAULT_MAX_SIZE
-from cluster.dataplane import answer
+from cluster.dataplane import Work, guarded, parse, reply
+from cosim.master import protocol as P
 
 __all__ = ["UnitServer", "main", "units_from_file"]
 
@@ -48,7 +55,12 @@ class UnitServer:
         Directory of the clients' public key files allowed in (with CURVE).
     max_message_size : int
         Larger requests are refused with an error reply.
+    offload_after : float
+        A ``DoStep`` expected to take longer (s) runs on a worker thread, so that heartbeats
+        and other units are answered meanwhile; a unit's first step always does.
     """
+
+    offload_after = 0.02
 
     def __init__(self, units: dict, bind: str = "tcp://127.0.0.1:5555", *,
                  curve_secret_key_file: str | None = None,
@@ -58,7 +70,7 @@ class UnitServer:
         self.max_message_size = max_message_size
         self._ctx = zmq.Context()
         self._auth = None
-        self.sock = self._ctx.socket(zmq.REP)
+        self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         # A hard cap far above the refusal threshold bounds what one message can allocate.
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
@@ -99,16 +111,89 @@ class UnitServer:
         watcher.start()
         sock = self.sock
         sock.RCVTIMEO = poll_ms
+        self._job = None                       # (envelope, thread, result list, names)
+        self._waiting = collections.deque()    # messages for busy units, in arrival order
+        self._seconds_per_h: dict[str, float] = {}   # measured cost of simulated time
         try:
             while self._running:
-                try:
-                    frames = sock.recv_multipart()
-                except zmq.Again:
-                    continue
-                sock.send_multipart(answer(self.units, frames, self.max_message_size))
+                if self._job is None:
+                    if self._waiting:
+                        self._take(*self._waiting.popleft())
+                        continue
+                    try:
+                        frames = sock.recv_multipart()
+                    except zmq.Again:
+                        continue
+                    self._take(*_envelope(frames))
+                else:
+                    # A long step runs on the worker: answer what can be answered meanwhile,
+                    # and send its reply as soon as it is done.
+                    if sock.poll(2):
+                        self._take(*_envelope(sock.recv_multipart(zmq.NOBLOCK)))
+                    if not self._job[1].is_alive():
+                        env, _, result, _ = self._job
+                        self._job = None
+                        sock.send_multipart(env + result)
         finally:
             self._running = False
             watcher.join()
+
+    def _take(self, env: list, payload: list) -> None:
+        """Answer one message now, start it on the worker, or queue it behind a busy unit."""
+        items = []
+        failed = guarded(lambda: items.extend(parse(self.units, payload,
+                                                    self.max_message_size)) or [])
+        if failed:
+            self.sock.send_multipart(env + failed)
+            return
+        # One pass over the requests: simulated time asked of each unit, and whether the
+        # message is nothing but heartbeats.
+        steps, beats = {}, True
+        for w in items:
+            if isinstance(w, Work):
+                h = 0.0
+                for r in w.requests:
+                    kind = type(r)
+                    if kind is P.DoStep:
+                        h += r.h
+                    beats = beats and kind is P.Heartbeat
+                steps[w.name] = h
+        if beats or not steps:
+            self.sock.send_multipart(env + self._reply(items, {}))   # liveness, even when busy
+            return
+        long = self._long(steps)
+        if self._job is not None and (long or steps.keys() & self._job[3] or
+                                      any(steps.keys() & m[2] for m in self._waiting)):
+            self._waiting.append((env, payload, set(steps)))
+            return
+        if long:
+            result: list = []
+            thread = threading.Thread(target=lambda: result.extend(self._reply(items, steps)),
+                                      name="cosim-server-step", daemon=True)
+            self._job = (env, thread, result, set(steps))
+            thread.start()
+            return
+        self.sock.send_multipart(env + self._reply(items, steps))
+
+    def _reply(self, items: list, steps: dict) -> list[bytes]:
+        """Serve ``items``, learning how long each unit takes per second simulated."""
+        t0 = time.perf_counter()
+        out = guarded(lambda: reply(items, self.max_message_size))
+        elapsed = time.perf_counter() - t0
+        for name, h in steps.items():
+            if h > 0:
+                self._seconds_per_h[name] = elapsed / h
+        return out
+
+    def _long(self, steps: dict) -> bool:
+        """True if stepping the units ``steps`` names (unit -> simulated seconds) is expected
+        to take longer than ``offload_after``."""
+        for name, h in steps.items():
+            if h > 0:
+                rate = self._seconds_per_h.get(name)
+                if rate is None or rate * h > self.offload_after:
+                    return True
+        return False
 
     def _log_refusals(self, poll_ms: int) -> None:
         from zmq.utils.monitor import recv_monitor_message
@@ -141,6 +226,15 @@ class UnitServer:
         if self._auth is not None:
             self._auth.stop()
         self._ctx.term()
+
+
+def _envelope(frames: list) -> tuple[list, list]:
+    """A ROUTER message split into its envelope (peer identity and the REQ delimiter) and the
+    request frames."""
+    for i, f in enumerate(frames):
+        if not f:
+            return frames[:i + 1], frames[i + 1:]
+    return frames[:1], frames[1:]
 
 
 def _peer(fd: int) -> str:
@@ -201,6 +295,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-ticks", type=int, default=None, metavar="N",
                     help="most base steps one DoStep may run (default 10^6): bounds the work "
                          "of one request")
+    ap.add_argument("--step-deadline", type=float, default=600.0, metavar="SECONDS",
+                    help="longest wall time one DoStep may run (default 600); a step past it "
+                         "stops with an error naming the limit")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -210,10 +307,11 @@ def main(argv=None) -> int:
         for module in args.plugin:
             importlib.import_module(module)   # chosen by who runs the server, not the file
         units = units_from_file(args.unit_file)
-        if args.max_ticks is not None:
-            for unit in units.values():
-                if hasattr(unit, "max_ticks"):
-                    unit.max_ticks = args.max_ticks
+        for unit in units.values():
+            if args.max_ticks is not None and hasattr(unit, "max_ticks"):
+                unit.max_ticks = args.max_ticks
+            if hasattr(unit, "step_deadline"):
+                unit.step_deadline = args.step_deadline
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
                             authorized_keys_dir=args.authorized,
                             max_message_size=args.max_message_size)

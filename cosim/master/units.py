@@ -10,6 +10,7 @@ an FMU. :class:`LocalUnit` runs an atomic subsystem with its own :class:`~cosim.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -190,6 +191,12 @@ class LocalUnit(Unit):
 
     #: Most base steps one DoStep may run (a bound on the work of one request).
     max_ticks = 10**6
+    #: Longest wall time (s) one DoStep may run, or None for no limit (the default in
+    #: process; ``cosim serve`` sets one). Checked between chunks of ticks, so a step past it
+    #: stops with an error that names the limit and leaves the unit where it stopped.
+    step_deadline: float | None = None
+    #: Ticks run between two looks at the clock under a deadline (microseconds of work).
+    DEADLINE_CHUNK = 1024
 
     def __init__(self, subsystem, config, name: str | None = None):
         from cosim.run.atomic import boundary
@@ -295,9 +302,29 @@ class LocalUnit(Unit):
             raise ModelError(f"unit {self.name!r}: DoStep(t={t}, h={h}) is {ticks} steps of "
                              f"dt={self.dt}, more than the {self.max_ticks} one request may "
                              "take; use a smaller macro step (or raise LocalUnit.max_ticks)")
-        # The ticks of the step and the outputs at its end (for the inputs held): one call.
-        sim.advance_to(k + ticks, outputs=True)
+        if self.step_deadline is None:
+            # The ticks of the step and the outputs at its end (for the inputs held): one call.
+            sim.advance_to(k + ticks, outputs=True)
+        else:
+            self._advance_within(k, ticks, t, h)
         return P.StepDone(sim.t, sim.stopped, self._next_event())
+
+    def _advance_within(self, k: int, ticks: int, t: float, h: float) -> None:
+        """``advance_to(k + ticks, outputs=True)`` in chunks, stopping with an error once the
+        step has run ``step_deadline`` seconds (runs in pieces equal the run in one)."""
+        sim, limit = self.sim, self.step_deadline
+        end = time.monotonic() + limit
+        k_end = k + ticks
+        while sim.k + self.DEADLINE_CHUNK < k_end and not sim.stopped:
+            sim.advance_to(sim.k + self.DEADLINE_CHUNK)
+            if time.monotonic() > end and not sim.stopped:
+                raise SimulationError(
+                    f"unit {self.name!r}: DoStep(t={t}, h={h}) ran past the step deadline of "
+                    f"{limit:g} s after {sim.k - k} of its {ticks} steps; the unit stays at "
+                    f"t={sim.t}: roll it back (SetState), use a smaller macro step, or raise "
+                    "the deadline (cosim serve --step-deadline)", t=sim.t)
+        if not sim.stopped:
+            sim.advance_to(k_end, outputs=True)
 
     def _next_event(self) -> float:
         """The unit's next scheduled event after now (inf if none)."""
