@@ -181,7 +181,7 @@ class RayBackend(Backend):
             opts = self.cfg.options(spec.name)
             return {k: getattr(opts, k) for k in self.PLACEMENT if getattr(opts, k) is not None}
 
-        groups = process_groups(specs, self.cfg.units)
+        groups = process_groups(specs, self.cfg.units, self.cfg.processes)
         problems = []
         for key, group in groups.items():
             names = ", ".join(s.name for s in group)

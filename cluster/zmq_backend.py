@@ -304,7 +304,8 @@ class ZmqBackend(Backend):
                 names = ", ".join(e.name for e in events)
                 raise ModelError(f"unit {spec.name!r} has events ({names}) that a server "
                                  "process cannot be given; run it on the local or ray backend")
-        for (kind, name), group in process_groups(specs, self.cfg.units).items():
+        groups = process_groups(specs, self.cfg.units, self.cfg.processes)
+        for (kind, name), group in groups.items():
             if self._dir is None:
                 self._dir = tempfile.TemporaryDirectory(prefix="cosim-units-")
             # Kind in the name: unit "a" and a process called "a" must not share a file.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
+import os
 from dataclasses import dataclass, field, fields
 
 from cosim.errors import ModelError
@@ -162,6 +163,12 @@ class CosimConfig:
         (``num_cpus``, ``resources``, ``node``); ``process`` (units sharing the name share
         one Ray actor or server process); the ``address`` of a unit another team serves
         (remote on every backend).
+    processes : int or "cores", optional
+        Host the units that have no options of their own on this many Ray actors / server
+        processes, balanced by their number of blocks (``"cores"``: as many as this machine
+        has cores). Many small units exchange several times faster that way than with a
+        process each, which on few cores costs a context switch per unit and macro step.
+        None (default): a process each.
     checkpoint_every : int, optional
         Keep a central checkpoint every this many macro steps; when a unit's actor or process
         dies, it is recreated, every unit is restored from the last checkpoint and the run
@@ -212,6 +219,7 @@ class CosimConfig:
     log_every: int = 100
     backend: str = "local"
     units: dict = field(default_factory=dict, hash=False)
+    processes: int | str | None = None
     checkpoint_every: int | None = None
     max_restarts: int = 3
     checkpoint_path: str | None = None
@@ -247,6 +255,12 @@ class CosimConfig:
                 problems.append(f"order must be a sequence of unit names, got {self.order!r}")
             else:
                 object.__setattr__(self, "order", tuple(self.order))
+        if self.processes == "cores":
+            object.__setattr__(self, "processes", os.cpu_count() or 1)
+        elif self.processes is not None and not (type(self.processes) is int
+                                                 and self.processes >= 1):
+            problems.append(f"processes must be an int >= 1, 'cores' or None, got "
+                            f"{self.processes!r}")
         if problems:
             raise ModelError("CosimConfig: " + "; ".join(problems))
         object.__setattr__(self, "units", {name: UnitOptions.of(name, opts)

@@ -55,7 +55,8 @@ def get_backend(name: str) -> type[Backend]:
         raise ModelError(f"backend {name!r} is not available: {err}") from err
 
 
-def process_groups(specs, units: dict) -> dict[tuple[str, str], list]:
+def process_groups(specs, units: dict,
+                   processes: int | None = None) -> dict[tuple[str, str], list]:
     """Unit specs grouped by the process that hosts them.
 
     Parameters
@@ -63,20 +64,49 @@ def process_groups(specs, units: dict) -> dict[tuple[str, str], list]:
     specs : list of UnitSpec
     units : dict of str to UnitOptions
         ``CosimConfig.units``.
+    processes : int, optional
+        ``CosimConfig.processes``: spread the units without options over this many
+        processes, the largest first, each onto the process with the fewest blocks so far
+        (a unit's cost is estimated by its number of blocks).
 
     Returns
     -------
     dict of (str, str) to list of UnitSpec
         ``("process", NAME)`` for the units whose options share a ``process`` name,
-        ``("unit", NAME)`` for each other unit alone; in the order the groups first appear.
+        ``("shared", "<i>")`` for those spread over ``processes``, ``("unit", NAME)`` for
+        each other unit alone; in the order the groups first appear, units in spec order.
     """
+    spread = [s for s in specs if processes is not None and s.name not in units]
+    load = [0] * min(processes or 1, len(spread) or 1)
+    home: dict[str, int] = {}
+    for spec in sorted(spread, key=lambda s: -_size(s.subsystem)):
+        i = load.index(min(load))
+        home[spec.name] = i
+        load[i] += _size(spec.subsystem)
     groups: dict[tuple[str, str], list] = {}
     for spec in specs:
         opts = units.get(spec.name)
-        key = (("process", str(opts.process)) if opts is not None and opts.process is not None
-               else ("unit", spec.name))
+        if spec.name in home:
+            key = ("shared", str(home[spec.name]))
+        elif opts is not None and opts.process is not None:
+            key = ("process", str(opts.process))
+        else:
+            key = ("unit", spec.name)
         groups.setdefault(key, []).append(spec)
     return groups
+
+
+def _size(diagram) -> int:
+    """Blocks in ``diagram`` and its subsystems (1 for a unit without one, e.g. an FMU)."""
+    if diagram is None:
+        return 1
+    n, stack = 0, [diagram]
+    while stack:
+        for b in stack.pop().blocks:
+            n += 1
+            if hasattr(b, "blocks"):
+                stack.append(b)
+    return n
 
 
 class LocalProxy(Proxy):

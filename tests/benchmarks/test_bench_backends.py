@@ -25,11 +25,12 @@ STEPS = 400
 REPEAT = 3
 
 
-def cosim_us(n, backend, units=None):
+def cosim_us(n, backend, units=None, processes=None):
     sim = CoSimulation(ring(n), SimulationConfig(dt=0.01, t_end=(REPEAT * STEPS + 1) * 0.01,
                                               log=[],
                                               cosim=CosimConfig(H=0.01, backend=backend,
                                                                 units=units or {},
+                                                                processes=processes,
                                                                 log_every=10 * STEPS)))
     try:
         sim.master.initialize()
@@ -181,3 +182,91 @@ def test_bench_two_heavy_units_in_parallel(ray_session):
     print(f"\ntwo compute-heavy units, Jacobi (best of 3): in process {best['local']:.2f} s, "
           f"Ray actors {best['ray']:.2f} s, speed-up {best['local'] / best['ray']:.2f}x")
     assert all(t > 0 for ts in times.values() for t in ts)
+
+
+#: A raw pyzmq echo server: a process with nothing but zmq imported (the reference a unit
+#: server is measured against), answering every request with the reply it was started with.
+_ECHO = """
+import sys, zmq
+sock = zmq.Context.instance().socket(zmq.REP)
+print(sock.bind_to_random_port("tcp://127.0.0.1"), flush=True)
+reply = bytes.fromhex(sys.argv[1])
+while True:
+    frames = sock.recv_multipart()
+    if frames == [b"stop"]:
+        sock.send(b"")
+        break
+    sock.send_multipart([reply] * (len(frames) // 2))
+"""
+
+
+def raw_fanout_us(n_procs, n_units, request, reply, rounds=300):
+    """µs per round of a raw pyzmq fan-out: ``n_units`` [name, request] pairs spread over
+    ``n_procs`` echo processes (one message per process), every reply awaited."""
+    import subprocess
+    import sys
+
+    import zmq
+    procs = [subprocess.Popen([sys.executable, "-c", _ECHO, reply.hex()],
+                              stdout=subprocess.PIPE, text=True) for _ in range(n_procs)]
+    socks = []
+    try:
+        for p in procs:
+            s = zmq.Context.instance().socket(zmq.REQ)
+            s.connect(f"tcp://127.0.0.1:{int(p.stdout.readline())}")
+            socks.append(s)
+        msgs = [[f for u in range(i, n_units, n_procs) for f in (f"u{u}".encode(), request)]
+                for i in range(n_procs)]
+
+        def one_round():
+            for s, m in zip(socks, msgs):
+                s.send_multipart(m)
+            for s in socks:
+                s.recv_multipart()
+        one_round()
+        best = float("inf")
+        for _ in range(REPEAT):
+            t0 = time.perf_counter()
+            for _ in range(rounds):
+                one_round()
+            best = min(best, time.perf_counter() - t0)
+        return best / rounds * 1e6
+    finally:
+        for s in socks:
+            s.send(b"stop")
+            s.recv()
+            s.close()
+        for p in procs:
+            p.wait(timeout=10)
+
+
+@pytest.mark.bench
+def test_bench_many_units(ray_session):
+    """1 / 8 / 32 / 64 trivial units on the zmq and Ray backends against a raw pyzmq fan-out
+    of the same payloads in the same run: to as many processes as units (what a process per
+    unit costs at best) and to one process per core (what grouped units cost at best). The
+    backends host the units one per process (n <= 8) and spread over the cores
+    (``CosimConfig(processes="cores")``)."""
+    import os
+    cores = os.cpu_count()
+    request = encode_batch([P.SetInputs({"u": np.ones(1)}), P.DoStep(0.0, 0.01),
+                            P.GetOutputs()])
+    reply = encode_batch([P.Ok(), P.StepDone(0.01, False), P.Outputs({"y": np.ones(1)})])
+    rows = []
+    for n in (1, 8, 32, 64):
+        raw_n = raw_fanout_us(n, n, request, reply)
+        raw_c = raw_fanout_us(min(n, cores), n, request, reply)
+        each = {b: cosim_us(n, b) for b in ("zmq", "ray")} if n <= 8 else {}
+        grouped = {b: cosim_us(n, b, processes="cores") for b in ("zmq", "ray")}
+        rows.append((n, raw_n, raw_c, each, grouped))
+    print(f"\nmany trivial units, us per macro step ({cores} cores; 'grouped': "
+          "processes='cores')")
+    print(f"{'units':>5} {'raw n procs':>12} {'raw cores':>10} {'zmq each':>9} "
+          f"{'zmq grouped':>12} {'ray each':>9} {'ray grouped':>12}   ratios to raw n procs")
+    for n, raw_n, raw_c, each, grouped in rows:
+        e = {b: f"{each[b]:9.1f}" if b in each else f"{'-':>9}" for b in ("zmq", "ray")}
+        print(f"{n:>5} {raw_n:12.1f} {raw_c:10.1f} {e['zmq']} {grouped['zmq']:12.1f} "
+              f"{e['ray']} {grouped['ray']:12.1f}   zmq grouped {grouped['zmq'] / raw_n:.2f}"
+              f", ray grouped {grouped['ray'] / raw_n:.2f}"
+              + "".join(f", {b} each {each[b] / raw_n:.2f}" for b in each))
+    assert all(r[1] > 0 for r in rows)

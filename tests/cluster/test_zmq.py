@@ -65,6 +65,26 @@ def test_units_sharing_a_process_are_bit_identical_to_in_process():
     assert_same(ref, logs)
 
 
+def test_units_spread_over_processes_balanced_and_bit_identical():
+    """``processes=2``: the units without options go to two server processes, the largest
+    (most blocks) first onto the emptier one; a unit with options keeps its own."""
+    from tests.benchmarks.rings import ring
+    cosim = dict(H=0.01)
+    _, ref = run(ring(5), **cosim)
+    sim = CoSimulation(ring(5), SimulationConfig(dt=0.002, t_end=0.6, cosim=CosimConfig(
+        backend="zmq", processes=2, units={"u4": {"process": "own"}}, **cosim)))
+    try:
+        assert len(sim.backend.servers) == 3
+        hosts = {}
+        for u, p in sim.backend.proxies.items():
+            hosts.setdefault(p.server, []).append(u)
+        assert sorted(map(sorted, hosts.values())) == [["u0", "u2"], ["u1", "u3"], ["u4"]]
+        logs = sim.run()
+    finally:
+        sim.close()
+    assert_same(ref, logs)
+
+
 def test_units_of_one_server_share_one_round_trip_per_call():
     units = {u: {"process": "shared"} for u in ("a", "b", REST)}
     sim = CoSimulation(three_units(), SimulationConfig(

@@ -16,6 +16,17 @@ def test_options_for_a_unit_that_does_not_exist_are_refused(options):
             H=DT, units={"motr": options})))
 
 
+@pytest.mark.parametrize("processes", [0, 2.0, "all"])
+def test_a_bad_number_of_processes_is_refused(processes):
+    with pytest.raises(ModelError, match=r"processes must be an int >= 1, 'cores' or None"):
+        CosimConfig(H=DT, processes=processes)
+
+
+def test_processes_cores_means_this_machines_cores():
+    import os
+    assert CosimConfig(H=DT, processes="cores").processes == (os.cpu_count() or 1)
+
+
 def test_an_unknown_solver_is_refused_even_without_continuous_state():
     m = Model("discrete")
     m.add(Sine("s", sample_time=0.1), Gain("g", 2.0))
