@@ -64,12 +64,10 @@ class FmuBlock(Block):
     def __init__(self, name: str, path: str, sample_time: float = 0.01,
                  start_values: dict | None = None):
         from cosim.fmi.unit import read_fmu
-        from cosim.fmi.variables import clocks_of, ports_of
+        from cosim.fmi.variables import ports_of
         md = read_fmu(path)
         where = f"FmuBlock {name!r} ({path})"
-        ins, outs = ports_of(md, dict(start_values or {}), where)
-        if md.fmiVersion == "3.0":
-            clocks_of(md, where)
+        ins, outs = ports_of(md, dict(start_values or {}), where, path)
         _check_names("FmuBlock", name, path, ins + outs)
         super().__init__(name, sample_time=sample_time, inputs=tuple(v.name for v in ins),
                          outputs=tuple(v.name for v in outs))
@@ -151,8 +149,8 @@ class ModelExchangeFmuBlock(Block):
         from cosim.fmi.variables import clocks_of, ports_of
         md = read_fmu(path, "me")
         where = f"ModelExchangeFmuBlock {name!r} ({path})"
-        ins, outs = ports_of(md, dict(start_values or {}), where)
-        if md.fmiVersion == "3.0" and clocks_of(md, where):
+        ins, outs = ports_of(md, dict(start_values or {}), where, path)
+        if md.fmiVersion == "3.0" and clocks_of(md, path, where):
             raise ModelError(f"{where}: clocks of a model-exchange FMU are not supported "
                              "(use its co-simulation interface with FmuBlock)")
         _check_names("ModelExchangeFmuBlock", name, path, ins + outs)

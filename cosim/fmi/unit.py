@@ -119,8 +119,9 @@ class FmuUnit(Unit):
         self.start_values = dict(start_values or {})
         where = f"FMU unit {name!r} ({self.path.name})"
         self.where = where
-        self.inputs, self.outputs = ports_of(self.md, self.start_values, where)
-        self.clocks = clocks_of(self.md, where) if self.md.fmiVersion == "3.0" else []
+        self.inputs, self.outputs = ports_of(self.md, self.start_values, where, self.path)
+        self.clocks = clocks_of(self.md, self.path, where) if self.md.fmiVersion == "3.0" \
+            else []
         cs = self.md.coSimulation
         self.can_state = bool(cs.canGetAndSetFMUstate and cs.canSerializeFMUstate)
         self.fmi3 = self.md.fmiVersion == "3.0"
@@ -178,10 +179,12 @@ class FmuUnit(Unit):
             inst.call("fmi3EnterInitializationMode", fmu.enterInitializationMode, None, t0)
             inst.call("fmi3ExitInitializationMode", fmu.exitInitializationMode)
             if self.event_mode:
-                self._ticks = [c.shift for c in self.clocks]
-                self._event_update([c for c in self.clocks if c.shift == t0])
-                self._ticks = [t if t > t0 else t + c.interval
-                               for t, c in zip(self._ticks, self.clocks)]
+                # Ticks at or after t0; each is handled when the unit steps from it (with the
+                # inputs of that time) or inside a step (with the held ones).
+                self._ticks = [c.shift + c.interval * max(0, math.ceil((t0 - c.shift)
+                                                                       / c.interval - 1e-9))
+                               for c in self.clocks]
+                self._event_update([])
         else:
             inst.call("fmi2SetupExperiment", fmu.setupExperiment, None, t0)
             self._start("init")
@@ -192,7 +195,7 @@ class FmuUnit(Unit):
 
     def _event_update(self, ticking) -> None:
         """FMI 3.0 event mode at the current time: tick ``ticking`` clocks, update the
-        discrete states until stable, back to step mode. True if the FMU asks to stop."""
+        discrete states until stable, back to step mode (a termination request is noted)."""
         inst, fmu = self.inst, self.inst.fmu
         if ticking:
             inst.call("fmi3SetClock", fmu.setClock, [c.vr for c in ticking], [True] * len(ticking))
@@ -275,32 +278,43 @@ class FmuUnit(Unit):
             return inst.call("fmi2GetRealStatus", fmu.getRealStatus, fmi2LastSuccessfulTime)
         return t + h
 
+    def _due(self, t: float) -> list:
+        """The clocks whose next tick is at ``t`` (within rounding)."""
+        return [c for c, tt in zip(self.clocks, self._ticks)
+                if math.isclose(tt, t, rel_tol=1e-12, abs_tol=1e-15)]
+
+    def _tick(self, t: float, ticking) -> None:
+        """Event mode at ``t``: tick ``ticking`` (or handle an event the FMU asked for)."""
+        self.inst.call("fmi3EnterEventMode", self.inst.fmu.enterEventMode)
+        self._event_update(ticking)
+        self._ticks = [tt + c.interval if c in ticking else tt
+                       for tt, c in zip(self._ticks, self.clocks)]
+
     def _step_fmi3(self, t: float, h: float) -> float:
+        """doStep over ``[t, t + h]``, split at the clock ticks inside it: a tick at ``t``
+        is handled first (inputs just set), one inside the step with the held inputs, one
+        at ``t + h`` when the unit steps from there."""
         inst, fmu = self.inst, self.inst.fmu
         t0, t_end = t, t + h
+        tol = 1e-12 * max(1.0, abs(t_end))
+        if self.event_mode and self._due(t):
+            self._tick(t, self._due(t))
+            if self._terminated:
+                return t
         while True:
-            # Input clocks: step to the next tick inside the step, tick there (a step with
-            # no tick in it is the step asked for, h exactly).
             tick = self._next_tick()
-            stop_at = tick if tick < t_end - 1e-12 * max(1.0, abs(t_end)) else t_end
-            step = h if t == t0 and stop_at == t_end else stop_at - t
+            inside = tick < t_end - tol
+            step = (tick - t) if inside else h if t == t0 else t_end - t
             event, stop, early, last = inst.call("fmi3DoStep", fmu.doStep, t, step)
-            reached = last if early else stop_at
+            reached = last if early else tick if inside else t_end
             if stop:
                 self._terminated = True
                 return reached
-            if event or reached == tick or math.isclose(reached, tick, rel_tol=1e-12,
-                                                        abs_tol=1e-15):
-                if self.event_mode:
-                    inst.call("fmi3EnterEventMode", fmu.enterEventMode)
-                    ticking = [c for c, tt in zip(self.clocks, self._ticks)
-                               if math.isclose(tt, reached, rel_tol=1e-12, abs_tol=1e-15)]
-                    self._event_update(ticking)
-                    self._ticks = [tt + c.interval if c in ticking else tt
-                                   for tt, c in zip(self._ticks, self.clocks)]
-                    if self._terminated:
-                        return reached
-            if reached >= t_end or math.isclose(reached, t_end, rel_tol=1e-12):
+            if self.event_mode and (event or (inside and reached == tick)):
+                self._tick(reached, self._due(reached))
+                if self._terminated:
+                    return reached
+            if not inside and not early:
                 return t_end
             t = reached
 

@@ -114,7 +114,23 @@ def shape_of(v, structural: dict[int, int], where: str) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def ports_of(md, start_values: dict, where: str) -> tuple[list[FmuVariable], list[FmuVariable]]:
+def clock_timing(path) -> dict[str, tuple[float | None, float]]:
+    """Clock name -> (intervalDecimal, shiftDecimal) from the FMU's model description
+    (fmpy does not read these attributes)."""
+    import zipfile
+    from xml.etree import ElementTree
+    with zipfile.ZipFile(path) as z:
+        root = ElementTree.fromstring(z.read("modelDescription.xml"))
+    out = {}
+    for el in root.iter("Clock"):
+        interval = el.get("intervalDecimal")
+        out[el.get("name")] = (float(interval) if interval is not None else None,
+                               float(el.get("shiftDecimal", "0")))
+    return out
+
+
+def ports_of(md, start_values: dict, where: str, path=None
+             ) -> tuple[list[FmuVariable], list[FmuVariable]]:
     """The input and output variables of ``md`` as ports.
 
     Raises
@@ -143,7 +159,8 @@ def ports_of(md, start_values: dict, where: str) -> tuple[list[FmuVariable], lis
         fv = FmuVariable(v.name, v.valueReference, t, dtype, shape_of(v, structural, where),
                          v.variability or "continuous")
         (ins if v.causality == "input" else outs).append(fv)
-    clocks_of(md, where, problems)
+    if fmi3:
+        clocks_of(md, path, where, problems)
     if problems:
         raise ModelError(f"{where}: " + "; ".join(problems)
                          + " (use an FMU whose inputs and outputs are numbers, booleans, "
@@ -151,18 +168,21 @@ def ports_of(md, start_values: dict, where: str) -> tuple[list[FmuVariable], lis
     return ins, outs
 
 
-def clocks_of(md, where: str, problems: list | None = None) -> list[Clock]:
-    """The time-based input clocks of ``md`` (FMI 3.0). Other clock kinds are problems
-    (appended to ``problems``; raised at once when it is None)."""
+def clocks_of(md, path, where: str, problems: list | None = None) -> list[Clock]:
+    """The time-based input clocks of FMI 3.0 model description ``md`` of FMU file
+    ``path``. Other clock kinds are problems (appended to ``problems``; raised at once when
+    it is None)."""
+    if not any(v.type == "Clock" for v in md.modelVariables):
+        return []
+    timing = clock_timing(path)
     found, bad = [], []
     for v in md.modelVariables:
         if v.type != "Clock":
             continue
         kind = v.intervalVariability
-        if v.causality == "input" and kind in ("constant", "fixed") and \
-                v.intervalDecimal is not None:
-            found.append(Clock(v.name, v.valueReference, float(v.intervalDecimal),
-                               float(v.shiftDecimal or 0.0)))
+        interval, shift = timing.get(v.name, (None, 0.0))
+        if v.causality == "input" and kind in ("constant", "fixed") and interval is not None:
+            found.append(Clock(v.name, v.valueReference, interval, shift))
         else:
             how = ("an output clock" if v.causality == "output" else
                    f"an input clock of interval variability {kind!r}"

@@ -26,6 +26,7 @@ KINDS = {
     "output": ("output", "continuous", "calculated", "o"),
     "discrete_output": ("output", "discrete", "calculated", "o"),
     "local": ("local", "continuous", "calculated", "o"),
+    "clock": ("input", "discrete", None, "o"),       # FMI 3.0 clocks, described by Spec.clocks
 }
 
 FMI2_TYPES = {"Float64": "Real", "Float32": "Real", "Int32": "Integer", "Boolean": "Boolean",
@@ -54,7 +55,8 @@ class Spec:
     step_size: float = 0.01
     stop_time: float = 1.0
     cs_h: float = 1e-3           # the shims' internal co-simulation step
-    clocks: tuple = ()           # (name, interval) of FMI 3.0 time-based input clocks
+    clocks: tuple = ()           # FMI 3.0 clocks: (name, causality, intervalVariability,
+    #                              intervalDecimal or None)
     enumerations: dict = field(default_factory=dict)   # type name -> item names (values 1..)
 
 
@@ -121,7 +123,7 @@ def _fmi2_xml(spec: Spec, vrs: dict, guid: str) -> str:
         if v.derivative_of:
             inner["derivative"] = index[v.derivative_of]
         if t == "Enumeration":
-            inner["declaredType"] = v.type if v.type != "Enumeration" else "Mode"
+            inner["declaredType"] = next(iter(spec.enumerations))
         if v.start is not None and initial != "calculated":
             inner["start"] = (("true" if v.start else "false") if t == "Boolean"
                               else int(v.start) if t in ("Integer", "Enumeration") else v.start)
@@ -161,14 +163,15 @@ def _fmi3_xml(spec: Spec, vrs: dict, guid: str) -> str:
     rows = ['    <Float64 name="time" valueReference="999999" causality="independent" '
             'variability="continuous"/>']
     for v in spec.variables:
+        if v.kind == "clock":
+            continue
         causality, variability, initial, _ = KINDS[v.kind]
         t = v.type
         attrs = {"name": v.name, "valueReference": vrs[v.name], "causality": causality,
                  "variability": "discrete" if not t.startswith("Float") and
                  variability == "continuous" else variability}
-        if t in spec.enumerations:
-            attrs["declaredType"] = t
-            t = "Enumeration"
+        if t == "Enumeration":
+            attrs["declaredType"] = next(iter(spec.enumerations))
         if initial:
             attrs["initial"] = initial
         if v.derivative_of:
@@ -181,10 +184,11 @@ def _fmi3_xml(spec: Spec, vrs: dict, guid: str) -> str:
         dims = "".join(f'<Dimension start="{d}"/>' if isinstance(d, int) else
                        f'<Dimension valueReference="{vrs[d]}"/>' for d in v.dims)
         rows.append(f"    <{t} {_attrs(attrs)}>{dims}</{t}>")
-    for name, interval in spec.clocks:
-        rows.append(f'    <Clock name="{name}" valueReference="{vrs[name]}" causality="input" '
-                    f'variability="discrete" intervalVariability="constant" '
-                    f'intervalDecimal="{interval}"/>')
+    for name, causality, kind, interval in spec.clocks:
+        decimal = f' intervalDecimal="{interval}"' if interval is not None else ""
+        rows.append(f'    <Clock name="{name}" valueReference="{vrs[name]}" '
+                    f'causality="{causality}" variability="discrete" '
+                    f'intervalVariability="{kind}"{decimal}/>')
     types = ""
     if spec.enumerations:
         types = "  <TypeDefinitions>" + "".join(

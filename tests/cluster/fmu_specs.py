@@ -19,3 +19,34 @@ SAMPLER = Spec("Sampler", "sampler.c", [
     Var("served", "discrete_output", type="Int32", start=0),
     Var("stage", "local", start=0.0), Var("pending", "local", start=0.0)],
     states=("x",), stop_time=3.0, step_size=0.1)
+
+
+def _pairs(*pairs):
+    return [Var(name + suffix, kind, type=t, start=start, dims=dims, max_size=8)
+            for name, t, start, dims in pairs
+            for suffix, kind in (("_in", "discrete_input" if t != "Float64" and t != "Float32"
+                                  else "input"), ("_out", "discrete_output"
+                                                  if not t.startswith("Float") else "output"))]
+
+
+#: Every FMI 2.0 type, input -> output (numbers doubled, booleans negated, enumerations next).
+TYPES2 = Spec("Types", "types.c", _pairs(
+    ("r", "Float64", 1.5, ()), ("i", "Int32", 3, ()), ("b", "Boolean", 0, ()),
+    ("e", "Enumeration", 1, ())), enumerations={"Level": ("low", "mid", "high")},
+    step_size=0.1)
+
+#: Every FMI 3.0 type and width, fixed-size and structurally sized arrays.
+TYPES3 = Spec("Types", "types.c", [
+    Var("n", "structural", type="UInt64", start=3)] + _pairs(
+    ("f32", "Float32", 0.25, ()), ("i8", "Int8", -3, ()), ("u16", "UInt16", 7, ()),
+    ("i32", "Int32", -5, ()), ("i64", "Int64", 1 << 40, ()), ("u64", "UInt64", 1 << 50, ()),
+    ("b", "Boolean", 1, ()), ("e", "Enumeration", 2, ()), ("a", "Float64", 1.0, (3,)),
+    ("s", "Float64", 2.0, ("n",))), enumerations={"Level": ("low", "mid", "high")},
+    step_size=0.1)
+
+#: An FMI 3.0 co-simulation FMU with a time-based input clock (interval 0.3 s).
+TICKER = Spec("Ticker", "ticker.c", [
+    Var("tick", "clock"), Var("u", "input", start=0.0),
+    Var("count", "discrete_output", type="Int32", start=0),
+    Var("total", "discrete_output", start=0.0), Var("ticked", "local", start=0.0)],
+    clocks=(("tick", "input", "constant", 0.3),), step_size=0.05, stop_time=2.0)
