@@ -22,11 +22,31 @@ def lag():
     m = Model("lag", parameters={"gain": 1.0, "tau": 0.2})
     m.add(Step("u", step_time=0.1, final=1.0), FirstOrderLag("plant", tau="=tau", gain="=gain"))
     m.connect("u.out", "plant.in")
-    counter = os.environ.get("COSIM_SWEEP_COUNTER")
-    if counter:                       # the resume test counts executions
-        with open(counter, "a") as fh:
-            fh.write("run\n")
     return m
+
+
+class CountedFinal:
+    """A reducer: the last value of ``plant.out``, each call counted in the file named by
+    ``COSIM_SWEEP_COUNTER`` and slowed by ``pause`` seconds (the resume test kills a sweep
+    mid-way and counts the runs done again)."""
+
+    signals = ("plant.out",)
+
+    def __init__(self, pause: float = 0.0):
+        self.pause = pause
+
+    def __repr__(self) -> str:
+        return f"CountedFinal({self.pause})"
+
+    def __call__(self, logs) -> float:
+        with open(os.environ["COSIM_SWEEP_COUNTER"], "a") as fh:
+            fh.write("run\n")
+        time.sleep(self.pause)
+        return float(logs["plant.out"][-1, 0])
+
+
+#: The resume test's sweep: 20 runs of a few tens of milliseconds each.
+RESUME_DESIGN = {"gain": [0.5, 1.0, 1.5, 2.0], "tau": [0.1, 0.2, 0.3, 0.4, 0.5]}
 
 
 def cosim_lag():
@@ -52,7 +72,8 @@ def broken():
 
 if __name__ == "__main__":        # the driver the resume test kills
     import sys
-    from cluster.sweep import final, grid, sweep
-    out = Path(sys.argv[1])
-    sweep(lag, CONFIG, grid(gain=[0.5, 1.0, 1.5, 2.0], tau=[0.1, 0.2, 0.3, 0.4, 0.5]),
-          {"y_end": final("plant.out")}, out_dir=out, backend="serial")
+    from cluster.sweep import grid, sweep
+    # The module's own names (not __main__'s), so the sweep's fingerprint is the test's.
+    from tests.cluster import sweep_models as sm
+    sweep(sm.lag, sm.CONFIG, grid(sm.RESUME_DESIGN), {"y_end": sm.CountedFinal(0.05)},
+          out_dir=Path(sys.argv[1]), backend="serial")
