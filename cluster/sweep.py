@@ -324,7 +324,11 @@ def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, ad
 # -- command line -----------------------------------------------------------------------------
 
 def main(argv=None) -> int:
-    """``cosim sweep MODEL --out DIR [design] [--metric NAME=KIND:SIGNAL[:A[:B]] ...]``."""
+    """``cosim sweep MODEL --out DIR [design] [--metric NAME=KIND:SIGNAL[:A[:B]] ...]``.
+
+    With ``--sensitivity sobol|morris N`` and ``--range``s, the design is the method's and
+    its indices of every metric are printed and written to ``DIR/sensitivity_<metric>.csv``.
+    """
     import argparse
     ap = argparse.ArgumentParser(prog="cosim sweep", description="Run a parameter study of a "
                                  "model file; results go to DIR/results.csv (resumable).")
@@ -334,6 +338,10 @@ def main(argv=None) -> int:
     ap.add_argument("--design", metavar="FILE", help="explicit points (CSV or YAML list)")
     ap.add_argument("--sample", nargs=2, metavar=("KIND", "N"),
                     help="random, lhs or sobol, with N points in the --range box")
+    ap.add_argument("--sensitivity", nargs=2, metavar=("METHOD", "N"),
+                    help="sobol (N base samples, a power of 2: N*(d+2) runs) or morris "
+                         "(N trajectories: N*(d+1) runs) over the --range box; the indices "
+                         "of every metric go to DIR/sensitivity_<metric>.csv (needs SALib)")
     ap.add_argument("--range", action="append", default=[], metavar="NAME=LOW:HIGH")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--metric", action="append", default=[],
@@ -348,15 +356,25 @@ def main(argv=None) -> int:
                          "a new DIR-<digest>")
     args = ap.parse_args(argv)
     try:
-        if args.design:
+        bounds = {}
+        for r in args.range:
+            name, _, span = r.partition("=")
+            lo, _, hi = span.partition(":")
+            bounds[name] = (float(lo), float(hi))
+        if args.sensitivity:
+            from cluster import sensitivity
+            method, n = args.sensitivity
+            makers = {"sobol": sensitivity.saltelli, "morris": sensitivity.morris}
+            if method not in makers or not bounds:
+                raise ValueError("--sensitivity needs sobol|morris, N and at least one --range")
+            if args.if_changed == "new":
+                raise ValueError("--sensitivity writes its indices beside DIR's results: "
+                                 "give a new DIR instead of --if-changed new")
+            points = makers[method](bounds, int(n), args.seed)
+        elif args.design:
             points = listed(args.design)
         elif args.sample:
             kind, n = args.sample
-            bounds = {}
-            for r in args.range:
-                name, _, span = r.partition("=")
-                lo, _, hi = span.partition(":")
-                bounds[name] = (float(lo), float(hi))
             makers = {"random": random_uniform, "lhs": lhs, "sobol": sobol}
             if kind not in makers or not bounds:
                 raise ValueError("--sample needs random|lhs|sobol, N and at least one --range")
@@ -368,7 +386,8 @@ def main(argv=None) -> int:
                 axes[name] = [float(v) for v in values.split(",")]
             points = grid(axes)
         else:
-            raise ValueError("give a design: --grid, --design or --sample with --range")
+            raise ValueError("give a design: --grid, --design, --sample or --sensitivity with "
+                             "--range")
         reducers = {}
         for spec in args.metric:
             name, _, rest = spec.partition("=")
@@ -386,4 +405,29 @@ def main(argv=None) -> int:
         return 2
     failed = sum(r["status"] != "ok" for r in rows)
     print(f"{len(rows)} runs ({failed} failed); results in {Path(args.out) / 'results.csv'}")
+    if args.sensitivity and not failed:
+        for metric in reducers:
+            try:
+                table = points.analyze(rows, metric)
+            except ModelError as err:
+                print(f"cosim sweep: {metric}: no indices: {err}", file=sys.stderr)
+                failed += 1
+                continue
+            _write_indices(table, Path(args.out) / f"sensitivity_{metric}.csv", metric)
     return 0 if not failed else 1
+
+
+def _write_indices(table: list[dict], path: Path, metric: str) -> None:
+    """Print a sensitivity table and write it as CSV."""
+    import csv
+    cols = list(table[0])
+    print(f"sensitivity of {metric}:")
+    print("  ".join(f"{c:>12}" for c in cols))
+    for row in table:
+        print("  ".join(f"{row[c]:>12}" if isinstance(row[c], str) else f"{row[c]:12.4f}"
+                        for c in cols))
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=cols)
+        writer.writeheader()
+        writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()}
+                         for r in table)

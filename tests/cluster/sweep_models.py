@@ -77,3 +77,21 @@ if __name__ == "__main__":        # the driver the resume test kills
     from tests.cluster import sweep_models as sm
     sweep(sm.lag, sm.CONFIG, grid(sm.RESUME_DESIGN), {"y_end": sm.CountedFinal(0.05)},
           out_dir=Path(sys.argv[1]), backend="serial")
+
+
+def linear():
+    """``y = 2 x1 + x2 - 0.5 x3`` of three parameters, one step: a function with exactly
+    known sensitivity indices."""
+    from blocks import Constant, Gain, Sum
+    m = Model("linear", parameters={"x1": 0.0, "x2": 0.0, "x3": 0.0})
+    m.add(Constant("c1", "=x1"), Constant("c2", "=x2"), Constant("c3", "=x3"),
+          Gain("a1", 2.0), Gain("a3", 0.5), Sum("y", "++-"))
+    m.connect("c1.out", "a1.in")
+    m.connect("c3.out", "a3.in")
+    m.connect("a1.out", "y.in1")
+    m.connect("c2.out", "y.in2")
+    m.connect("a3.out", "y.in3")
+    return m
+
+
+LINEAR_CONFIG = SimulationConfig(dt=0.1, t_end=0.1)
