@@ -20,6 +20,7 @@ fails is NaN in its own column, named in ``reducer_errors``, and the other metri
 from __future__ import annotations
 
 import difflib
+import logging
 import math
 import os
 import sys
@@ -32,7 +33,10 @@ from cluster.sweep_reducers import (KINDS, Reducer, check_signals, final, integr
                                     maximum, mean, minimum, overshoot, reduce_all, rms,
                                     settling_time)
 from cluster.sweep_results import ResultsTable, fingerprint, results_dir, write_parquet
+from cluster.sweep_worker import build, execute_many, structural_parameters
 from cosim.errors import CompileError, ModelError
+
+log = logging.getLogger("cosim.sweep")
 
 __all__ = ["KINDS", "Reducer", "Run", "final", "grid", "integral_abs_error", "lhs", "listed",
            "maximum", "mean", "minimum", "overshoot", "random_uniform", "rms", "settling_time",
@@ -42,48 +46,18 @@ __all__ = ["KINDS", "Reducer", "Run", "final", "grid", "integral_abs_error", "lh
 RESERVED = ("run_id", "index", "status", "error", "wall_time", "reducer_errors")
 
 
-# -- one run ------------------------------------------------------------------------------
-
-def _build(model_source):
-    from cosim import Model
-    return Model.from_yaml(model_source) if isinstance(model_source, (str, Path)) \
-        else model_source()
-
-
-def _execute(model_source, config, run: Run, reducers: dict, logs_dir: str | None) -> dict:
-    """Build, run and reduce one run; failures are results, not exceptions."""
-    from cosim import simulation
-    start = time.perf_counter()
-    row = {"run_id": run.run_id, "index": run.index, **run.params, "status": "ok",
-           "error": "", "wall_time": 0.0, "reducer_errors": ""}
-    try:
-        model = _build(model_source)
-        model.parameters.update(run.params)
-        cfg = config if config is not None else model.simulation
-        sim = simulation(model, cfg)
-        try:
-            logs = sim.run()
-        finally:
-            if hasattr(sim, "close"):
-                sim.close()
-        if logs_dir is not None:
-            logs.to_npz(Path(logs_dir) / f"{run.run_id}.npz")
-    except Exception as err:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
-        row.update(status="failed", error=f"run {run.run_id} {run.params}: "
-                                          f"{type(err).__name__}: {err}")
-        row.update({name: math.nan for name in reducers})
-    else:
-        values, row["reducer_errors"] = reduce_all(logs, reducers)
-        row.update(values)
-    row["wall_time"] = time.perf_counter() - start
-    return row
-
-
 def _lost(r: Run, reducers, why: str) -> dict:
     """The row of a run whose worker was lost."""
     return {"run_id": r.run_id, "index": r.index, **r.params, "status": "failed",
             "wall_time": math.nan, "error": f"run {r.run_id} {r.params}: {why}",
             "reducer_errors": "", **{k: math.nan for k in reducers}}
+
+
+def _chunks(todo: list[Run], workers: int) -> list[list[Run]]:
+    """Runs in chunks, one task each: about eight per worker (so the last ones balance),
+    at most 64 runs (so a lost worker costs little)."""
+    size = max(1, min(64, math.ceil(len(todo) / (8 * max(1, workers)))))
+    return [todo[i:i + size] for i in range(0, len(todo), size)]
 
 
 # -- the results file -----------------------------------------------------------------------
@@ -202,7 +176,7 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     _check_names(names, reducers)
     columns = ["run_id", "index", *names, "status", "error", "wall_time", *reducers,
                "reducer_errors"]
-    built = _build(model)
+    built = build(model)
     fp = fingerprint(model, config, [r.run_id for r in runs], reducers, built=built)
     _check_model(built, config, runs, reducers)
     out = Path(out_dir) if out_dir is not None else None
@@ -218,20 +192,23 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     done = set(table.done) if table is not None else set()
     todo = [r for r in runs if r.run_id not in done]
     results: dict[str, dict] = {}
+    structures: dict[int, str] = {}
     bar = _Progress.open(len(runs), len(runs) - len(todo), progress)
 
-    def finished(row):
-        results[row["run_id"]] = row
-        if table is not None:
-            table.add(row)
-        if bar is not None:
-            bar.update(row)
+    def finished(done: list[tuple[dict, str]]):
+        for row, structure in done:
+            results[row["run_id"]] = row
+            structures[row["index"]] = structure
+            if table is not None:
+                table.add(row)
+            if bar is not None:
+                bar.update(row)
 
     logs_arg = str(logs_dir) if logs_dir is not None else None
     try:
         if backend == "serial":
             for r in todo:
-                finished(_execute(model, config, r, reducers, logs_arg))
+                finished(execute_many(model, config, [r], reducers, logs_arg))
         elif backend == "process":
             _run_pool(model, config, todo, reducers, logs_arg, max_in_flight, finished)
         else:
@@ -249,7 +226,20 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     rows.sort(key=lambda row: row["index"])
     if out is not None:
         write_parquet(rows, out / "results.parquet", fp)
+    _report_structures(runs, structures)
     return rows
+
+
+def _report_structures(runs: list[Run], structures: dict[int, str]) -> None:
+    """Warn when the runs' plans have several structures, naming the parameters that
+    change it: those runs cannot share compiled code."""
+    kinds = {s for s in structures.values() if s}
+    if len(kinds) > 1:
+        which = structural_parameters(runs, structures)
+        log.warning("the runs compiled %d plans of different structure (block types, ports, "
+                    "shapes, sample times or wires); %s", len(kinds),
+                    f"parameter(s) {', '.join(which)} change it" if which else
+                    "no single parameter explains it")
 
 
 class _Progress:
@@ -281,13 +271,13 @@ class _Progress:
 def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, finished) -> None:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     workers = max_in_flight or os.cpu_count() or 1
-    depth = 2 * workers      # the pool runs `workers` at once; the rest wait queued
+    depth = 2 * workers      # the pool runs `workers` chunks at once; the rest wait queued
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending = set()
-        queue = list(todo)
+        queue = _chunks(todo, workers)
         while queue or pending:
             while queue and len(pending) < depth:
-                pending.add(pool.submit(_execute, model, config, queue.pop(0), reducers,
+                pending.add(pool.submit(execute_many, model, config, queue.pop(0), reducers,
                                         logs_dir))
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
@@ -300,25 +290,27 @@ def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, ad
 
     from cluster.ray_backend import ensure_ray
     ensure_ray(address)
-    task = ray.remote(num_cpus=1, max_retries=retries)(_execute)
+    task = ray.remote(num_cpus=1, max_retries=retries)(execute_many)
     model_ref = ray.put(model) if callable(model) else model
-    # Ray runs one task per CPU; by default twice that many are submitted so that no worker
-    # waits for the driver between runs. An explicit bound is the number submitted.
-    limit = max_in_flight or 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
-    queue = list(todo)
+    # Ray runs one task (a chunk of runs) per CPU; by default twice that many are submitted
+    # so that no worker waits for the driver between chunks. An explicit bound is the number
+    # submitted.
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    limit = max_in_flight or 2 * cpus
+    queue = _chunks(todo, min(limit, cpus))
     pending = {}
     while queue or pending:
         while queue and len(pending) < limit:
-            r = queue.pop(0)
-            pending[task.remote(model_ref, config, r, reducers, logs_dir)] = r
+            chunk = queue.pop(0)
+            pending[task.remote(model_ref, config, chunk, reducers, logs_dir)] = chunk
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
-            r = pending.pop(ref)
+            chunk = pending.pop(ref)
             try:
                 finished(ray.get(ref))
             except ray.exceptions.RayError as err:
-                finished(_lost(r, reducers, f"worker lost after {retries} retries: "
-                                            f"{type(err).__name__}"))
+                finished([(_lost(r, reducers, f"worker lost after {retries} retries: "
+                                              f"{type(err).__name__}"), "") for r in chunk])
 
 
 # -- command line -----------------------------------------------------------------------------

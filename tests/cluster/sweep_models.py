@@ -95,3 +95,38 @@ def linear():
 
 
 LINEAR_CONFIG = SimulationConfig(dt=0.1, t_end=0.1)
+
+
+def pi_loop():
+    """Ten blocks: a PI controller (parameters kp, ki) closing a loop around a first-order
+    plant (parameter tau), with a measurement gain and the integral of the output."""
+    from blocks import Gain, Integrator, Sum
+    m = Model("pi_loop", parameters={"kp": 2.0, "ki": 1.0, "tau": 0.5})
+    m.add(Step("ref", step_time=0.1, final=1.0), Sum("e", "+-"), Gain("kp", "=kp"),
+          Integrator("ie", 0.0), Gain("ki", "=ki"), Sum("u", "++"),
+          FirstOrderLag("plant", tau="=tau", gain=1.0), Gain("meas", 1.0),
+          Gain("scale", 1.0), Integrator("area", 0.0))
+    m.connect("ref.out", "e.in1")
+    m.connect("meas.out", "e.in2")
+    m.connect("e.out", "kp.in", "ie.in")
+    m.connect("ie.out", "ki.in")
+    m.connect("kp.out", "u.in1")
+    m.connect("ki.out", "u.in2")
+    m.connect("u.out", "plant.in")
+    m.connect("plant.out", "meas.in", "scale.in")
+    m.connect("scale.out", "area.in")
+    return m
+
+
+#: The benchmark study's runs: 1,000 RK4 steps of :func:`pi_loop` on the fast path.
+PI_CONFIG = SimulationConfig(dt=1e-3, t_end=1.0, solver="RK4", log=["plant.out", "area.out"])
+
+
+def sized():
+    """A constant vector of ``n`` ones through a gain ``gain``: ``n`` changes the plan's
+    structure (its signals' shapes), ``gain`` does not."""
+    from blocks import Constant, Gain
+    m = Model("sized", parameters={"n": 1, "gain": 1.0})
+    m.add(Constant("c", "=ones(n)"), Gain("g", "=gain"))
+    m.connect("c.out", "g.in")
+    return m

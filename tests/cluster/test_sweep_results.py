@@ -73,11 +73,17 @@ def test_a_sweep_killed_while_writing_a_batch_resumes_to_the_uninterrupted_table
         from tests.cluster.test_sweep_results import run
 
         class Dying(results.ResultsTable):
+            written = 0
+
             def write_text(self, text):
                 lines = text.splitlines(keepends=True)
                 if lines[0].startswith("run_id,"):          # the header
                     return super().write_text(text)
-                super().write_text("".join(lines[:3]) + lines[3][: len(lines[3]) // 2])
+                if self.written + len(lines) < 4:           # batches before the fatal one
+                    self.written += len(lines)
+                    return super().write_text(text)
+                whole = 3 - self.written
+                super().write_text("".join(lines[:whole]) + lines[whole][: len(lines[whole]) // 2])
                 os.kill(os.getpid(), signal.SIGKILL)
 
         import cluster.sweep
@@ -167,3 +173,18 @@ def test_parquet_results_carry_the_fingerprint(tmp_path):
     assert meta == json.loads((tmp_path / "study" / "sweep.json").read_text())
     assert set(meta) == {"model", "config", "design", "reducers"}
     assert table.column("y_end").to_pylist() == [r["y_end"] for r in rows]
+
+
+def test_parameters_that_change_the_structure_are_named(tmp_path, caplog):
+    design = grid({"n": [1, 2], "gain": [1.0, 2.0, 3.0]})
+    with caplog.at_level("WARNING", logger="cosim.sweep"):
+        rows = run(tmp_path / "s", model=sm.sized, points=design,
+                   reducers={"y": final("g.out")})
+    assert [r["y"] for r in rows] == [1.0, 2.0, 3.0] * 2
+    assert "the runs compiled 2 plans of different structure" in caplog.text
+    assert "parameter(s) n change it" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="cosim.sweep"):
+        run(tmp_path / "t", model=sm.sized, points=grid({"gain": [1.0, 2.0, 3.0]}),
+            reducers={"y": final("g.out")})
+    assert "structure" not in caplog.text
