@@ -164,6 +164,16 @@ class FmuInstance:
             self._callbacks = own                     # kept alive as long as the instance
             self.call("fmi2Instantiate", f.instantiate, False, own)
         self.instantiated = True
+        # Ask for the FMU's warning and error messages where it names categories for them
+        # (the standard's logStatus* names): they go into errors, never to the console.
+        cats = [c.name for c in (self.md.logCategories or ())
+                if c.name in ("logStatusWarning", "logStatusDiscard", "logStatusError",
+                              "logStatusFatal")]
+        if cats:
+            try:
+                f.setDebugLogging(True, cats)
+            except Exception:  # noqa: BLE001 - optional: an FMU may refuse, it still runs
+                self.log.clear()
 
     def free(self) -> None:
         """Terminate (if initialized and not yet terminated), free the instance, remove the
