@@ -357,6 +357,8 @@ def main(argv=None) -> int:
                     help=f"a summary per run; KIND one of {', '.join(KINDS)}")
     ap.add_argument("--backend", default="ray", choices=("ray", "process", "serial"))
     ap.add_argument("--workers", type=int, default=None, help="runs at once")
+    ap.add_argument("--ensemble", type=int, default=None, metavar="N",
+                    help="simulate N runs at once as one model (fixed-step explicit solvers)")
     ap.add_argument("--address", help="Ray cluster to join")
     ap.add_argument("--save-logs", action="store_true", help="keep each run's logs (NPZ)")
     ap.add_argument("--if-changed", choices=("refuse", "new"), default="refuse",
@@ -407,7 +409,8 @@ def main(argv=None) -> int:
             reducers[name] = Reducer(kind, key, *[float(x) for x in extra])
         rows = sweep(args.model, None, points, reducers, out_dir=args.out,
                      backend=args.backend, max_in_flight=args.workers, address=args.address,
-                     save_logs=args.save_logs, if_changed=args.if_changed)
+                     save_logs=args.save_logs, if_changed=args.if_changed,
+                     ensemble=args.ensemble)
     except (ValueError, ModelError, OSError) as err:
         print(f"cosim sweep: error: {err}", file=sys.stderr)
         return 2

@@ -43,8 +43,18 @@ class _RunFailed(Exception):
 # --- commands ------------------------------------------------------------------------------
 
 def _load(path: str):
+    """A model file, or a file of another format a package registered for its suffix (entry
+    point group ``cosim.model_formats``: suffix -> function of the path returning a Model,
+    e.g. ``ssp`` -> :func:`blocks.ssp.load_ssp`)."""
     from cosim.model.diagram import Model
-    return Model.from_yaml(_existing(path))
+    p = _existing(path)
+    suffix = p.suffix.lower().lstrip(".")
+    if suffix not in ("yaml", "yml", ""):
+        from importlib.metadata import entry_points
+        for ep in entry_points(group="cosim.model_formats"):
+            if ep.name == suffix:
+                return ep.load()(p)
+    return Model.from_yaml(p)
 
 
 def _existing(path: str):
