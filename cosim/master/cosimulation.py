@@ -9,6 +9,7 @@ modes included, per macro step where a Simulator goes per tick: ``run(duration=.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -59,6 +60,9 @@ class CoSimulation(PacedRuns):
     ----------
     master : Master
     partition : Partition
+    backend_start_seconds : dict of str to float
+        Wall time each backend took to start its units (s), by backend name: a Ray backend's
+        includes starting Ray when none ran.
     """
 
     def __init__(self, model, config):
@@ -96,11 +100,14 @@ class CoSimulation(PacedRuns):
         classes = {name: get_backend(name)
                    for name in sorted(by_backend, key=lambda b: b != REMOTE_BACKEND)}
         self.backends = {}
+        self.backend_start_seconds = {}
         proxies = {}
         try:
             for name, cls in classes.items():
+                started = time.perf_counter()
                 self.backends[name] = cls(cfg)
                 proxies.update(self.backends[name].start(by_backend[name]))
+                self.backend_start_seconds[name] = time.perf_counter() - started
         except BaseException:
             self._stop()            # what did start (servers, actors) must not outlive us
             raise
