@@ -103,13 +103,17 @@ def cmd_run(args) -> int:
         from cosim.run.plotting import select_signals
         select_signals(keys, plot_patterns)
         if args.live is not None:
-            from cosim.run.live import LiveView
-            live = LiveView(sim, select_signals(keys, args.live), title=model.name,
-                            backend=args.live_backend)
+            with phases.timed("opening the live view"):
+                from cosim.run.live import LiveView
+                live = LiveView(sim, select_signals(keys, args.live), title=model.name,
+                                backend=args.live_backend)
         with phases.timed("run"):
             try:
                 if live is not None:
-                    live.run(realtime=args.realtime)
+                    try:
+                        live.run(realtime=args.realtime)
+                    finally:
+                        live.close()
                     logs = sim.logs
                 elif args.realtime is not None:
                     for _ in sim.run_realtime(speed=args.realtime):

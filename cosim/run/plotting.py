@@ -111,11 +111,10 @@ def plot_logs(logs, keys=None, path=None, title: str | None = None, units: dict 
                        for g, ls in labels.items())
     size = (7.5 + legend_width, height * len(groups) + 0.8)
     if fig is None:
-        fig = plt.figure(figsize=size, layout="constrained")
+        fig = plt.figure(figsize=size)
     else:
         fig.clear()
         fig.set_size_inches(*size)
-        fig.set_layout_engine("constrained")
     axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)
     for ax, (group, ks) in zip(axes[:, 0], groups.items()):
         names = iter(labels[group])
@@ -137,6 +136,8 @@ def plot_logs(logs, keys=None, path=None, title: str | None = None, units: dict 
     axes[-1, 0].set_xlabel("time [s]")
     if title:
         fig.suptitle(title)
+    # tight_layout counts each axes' legend (beside it) in the space the axes need.
+    fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)
     return fig
