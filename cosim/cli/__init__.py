@@ -106,7 +106,8 @@ def _parser() -> argparse.ArgumentParser:
                                                  "stdout)")
     p.add_argument("--blocks", action="store_true",
                    help="a co-simulation: print the block plan as well")
-    p.set_defaults(func=_command("inspect", "cmd_plan"))
+    add_cosim_arguments(p)
+    p.set_defaults(func=_command("inspect", "cmd_plan"), t_end=None)
 
     p = sub.add_parser("check", parents=[common], help="check a model file",
                        description="Read, evaluate and compile a model file; print OK or "
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     except ModelError as err:   # CompileError included: every problem, located
         return fail(str(err), EXIT_USAGE)
     except RunFailed as err:
-        cause = err.__cause__
+        cause = err.args[0] if err.args else err.__cause__
         return fail(f"simulation failed: {type(cause).__name__}: {cause}", EXIT_FAILED)
     except KeyboardInterrupt:
         return fail("interrupted", 130)

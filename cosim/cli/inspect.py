@@ -31,7 +31,7 @@ def _compile(model, cfg):
 
 def cmd_plan(args) -> int:
     model = load_model(args.model)
-    cfg = run_config(model, args.model)
+    cfg = run_config(model, args.model, args)
     plan, units = _compile(model, cfg)
     if units is None:
         print(plan.table())

@@ -75,6 +75,15 @@ def _backend_phases(sim, phases: Phases) -> None:
         phases.add(f"starting the {name} backend{what}", seconds)
 
 
+def _failed(err: Exception) -> RunFailed:
+    """The run failed with ``err``; a refused CURVE handshake also names the CLI options."""
+    from cosim.errors import TransportError
+    if isinstance(err, TransportError) and "curve" in err.message.lower():
+        err = TransportError(err.unit, err.method, err.message + "; on the command line: "
+                             "--server-key SERVER.key --client-key YOURS.key_secret", err.t)
+    return RunFailed(err)
+
+
 def cmd_run(args) -> int:
     phases = Phases()
     with phases.timed("reading the model"):
@@ -85,8 +94,12 @@ def cmd_run(args) -> int:
     plot_file, plot_patterns = (args.plot[0], args.plot[1:]) if args.plot else (None, [])
     model.parameters.update(params)
     from cosim import simulation
+    from cosim.errors import TransportError
     with phases.timed("compiling"):
-        sim = simulation(model, cfg)   # evaluates and compiles: model errors raise here
+        try:
+            sim = simulation(model, cfg)   # evaluates and compiles: model errors raise here
+        except TransportError as err:      # a served unit out of reach or refusing us
+            raise _failed(err) from err
     _backend_phases(sim, phases)
     live = None
     try:
@@ -97,7 +110,7 @@ def cmd_run(args) -> int:
                 with phases.timed("initializing"):
                     sim.initialize()
             except Exception as err:
-                raise RunFailed(err) from err
+                raise _failed(err) from err
         keys = list(sim.logs)
         # Signals are checked before the run: a typo costs no simulation.
         from cosim.run.plotting import select_signals
@@ -122,7 +135,7 @@ def cmd_run(args) -> int:
                 else:
                     logs = sim.run()
             except Exception as err:
-                raise RunFailed(err) from err
+                raise _failed(err) from err
     finally:
         if hasattr(sim, "close"):
             with phases.timed("closing"):

@@ -228,3 +228,28 @@ def test_commands_that_do_not_simulate_import_nothing_heavy(args):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert "HEAVY []" in r.stderr
+
+
+def test_export_unit_writes_a_file_check_run_and_serve_accept(tmp_path):
+    unit = tmp_path / "battery.yaml"
+    r = cosim("export-unit", EV, "--subsystem", "battery", "-o", str(unit))
+    assert r.returncode == 0, r.stderr
+    assert "inputs: current; outputs: v_batt, soc_out" in r.stdout
+    r = cosim("check", str(unit))
+    assert r.returncode == 0 and r.stdout.startswith("OK: "), r.stderr
+    r = cosim("run", str(unit), "--t-end", "0.01")
+    assert r.returncode == 0, r.stderr
+    # The unit the server would serve is the subsystem, with the unit's ports.
+    from cosim.model.diagram import Subsystem
+    served = Model.from_yaml(unit)
+    (battery,) = [b for b in served.blocks if isinstance(b, Subsystem)]
+    original = Model.from_yaml(EV)["battery"]
+    assert battery.name == "battery" and battery.atomic and battery.dt == original.dt
+    assert battery.input_names == original.input_names
+    assert battery.output_names == original.output_names
+    assert served.parameters == Model.from_yaml(EV).parameters
+    for bad, needle in [("vehicl", "is not a top-level atomic subsystem of model "
+                                   "'electric_vehicle' (its atomic subsystems: cycle"),
+                        ("motor/limit", "is not a top-level atomic subsystem")]:
+        r = cosim("export-unit", EV, "--subsystem", bad, "-o", str(tmp_path / "x.yaml"))
+        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
