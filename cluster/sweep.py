@@ -305,6 +305,10 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     done = set(table.done) if table is not None else set()
     todo = [r for r in runs if r.run_id not in done]
     results: dict[str, dict] = {}
+    if backend == "ray" and todo:
+        # Ray first: its start-up notices are printed before the bar is drawn.
+        from cluster.ray_backend import ensure_ray
+        ensure_ray(address)
     bar = _bar(len(runs), len(runs) - len(todo), progress)
 
     def finished(row):
