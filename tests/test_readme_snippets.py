@@ -19,15 +19,24 @@ BASH_TESTED = {"## Quickstart": "tests/test_readme.py",
                "### Serve a unit to another team": "tests/cluster/test_serve_workflow.py"}
 
 
+#: First line of a block that goes on from the block before it (run together).
+CONTINUED = "# continuing the snippet above"
+
+
 def snippets(kind: str) -> list[tuple[str, str]]:
-    """``(section heading, code)`` of every block fenced as ``kind``."""
+    """``(section heading, code)`` of every block fenced as ``kind``; a block that starts
+    with :data:`CONTINUED` is run after the one before it."""
     text = (ROOT / "README.md").read_text()
     out = []
     for m in FENCE.finditer(text):
         if m.group(1) == kind:
             before = text[:m.start()]
             heading = re.findall(r"^(#{2,3} .+)$", before, re.M)[-1]
-            out.append((heading, m.group(2)))
+            code = m.group(2)
+            if code.startswith(CONTINUED):
+                assert out, "a continued snippet needs one before it"
+                code = out[-1][1] + code
+            out.append((heading, code))
     return out
 
 

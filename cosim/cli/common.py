@@ -27,9 +27,19 @@ def existing(path: str):
 
 
 def load_model(path: str):
-    """The Model of a model file (a ModelError lists its problems)."""
+    """The Model of a model file (a ModelError lists its problems), or of a file of another
+    format a package registered for its suffix (entry point group ``cosim.model_formats``:
+    suffix -> function of the path returning a Model, e.g. ``ssp`` ->
+    :func:`blocks.ssp.load_ssp`)."""
     from cosim.model.diagram import Model
-    return Model.from_yaml(existing(path))
+    p = existing(path)
+    suffix = p.suffix.lower().lstrip(".")
+    if suffix not in ("yaml", "yml", ""):
+        from importlib.metadata import entry_points
+        for ep in entry_points(group="cosim.model_formats"):
+            if ep.name == suffix:
+                return ep.load()(p)
+    return Model.from_yaml(p)
 
 
 def write_text(path: str, text: str) -> None:

@@ -26,7 +26,12 @@ from cosim.run.startup import initialize_blocks
 from cosim.run.state import RunState
 from cosim.numerics.timegrid import EXCHANGE_RTOL, floor_ticks, same_time
 
-__all__ = ["Simulator"]
+__all__ = ["LAZY_BLOCKS", "LAZY_TICKS", "Simulator"]
+
+#: Plans of this many blocks start on the interpreter and switch to the generated fast path
+#: after :data:`LAZY_TICKS` ticks (a run that ends sooner never generates code).
+LAZY_BLOCKS = 5000
+LAZY_TICKS = 10
 
 
 def _check_solver(name) -> None:
@@ -97,6 +102,7 @@ class Simulator(pacing.PacedRuns):
         self.store: LogStore | None = None
         self.monitor: EventMonitor | None = None
         self.fast_path = None
+        self._fast_at: int | None = None       # tick at which the fast path is built
         self.interpreter = Interpreter(self.plan, config, self.state)
         self._initialized = False
 
@@ -178,11 +184,23 @@ class Simulator(pacing.PacedRuns):
         interp.attach(self.store, self.monitor)
         self.state.drop_flat()
         self.fast_path = None
+        self._fast_at = None
         # Located events and mode switches run on the interpreter (its solver steps end there).
         if self.config.fast and not self.plan.loops and self.monitor is None:
-            from cosim.fastpath.choose import build
-            self.fast_path = build(self.plan, self.config, self.state, self.store,
-                                   interp.solver, interp.cslices)
+            if len(self.plan.blocks) >= LAZY_BLOCKS:
+                # Generating a large plan's code takes seconds: the first ticks run on the
+                # interpreter, so a short run does not wait for it (bit-identical either way).
+                self._fast_at = self.state.k + LAZY_TICKS
+            else:
+                self._build_fast()
+
+    def _build_fast(self) -> None:
+        """Attach the generated fast path (None when the plan cannot have one)."""
+        from cosim.fastpath.choose import build
+        interp = self.interpreter
+        self._fast_at = None
+        self.fast_path = build(self.plan, self.config, self.state, self.store, interp.solver,
+                               interp.cslices)
 
     def advance_to(self, k_stop: int, outputs: bool = False) -> None:
         """Run ticks ``k .. k_stop-1`` (stops early at a stopping event); with ``outputs``,
@@ -192,10 +210,24 @@ class Simulator(pacing.PacedRuns):
         (read values with :meth:`RunState.value`, or call :meth:`RunState.blocks_current`).
         """
         cfg = self.config
+        if self._fast_at is not None:
+            k_mid = min(k_stop, self._fast_at)
+            if self.state.k < k_mid:
+                self._interpret_to(k_mid, outputs and k_mid == k_stop)
+            if self.state.k < self._fast_at or self.state.t_stop is not None \
+                    or self.state.stop_requested:
+                return
+            self._build_fast()
+            if self.state.k >= k_stop:
+                return
         if self.fast_path is not None:
             self.fast_path.advance(k_stop, cfg.t0, cfg.dt, outputs)
             self.stats["ticks"] = self.state.k
             return
+        self._interpret_to(k_stop, outputs)
+
+    def _interpret_to(self, k_stop: int, outputs: bool) -> None:
+        """:meth:`advance_to` on the interpreter."""
         try:
             self.interpreter.advance(k_stop)
         finally:
