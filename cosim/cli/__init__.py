@@ -7,6 +7,7 @@
     cosim plan MODEL [--dot FILE] [--blocks]
     cosim check MODEL
     cosim export-unit MODEL --subsystem NAME -o unit.yaml
+    cosim report RESULTS -o report.html [--signals SIGNAL ...]
     cosim blocks [TYPE ...]
 
 ``-p`` values are numbers (``-p k=2.5``) or parameter expressions (``-p wn=2*pi*f``; a leading
@@ -26,7 +27,7 @@ tracebacks only with ``--debug``.
 
 Modules: :mod:`~cosim.cli.common` (errors, reading a file), :mod:`~cosim.cli.options` (run
 options to a configuration), :mod:`~cosim.cli.run`, :mod:`~cosim.cli.inspect` (check, plan),
-:mod:`~cosim.cli.export`, :mod:`~cosim.cli.blocks`, :mod:`~cosim.cli.wall` (where the wall
+:mod:`~cosim.cli.export`, :mod:`~cosim.cli.report`, :mod:`~cosim.cli.blocks`, :mod:`~cosim.cli.wall` (where the wall
 time went).
 """
 
@@ -126,6 +127,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", required=True, metavar="FILE", help="unit file to write")
     p.set_defaults(func=_command("export", "cmd_export_unit"))
 
+    p = sub.add_parser("report", parents=[common], help="write an HTML page about a run",
+                       description="Write one self-contained HTML page about a results "
+                                   "file: placement, plots per unit, macro-step timing per "
+                                   "unit, coupling iterations and rejected steps (the last "
+                                   "three from a co-simulation's .npz: cosim run --out R.npz).")
+    p.add_argument("results", help="results file (.npz from a co-simulation, or any "
+                                   "format cosim run --out writes)")
+    p.add_argument("-o", "--out", required=True, metavar="FILE.html")
+    p.add_argument("--signals", nargs="+", metavar="SIGNAL",
+                   help="signals to plot, names or globs (default all)")
+    p.add_argument("--title", help="page title (default: the model's name)")
+    p.set_defaults(func=_command("report", "cmd_report"))
+
     p = sub.add_parser("blocks", parents=[common], help="list the block types",
                        description="List the block types model files can use: ports, "
                                    "parameters, feedthrough and sample time.")
@@ -183,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print(f"cosim: error: choose a command (run, plan, check, export-unit, blocks, "
+        print(f"cosim: error: choose a command (run, plan, check, export-unit, report, blocks, "
               f"{', '.join(added)})", file=sys.stderr)
         return EXIT_USAGE
     from cosim.errors import ModelError

@@ -147,7 +147,10 @@ def cmd_run(args) -> int:
     if out is not None:
         with phases.timed("saving"):
             try:
-                logs.save(out)
+                if out.suffix.lower() == ".npz" and hasattr(sim, "save_logs"):
+                    sim.save_logs(out)     # with the step log, timing and placement
+                else:
+                    logs.save(out)
             except OSError as err:
                 raise Usage(f"cannot write {out}: {err.strerror or err}") from err
             except ValueError as err:                      # a format the logs do not fit

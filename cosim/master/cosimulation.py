@@ -226,7 +226,13 @@ class CoSimulation(PacedRuns):
         return self.master.step_log
 
     def save_logs(self, path) -> None:
-        """Logs as NPZ plus the iteration / step-rejection log under ``steps/...``."""
+        """Logs as NPZ (``time``, ``values/KEY``, ``time/KEY``, as ``Logs.load`` reads them)
+        plus the iteration / step-rejection log under ``steps/...``, the wall time of every
+        call that stepped a unit under ``timing/UNIT`` (shape ``(n, 2)``: master time, s;
+        seconds; see :attr:`UnitCalls.step_times <cosim.master.calls.UnitCalls>`) and
+        ``run.json``: the run's placement (each unit's backend, options, step and solver)
+        as JSON text. ``cosim report`` turns the file into a page."""
+        import json
         logs = self.logs
         arrays = {"time": logs.time}
         for k in logs:
@@ -234,7 +240,24 @@ class CoSimulation(PacedRuns):
             arrays[f"time/{k}"] = logs.time_of(k)
         for k, v in self.master.step_log_arrays().items():
             arrays[f"steps/{k}"] = v
+        for unit, (ts, seconds) in self.master.calls.step_times.items():
+            arrays[f"timing/{unit}"] = np.column_stack([np.asarray(ts), np.asarray(seconds)])
+        arrays["run.json"] = np.array(json.dumps(self.placement()))
         np.savez(path, **arrays)
+
+    def placement(self) -> dict:
+        """Where and how each unit ran: model, macro step, scheme, backend, and per unit its
+        backend, options that were set, step (s) and solver (plain data, JSON-ready)."""
+        cfg = self.config.cosim
+        units = {}
+        for spec in self.partition.units:
+            opts = {k: v for k, v in vars(cfg.options(spec.name)).items() if v is not None}
+            units[spec.name] = {"backend": cfg.backend_of(spec.name), "options": opts,
+                                "dt": getattr(spec.config, "dt", None),
+                                "solver": getattr(spec.config, "solver", None)}
+        return {"model": self.model.name, "H": cfg.H, "scheme": cfg.scheme.value,
+                "backend": cfg.backend, "compiled": self.master.compiled is not None,
+                "units": units}
 
     def save_checkpoint(self, path) -> None:
         self.master.save_checkpoint(path)
