@@ -166,7 +166,7 @@ def test_live_view_redraws_while_the_run_goes():
     cfg = replace(model.simulation, t_end=20.0)
     sim = simulation(model, cfg)
     sim.initialize()
-    view = LiveView(sim, ["plant/x.out", "ctrl/z.out"], tickrate=50.0)
+    view = LiveView(sim, ["plant/x.out", "ctrl/z.out"], tickrate=1000.0)
     seen = []
     original = view.update
 
@@ -210,7 +210,8 @@ def test_wall_time_is_explained():
                   for p in m.group(2).split(" + ")))
     assert {"start-up", "reading the model", "compiling", "run"} <= \
         {re.sub(r" \(.*\)$", "", k) for k in parts}
-    assert sum(parts.values()) == pytest.approx(float(m.group(1)), abs=0.02)
+    # Each part is rounded to 0.01 s or 0.001 s as printed: the sum agrees to that rounding.
+    assert sum(parts.values()) == pytest.approx(float(m.group(1)), abs=0.025)
     ran = float(re.search(r"ran in ([\d.]+) s", r.stdout).group(1))
     assert parts["run"] == pytest.approx(ran, abs=0.0015)
 
