@@ -75,6 +75,15 @@ class CoSimulation(PacedRuns):
         mono = Simulator(model, replace(config, cosim=None))
         mono.initialize()
         mono.finalize()          # release what initialize acquired (e.g. FMU instances)
+        #: The automatic split (``CosimConfig(partition=k)``), or None.
+        self.split = None
+        if config.cosim.partition is not None:
+            from cosim.master.autosplit import split_model
+            self.split = split_model(model, config.cosim.partition, config, shapes={
+                f"{name}.{p}": blk.outputs[p].shape
+                for name, blk in zip(mono.plan.names, mono.plan.blocks)
+                for p in blk.output_names})
+            model = self.split.model
         self.partition = partition(model, config)
         _check_unit_options(config.cosim, [s.name for s in self.partition.units])
         shapes = {}
@@ -115,7 +124,8 @@ class CoSimulation(PacedRuns):
         # In the partition's order, wherever the units run: the master's order of units (and
         # so its results, bit for bit) must not depend on it.
         proxies = {s.name: proxies[s.name] for s in specs}
-        self.master = Master(proxies, self.partition.links, config)
+        self.master = Master(proxies, self.partition.links, config,
+                             keys=self.split.keys if self.split else None)
         self._stop_requested = False
         self._closed = False
 
