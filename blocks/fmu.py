@@ -1,21 +1,44 @@
-"""FMU blocks: a co-simulation FMU as a block of a diagram (and as a unit when co-simulated).
+"""FMU blocks: a co-simulation FMU as a block of a diagram (and as a unit when co-simulated),
+and a model-exchange FMU as a continuous block integrated by cosim's solvers.
 
-In a monolithic run the FMU is a discrete block stepped at its sample hits (outputs that
-depend directly on inputs are refreshed for the current inputs, as FMI 2.0 allows). In a
-co-simulation a top-level FMU block becomes its own unit (:class:`cosim.fmi.unit.FmuUnit`).
+Ports have the FMU variables' shapes; their values are float64 arrays like every port's,
+which hold the FMU's integers, booleans (0/1) and enumerations exactly
+(:mod:`cosim.fmi.variables`). In a
+monolithic run a co-simulation FMU is a discrete block stepped at its sample hits (outputs
+that depend directly on inputs are refreshed for the current inputs); in a co-simulation a
+top-level FMU block becomes its own unit (:class:`cosim.fmi.unit.FmuUnit`). An FMU that asks
+to terminate ends the run cleanly at that time (:class:`~cosim.errors.StopSimulation`).
 fmpy is imported when the block is built, never by ``import blocks``.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from cosim.errors import ModelError, StopSimulation
 from cosim.model.block import NAME_RE, Block
-from cosim.errors import ModelError
 
 __all__ = ["FmuBlock", "ModelExchangeFmuBlock"]
 
 
+def _check_names(kind: str, name: str, path, variables) -> None:
+    bad = [v.name for v in variables if not NAME_RE.match(v.name)]
+    if bad:
+        raise ModelError(f"{kind} {name!r}: variables {bad} of {path} are not valid port "
+                         "names (letters, digits, '_')")
+
+
+def _typed(flat: np.ndarray, variables) -> dict:
+    """Port values of ``variables`` (float64 arrays of their shape) from a flat vector."""
+    out, k = {}, 0
+    for v in variables:
+        out[v.name] = flat[k:k + v.size].reshape(v.shape)
+        k += v.size
+    return out
+
+
 class FmuBlock(Block):
-    """An FMI 2.0 co-simulation FMU.
+    """An FMI 2.0 or 3.0 co-simulation FMU.
 
     Parameters
     ----------
@@ -24,12 +47,12 @@ class FmuBlock(Block):
         The ``.fmu`` file.
     sample_time : float
         Communication step (s) of the FMU in the diagram.
-    start_values : dict of str to float, optional
-        Parameters and start values set before initialization.
+    start_values : dict of str to float or array, optional
+        Parameters, structural parameters and start values set before initialization.
 
     Ports
     -----
-    One input / output per real input / output variable of the FMU, shape ``(1,)``.
+    One input / output per input / output variable of the FMU, of its shape.
 
     Notes
     -----
@@ -40,19 +63,17 @@ class FmuBlock(Block):
 
     def __init__(self, name: str, path: str, sample_time: float = 0.01,
                  start_values: dict | None = None):
-        from cosim.fmi.unit import REAL_TYPES, read_fmu
+        from cosim.fmi.unit import read_fmu
+        from cosim.fmi.variables import ports_of
         md = read_fmu(path)
-        ins = tuple(v.name for v in md.modelVariables
-                    if v.causality == "input" and v.type in REAL_TYPES)
-        outs = tuple(v.name for v in md.modelVariables
-                     if v.causality == "output" and v.type in REAL_TYPES)
-        bad = [n for n in ins + outs if not NAME_RE.match(n)]
-        if bad:
-            raise ModelError(f"FmuBlock {name!r}: variables {bad} of {path} are not valid port "
-                             "names (letters, digits, '_')")
-        super().__init__(name, sample_time=sample_time, inputs=ins, outputs=outs)
+        where = f"FmuBlock {name!r} ({path})"
+        ins, outs = ports_of(md, dict(start_values or {}), where, path)
+        _check_names("FmuBlock", name, path, ins + outs)
+        super().__init__(name, sample_time=sample_time, inputs=tuple(v.name for v in ins),
+                         outputs=tuple(v.name for v in outs))
         self.path = str(path)
         self.start_values = dict(start_values or {})
+        self._outs = outs
         deps = [o.dependencies for o in md.outputs]
         self.direct_feedthrough = bool(ins) and any(d is None or d for d in deps)
         self._unit = None
@@ -66,20 +87,27 @@ class FmuBlock(Block):
         from cosim.fmi.unit import FmuUnit
         return FmuUnit(self.path, name, self.start_values)
 
+    def _outputs(self):
+        self.outputs.update(_typed(np.concatenate(
+            [a.reshape(-1) for a in self._unit.get_outputs().values()])
+            if self._outs else np.zeros(0), self._outs))
+
     def initialize(self, t0):
         if self._unit is None:
             self._unit = self.as_unit(self.name, None)
         self._unit.initialize(t0)
-        self.outputs.update(self._unit.get_outputs())
+        self._outputs()
 
     def output_update(self, t, dt):
         if self.direct_feedthrough:
             self._unit.set_inputs({p: self.inputs[p] for p in self.input_names})
-        self.outputs.update(self._unit.get_outputs())
+        self._outputs()
 
     def state_update(self, t, dt):
         self._unit.set_inputs({p: self.inputs[p] for p in self.input_names})
-        self._unit.do_step(t, dt)
+        done = self._unit.do_step(t, dt)
+        if done.event:
+            raise StopSimulation(done.t_reached, f"FMU {self.name!r} asked to terminate")
 
     def finalize(self):
         if self._unit is not None:
@@ -87,129 +115,120 @@ class FmuBlock(Block):
             self._unit = None
 
 
-def _ptr(a):
-    """A float64 array as the ``double*`` fmpy's raw calls take."""
-    import ctypes
-    return a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
-
-
 class ModelExchangeFmuBlock(Block):
-    """An FMI 2.0 model-exchange FMU as a continuous block, integrated by cosim's solver.
+    """An FMI 2.0 or 3.0 model-exchange FMU as a continuous block, integrated by cosim's
+    solver, with its events handled by cosim's event monitor.
 
-    The block's continuous state is the FMU's (``cstate``); ``derivative(t)`` sets time,
-    states and inputs and asks the FMU for its derivatives; outputs are read the same way.
+    The block's continuous state is the FMU's (``cstate``). The FMU's event indicators and
+    its next time event are the block's switching surfaces (a block with modes, see
+    :class:`~cosim.model.block.Block` rule 10): the simulator locates their sign changes on
+    the solver's dense output and calls :meth:`switch_mode` there, which runs the FMI event
+    iteration and may reset the continuous state. After every accepted step the FMU may ask
+    for a step event (:meth:`completed_step`). Discrete-variability inputs are set only in
+    event mode: a change of one at a tick is an event at that tick.
 
     Parameters
     ----------
     name : str
     path : str
         The ``.fmu`` file (with a ModelExchange interface).
-    start_values : dict of str to float, optional
+    start_values : dict of str to float or array, optional
 
     Ports
     -----
-    One input / output per real input / output variable, shape ``(1,)``.
+    One input / output per input / output variable, of its shape.
 
     Notes
     -----
-    No FMU events (state or time events) are handled: the FMU must be smooth (it may report
-    no event indicators). Feedthrough from the model description.
+    Located events are logged in ``Simulator.switch_log`` as ``(t, block path)``. An FMU's
+    request to terminate ends the run at that time.
     """
 
     def __init__(self, name: str, path: str, start_values: dict | None = None):
-        from fmpy import read_model_description
-        try:
-            md = read_model_description(str(path))
-        except Exception as err:  # noqa: BLE001 - zip, XML and schema errors alike
-            raise ModelError(f"{path} is not a valid FMU: {type(err).__name__}: {err}") \
-                from None
-        if md.modelExchange is None:
-            raise ModelError(f"ModelExchangeFmuBlock {name!r}: {path} has no model-exchange "
-                             "interface; use FmuBlock for co-simulation FMUs")
-        if md.fmiVersion != "2.0":
-            raise ModelError(f"ModelExchangeFmuBlock {name!r}: {path} is FMI "
-                             f"{md.fmiVersion}; model exchange is supported for FMI 2.0 only "
-                             "(FMI 3.0 FMUs can be used for co-simulation with FmuBlock)")
-        if md.numberOfEventIndicators:
-            raise ModelError(f"ModelExchangeFmuBlock {name!r}: {path} has event indicators, "
-                             "which this block does not handle")
-        self._in = [v for v in md.modelVariables if v.causality == "input" and v.type == "Real"]
-        self._out = [v for v in md.modelVariables
-                     if v.causality == "output" and v.type == "Real"]
-        super().__init__(name, inputs=tuple(v.name for v in self._in),
-                         outputs=tuple(v.name for v in self._out))
+        from cosim.fmi.unit import read_fmu
+        from cosim.fmi.variables import clocks_of, ports_of
+        md = read_fmu(path, "me")
+        where = f"ModelExchangeFmuBlock {name!r} ({path})"
+        ins, outs = ports_of(md, dict(start_values or {}), where, path)
+        if md.fmiVersion == "3.0" and clocks_of(md, path, where):
+            raise ModelError(f"{where}: clocks of a model-exchange FMU are not supported "
+                             "(use its co-simulation interface with FmuBlock)")
+        _check_names("ModelExchangeFmuBlock", name, path, ins + outs)
+        super().__init__(name, inputs=tuple(v.name for v in ins),
+                         outputs=tuple(v.name for v in outs))
         self.path = str(path)
         self.start_values = dict(start_values or {})
         self._md = md
-        self._nx = len(md.derivatives)
+        self._ins, self._outs = ins, outs
         deps = [o.dependencies for o in md.outputs]
-        self.direct_feedthrough = bool(self._in) and any(
+        self.direct_feedthrough = bool(ins) and any(
             d is None or any(x.causality == "input" for x in d) for d in deps)
         self._fmu = None
 
-    def _call(self, call, fn, *args):
-        try:
-            return fn(*args)
-        except Exception as err:  # noqa: BLE001 - fmpy raises its own exception types
-            from cosim.errors import SimulationError
-            raise SimulationError(f"{call} failed in FMU {self.path}: {err}",
-                                  block=self.name) from err
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_fmu"} | {"_fmu": None}
 
     def initialize(self, t0):
-        import tempfile
+        from pathlib import Path
 
-        import numpy as np
-        from fmpy import extract
-        from fmpy.fmi2 import FMU2Model
-        md = self._md
+        from cosim.fmi.exchange import ModelExchangeFmu
+        from cosim.fmi.unit import start_value_setter
         if self._fmu is None:
-            self._dir = tempfile.mkdtemp(prefix="cosim-me-")
-            extract(self.path, self._dir)
-            self._fmu = FMU2Model(guid=md.guid, unzipDirectory=self._dir,
-                                  modelIdentifier=md.modelExchange.modelIdentifier,
-                                  instanceName=self.name)
-            self._call("instantiate", self._fmu.instantiate)
+            self._fmu = ModelExchangeFmu(Path(self.path), self._md, self.name, self._ins,
+                                         self._outs)
+            self._start = start_value_setter(self._fmu.inst, self._md, self.start_values,
+                                             f"ModelExchangeFmuBlock {self.name!r}")
         else:
-            self._call("reset", self._fmu.reset)
-        fmu = self._fmu
-        self._call("setupExperiment", fmu.setupExperiment, None, t0)
-        vars_ = {v.name: v for v in md.modelVariables}
-        for k, v in self.start_values.items():
-            if k not in vars_:
-                raise ModelError(f"ModelExchangeFmuBlock {self.name!r}: {k!r} is not a "
-                                 f"variable of {self.path}")
-            self._call("setReal", fmu.setReal, [vars_[k].valueReference], [float(v)])
-        self._call("enterInitializationMode", fmu.enterInitializationMode)
-        self._call("exitInitializationMode", fmu.exitInitializationMode)
-        self._call("enterContinuousTimeMode", fmu.enterContinuousTimeMode)
-        x = np.zeros(self._nx)
-        self._call("getContinuousStates", fmu.getContinuousStates, _ptr(x), self._nx)
-        self.cstate = x
+            self._fmu.reset()
+        self.cstate = self._fmu.initialize(t0, self._start)
+        self._fmu.disc_values = None
+
+    def _flat(self, variables) -> np.ndarray | None:
+        if not variables or not all(v.name in self.inputs for v in variables):
+            return None
+        return np.concatenate([np.asarray(self.inputs[v.name], np.float64).reshape(-1)
+                               for v in variables])
 
     def _load(self, t) -> None:
-        import numpy as np
-        fmu = self._fmu
-        self._call("setTime", fmu.setTime, t)
-        x = np.ascontiguousarray(self.cstate, dtype=np.float64)
-        self._call("setContinuousStates", fmu.setContinuousStates, _ptr(x), self._nx)
-        if self._in and self.inputs:
-            self._call("setReal", fmu.setReal, [v.valueReference for v in self._in],
-                       [float(self.inputs[v.name][0]) for v in self._in if v.name in
-                        self.inputs])
+        self._fmu.load(t, self.cstate, self._flat(self._fmu.cont_in))
 
     def output_update(self, t, dt):
-        import numpy as np
+        # At a tick: a changed discrete input is an event here (FMI sets those only in event
+        # mode); the new state is written into the simulator's vector (a discrete block ran,
+        # so the solver restarts from it).
         self._load(t)
-        vals = self._call("getReal", self._fmu.getReal, [v.valueReference for v in self._out])
-        for v, y in zip(self._out, vals):
-            self.outputs[v.name] = np.array([float(y)])
+        disc = self._flat(self._fmu.disc_in)
+        if disc is not None and (self._fmu.disc_values is None or
+                                 not np.array_equal(disc, self._fmu.disc_values)):
+            self._event(t, disc)
+        self.held_output_update(t, dt)
+
+    def held_output_update(self, t, dt):
+        self._load(t)
+        self.outputs.update(_typed(self._fmu.outputs(), self._outs))
 
     def derivative(self, t):
-        import numpy as np
         self._load(t)
-        dx = np.zeros(self._nx)
-        self._call("getDerivatives", self._fmu.getDerivatives, _ptr(dx), self._nx)
-        return dx
+        return self._fmu.derivatives()
+
+    def switch_surfaces(self, t):
+        self._load(t)
+        return self._fmu.surfaces(t)
+
+    def switch_mode(self, t):
+        self._load(t)
+        self._event(t, self._flat(self._fmu.disc_in))
+
+    def completed_step(self, t):
+        self._load(t)
+        return self._fmu.completed_step(t)
+
+    def _event(self, t, disc) -> None:
+        x = self._fmu.event(t, disc)
+        if x is not None:
+            self.cstate[:] = x
 
     def finalize(self):
-        pass
+        if self._fmu is not None:
+            fmu, self._fmu = self._fmu, None
+            fmu.free()

@@ -8,7 +8,7 @@ from cosim.model.block import Block, Kernel
 from cosim.compile.plan import Plan, compile_model
 from cosim.config import CosimConfig, SimulationConfig
 from cosim.errors import (CodecError, CompileError, ConvergenceError, CosimError, ModelError,
-                          SimulationError, TransportError, UnsupportedError)
+                          SimulationError, StopSimulation, TransportError, UnsupportedError)
 from cosim.run.logs import Logs
 from cosim.model.diagram import (Connection, From, Goto, Inport, Model, Outport, Reference,
                          Subsystem)
@@ -38,6 +38,7 @@ __all__ = [
     "Block", "CoSimulation", "CodecError", "CompileError", "Connection", "ConvergenceError",
     "CosimConfig",
     "CosimError", "From", "Goto", "Inport", "Kernel", "Logs", "Model", "ModelError", "Outport",
-    "Plan", "Reference", "SimulationConfig", "SimulationError", "Simulator", "Subsystem",
+    "Plan", "Reference", "SimulationConfig", "SimulationError", "Simulator", "StopSimulation",
+    "Subsystem",
     "TransportError", "UnsupportedError", "compile_model", "simulation",
 ]

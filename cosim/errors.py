@@ -128,6 +128,27 @@ class TransportError(CosimError):
         super().__init__(f"unit {unit!r}: {method}{at} failed: {message}")
 
 
+class StopSimulation(CosimError):
+    """Raised by a block (an FMU asking to terminate) to end the run cleanly at time ``t``.
+
+    Not a failure: the simulator ends the run there like a stopping event (the run's end
+    time becomes ``t``); a unit reports it to the master as a stop, which ends the
+    co-simulation at ``t`` on every backend.
+
+    Parameters
+    ----------
+    t : float
+        Time at which the run ends, s.
+    reason : str
+        Who asked and why (logged with the stop).
+    """
+
+    def __init__(self, t: float, reason: str):
+        self.t = t
+        self.reason = reason
+        super().__init__(f"stop at t={t:.9g}: {reason}")
+
+
 class UnsupportedError(CosimError):
     """A unit cannot do what was asked (e.g. an FMU that cannot save its state)."""
 

@@ -1,34 +1,41 @@
-"""FMUs as units: an FMI 2.0 or 3.0 co-simulation FMU driven through the unit protocol (fmpy).
+"""FMUs as units: an FMI 2.0 or 3.0 co-simulation FMU driven through the unit protocol.
 
-Ports are the FMU's real (FMI 3.0: Float64) inputs and outputs (shape ``(1,)`` each); which
-outputs depend on which inputs comes from the model description's ``<ModelStructure>`` (when it
-lists none, every output is assumed to depend on every input: the safe choice). Rollback and
-checkpoints use the FMU's own state functions (``fmi2GetFMUstate`` + ``fmi2SerializeFMUstate``,
-or FMI 3.0's); an FMU that cannot save its state refuses ``get_state`` with an error saying so,
-which makes the master refuse iteration, adaptive steps and checkpoints for it. Every fmpy call
-goes through one wrapper that names the unit, the call and the time.
+Ports are the FMU's inputs and outputs of every numeric type (:mod:`cosim.fmi.variables`);
+on the protocol their values travel as float64 arrays of the port's shape, converted exactly
+to and from the FMU's type here (an input value that the type cannot hold is an error naming
+the port). Which outputs depend on which inputs comes from ``<ModelStructure>`` (none listed:
+every output depends on every input, the safe choice). Rollback and checkpoints use the FMU's
+own state functions; an FMU that cannot save its state refuses ``get_state`` with an error
+saying so, which makes the master refuse iteration, adaptive steps and checkpoints for it.
+
+An FMU's request to terminate (FMI 2.0: ``fmi2Discard`` from ``fmi2DoStep`` with
+``fmi2Terminated`` true; FMI 3.0: ``terminateSimulation`` from ``fmi3DoStep``) is a stop: the
+step reports ``StepDone(t, event=True)`` at the time the FMU reached, and the master ends the
+co-simulation there, on every backend. FMI 3.0 time-based input clocks tick as scheduled
+events inside the unit's steps. Every FMI call goes through :class:`~cosim.fmi.instance.
+FmuInstance`, whose errors carry the FMU's own log messages.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import math
 from pathlib import Path
 
 import numpy as np
 
-from cosim.master import protocol as P
 from cosim.errors import ModelError, SimulationError, UnsupportedError
-from cosim.master.units import Unit
+from cosim.fmi.instance import DISCARD, FmuInstance
+from cosim.fmi.variables import (FmuVariable, clocks_of, ports_of, shape_of,
+                                  structural_values)
+from cosim.master import protocol as P
+from cosim.master.units import DirectStep, Unit
 
-__all__ = ["FmuUnit", "REAL_TYPES", "read_fmu"]
-
-#: Variable types of real scalars: FMI 2.0 ``Real``, FMI 3.0 ``Float64``.
-REAL_TYPES = ("Real", "Float64")
+__all__ = ["FmuUnit", "read_fmu", "start_value_setter"]
 
 
-def read_fmu(path) -> object:
-    """The model description of an FMU file; a clear error names a bad file."""
+def read_fmu(path, interface: str = "cs") -> object:
+    """The model description of an FMU file; a clear error names a bad file or a missing
+    interface (``"cs"`` co-simulation, ``"me"`` model exchange)."""
     from fmpy import read_model_description
     p = Path(path)
     if not p.is_file():
@@ -37,12 +44,58 @@ def read_fmu(path) -> object:
         md = read_model_description(str(p))
     except Exception as err:  # noqa: BLE001 - zip, XML and schema errors alike
         raise ModelError(f"{p} is not a valid FMU: {type(err).__name__}: {err}") from None
-    if md.coSimulation is None:
-        raise ModelError(f"{p} is not a co-simulation FMU (FMI {md.fmiVersion}); use it as a "
-                         "model-exchange block instead")
     if md.fmiVersion not in ("2.0", "3.0"):
         raise ModelError(f"{p}: FMI {md.fmiVersion} is not supported (FMI 2.0 and 3.0 are)")
+    if interface == "cs" and md.coSimulation is None:
+        raise ModelError(f"{p} is not a co-simulation FMU (FMI {md.fmiVersion}); use it as a "
+                         "model-exchange block (ModelExchangeFmuBlock) instead")
+    if interface == "me" and md.modelExchange is None:
+        raise ModelError(f"{p} has no model-exchange interface (FMI {md.fmiVersion}); use "
+                         "FmuBlock for co-simulation FMUs")
     return md
+
+
+def start_value_setter(inst: FmuInstance, md, start_values: dict, where: str):
+    """Check ``start_values`` against ``md`` and return ``apply(phase)`` that sets them:
+    phase ``"config"`` the FMI 3.0 structural parameters, ``"init"`` every other one."""
+    vars_ = {v.name: v for v in md.modelVariables}
+    unknown = sorted(set(start_values) - set(vars_))
+    if unknown:
+        raise ModelError(f"{where}: {', '.join(unknown)} not variables of the FMU "
+                         f"(variables: {', '.join(vars_)})")
+    structural = structural_values(md, start_values) if md.fmiVersion == "3.0" else {}
+    phases = {"config": [], "init": []}
+    for name, value in start_values.items():
+        v = vars_[name]
+        if v.type in ("String", "Binary", "Clock"):
+            raise ModelError(f"{where}: start value of {name!r}: a {v.type} variable cannot be "
+                             "set by cosim")
+        fv = FmuVariable(name, v.valueReference, v.type,
+                         np.dtype(np.float64), shape_of(v, structural, where),
+                         v.variability or "continuous")
+        arr = np.asarray(value, dtype=np.float64).reshape(-1)
+        if arr.size != fv.size:
+            raise ModelError(f"{where}: start value of {name!r} has {arr.size} values; the "
+                             f"variable has shape {fv.shape}")
+        phases["config" if v.causality == "structuralParameter" else "init"].append((fv, arr))
+
+    def apply(phase: str) -> None:
+        items = phases[phase]
+        if items:
+            inst.write(inst.groups([fv for fv, _ in items]),
+                       np.concatenate([a for _, a in items]))
+    return apply
+
+
+def exact_cast(values: np.ndarray, v, where: str) -> np.ndarray:
+    """``values`` as ``v``'s dtype, refusing values that type cannot hold exactly."""
+    if v.dtype == np.float64:
+        return values
+    out = values.astype(v.dtype)
+    if not np.array_equal(out.astype(np.float64), values):
+        raise SimulationError(f"{where}: input {v.name!r} is an FMI {v.type}; the value "
+                              f"{values.tolist()} is not exactly one (convert it upstream)")
+    return out
 
 
 class FmuUnit(Unit):
@@ -54,61 +107,63 @@ class FmuUnit(Unit):
         The ``.fmu`` file.
     name : str
         Unit name.
-    start_values : dict of str to float, optional
-        Values set before initialization (parameters and start values alike).
+    start_values : dict of str to float or array, optional
+        Values set before initialization (parameters, structural parameters and start
+        values alike).
     """
 
     def __init__(self, path, name: str, start_values: dict | None = None):
-        from fmpy import extract
         self.name = name
         self.path = Path(path)
         self.md = read_fmu(self.path)
         self.start_values = dict(start_values or {})
-        vars_ = {v.name: v for v in self.md.modelVariables}
-        unknown = sorted(set(self.start_values) - set(vars_))
-        if unknown:
-            raise ModelError(f"FMU unit {name!r}: {', '.join(unknown)} not variables of "
-                             f"{self.path.name} (variables: {', '.join(vars_)})")
-        self.inputs = [v for v in self.md.modelVariables
-                       if v.causality == "input" and v.type in REAL_TYPES]
-        self.outputs = [v for v in self.md.modelVariables
-                        if v.causality == "output" and v.type in REAL_TYPES]
-        self._vars = vars_
+        where = f"FMU unit {name!r} ({self.path.name})"
+        self.where = where
+        self.inputs, self.outputs = ports_of(self.md, self.start_values, where, self.path)
+        self.clocks = clocks_of(self.md, self.path, where) if self.md.fmiVersion == "3.0" \
+            else []
         cs = self.md.coSimulation
         self.can_state = bool(cs.canGetAndSetFMUstate and cs.canSerializeFMUstate)
         self.fmi3 = self.md.fmiVersion == "3.0"
+        self.event_mode = self.fmi3 and bool(self.clocks)
         # FMI 3.0 co-simulation has no input derivatives (intermediate updates instead).
         self.can_interpolate = bool(cs.canInterpolateInputs) and not self.fmi3
-        self._dir = tempfile.mkdtemp(prefix="cosim-fmu-")
-        extract(str(self.path), self._dir)
-        if self.fmi3:
-            from fmpy.fmi3 import FMU3Slave
-            self.fmu = FMU3Slave(guid=self.md.guid, unzipDirectory=self._dir,
-                                 modelIdentifier=cs.modelIdentifier, instanceName=name)
-        else:
-            from fmpy.fmi2 import FMU2Slave
-            self.fmu = FMU2Slave(guid=self.md.guid, unzipDirectory=self._dir,
-                                 modelIdentifier=cs.modelIdentifier, instanceName=name)
-        # fmpy names the calls after the standard: FMI 3.0 renamed a few.
-        f = self.fmu
-        self._set = f.setFloat64 if self.fmi3 else f.setReal
-        self._get = f.getFloat64 if self.fmi3 else f.getReal
-        self._state_calls = ((f.getFMUState, f.setFMUState, f.freeFMUState,
-                              f.serializeFMUState, f.deserializeFMUState) if self.fmi3 else
-                             (f.getFMUstate, f.setFMUstate, f.freeFMUstate,
-                              f.serializeFMUstate, f.deSerializeFMUstate))
+        if self.clocks and not cs.hasEventMode:
+            raise ModelError(f"{where}: it has input clocks but no event mode (hasEventMode "
+                             "false), so its clocks cannot be ticked")
+        self._in_index = {v.name: v for v in self.inputs}
+        self._n_in = sum(v.size for v in self.inputs)
+        self._n_out = sum(v.size for v in self.outputs)
+        # Where each port's values sit in the flat input / output vectors (made once: the
+        # per-step path only copies values).
+        self._in_slots, self._in_casts, self._out_slots, k = [], [], [], 0
+        for v in self.inputs:
+            self._in_slots.append((v.name, slice(k, k + v.size)))
+            if v.dtype != np.float64:
+                self._in_casts.append((v, slice(k, k + v.size)))
+            k += v.size
+        k = 0
+        for v in self.outputs:
+            self._out_slots.append((v.name, slice(k, k + v.size), v.shape))
+            k += v.size
+        self._in_flat = np.zeros(self._n_in)
+        self._y: np.ndarray | None = None
+        de = self.md.defaultExperiment
+        self._dt = float(de.stepSize) if de and de.stepSize else 1e-3
+        self._t0, self._k = 0.0, 0
+        # Direct steps: each input's live values [value, has derivatives, d1, d2, t]
+        # (DirectStep), the outputs' slots, the stop times of steps that stopped.
+        self._lives = {v.name: [0.0, 0.0, 0.0, 0.0, 0.0] for v in self.inputs}
+        self._live_list = list(self._lives.values())
+        self._direct_out = np.zeros(len(self.outputs))
+        self._stops: list[float] = []
+        self._logged_t: float | None = None     # time and values of the latest sample
+        self._logged_y: np.ndarray | None = None
+        self.inst: FmuInstance | None = None
         self.t = 0.0
-        self._instantiated = False
         self._log_t: list[float] = []
         self._log_y: list[np.ndarray] = []
-
-    def _call(self, call: str, fn, *args):
-        """The one choke point for fmpy calls: a bad status becomes a named error."""
-        try:
-            return fn(*args)
-        except Exception as err:  # noqa: BLE001 - fmpy raises its own exception types
-            raise SimulationError(f"FMU unit {self.name!r} ({self.path.name}): {call} failed: "
-                                  f"{err}", t=self.t) from err
+        self._terminated = False
 
     # -- protocol -------------------------------------------------------------------------
 
@@ -122,111 +177,331 @@ class FmuUnit(Unit):
                                                 if d.causality == "input")
         return P.UnitDescription(
             name=self.name,
-            inputs=tuple(P.PortInfo(v.name, (1,)) for v in self.inputs),
-            outputs=tuple(P.PortInfo(v.name, (1,)) for v in self.outputs),
+            inputs=tuple(P.PortInfo(v.name, v.shape) for v in self.inputs),
+            outputs=tuple(P.PortInfo(v.name, v.shape) for v in self.outputs),
             feedthrough=tuple((v.name, deps.get(v.name, ())) for v in self.outputs),
-            dt=float(self.md.defaultExperiment.stepSize) if self.md.defaultExperiment and
-            self.md.defaultExperiment.stepSize else 1e-3,
+            dt=self._dt,
             can_get_set_state=self.can_state,
             capabilities=("rollback",) if self.can_state else ())
 
     def initialize(self, t0: float) -> None:
-        fmu = self.fmu
-        if self._instantiated:
-            self._call("reset", fmu.reset)
+        if self.inst is None:
+            self.inst = FmuInstance(self.path, self.md, "cs", self.name, self.event_mode)
+            if not self.fmi3:
+                self._do_step2 = self.inst.raw("fmi2DoStep")
+            self._acc_in = self.inst.groups(self.inputs)
+            if len(self._acc_in) == 1 and self._acc_in[0].whole and \
+                    self._acc_in[0].view.dtype == np.float64:
+                self._in_flat = self._acc_in[0].view    # inputs written straight to C
+            self._acc_out = self.inst.groups(self.outputs)
+            self._start = start_value_setter(self.inst, self.md, self.start_values,
+                                             self.where)
         else:
-            self._call("instantiate", fmu.instantiate)
-            self._instantiated = True
-        self.t = t0
-        if not self.fmi3:
-            self._call("setupExperiment", fmu.setupExperiment, None, t0)
-        for name, value in self.start_values.items():
-            self._call("set", self._set, [self._vars[name].valueReference], [value])
+            self.inst.call("reset", self.inst.fmu.reset)
+        inst, fmu = self.inst, self.inst.fmu
+        inst.terminated = self._terminated = False
+        self.t = inst.t = self._t0 = t0
+        self._k = 0
+        self._stops.clear()
         if self.fmi3:
-            self._call("enterInitializationMode", fmu.enterInitializationMode, None, t0)
+            if any(v.causality == "structuralParameter" for v in self.md.modelVariables):
+                inst.call("fmi3EnterConfigurationMode", fmu.enterConfigurationMode)
+                self._start("config")
+                inst.call("fmi3ExitConfigurationMode", fmu.exitConfigurationMode)
+            self._start("init")
+            inst.call("fmi3EnterInitializationMode", fmu.enterInitializationMode, None, t0)
+            inst.call("fmi3ExitInitializationMode", fmu.exitInitializationMode)
+            if self.event_mode:
+                # Ticks at or after t0; each is handled when the unit steps from it (with the
+                # inputs of that time) or inside a step (with the held ones).
+                self._ticks = [c.shift + c.interval * max(0, math.ceil((t0 - c.shift)
+                                                                       / c.interval - 1e-9))
+                               for c in self.clocks]
+                self._event_update([])
         else:
-            self._call("enterInitializationMode", fmu.enterInitializationMode)
-        self._call("exitInitializationMode", fmu.exitInitializationMode)
+            inst.call("fmi2SetupExperiment", fmu.setupExperiment, None, t0)
+            self._start("init")
+            inst.call("fmi2EnterInitializationMode", fmu.enterInitializationMode)
+            inst.call("fmi2ExitInitializationMode", fmu.exitInitializationMode)
         self._log_t, self._log_y = [], []
+        self._y = None
+        self._logged_t = None
         self._record()
 
+    def _event_update(self, ticking) -> None:
+        """FMI 3.0 event mode at the current time: tick ``ticking`` clocks, update the
+        discrete states until stable, back to step mode (a termination request is noted)."""
+        inst, fmu = self.inst, self.inst.fmu
+        if ticking:
+            inst.call("fmi3SetClock", fmu.setClock, [c.vr for c in ticking], [True] * len(ticking))
+        for _ in range(1000):
+            again, stop, *_ = inst.call("fmi3UpdateDiscreteStates", fmu.updateDiscreteStates)
+            if stop:
+                self._terminated = True
+                break
+            if not again:
+                break
+        else:
+            raise SimulationError(f"{self.where}: the event iteration did not settle after "
+                                  "1000 updates", t=self.t)
+        inst.call("fmi3EnterStepMode", fmu.enterStepMode)
+
     def set_inputs(self, values: dict, derivatives: dict | None = None) -> None:
-        names = {v.name: v for v in self.inputs}
-        refs, vals = [], []
-        for p, v in values.items():
-            if p not in names:
-                raise ModelError(f"FMU unit {self.name!r} has no input {p!r} (inputs: "
-                                 f"{', '.join(names)})")
-            refs.append(names[p].valueReference)
-            vals.append(float(np.asarray(v).reshape(-1)[0]))
-        if refs:
-            self._call("set", self._set, refs, vals)
+        if not values:
+            return
+        if len(values) != len(self.inputs):
+            self._set_some(values)
+            return
+        flat = self._in_flat
+        try:
+            for name, sl in self._in_slots:
+                flat[sl] = values[name].reshape(-1)
+        except (KeyError, ValueError, AttributeError):
+            self._set_some(values)          # the careful path names what is wrong
+            return
+        for v, sl in self._in_casts:
+            exact_cast(flat[sl], v, self.where)
+        self.inst.write(self._acc_in, flat)
+        self._y = None
         if derivatives and self.can_interpolate:
-            for p, ders in derivatives.items():
-                if ders:
-                    self._call("setRealInputDerivatives", self.fmu.setRealInputDerivatives,
-                               [names[p].valueReference], [1], [float(ders[0][0])])
+            self._set_derivatives(derivatives)
+
+    def _set_derivatives(self, derivatives: dict) -> None:
+        """First derivatives of the real inputs over the coming step (FMI 2.0
+        ``fmi2SetRealInputDerivatives``, when the FMU can interpolate its inputs)."""
+        f = self.inst.fmu
+        for p, ders in derivatives.items():
+            v = self._in_index[p]
+            if ders and v.type == "Real":
+                self.inst.call("fmi2SetRealInputDerivatives", f.setRealInputDerivatives,
+                               [v.vr], [1], [float(np.asarray(ders[0]).reshape(-1)[0])])
+
+    def _set_some(self, values: dict) -> None:
+        unknown = [p for p in values if p not in self._in_index]
+        if unknown:
+            raise ModelError(f"{self.where} has no input {unknown[0]!r} (inputs: "
+                             f"{', '.join(self._in_index)})")
+        chosen = [self._in_index[p] for p in values]
+        parts = []
+        for v in chosen:
+            val = np.asarray(values[v.name], dtype=np.float64).reshape(-1)
+            if val.size != v.size:
+                raise ModelError(f"{self.where}: input {v.name!r} takes {v.size} values, "
+                                 f"got {val.size}")
+            parts.append(exact_cast(val, v, self.where).astype(np.float64))
+        self.inst.write(self.inst.groups(chosen), np.concatenate(parts))
+        self._y = None
 
     def refresh_outputs(self) -> P.StepDone:
         """Log the outputs for the inputs just set as this time's sample (FMI computes
         outputs on demand, so nothing else is due)."""
         self._record(replace=True)
-        return P.StepDone(self.t, False)
+        return P.StepDone(self.t, False, self._next_tick())
+
+    def _next_tick(self) -> float:
+        return min(self._ticks) if self.event_mode and self._ticks else math.inf
 
     def do_step(self, t: float, h: float) -> P.StepDone:
-        if h > 0.0:
-            self._call("doStep", self.fmu.doStep, t, h)
-            self.t = t + h
-        self._record(replace=h == 0.0)
-        return P.StepDone(self.t, False)
+        # On the unit's grid (every co-simulation step is) the FMU sees t0 + k*dt and m*dt,
+        # computed from integer ticks, as the compiled exchange's direct steps do.
+        k, m = (t - self._t0) / self._dt, h / self._dt
+        if abs(k - round(k)) < 1e-6 and abs(m - round(m)) < 1e-6 and round(m) > 0:
+            return self._advance(round(k), round(m))
+        return self._step(t, h)
+
+    def _advance(self, k: int, m: int) -> P.StepDone:
+        self._k = k + m
+        return self._step(self._t0 + k * self._dt, m * self._dt,
+                          self._t0 + self._k * self._dt)
+
+    def _step(self, t: float, h: float, t_end: float | None = None) -> P.StepDone:
+        """Step ``[t, t + h]``; the time reached is ``t_end`` (the grid's, never
+        accumulated) unless the FMU stopped earlier."""
+        if self._terminated:
+            raise SimulationError(f"{self.where}: stepped after the FMU asked to terminate",
+                                  t=t)
+        if self._logged_t != self.t:
+            self._record()          # the step's start, with the inputs just set
+        inst = self.inst
+        inst.t = t
+        t_reached = self._step_fmi3(t, h) if self.fmi3 else self._step_fmi2(t, h)
+        if t_end is not None and t_reached == t + h:
+            t_reached = t_end
+        self.t = inst.t = t_reached
+        self._y = None
+        return P.StepDone(t_reached, self._terminated, self._next_tick())
+
+    # -- direct steps (the compiled exchange) ---------------------------------------------
+
+    def direct(self) -> DirectStep | None:
+        """Direct steps for the compiled exchange (:mod:`cosim.master.compiled`): the same
+        calls as the protocol path (``set_inputs``, ``do_step`` / ``refresh_outputs``) without
+        request objects, for an FMU with scalar ports, no input clocks and no input
+        derivatives."""
+        if (self.inst is None or self._terminated or self.event_mode or self.can_interpolate
+                or any(v.size != 1 for v in self.inputs + self.outputs)):
+            return None
+        return DirectStep((self._direct_step, self._direct_out, None, None, None, None),
+                          self._k, 0, self._t0, self._dt, self._lives,
+                          {v.name: j for j, v in enumerate(self.outputs)}, self._stops)
+
+    def _direct_step(self, k, k_stop, last, S, D, X, R, G, k_full, k_log):
+        """The generated-function signature of :class:`DirectStep`: inputs from the live
+        values, then a step to tick ``k_full`` (or, with ``k_full == k``, a refresh)."""
+        flat = self._in_flat
+        for i, live in enumerate(self._live_list):
+            flat[i] = live[0]
+        for v, sl in self._in_casts:
+            exact_cast(flat[sl], v, self.where)
+        self.inst.write(self._acc_in, flat)
+        self._y = None
+        if k_full > k:
+            done = self._advance(k, k_full - k)
+            if done.event:
+                self._stops.append(done.t_reached)
+        else:
+            self._record(replace=True)
+        S[:] = self._outputs_now()
+        return k_full, last
+
+    def settle(self, k: int, last: int, stepped: int, derivatives: dict) -> None:
+        """After direct steps: the unit is at tick ``k`` (kept by the steps themselves)."""
+        self._k = k
+
+    def _step_fmi2(self, t: float, h: float) -> float:
+        inst, fmu = self.inst, self.inst.fmu
+        status = self._do_step2(fmu.component, t, h, 1)
+        if status > 1:
+            if status != DISCARD:
+                inst.check("fmi2DoStep", status)
+            from fmpy.fmi2 import fmi2LastSuccessfulTime, fmi2Terminated
+            if not inst.call("fmi2GetBooleanStatus", fmu.getBooleanStatus, fmi2Terminated):
+                inst.check("fmi2DoStep", status)
+            self._terminated = True
+            inst.log.clear()        # the FMU's own words on why it stopped: not an error
+            return inst.call("fmi2GetRealStatus", fmu.getRealStatus, fmi2LastSuccessfulTime)
+        return t + h
+
+    def _due(self, t: float) -> list:
+        """The clocks whose next tick is at ``t`` (within rounding)."""
+        return [c for c, tt in zip(self.clocks, self._ticks)
+                if math.isclose(tt, t, rel_tol=1e-12, abs_tol=1e-15)]
+
+    def _tick(self, t: float, ticking) -> None:
+        """Event mode at ``t``: tick ``ticking`` (or handle an event the FMU asked for)."""
+        self.inst.call("fmi3EnterEventMode", self.inst.fmu.enterEventMode)
+        self._event_update(ticking)
+        self._ticks = [tt + c.interval if c in ticking else tt
+                       for tt, c in zip(self._ticks, self.clocks)]
+
+    def _step_fmi3(self, t: float, h: float) -> float:
+        """doStep over ``[t, t + h]``, split at the clock ticks inside it: a tick at ``t``
+        is handled first (inputs just set), one inside the step with the held inputs, one
+        at ``t + h`` when the unit steps from there."""
+        inst, fmu = self.inst, self.inst.fmu
+        t0, t_end = t, t + h
+        tol = 1e-12 * max(1.0, abs(t_end))
+        if self.event_mode and self._due(t):
+            self._tick(t, self._due(t))
+            if self._terminated:
+                return t
+        while True:
+            tick = self._next_tick()
+            inside = tick < t_end - tol
+            step = (tick - t) if inside else h if t == t0 else t_end - t
+            event, stop, early, last = inst.call("fmi3DoStep", fmu.doStep, t, step)
+            reached = last if early else tick if inside else t_end
+            if stop:
+                self._terminated = True
+                return reached
+            if self.event_mode and (event or (inside and reached == tick)):
+                self._tick(reached, self._due(reached))
+                if self._terminated:
+                    return reached
+            if not inside and not early:
+                return t_end
+            t = reached
 
     def get_outputs(self) -> dict:
-        refs = [v.valueReference for v in self.outputs]
-        vals = self._call("get", self._get, refs) if refs else []
-        return {v.name: np.array([float(x)]) for v, x in zip(self.outputs, vals)}
+        y = self._outputs_now()
+        return {name: y[sl].reshape(shape) for name, sl, shape in self._out_slots}
+
+    def _outputs_now(self) -> np.ndarray:
+        """The outputs as one flat vector, read once per step or change of inputs."""
+        if self._y is None:
+            self._y = self.inst.read_new(self._acc_out, self._n_out)
+        return self._y
 
     def get_state(self) -> P.UnitState:
         if not self.can_state:
             raise UnsupportedError(
-                f"FMU unit {self.name!r} ({self.path.name}) cannot save its state "
+                f"{self.where} cannot save its state "
                 "(canGetAndSetFMUstate/canSerializeFMUstate is false), so it cannot be rolled "
                 "back: iterated couplings, adaptive macro steps and checkpoints are refused "
                 "for it; use a fixed macro step without iteration")
-        get, _, free, serialize, _ = self._state_calls
-        st = self._call("getFMUstate", get)
-        data = self._call("serializeFMUstate", serialize, st)
-        self._call("freeFMUstate", free, st)
+        inst, f = self.inst, self.inst.fmu
+        names = (("fmi3GetFMUState", f.getFMUState), ("fmi3SerializeFMUState",
+                 f.serializeFMUState), ("fmi3FreeFMUState", f.freeFMUState)) if self.fmi3 \
+            else (("fmi2GetFMUstate", f.getFMUstate), ("fmi2SerializeFMUstate",
+                  f.serializeFMUstate), ("fmi2FreeFMUstate", f.freeFMUstate))
+        st = inst.call(*names[0])
+        data = inst.call(*names[1], st)
+        inst.call(*names[2], st)
         return P.UnitState(self.t, {"fmu": bytes(data), "t": self.t,
-                                    "logs": len(self._log_t)})
+                                    "logs": len(self._log_t),
+                                    "ticks": list(getattr(self, "_ticks", [])), "k": self._k,
+                                    "logged_t": self._logged_t, "logged_y": self._logged_y,
+                                    "terminated": self._terminated})
 
     def set_state(self, state: P.UnitState) -> None:
         if not self.can_state:
             self.get_state()                # raises the explanation
-        _, set_, free, _, deserialize = self._state_calls
-        st = self._call("deSerializeFMUstate", deserialize, state.data["fmu"])
-        self._call("setFMUstate", set_, st)
-        self._call("freeFMUstate", free, st)
-        self.t = state.data["t"]
+        inst, f = self.inst, self.inst.fmu
+        names = (("fmi3DeserializeFMUState", f.deserializeFMUState), ("fmi3SetFMUState",
+                 f.setFMUState), ("fmi3FreeFMUState", f.freeFMUState)) if self.fmi3 \
+            else (("fmi2DeSerializeFMUstate", f.deSerializeFMUstate), ("fmi2SetFMUstate",
+                  f.setFMUstate), ("fmi2FreeFMUstate", f.freeFMUstate))
+        st = inst.call(*names[0], state.data["fmu"])
+        inst.call(*names[1], st)
+        inst.call(*names[2], st)
+        self.t = inst.t = state.data["t"]
+        self._y = None
+        self._ticks = list(state.data["ticks"])
+        self._k = state.data["k"]
+        self._logged_t = state.data["logged_t"]
+        self._logged_y = state.data["logged_y"]
+        self._terminated = state.data["terminated"]
         del self._log_t[state.data["logs"]:], self._log_y[state.data["logs"]:]
 
     def _record(self, replace: bool = False) -> None:
-        y = np.array([float(v[0]) for v in self.get_outputs().values()])
-        if replace and self._log_t and self._log_t[-1] == self.t:
-            self._log_y[-1] = y
-            return
+        """Log the outputs now. A step's end is logged by the refresh at that time or when
+        the next step starts (with the inputs of that time), as a LocalUnit logs its ticks;
+        ``replace`` replaces a sample of the same time not yet collected."""
+        y = self._outputs_now()
+        if replace and self._logged_t == self.t:
+            if self._log_t and self._log_t[-1] == self.t:
+                self._log_y[-1] = y
+                return
+            if np.array_equal(y, self._logged_y):
+                return              # collected already, and unchanged
+        self._logged_t, self._logged_y = self.t, y
         self._log_t.append(self.t)
         self._log_y.append(y)
 
     def collect_logs(self) -> P.LogBatch:
-        t = np.array(self._log_t)
-        y = np.array(self._log_y).reshape(len(t), -1)
-        out = {f"fmu.{v.name}": (t, y[:, i:i + 1]) for i, v in enumerate(self.outputs)}
+        if self._terminated and self._logged_t != self.t and self.inst is not None:
+            self._record()          # the run ends where the FMU stopped: its last sample
+        t = np.array(self._log_t, dtype=np.float64)
+        y = np.array(self._log_y).reshape(len(t), -1) if self._log_y else \
+            np.zeros((0, self._n_out))
+        out, k = {}, 0
+        for v in self.outputs:
+            out[f"fmu.{v.name}"] = (t, y[:, k:k + v.size])
+            k += v.size
         self._log_t, self._log_y = [], []
         return P.LogBatch(out)
 
     def terminate(self) -> None:
-        if self._instantiated:
-            self._call("terminate", self.fmu.terminate)
-            self._call("freeInstance", self.fmu.freeInstance)
-            self._instantiated = False
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self.inst is not None:
+            inst, self.inst = self.inst, None
+            inst.free()

@@ -217,6 +217,8 @@ class Block:
         ``switch_mode`` there. Deciding the mode inside stages instead makes one step mix two
         right-hand sides: the solver's error estimate and dense output no longer describe the
         trajectory, and a hysteresis loop can slide along its threshold instead of switching.
+        Such a block may also implement ``completed_step(t)``: called after every accepted
+        solver step, True asks for ``switch_mode`` at the step's end (an FMU's step event).
 
     The base class does the rest: port dicts, unconnected-input errors, sample-time checks,
     commit, and the declaration checks made when the subclass is defined.
@@ -260,7 +262,8 @@ class Block:
             raise TypeError(str(err)) from None
         for meth, nargs in (("initialize", 1), ("output_update", 2), ("state_update", 2),
                             ("derivative", 1), ("finalize", 0), ("switch_surfaces", 1),
-                            ("switch_mode", 1), ("held_output_update", 2)):
+                            ("switch_mode", 1), ("held_output_update", 2),
+                            ("completed_step", 1)):
             fn = cls.__dict__.get(meth)
             if fn is None:
                 continue
@@ -357,6 +360,11 @@ class Block:
     def held_output_update(self, t: float, dt: float) -> None:
         """Outputs with the mode held (solver stages and ticks in continuous time)."""
         raise NotImplementedError
+
+    def completed_step(self, t: float) -> bool:
+        """The solver accepted a step ending at ``t`` (the state is its end): True asks for
+        ``switch_mode(t)`` now (a step event). Optional; the default asks for none."""
+        return False
 
     # -- introspection ---------------------------------------------------------------------
 

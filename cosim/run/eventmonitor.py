@@ -14,6 +14,7 @@ import numpy as np
 
 from cosim.compile.flatten import split_ref
 from cosim.errors import CompileError
+from cosim.model.block import Block
 from cosim.model.events import Scheduled, ZeroCrossing
 from cosim.numerics.timegrid import CLOCK_RTOL, EXCHANGE_RTOL, same_time, time_tolerance
 
@@ -100,6 +101,8 @@ class EventMonitor:
         self.crossings = [(n, ev) for n, ev in enumerate(self.events)
                           if isinstance(ev, ZeroCrossing)]
         self.switching = switching_blocks(plan)
+        self.stepping = [sw for sw in self.switching
+                         if type(sw[1]).completed_step is not Block.completed_step]
         self.s_prev: list = [None] * len(self.switching)
         self.switch_log: list[tuple[float, str]] = []
 
@@ -173,6 +176,15 @@ class EventMonitor:
         for path, b in blocks:
             b.switch_mode(t)
             self.switch_log.append((t, path))
+
+    def step_events(self, t: float) -> bool:
+        """After an accepted solver step ending at ``t``: let the blocks that ask for a step
+        event (``Block.completed_step``) switch there; True if one did."""
+        self.evaluate(t)
+        asking = [sw for sw in self.stepping if sw[1].completed_step(t)]
+        if asking:
+            self.switch(asking, t)
+        return bool(asking)
 
     def crossings_at_tick(self, t: float) -> None:
         """Crossings made by a jump at a tick (discrete signals) fire at the tick."""

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from cosim.errors import CosimError, ModelError, SimulationError
+from cosim.errors import CosimError, ModelError, SimulationError, StopSimulation
 from cosim.model.block import Block
 from cosim.run.loops import AlgebraicLoop, LoopOptions
 
@@ -183,6 +183,11 @@ class Interpreter:
                         break
                 k += 1
                 state.k = k
+        except StopSimulation as stop:
+            # A block asked to end the run (an FMU's termination request): a clean stop at
+            # its time, like a stopping event.
+            state.stop_requested = True
+            state.t_stop = stop.t
         except CosimError as err:
             if isinstance(err, SimulationError) and err.t is None:
                 err.t = t
@@ -244,6 +249,8 @@ class Interpreter:
             X[:] = r.x
             t = t_new
             if zcs:
+                if monitor.stepping and monitor.step_events(t):
+                    solver.reset(t, X.copy())
                 monitor.refresh(t)
             if sched and t == bound and bound < t_next:
                 if monitor.fire(monitor.due(t), t):
