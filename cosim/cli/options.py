@@ -24,7 +24,7 @@ COSIM_FLAGS = {"scheme": "scheme", "extrapolation": "extrapolation",
                "feedthrough": "feedthrough", "iterate": "iterate", "tolerance": "tolerance",
                "max_iterations": "max_iterations", "relaxation": "relaxation",
                "acceleration": "acceleration", "adaptive": "adaptive",
-               "ray_address": "address"}
+               "ray_address": "address", "partition": "partition"}
 
 
 def add_cosim_arguments(p) -> None:
@@ -41,6 +41,10 @@ def add_cosim_arguments(p) -> None:
                    help="where the units run (local: in this process; ray: Ray actors, a "
                         "local Ray is started if none runs; zmq: server processes; remote: "
                         "every unit at its address)")
+    g.add_argument("--partition", type=int, metavar="K",
+                   help="cut a model of plain blocks into K units of balanced cost, on "
+                        "signals after states where it can (`cosim plan --partition K` shows "
+                        "the cut)")
     g.add_argument("--scheme", choices=[s.value for s in Scheme])
     g.add_argument("--extrapolation", type=int, choices=(0, 1, 2),
                    help="degree of the polynomial a unit's input follows over a macro step")
