@@ -53,10 +53,10 @@ def _lost(r: Run, reducers, why: str) -> dict:
             "reducer_errors": "", **{k: math.nan for k in reducers}}
 
 
-def _chunks(todo: list[Run], workers: int) -> list[list[Run]]:
-    """Runs in chunks, one task each: about eight per worker (so the last ones balance),
-    at most 64 runs (so a lost worker costs little)."""
-    size = max(1, min(64, math.ceil(len(todo) / (8 * max(1, workers)))))
+def _chunks(todo: list[Run], workers: int, ensemble: int | None) -> list[list[Run]]:
+    """Runs in chunks, one task each: an ensemble's runs, or about eight chunks per worker
+    (so the last ones balance) of at most 64 runs (so a lost worker costs little)."""
+    size = ensemble or max(1, min(64, math.ceil(len(todo) / (8 * max(1, workers)))))
     return [todo[i:i + size] for i in range(0, len(todo), size)]
 
 
@@ -113,7 +113,8 @@ def _check_model(built, config, runs: list[Run], reducers: Mapping) -> None:
 def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None, *,
           out_dir=None, backend: str = "ray", max_in_flight: int | None = None,
           retries: int = 2, address: str | None = None, save_logs: bool = False,
-          progress: bool | None = None, if_changed: str = "refuse") -> list[dict]:
+          progress: bool | None = None, if_changed: str = "refuse",
+          ensemble: int | None = None) -> list[dict]:
     """Run ``model`` once per point of ``design``; return the results table (a row per run).
 
     Parameters
@@ -152,6 +153,11 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         ``out_dir`` holds the results of a sweep with another model, configuration, design
         or reducers (``sweep.json``): ``"refuse"`` (default, naming what changed) or
         ``"new"`` (write to the sibling directory ``<out_dir>-<digest>`` instead).
+    ensemble : int, optional
+        Simulate this many runs at once as one model (:mod:`cluster.ensemble`; a Ray task or
+        pool process runs one ensemble): with a fixed-step explicit solver every run's
+        results are bit for bit its own simulation's. Adaptive and implicit solvers, events,
+        mode switches, algebraic loops and co-simulations are refused before the first run.
 
     Returns
     -------
@@ -179,6 +185,12 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     built = build(model)
     fp = fingerprint(model, config, [r.run_id for r in runs], reducers, built=built)
     _check_model(built, config, runs, reducers)
+    if ensemble is not None:
+        from cluster.ensemble import check_ensemble
+        if not (isinstance(ensemble, int) and ensemble >= 1):
+            raise ModelError(f"ensemble must be an int >= 1 (runs per simulation), got "
+                             f"{ensemble!r}")
+        check_ensemble(built, config if config is not None else built.simulation)
     out = Path(out_dir) if out_dir is not None else None
     logs_dir = None
     if out is not None:
@@ -211,13 +223,15 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     logs_arg = str(logs_dir) if logs_dir is not None else None
     try:
         if backend == "serial":
-            for r in todo:
-                finished(execute_many(model, config, [r], reducers, logs_arg))
+            for chunk in _chunks(todo, 0, ensemble or 1):
+                finished(execute_many(model, config, chunk, reducers, logs_arg,
+                                      ensemble is not None))
         elif backend == "process":
-            _run_pool(model, config, todo, reducers, logs_arg, max_in_flight, finished)
+            _run_pool(model, config, todo, reducers, logs_arg, max_in_flight, ensemble,
+                      finished)
         else:
             _run_ray(model, config, todo, reducers, logs_arg, max_in_flight, retries, address,
-                     finished)
+                     ensemble, finished)
     finally:
         if bar is not None:
             bar.close()
@@ -272,24 +286,25 @@ class _Progress:
         self.bar.close()
 
 
-def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, finished) -> None:
+def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, ensemble,
+              finished) -> None:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     workers = max_in_flight or os.cpu_count() or 1
     depth = 2 * workers      # the pool runs `workers` chunks at once; the rest wait queued
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending = set()
-        queue = _chunks(todo, workers)
+        queue = _chunks(todo, workers, ensemble)
         while queue or pending:
             while queue and len(pending) < depth:
                 pending.add(pool.submit(execute_many, model, config, queue.pop(0), reducers,
-                                        logs_dir))
+                                        logs_dir, ensemble is not None))
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
                 finished(f.result())
 
 
 def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, address,
-             finished) -> None:
+             ensemble, finished) -> None:
     import ray
 
     from cluster.ray_backend import ensure_ray
@@ -301,12 +316,13 @@ def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, ad
     # submitted.
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     limit = max_in_flight or 2 * cpus
-    queue = _chunks(todo, min(limit, cpus))
+    queue = _chunks(todo, min(limit, cpus), ensemble)
     pending = {}
     while queue or pending:
         while queue and len(pending) < limit:
             chunk = queue.pop(0)
-            pending[task.remote(model_ref, config, chunk, reducers, logs_dir)] = chunk
+            pending[task.remote(model_ref, config, chunk, reducers, logs_dir,
+                                ensemble is not None)] = chunk
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             chunk = pending.pop(ref)
@@ -345,6 +361,8 @@ def main(argv=None) -> int:
                     help=f"a summary per run; KIND one of {', '.join(KINDS)}")
     ap.add_argument("--backend", default="ray", choices=("ray", "process", "serial"))
     ap.add_argument("--workers", type=int, default=None, help="runs at once")
+    ap.add_argument("--ensemble", type=int, default=None, metavar="N",
+                    help="simulate N runs at once as one model (fixed-step explicit solvers)")
     ap.add_argument("--address", help="Ray cluster to join")
     ap.add_argument("--save-logs", action="store_true", help="keep each run's logs (NPZ)")
     ap.add_argument("--if-changed", choices=("refuse", "new"), default="refuse",
@@ -395,7 +413,8 @@ def main(argv=None) -> int:
             reducers[name] = Reducer(kind, key, *[float(x) for x in extra])
         rows = sweep(args.model, None, points, reducers, out_dir=args.out,
                      backend=args.backend, max_in_flight=args.workers, address=args.address,
-                     save_logs=args.save_logs, if_changed=args.if_changed)
+                     save_logs=args.save_logs, if_changed=args.if_changed,
+                     ensemble=args.ensemble)
     except (ValueError, ModelError, OSError) as err:
         print(f"cosim sweep: error: {err}", file=sys.stderr)
         return 2

@@ -97,8 +97,16 @@ def execute(model_source, config, run: Run, reducers: Mapping,
 
 
 def execute_many(model_source, config, runs: Sequence[Run], reducers: Mapping,
-                 logs_dir: str | None) -> list[tuple[dict, str]]:
-    """:func:`execute` each run of a chunk, in order."""
+                 logs_dir: str | None, ensemble: bool = False) -> list[tuple[dict, str]]:
+    """:func:`execute` each run of a chunk, in order; with ``ensemble``, simulate the chunk
+    as one ensemble (:mod:`cluster.ensemble`), and when that fails, each run on its own (so
+    every run gets its own row and error)."""
+    if ensemble and len(runs) > 1:
+        from cluster.ensemble import run_ensemble
+        try:
+            return run_ensemble(model_source, config, runs, reducers, logs_dir)
+        except Exception:  # noqa: BLE001 - a member failed: find which, run by run
+            pass
     return [execute(model_source, config, r, reducers, logs_dir) for r in runs]
 
 

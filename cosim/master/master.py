@@ -323,6 +323,8 @@ class Master:
         steps through the compiled exchange where it can; True when a unit stopped the run."""
         while True:
             if goal is not None and self.compiled is not None and self._run_compiled(goal, eps):
+                if self.calls.stopped:
+                    return True             # a unit stopped the run inside the chunk
                 every = self.cfg.checkpoint_every
                 if every and self.n % every == 0:
                     self._checkpoint = self._capture()
@@ -391,6 +393,10 @@ class Master:
         self.calls.stepped_without_events(self.names)
         if chunk.error is not None:
             raise chunk.error
+        if chunk.stopped:
+            self.calls.stopped.update(chunk.stopped)
+            self._end_at_stop()
+            return True
         if self.n // cfg.log_every != n0 // cfg.log_every:
             # At least as often as log_every asks, in larger batches: the same samples.
             self._collect()

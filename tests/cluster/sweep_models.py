@@ -130,3 +130,56 @@ def sized():
     m.add(Constant("c", "=ones(n)"), Gain("g", "=gain"))
     m.connect("c.out", "g.in")
     return m
+
+
+def msd_pid():
+    """A mass-spring-damper (m=1, c=0.5, k=2) with a PID of parameters kp, ki, kd (derivative
+    filter N=100) tracking a unit step, built from elementary blocks (16 blocks)."""
+    from blocks import Gain, Integrator, Sum
+    m = Model("msd", parameters={"kp": 20.0, "ki": 10.0, "kd": 5.0})
+    m.add(Step("ref", step_time=0.0, final=1.0), Sum("e", "+-"), Gain("kp", "=kp"),
+          Integrator("ie", 0.0), Gain("ki", "=ki"), Sum("dfe", "+-"), Gain("kdn", "=kd * 100"),
+          Gain("nf", 100.0), Integrator("xf", 0.0), Sum("u", "+++"), Sum("f", "+--"),
+          Gain("inv_m", 1.0), Integrator("v", 0.0), Integrator("x", 0.0),
+          Gain("c", 0.5), Gain("k", 2.0))
+    m.connect("ref.out", "e.in1")
+    m.connect("x.out", "e.in2", "k.in")
+    m.connect("e.out", "kp.in", "ie.in", "dfe.in1")
+    m.connect("ie.out", "ki.in")
+    m.connect("xf.out", "dfe.in2")
+    m.connect("dfe.out", "kdn.in", "nf.in")
+    m.connect("nf.out", "xf.in")
+    m.connect("kp.out", "u.in1")
+    m.connect("ki.out", "u.in2")
+    m.connect("kdn.out", "u.in3")
+    m.connect("u.out", "f.in1")
+    m.connect("c.out", "f.in2")
+    m.connect("k.out", "f.in3")
+    m.connect("f.out", "inv_m.in")
+    m.connect("inv_m.out", "v.in")
+    m.connect("v.out", "x.in", "c.in")
+    return m
+
+
+#: The ensemble benchmark's runs: RK4, dt 1e-3, 10 s.
+MSD_CONFIG = SimulationConfig(dt=1e-3, t_end=10.0, solver="RK4", log=["x.out"])
+
+
+def relay_loop():
+    """A lag switched by a relay on its own output: a block with located mode switches."""
+    from blocks import Relay
+    m = lag()
+    m.add(Relay("r", on_point=0.5, off_point=0.2))
+    m.connect("plant.out", "r.in")
+    return m
+
+
+def held():
+    """The lag's output sampled at 50 ms by a zero-order hold and delayed one sample: a
+    multirate model with discrete state."""
+    from blocks import UnitDelay, ZeroOrderHold
+    m = lag()
+    m.add(ZeroOrderHold("hold", sample_time=0.05), UnitDelay("delay", sample_time=0.05))
+    m.connect("plant.out", "hold.in")
+    m.connect("hold.out", "delay.in")
+    return m

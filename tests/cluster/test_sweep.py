@@ -1,5 +1,6 @@
 """Parameter sweeps: same results as runs done one by one, resumable, any backend."""
 
+import csv
 import os
 import signal
 import subprocess
@@ -153,7 +154,18 @@ def test_sweep_from_the_command_line(tmp_path):
                           "--metric", "y_end=final:plant.out", "--backend", "serial"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
+    together = subprocess.run([sys.executable, "-m", "cosim.cli", "sweep", str(path), "--out",
+                               str(tmp_path / "e"), "--grid", "gain=1,2", "--grid",
+                               "tau=0.1,0.2", "--metric", "y_end=final:plant.out",
+                               "--backend", "serial", "--ensemble", "4"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert together.returncode == 0, together.stderr
     assert "4 runs (0 failed)" in out.stdout
     lines = (tmp_path / "s" / "results.csv").read_text().splitlines()
     assert lines[0] == "run_id,index,gain,tau,status,error,wall_time,y_end,reducer_errors"
     assert len(lines) == 5
+
+    def y_end(d):
+        with (tmp_path / d / "results.csv").open() as fh:
+            return [row["y_end"] for row in csv.DictReader(fh)]
+    assert y_end("e") == y_end("s")                  # the ensemble's rows, bit for bit
