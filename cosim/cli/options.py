@@ -62,6 +62,8 @@ def add_cosim_arguments(p) -> None:
     g.add_argument("--acceleration", choices=[a.value for a in Acceleration])
     g.add_argument("--adaptive", action="store_true", default=None,
                    help="adapt the macro step from the coupling error")
+    g.add_argument("--partition", type=int, metavar="K",
+                   help="cut a model of plain blocks into K units of balanced cost")
     g.add_argument("--ray-address", metavar="ADDRESS",
                    help="Ray cluster to join ('auto' or ray://host:port)")
     g.add_argument("--unit", action="append", default=[], metavar="NAME.OPTION=VALUE",
