@@ -48,8 +48,8 @@ def cmd_plan(args) -> int:
         _write_dot(args.dot, plan.to_dot())
         return EXIT_OK
     from cosim.master.overview import overview
-    model, split = _split(model, cfg)
-    if split is not None:
+    split = _split(model, cfg)[1]
+    if split is not None:                  # where the cuts are, before the units they make
         print(split.table())
         print()
     view = overview(model, cfg)

@@ -41,10 +41,6 @@ def add_cosim_arguments(p) -> None:
                    help="where the units run (local: in this process; ray: Ray actors, a "
                         "local Ray is started if none runs; zmq: server processes; remote: "
                         "every unit at its address)")
-    g.add_argument("--partition", type=int, metavar="K",
-                   help="cut a model of plain blocks into K units of balanced cost, on "
-                        "signals after states where it can (`cosim plan --partition K` shows "
-                        "the cut)")
     g.add_argument("--scheme", choices=[s.value for s in Scheme])
     g.add_argument("--extrapolation", type=int, choices=(0, 1, 2),
                    help="degree of the polynomial a unit's input follows over a macro step")
@@ -63,7 +59,9 @@ def add_cosim_arguments(p) -> None:
     g.add_argument("--adaptive", action="store_true", default=None,
                    help="adapt the macro step from the coupling error")
     g.add_argument("--partition", type=int, metavar="K",
-                   help="cut a model of plain blocks into K units of balanced cost")
+                   help="cut a model of plain blocks into K units of balanced cost, on "
+                        "signals after states where it can (`cosim plan --partition K` shows "
+                        "the cut)")
     g.add_argument("--ray-address", metavar="ADDRESS",
                    help="Ray cluster to join ('auto' or ray://host:port)")
     g.add_argument("--unit", action="append", default=[], metavar="NAME.OPTION=VALUE",
