@@ -277,8 +277,10 @@ class Channel:
     def _connect(self) -> None:
         self._sock = self._ctx.socket(zmq.REQ)
         self._sock.setsockopt(zmq.LINGER, 0)
-        # A receive timeout rather than poll-then-recv: one call per reply, not two.
-        self._sock.RCVTIMEO = int(self.timeout * 1000)
+        # A receive timeout rather than poll-then-recv: one call per reply, not two. A send
+        # timeout too: a REQ socket whose handshake failed has no pipe, and a send then
+        # blocks until one exists, i.e. forever for a refused key.
+        self._sock.RCVTIMEO = self._sock.SNDTIMEO = int(self.timeout * 1000)
         server_pub, client_keys = self._curve
         if self._keys is not None:
             k = self._keys
@@ -351,7 +353,7 @@ class Channel:
 
     def set_timeout(self, timeout: float) -> None:
         self.timeout = timeout
-        self._sock.RCVTIMEO = int(timeout * 1000)
+        self._sock.RCVTIMEO = self._sock.SNDTIMEO = int(timeout * 1000)
 
     def submit(self, unit: str, requests: list) -> None:
         self._queued.append((unit, requests))
@@ -405,6 +407,17 @@ class Channel:
         self._in_flight, self._queued = self._queued, []
         try:
             self._sock.send_multipart(frames)
+        except zmq.Again:
+            # Not connected (yet, or the handshake was refused): nothing went out.
+            self._queued, self._in_flight = self._in_flight, []
+            unit, requests = self._queued[0]
+            if self.patient:
+                raise NoReplyYet(unit, type(requests[-1]).__name__, "not sent yet") from None
+            self.reconnect()
+            raise TransportError(unit, type(requests[-1]).__name__,
+                                 f"cannot send to {self.address}: no connection within "
+                                 f"{self.timeout:g} s", t=getattr(requests[-1], "t", None)) \
+                from None
         except zmq.ZMQError as err:
             unit, requests = self._in_flight[0]
             self.reconnect()

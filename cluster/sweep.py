@@ -4,219 +4,60 @@ Each run is a whole simulation (or co-simulation) of the model with parameter ov
 applied through the evaluation phase (:attr:`cosim.Model.parameters`), so a sweep needs no
 change to the model. Runs go to Ray tasks (the embedded local Ray, or ``address=``), a process
 pool, or run serially; at most ``max_in_flight`` at once, each retried when its worker dies.
-Every finished run is appended to ``results.csv`` at once (flushed and synced), so a sweep that
-is killed and started again with the same output directory skips the runs already done and
-loses nothing; the final table is sorted by run index and equals an uninterrupted sweep's.
-``sweep.json`` fingerprints the sweep, so a directory is resumed only by the same sweep (see
-:mod:`cluster.sweep_results`).
+Finished runs are appended to ``results.csv`` in synced batches, so a sweep that is killed and
+started again with the same output directory skips the runs already written; the final table
+is sorted by run index and equals an uninterrupted sweep's. ``sweep.json`` fingerprints the
+sweep, so a directory is resumed only by the same sweep (see :mod:`cluster.sweep_results`).
 
->>> rows = sweep(make_model, config, grid(k=[1.0, 2.0], tau=[0.1, 0.2]),
+Before the first run the design's parameter names and the signals the reducers read are
+checked against the model. A run that fails is a row with status ``failed``; a reducer that
+fails is NaN in its own column, named in ``reducer_errors``, and the other metrics stay.
+
+>>> rows = sweep(make_model, config, grid({"k": [1.0, 2.0], "tau": [0.1, 0.2]}),
 ...              {"y_end": final("plant.out")}, out_dir="study")
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import json
+import difflib
+import logging
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import numpy as np
+from cluster.sweep_design import Run, grid, lhs, listed, random_uniform, runs_of, sobol
+from cluster.sweep_reducers import (KINDS, Reducer, check_signals, final, integral_abs_error,
+                                    maximum, mean, minimum, overshoot, reduce_all, rms,
+                                    settling_time)
+from cluster.sweep_results import ResultsTable, fingerprint, results_dir, write_parquet
+from cluster.sweep_worker import build, execute_many, structural_parameters
+from cosim.errors import CompileError, ModelError
 
-from cluster.sweep_results import ResultsTable, fingerprint, results_dir
-from cosim.errors import ModelError
+log = logging.getLogger("cosim.sweep")
 
-__all__ = ["KINDS", "Reducer", "Run", "final", "grid", "integral_abs_error", "lhs", "listed", "maximum", "mean",
-           "minimum", "overshoot", "random_uniform", "rms", "settling_time", "sobol", "sweep"]
+__all__ = ["KINDS", "Reducer", "Run", "final", "grid", "integral_abs_error", "lhs", "listed",
+           "maximum", "mean", "minimum", "overshoot", "random_uniform", "rms", "settling_time",
+           "sobol", "sweep"]
 
-
-# -- designs ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Run:
-    """One run of a sweep: its index, a stable id, and its parameter values."""
-
-    index: int
-    run_id: str
-    params: dict
+#: Columns of every results table besides the parameters and the metrics.
+RESERVED = ("run_id", "index", "status", "error", "wall_time", "reducer_errors")
 
 
-def _runs(points: Sequence[Mapping]) -> list[Run]:
-    runs = []
-    for i, p in enumerate(points):
-        params = {k: (float(v) if isinstance(v, (int, float, np.floating, np.integer))
-                      and not isinstance(v, bool) else v) for k, v in p.items()}
-        digest = hashlib.sha1(json.dumps(params, sort_keys=True, default=str).encode())
-        runs.append(Run(i, f"{i:06d}-{digest.hexdigest()[:8]}", params))
-    return runs
+def _lost(r: Run, reducers, why: str) -> dict:
+    """The row of a run whose worker was lost."""
+    return {"run_id": r.run_id, "index": r.index, **r.params, "status": "failed",
+            "wall_time": math.nan, "error": f"run {r.run_id} {r.params}: {why}",
+            "reducer_errors": "", **{k: math.nan for k in reducers}}
 
 
-def grid(**axes: Sequence) -> list[dict]:
-    """The full grid (Cartesian product) of the given values, last axis fastest."""
-    names = list(axes)
-    points = [{}]
-    for name in names:
-        points = [{**p, name: v} for p in points for v in axes[name]]
-    return points
-
-
-def listed(source) -> list[dict]:
-    """Explicit points: a list of dicts, or a CSV file (header = names) or a YAML list."""
-    if isinstance(source, (list, tuple)):
-        return [dict(p) for p in source]
-    path = Path(source)
-    if path.suffix.lower() == ".csv":
-        with path.open(newline="") as fh:
-            return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh)]
-    import yaml
-    data = yaml.safe_load(path.read_text())
-    if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):
-        raise ModelError(f"{path}: a design file is a list of parameter mappings")
-    return data
-
-
-def _scaled(unit: np.ndarray, bounds: Mapping[str, tuple[float, float]]) -> list[dict]:
-    names = list(bounds)
-    lo = np.array([bounds[n][0] for n in names], dtype=float)
-    hi = np.array([bounds[n][1] for n in names], dtype=float)
-    pts = lo + unit * (hi - lo)
-    return [dict(zip(names, map(float, row))) for row in pts]
-
-
-def random_uniform(bounds: Mapping[str, tuple[float, float]], n: int, seed: int = 0):
-    """``n`` points uniform in the box ``bounds`` (name -> (low, high)), reproducible."""
-    return _scaled(np.random.default_rng(seed).random((n, len(bounds))), bounds)
-
-
-def lhs(bounds: Mapping[str, tuple[float, float]], n: int, seed: int = 0):
-    """``n`` Latin-hypercube points in the box (``scipy.stats.qmc``), reproducible."""
-    from scipy.stats import qmc
-    return _scaled(qmc.LatinHypercube(d=len(bounds), seed=seed).random(n), bounds)
-
-
-def sobol(bounds: Mapping[str, tuple[float, float]], n: int, seed: int = 0):
-    """``n`` scrambled Sobol points in the box (``scipy.stats.qmc``; n a power of 2 is best)."""
-    from scipy.stats import qmc
-    return _scaled(qmc.Sobol(d=len(bounds), seed=seed).random(n), bounds)
-
-
-# -- reducers: logs -> one number -----------------------------------------------------------
-
-@dataclass(frozen=True)
-class Reducer:
-    """A named summary of one logged signal (picklable, so process pools can ship it).
-
-    ``kind`` is one of :data:`KINDS`; ``key`` the signal (first component is used); ``a`` and
-    ``b`` the kind's arguments (target/reference, band).
-    """
-
-    kind: str
-    key: str
-    a: float = 0.0
-    b: float = 0.0
-
-    def __call__(self, logs) -> float:
-        t = logs.time_of(self.key)
-        y = logs[self.key].reshape(len(t), -1)[:, 0]
-        return float(KINDS[self.kind](t, y, self.a, self.b))
-
-
-def _settling(t, y, target, band):
-    outside = np.nonzero(np.abs(y - target) > band * abs(target))[0]
-    if len(outside) == 0:
-        return t[0]
-    return t[outside[-1] + 1] if outside[-1] + 1 < len(t) else math.nan
-
-
-#: Reducer kinds: (time, values, a, b) -> number.
-KINDS = {
-    "final": lambda t, y, a, b: y[-1],
-    "max": lambda t, y, a, b: np.max(y),
-    "min": lambda t, y, a, b: np.min(y),
-    "mean": lambda t, y, a, b: np.mean(y),
-    "rms": lambda t, y, a, b: np.sqrt(np.mean(y ** 2)),
-    "overshoot": lambda t, y, a, b: max(0.0, (np.max(y) - a) / abs(a)),
-    "settling_time": _settling,
-    "iae": lambda t, y, a, b: np.trapezoid(np.abs(y - a), t),
-}
-
-
-def final(key: str) -> Reducer:
-    """The last logged value of ``key``."""
-    return Reducer("final", key)
-
-
-def maximum(key: str) -> Reducer:
-    return Reducer("max", key)
-
-
-def minimum(key: str) -> Reducer:
-    return Reducer("min", key)
-
-
-def mean(key: str) -> Reducer:
-    return Reducer("mean", key)
-
-
-def rms(key: str) -> Reducer:
-    return Reducer("rms", key)
-
-
-def overshoot(key: str, target: float) -> Reducer:
-    """Peak above ``target`` relative to it (0 when it never exceeds it)."""
-    return Reducer("overshoot", key, float(target))
-
-
-def settling_time(key: str, target: float, band: float = 0.02) -> Reducer:
-    """First time after which ``key`` stays within ``band`` (relative) of ``target``."""
-    return Reducer("settling_time", key, float(target), float(band))
-
-
-def integral_abs_error(key: str, reference: float) -> Reducer:
-    """``∫ |key - reference| dt`` by the trapezoidal rule over its own time vector."""
-    return Reducer("iae", key, float(reference))
-
-
-# -- one run ------------------------------------------------------------------------------
-
-def _execute(model_source, config, run: Run, reducers: dict, logs_dir: str | None) -> dict:
-    """Build, run and reduce one run; failures are results, not exceptions."""
-    from cosim import Model, simulation
-    start = time.perf_counter()
-    row = {"run_id": run.run_id, "index": run.index, **run.params, "status": "ok",
-           "error": "", "wall_time": 0.0}
-    try:
-        model = Model.from_yaml(model_source) if isinstance(model_source, (str, Path)) \
-            else model_source()
-        unknown = sorted(set(run.params) - set(model.parameters))
-        if unknown:
-            raise ModelError(f"{', '.join(unknown)} not a parameter of model "
-                             f"{model.name!r} (parameters: {', '.join(model.parameters)})")
-        model.parameters.update(run.params)
-        cfg = config if config is not None else model.simulation
-        sim = simulation(model, cfg)
-        try:
-            logs = sim.run()
-        finally:
-            if hasattr(sim, "close"):
-                sim.close()
-        for name, reduce in reducers.items():
-            row[name] = float(reduce(logs))
-        if logs_dir is not None:
-            logs.to_npz(Path(logs_dir) / f"{run.run_id}.npz")
-    except Exception as err:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
-        row.update(status="failed", error=f"run {run.run_id} {run.params}: "
-                                          f"{type(err).__name__}: {err}")
-        for name in reducers:
-            row[name] = math.nan
-    row["wall_time"] = time.perf_counter() - start
-    return row
+def _chunks(todo: list[Run], workers: int, ensemble: int | None) -> list[list[Run]]:
+    """Runs in chunks, one task each: an ensemble's runs, or about eight chunks per worker
+    (so the last ones balance) of at most 64 runs (so a lost worker costs little)."""
+    size = ensemble or max(1, min(64, math.ceil(len(todo) / (8 * max(1, workers)))))
+    return [todo[i:i + size] for i in range(0, len(todo), size)]
 
 
 # -- the results file -----------------------------------------------------------------------
@@ -224,9 +65,9 @@ def _execute(model_source, config, run: Run, reducers: dict, logs_dir: str | Non
 def _parse(row: dict) -> dict:
     out = {}
     for k, v in row.items():
-        if k in ("run_id", "status", "error"):
+        if k in ("run_id", "status", "error", "reducer_errors"):
             out[k] = v
-        elif k in ("index", "attempts"):
+        elif k == "index":
             out[k] = int(v)
         else:
             try:
@@ -236,12 +77,44 @@ def _parse(row: dict) -> dict:
     return out
 
 
+# -- checks before the first run --------------------------------------------------------------
+
+def _check_names(names: list[str], reducers: Mapping) -> None:
+    clash = sorted((set(names) | set(reducers)) & set(RESERVED)) + \
+        sorted(set(names) & set(reducers))
+    if clash:
+        raise ModelError(f"{', '.join(clash)}: a parameter or metric may not be named like "
+                         f"another column (reserved: {', '.join(RESERVED)}); rename it")
+
+
+def _check_model(built, config, runs: list[Run], reducers: Mapping) -> None:
+    """The design's parameters and the reducers' signals against the model, before any run."""
+    from cosim.model.evaluate import evaluate
+    params = dict(getattr(built, "parameters", {}) or {})
+    unknown = sorted({k for r in runs for k in r.params} - set(params))
+    if unknown:
+        hints = []
+        for k in unknown:
+            close = difflib.get_close_matches(k, list(params), n=3, cutoff=0.5)
+            hints.append(f"{k!r}" + (f" (did you mean {', '.join(map(repr, close))}?)"
+                                     if close else ""))
+        raise ModelError(f"the design sets {', '.join(hints)}, not parameters of model "
+                         f"{built.name!r} (its parameters: {', '.join(params) or 'none'})")
+    try:
+        evaluate(built, runs[0].params)
+    except (CompileError, ModelError):
+        return          # the runs report it, each with its own parameters
+    check_signals(built, config if config is not None else getattr(built, "simulation", None),
+                  reducers)
+
+
 # -- the sweep ------------------------------------------------------------------------------
 
 def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None, *,
           out_dir=None, backend: str = "ray", max_in_flight: int | None = None,
           retries: int = 2, address: str | None = None, save_logs: bool = False,
-          progress: bool | None = None, if_changed: str = "refuse") -> list[dict]:
+          progress: bool | None = None, if_changed: str = "refuse",
+          ensemble: int | None = None) -> list[dict]:
     """Run ``model`` once per point of ``design``; return the results table (a row per run).
 
     Parameters
@@ -253,13 +126,15 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         every run is a co-simulation.
     design : list of dict
         Parameter points (:func:`grid`, :func:`listed`, :func:`random_uniform`, :func:`lhs`,
-        :func:`sobol`).
+        :func:`sobol`, :func:`cluster.sensitivity.saltelli`, :func:`cluster.sensitivity.morris`).
     reducers : dict of str to callable
         Metric name -> :class:`Reducer` (:func:`final`, :func:`overshoot`, ...) or any
-        ``f(logs) -> float`` (a module-level function for the process pool).
+        ``f(logs) -> float`` (a module-level function for the process pool; give it a
+        ``signals`` attribute to have its signals checked before the first run).
     out_dir : path, optional
-        Where ``results.csv`` (and ``results.parquet`` when pyarrow is installed, and
-        ``logs/<run_id>.npz`` with ``save_logs``) go; running again resumes.
+        Where ``results.csv`` (and ``results.parquet`` when pyarrow is installed, with the
+        fingerprint in its metadata, and ``logs/<run_id>.npz`` with ``save_logs``) go;
+        running again resumes.
     backend : str
         ``"ray"`` (tasks on the embedded local Ray or ``address``), ``"process"`` (a process
         pool) or ``"serial"``.
@@ -273,29 +148,53 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     save_logs : bool
         Keep each run's full logs.
     progress : bool, optional
-        Show a progress bar (default: on a terminal only).
+        Show a progress bar with runs done, failed and the rate (default: on a terminal).
     if_changed : str
         ``out_dir`` holds the results of a sweep with another model, configuration, design
         or reducers (``sweep.json``): ``"refuse"`` (default, naming what changed) or
         ``"new"`` (write to the sibling directory ``<out_dir>-<digest>`` instead).
+    ensemble : int, optional
+        Simulate this many runs at once as one model (:mod:`cluster.ensemble`; a Ray task or
+        pool process runs one ensemble): with a fixed-step explicit solver every run's
+        results are bit for bit its own simulation's. Adaptive and implicit solvers, events,
+        mode switches, algebraic loops and co-simulations are refused before the first run.
 
     Returns
     -------
     list of dict
         One row per run, sorted by index: ``run_id``, ``index``, the parameters, ``status``
-        (``ok`` / ``failed``), ``error``, ``wall_time`` (s), and one column per reducer.
+        (``ok`` / ``failed``), ``error``, ``wall_time`` (s), one column per reducer, and
+        ``reducer_errors`` (each failed reducer: ``"name: Exception: message"``).
+
+    Raises
+    ------
+    ModelError
+        Before any run: the design sets a parameter the model does not have, a reducer reads
+        a signal the model does not log (both named, with close matches), or a name clashes.
     """
     reducers = dict(reducers or {})
-    runs = _runs(design)
+    runs = runs_of(design)
     if not runs:
         raise ModelError("the design has no points")
+    if backend not in ("ray", "process", "serial"):
+        raise ModelError(f"unknown sweep backend {backend!r}; use ray, process or serial")
     names = list(dict.fromkeys(k for r in runs for k in r.params))
-    columns = ["run_id", "index", *names, "status", "error", "wall_time", *reducers]
+    _check_names(names, reducers)
+    columns = ["run_id", "index", *names, "status", "error", "wall_time", *reducers,
+               "reducer_errors"]
+    built = build(model)
+    fp = fingerprint(model, config, [r.run_id for r in runs], reducers, built=built)
+    _check_model(built, config, runs, reducers)
+    if ensemble is not None:
+        from cluster.ensemble import check_ensemble
+        if not (isinstance(ensemble, int) and ensemble >= 1):
+            raise ModelError(f"ensemble must be an int >= 1 (runs per simulation), got "
+                             f"{ensemble!r}")
+        check_ensemble(built, config if config is not None else built.simulation)
     out = Path(out_dir) if out_dir is not None else None
     logs_dir = None
     if out is not None:
-        out = results_dir(out, fingerprint(model, config, [r.run_id for r in runs], reducers),
-                          if_changed)
+        out = results_dir(out, fp, if_changed)
         if save_logs:
             logs_dir = out / "logs"
             logs_dir.mkdir(exist_ok=True)
@@ -305,27 +204,34 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     done = set(table.done) if table is not None else set()
     todo = [r for r in runs if r.run_id not in done]
     results: dict[str, dict] = {}
-    bar = _bar(len(runs), len(runs) - len(todo), progress)
+    structures: dict[int, str] = {}
+    if backend == "ray" and todo:
+        # Ray first: its start-up notices are printed before the bar is drawn.
+        from cluster.ray_backend import ensure_ray
+        ensure_ray(address)
+    bar = _Progress.open(len(runs), len(runs) - len(todo), progress)
 
-    def finished(row):
-        results[row["run_id"]] = row
-        if table is not None:
-            table.add(row)
-        if bar is not None:
-            bar.update(1)
+    def finished(done: list[tuple[dict, str]]):
+        for row, structure in done:
+            results[row["run_id"]] = row
+            structures[row["index"]] = structure
+            if table is not None:
+                table.add(row)
+            if bar is not None:
+                bar.update(row)
 
     logs_arg = str(logs_dir) if logs_dir is not None else None
     try:
         if backend == "serial":
-            for r in todo:
-                finished(_execute(model, config, r, reducers, logs_arg))
+            for chunk in _chunks(todo, 0, ensemble or 1):
+                finished(execute_many(model, config, chunk, reducers, logs_arg,
+                                      ensemble is not None))
         elif backend == "process":
-            _run_pool(model, config, todo, reducers, logs_arg, max_in_flight, finished)
-        elif backend == "ray":
-            _run_ray(model, config, todo, reducers, logs_arg, max_in_flight, retries, address,
-                     finished)
+            _run_pool(model, config, todo, reducers, logs_arg, max_in_flight, ensemble,
+                      finished)
         else:
-            raise ModelError(f"unknown sweep backend {backend!r}; use ray, process or serial")
+            _run_ray(model, config, todo, reducers, logs_arg, max_in_flight, retries, address,
+                     ensemble, finished)
     finally:
         if bar is not None:
             bar.close()
@@ -337,78 +243,104 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         rows = list(results.values())
     rows.sort(key=lambda row: row["index"])
     if out is not None:
-        _parquet(rows, out / "results.parquet")
+        write_parquet(rows, out / "results.parquet", fp)
+    _report_structures(runs, structures)
     return rows
 
 
-def _bar(total, initial, progress):
-    show = sys.stderr.isatty() if progress is None else progress
-    if not show:
-        return None
-    from tqdm import tqdm
-    return tqdm(total=total, initial=initial, unit="run", desc="sweep")
+def _report_structures(runs: list[Run], structures: dict[int, str]) -> None:
+    """Warn when the runs' plans have several structures, naming the parameters that
+    change it: those runs cannot share compiled code."""
+    kinds = {s for s in structures.values() if s}
+    if len(kinds) > 1:
+        which = structural_parameters(runs, structures)
+        log.warning("the runs compiled %d plans of different structure (block types, ports, "
+                    "shapes, sample times or wires); %s", len(kinds),
+                    f"parameter(s) {', '.join(which)} change it" if which else
+                    "no single parameter explains it")
 
 
-def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, finished) -> None:
+class _Progress:
+    """A progress bar of runs: done (of all), failed, and the rate (runs/s)."""
+
+    def __init__(self, bar):
+        self.bar = bar
+        self.failed = 0
+        bar.set_postfix_str("failed 0", refresh=False)
+
+    @classmethod
+    def open(cls, total: int, initial: int, progress: bool | None):
+        show = sys.stderr.isatty() if progress is None else progress
+        if not show:
+            return None
+        from tqdm import tqdm
+        return cls(tqdm(total=total, initial=initial, unit="run", desc="sweep"))
+
+    def update(self, row: dict) -> None:
+        if row["status"] != "ok":
+            self.failed += 1
+            self.bar.set_postfix_str(f"failed {self.failed}", refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, ensemble,
+              finished) -> None:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     workers = max_in_flight or os.cpu_count() or 1
-    depth = 2 * workers      # the pool runs `workers` at once; the rest wait queued
+    depth = 2 * workers      # the pool runs `workers` chunks at once; the rest wait queued
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending = set()
-        queue = list(todo)
+        queue = _chunks(todo, workers, ensemble)
         while queue or pending:
             while queue and len(pending) < depth:
-                pending.add(pool.submit(_execute, model, config, queue.pop(0), reducers,
-                                        logs_dir))
+                pending.add(pool.submit(execute_many, model, config, queue.pop(0), reducers,
+                                        logs_dir, ensemble is not None))
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
                 finished(f.result())
 
 
 def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, address,
-             finished) -> None:
+             ensemble, finished) -> None:
     import ray
 
     from cluster.ray_backend import ensure_ray
     ensure_ray(address)
-    task = ray.remote(num_cpus=1, max_retries=retries)(_execute)
+    task = ray.remote(num_cpus=1, max_retries=retries)(execute_many)
     model_ref = ray.put(model) if callable(model) else model
-    # Ray runs one task per CPU; by default twice that many are submitted so that no worker
-    # waits for the driver between runs. An explicit bound is the number submitted.
-    limit = max_in_flight or 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
-    queue = list(todo)
+    # Ray runs one task (a chunk of runs) per CPU; by default twice that many are submitted
+    # so that no worker waits for the driver between chunks. An explicit bound is the number
+    # submitted.
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    limit = max_in_flight or 2 * cpus
+    queue = _chunks(todo, min(limit, cpus), ensemble)
     pending = {}
     while queue or pending:
         while queue and len(pending) < limit:
-            r = queue.pop(0)
-            pending[task.remote(model_ref, config, r, reducers, logs_dir)] = r
+            chunk = queue.pop(0)
+            pending[task.remote(model_ref, config, chunk, reducers, logs_dir,
+                                ensemble is not None)] = chunk
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
-            r = pending.pop(ref)
+            chunk = pending.pop(ref)
             try:
                 finished(ray.get(ref))
             except ray.exceptions.RayError as err:
-                finished({"run_id": r.run_id, "index": r.index, **r.params,
-                          "status": "failed", "wall_time": math.nan,
-                          "error": f"run {r.run_id} {r.params}: worker lost after "
-                                   f"{retries} retries: {type(err).__name__}",
-                          **{k: math.nan for k in reducers}})
-
-
-def _parquet(rows: list[dict], path: Path) -> None:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        return
-    pq.write_table(pa.Table.from_pylist(rows), path)
-
+                finished([(_lost(r, reducers, f"worker lost after {retries} retries: "
+                                              f"{type(err).__name__}"), "") for r in chunk])
 
 
 # -- command line -----------------------------------------------------------------------------
 
 def main(argv=None) -> int:
-    """``cosim sweep MODEL --out DIR [design] [--metric NAME=KIND:SIGNAL[:A[:B]] ...]``."""
+    """``cosim sweep MODEL --out DIR [design] [--metric NAME=KIND:SIGNAL[:A[:B]] ...]``.
+
+    With ``--sensitivity sobol|morris N`` and ``--range``s, the design is the method's and
+    its indices of every metric are printed and written to ``DIR/sensitivity_<metric>.csv``.
+    """
     import argparse
     ap = argparse.ArgumentParser(prog="cosim sweep", description="Run a parameter study of a "
                                  "model file; results go to DIR/results.csv (resumable).")
@@ -418,6 +350,10 @@ def main(argv=None) -> int:
     ap.add_argument("--design", metavar="FILE", help="explicit points (CSV or YAML list)")
     ap.add_argument("--sample", nargs=2, metavar=("KIND", "N"),
                     help="random, lhs or sobol, with N points in the --range box")
+    ap.add_argument("--sensitivity", nargs=2, metavar=("METHOD", "N"),
+                    help="sobol (N base samples, a power of 2: N*(d+2) runs) or morris "
+                         "(N trajectories: N*(d+1) runs) over the --range box; the indices "
+                         "of every metric go to DIR/sensitivity_<metric>.csv (needs SALib)")
     ap.add_argument("--range", action="append", default=[], metavar="NAME=LOW:HIGH")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--metric", action="append", default=[],
@@ -425,6 +361,8 @@ def main(argv=None) -> int:
                     help=f"a summary per run; KIND one of {', '.join(KINDS)}")
     ap.add_argument("--backend", default="ray", choices=("ray", "process", "serial"))
     ap.add_argument("--workers", type=int, default=None, help="runs at once")
+    ap.add_argument("--ensemble", type=int, default=None, metavar="N",
+                    help="simulate N runs at once as one model (fixed-step explicit solvers)")
     ap.add_argument("--address", help="Ray cluster to join")
     ap.add_argument("--save-logs", action="store_true", help="keep each run's logs (NPZ)")
     ap.add_argument("--if-changed", choices=("refuse", "new"), default="refuse",
@@ -432,15 +370,25 @@ def main(argv=None) -> int:
                          "a new DIR-<digest>")
     args = ap.parse_args(argv)
     try:
-        if args.design:
+        bounds = {}
+        for r in args.range:
+            name, _, span = r.partition("=")
+            lo, _, hi = span.partition(":")
+            bounds[name] = (float(lo), float(hi))
+        if args.sensitivity:
+            from cluster import sensitivity
+            method, n = args.sensitivity
+            makers = {"sobol": sensitivity.saltelli, "morris": sensitivity.morris}
+            if method not in makers or not bounds:
+                raise ValueError("--sensitivity needs sobol|morris, N and at least one --range")
+            if args.if_changed == "new":
+                raise ValueError("--sensitivity writes its indices beside DIR's results: "
+                                 "give a new DIR instead of --if-changed new")
+            points = makers[method](bounds, int(n), args.seed)
+        elif args.design:
             points = listed(args.design)
         elif args.sample:
             kind, n = args.sample
-            bounds = {}
-            for r in args.range:
-                name, _, span = r.partition("=")
-                lo, _, hi = span.partition(":")
-                bounds[name] = (float(lo), float(hi))
             makers = {"random": random_uniform, "lhs": lhs, "sobol": sobol}
             if kind not in makers or not bounds:
                 raise ValueError("--sample needs random|lhs|sobol, N and at least one --range")
@@ -450,9 +398,10 @@ def main(argv=None) -> int:
             for g in args.grid:
                 name, _, values = g.partition("=")
                 axes[name] = [float(v) for v in values.split(",")]
-            points = grid(**axes)
+            points = grid(axes)
         else:
-            raise ValueError("give a design: --grid, --design or --sample with --range")
+            raise ValueError("give a design: --grid, --design, --sample or --sensitivity with "
+                             "--range")
         reducers = {}
         for spec in args.metric:
             name, _, rest = spec.partition("=")
@@ -464,10 +413,36 @@ def main(argv=None) -> int:
             reducers[name] = Reducer(kind, key, *[float(x) for x in extra])
         rows = sweep(args.model, None, points, reducers, out_dir=args.out,
                      backend=args.backend, max_in_flight=args.workers, address=args.address,
-                     save_logs=args.save_logs, if_changed=args.if_changed)
+                     save_logs=args.save_logs, if_changed=args.if_changed,
+                     ensemble=args.ensemble)
     except (ValueError, ModelError, OSError) as err:
         print(f"cosim sweep: error: {err}", file=sys.stderr)
         return 2
     failed = sum(r["status"] != "ok" for r in rows)
     print(f"{len(rows)} runs ({failed} failed); results in {Path(args.out) / 'results.csv'}")
+    if args.sensitivity and not failed:
+        for metric in reducers:
+            try:
+                table = points.analyze(rows, metric)
+            except ModelError as err:
+                print(f"cosim sweep: {metric}: no indices: {err}", file=sys.stderr)
+                failed += 1
+                continue
+            _write_indices(table, Path(args.out) / f"sensitivity_{metric}.csv", metric)
     return 0 if not failed else 1
+
+
+def _write_indices(table: list[dict], path: Path, metric: str) -> None:
+    """Print a sensitivity table and write it as CSV."""
+    import csv
+    cols = list(table[0])
+    print(f"sensitivity of {metric}:")
+    print("  ".join(f"{c:>12}" for c in cols))
+    for row in table:
+        print("  ".join(f"{row[c]:>12}" if isinstance(row[c], str) else f"{row[c]:12.4f}"
+                        for c in cols))
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=cols)
+        writer.writeheader()
+        writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()}
+                         for r in table)

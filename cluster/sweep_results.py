@@ -1,7 +1,7 @@
 """A sweep's results directory: the table of finished runs, and what the runs were of.
 
-``results.csv`` holds one row per finished run, appended and synced as runs finish, so a
-killed sweep resumes where it stopped. ``sweep.json`` holds the sweep's fingerprint: digests
+``results.csv`` holds one row per finished run, appended and synced in batches as runs
+finish, so a killed sweep resumes where it stopped (having lost at most the last batch). ``sweep.json`` holds the sweep's fingerprint: digests
 of the model, the configuration, the design and the reducers. Resuming into a directory whose
 fingerprint differs is refused, naming what changed (or, by explicit choice, goes to a new
 directory); a last row torn by a kill during its write is dropped (and re-run) before the
@@ -13,14 +13,16 @@ from __future__ import annotations
 import csv
 import hashlib
 import inspect
+import io
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
 from cosim.errors import ModelError
 
-__all__ = ["ResultsTable", "fingerprint", "results_dir"]
+__all__ = ["ResultsTable", "fingerprint", "results_dir", "write_parquet"]
 
 log = logging.getLogger("cosim.sweep")
 
@@ -42,18 +44,20 @@ def _source_of(obj) -> str:
         return name
 
 
-def _model_text(model) -> str:
-    """The model as text: a model file's bytes, or the factory's model written as a model
-    file (its code where the model cannot be written, e.g. with Python-only blocks)."""
+def _model_text(model, built=None) -> str:
+    """The model as text: a model file's bytes, or the factory's model (``built`` when given)
+    written as a model file (its code where the model cannot be written, e.g. with
+    Python-only blocks)."""
     if isinstance(model, (str, Path)):
         return Path(model).read_bytes().decode(errors="replace")
     try:
-        return model().to_yaml()
+        return (built if built is not None else model()).to_yaml()
     except Exception:  # noqa: BLE001 - any model that cannot be written: fall back to its code
         return _source_of(model)
 
 
-def fingerprint(model, config, run_ids: list[str], reducers: dict) -> dict[str, str]:
+def fingerprint(model, config, run_ids: list[str], reducers: dict,
+                built=None) -> dict[str, str]:
     """Digests of what a sweep's rows depend on.
 
     Parameters
@@ -64,6 +68,8 @@ def fingerprint(model, config, run_ids: list[str], reducers: dict) -> dict[str, 
     run_ids : list of str
         The design's run ids (they digest each point's parameters).
     reducers : dict of str to callable
+    built : Model, optional
+        The factory's model, already built (not yet evaluated), to save building it again.
 
     Returns
     -------
@@ -73,7 +79,7 @@ def fingerprint(model, config, run_ids: list[str], reducers: dict) -> dict[str, 
     reducer_text = "\n".join(
         f"{name}: {r!r}" if type(r).__module__.startswith("cluster.") else
         f"{name}: {_source_of(r)}" for name, r in sorted(reducers.items()))
-    return {"model": _digest(_model_text(model)), "config": _digest(repr(config)),
+    return {"model": _digest(_model_text(model, built)), "config": _digest(repr(config)),
             "design": _digest("\n".join(run_ids)), "reducers": _digest(reducer_text)}
 
 
@@ -116,24 +122,34 @@ def results_dir(out: Path, fp: dict[str, str], if_changed: str) -> Path:
 
 
 class ResultsTable:
-    """``results.csv``: one row per finished run, appended and synced as runs finish.
+    """``results.csv``: one row per finished run, written in batches that are synced.
+
+    Rows wait in memory and are written together, one ``write`` and one ``fsync`` per batch,
+    when ``flush_every`` seconds have passed since the last batch (checked as rows arrive)
+    and on :meth:`close`. A kill loses at most the rows of the unwritten batch (those runs
+    are done again on resume) and can tear only the file's last line, which the next
+    sweep drops: every complete line is a whole row, so the resumed table equals an
+    uninterrupted sweep's.
 
     Parameters
     ----------
     path : Path
     columns : list of str
+    flush_every : float
+        Most seconds a finished run's row waits before it is written (0: at once).
 
     Attributes
     ----------
     done : dict of str to dict
-        Run id -> its row (as text), for every complete row in the file.
+        Run id -> its row (as text), for every row in the file or waiting to be written.
     torn : bool
         The file ended in a partial row (a kill during a write), now dropped.
     """
 
-    def __init__(self, path: Path, columns: list[str]):
+    def __init__(self, path: Path, columns: list[str], flush_every: float = 0.5):
         self.path = path
         self.columns = columns
+        self.flush_every = flush_every
         self.done: dict[str, dict] = {}
         self.torn = self._drop_torn_row()
         if path.exists():
@@ -147,10 +163,10 @@ class ResultsTable:
                         self.done[row["run_id"]] = row
         new = not path.exists() or path.stat().st_size == 0
         self._fh = path.open("a", newline="")
-        self._writer = csv.DictWriter(self._fh, fieldnames=columns, extrasaction="ignore")
+        self._pending: list[dict] = []
+        self._last_flush = time.monotonic()
         if new:
-            self._writer.writeheader()
-            self._sync()
+            self.write_text(self.encode([dict(zip(columns, columns))]))
 
     def _drop_torn_row(self) -> bool:
         """Cut a last row without its line end (written when the sweep was killed)."""
@@ -168,15 +184,52 @@ class ResultsTable:
                     "writing it); that run is done again", self.path, len(data) - keep)
         return True
 
-    def _sync(self) -> None:
+    def encode(self, rows: list[dict]) -> str:
+        """CSV lines of ``rows`` (floats written exactly, by ``repr``)."""
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=self.columns, extrasaction="ignore")
+        writer.writerows(rows)
+        return buf.getvalue()
+
+    def write_text(self, text: str) -> None:
+        """Append ``text`` (whole lines) to the file in one write and sync it to disk."""
+        self._fh.write(text)
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
     def add(self, row: dict) -> None:
+        """Record a finished run's row; written with its batch."""
         out = {k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()}
-        self._writer.writerow(out)
-        self._sync()
+        self._pending.append(out)
         self.done[row["run_id"]] = out
+        if time.monotonic() - self._last_flush >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write and sync the rows waiting (one batch)."""
+        if self._pending:
+            self.write_text(self.encode(self._pending))
+            self._pending.clear()
+        self._last_flush = time.monotonic()
 
     def close(self) -> None:
-        self._fh.close()
+        try:
+            self.flush()
+        finally:
+            self._fh.close()
+
+
+def write_parquet(rows: list[dict], path: Path, fp: dict[str, str]) -> bool:
+    """Write the table as Parquet when pyarrow is installed; the sweep's fingerprint goes in
+    the file's metadata under ``cosim.sweep`` (JSON). Returns whether it was written."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return False
+    table = pa.Table.from_pylist(rows)
+    meta = {**(table.schema.metadata or {}), b"cosim.sweep": json.dumps(fp, sort_keys=True)}
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table.replace_schema_metadata(meta), tmp)
+    os.replace(tmp, path)
+    return True

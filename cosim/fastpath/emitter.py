@@ -15,14 +15,22 @@ from __future__ import annotations
 
 import math
 import re
+import types
 
 import numpy as np
 
+from cosim.fastpath import cache
 from cosim.fastpath.runtime import FastPath
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
 
-__all__ = ["Strategy", "build", "tableau"]
+__all__ = ["CHUNK", "Strategy", "build", "tableau"]
+
+#: The generated step function's name and arguments (see :func:`_frame`).
+ADVANCE = "advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log"
+
+#: Statements per generated function of a large plan (see :func:`_chunked_frame`).
+CHUNK = 1000
 
 #: ``u_<input>``, ``x_<state>``, ``c_<i>``, ``p_<param>``, ``l_<i>`` in a kernel expression.
 NAME = re.compile(r"\b([uxcpl])_([A-Za-z0-9_]+)\b")
@@ -94,6 +102,25 @@ class Strategy:
         over ``terms`` ``[(a, j)]`` (to ``C`` itself when empty), summed left to right."""
         raise NotImplementedError
 
+    def chunk_reads(self, lines: list[str]) -> set:
+        """Values that lines of a chunk function (or of the log statements) read from ``S``
+        or ``D`` when the strategy holds values in locals (none by default: values named by
+        :meth:`ref` are the arrays themselves)."""
+        return set()
+
+    def chunk_io(self, body: list[str], reads: set,
+                 shared: set) -> tuple[list[str], list[str], list[str]]:
+        """Lines around a chunk function's ``body`` (source lines, indented 4): loading what
+        it reads (``reads``: its :meth:`chunk_reads`), storing every tick what it assigns and
+        some function reads (``shared``: the union of every :meth:`chunk_reads`), and storing
+        everything it assigns at the last tick of a call (none by default)."""
+        return [], [], []
+
+    def direct(self, statement: str) -> str:
+        """``statement`` reading ``S`` itself instead of values held elsewhere (identity by
+        default)."""
+        return statement
+
 
 def guard(task) -> str | None:
     """Source of the condition under which ``task`` runs at tick ``k`` (None: every tick)."""
@@ -135,7 +162,8 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
     source, columns = _Writer(plan, layout, kernels, strategy).source(config, store, tab,
                                                                        state.X.size)
     namespace = strategy.namespace
-    exec(compile(source, strategy.label, "exec"), namespace)
+    exec(cache.code_for(source, strategy.label), namespace)
+    _own_globals(namespace)
     flat = FlatValues(layout.signal_slots, layout.state_slots, vector=strategy.vector)
     return FastPath(state, store, source, namespace["advance"], flat, columns, solver,
                     len(tab[1]) + 1 if tab else 0)
@@ -163,8 +191,13 @@ class _Writer:
                 return s.ref(cvar, [layout.cont_at[(i, r)] for i in group])
             if kind == "l":
                 return f"{s.const(kern.live)}[{int(r)}]"     # live values: singleton groups
+            # Parameters are data (globals of the generated code), never literals in its
+            # source: the source then depends only on the plan's structure (see cache).
+            # A value shared by the whole group (a parameter of a test) stays one float.
             values = [float(self.kernels[i].params[r]) for i in group]
-            return repr(values[0]) if len(group) == 1 else s.const(np.array(values))
+            if len(group) == 1 or values.count(values[0]) == len(values):
+                return s.const(values[0])
+            return s.const(np.array(values))
         # The members of a group share a task, hence a sample period.
         out = DT.sub(repr(plan.sample_period[group[0]]), NAME.sub(name, text))
         return T.sub(tvar, out) if tvar != "t" else out
@@ -175,29 +208,31 @@ class _Writer:
         return [f"{ref('S', [at[(i, p)] for i in group])} = {self.subst(group, text, cvar, tvar)}"
                 for p, text in self.kernels[group[0]].outputs.items()]
 
-    def updates(self) -> list[tuple[str | None, str]]:
-        """``(guard, statement)`` of the state updates at the end of a tick.
+    def updates(self) -> tuple[list[list], list[list]]:
+        """``(guard, statement)`` of the state updates at the end of a tick, per group:
+        ``(continuous, discrete)``.
 
         Continuous states held between solver intervals come first: like every state update
         they read this tick's discrete states, which the assignments after them replace.
         """
         plan, layout, s = self.plan, self.layout, self.s
-        upd = []
+        cont, disc = [], []
         for g in s.groups:
             cstate = self.kernels[g[0]].cstate
             if cstate:
                 targets = [s.ref("C", [layout.cont_at[(i, str(j))] for i in g])
                            for j in range(len(cstate))]
                 gd = guard(plan.tasks[plan.task_of[g[0]]])
-                upd += [(gd, st) for st in s.assign(targets, [self.subst(g, e) for e in cstate])]
+                cont.append([(gd, st) for st in s.assign(targets,
+                                                         [self.subst(g, e) for e in cstate])])
         for g in s.groups:
             states = self.kernels[g[0]].state
             if states:
                 targets = [s.ref("D", [layout.state_at[(i, n)] for i in g]) for n in states]
                 exprs = [self.subst(g, e) for e in states.values()]
                 gd = guard(plan.tasks[plan.task_of[g[0]]])
-                upd += [(gd, st) for st in s.assign(targets, exprs)]
-        return upd
+                disc.append([(gd, st) for st in s.assign(targets, exprs)])
+        return cont, disc
 
     def logs(self, store) -> tuple[list, list]:
         """``(guard, statement)`` of the log appends, and per task ``(log key, column)``."""
@@ -246,13 +281,16 @@ class _Writer:
     def source(self, config, store, tab, n_c: int) -> tuple[str, list]:
         """Source of the step function and its per-task log columns."""
         plan, s = self.plan, self.s
-        body = [(guard(plan.tasks[plan.task_of[g[0]]]), st)
-                for g in s.groups for st in self.outputs(g)]
+        body = [[(guard(plan.tasks[plan.task_of[g[0]]]), st) for st in self.outputs(g)]
+                for g in s.groups]
         log_stmts, columns = self.logs(store)
-        upd = self.updates()
+        cont, disc = self.updates()
+        if n_c == 0 and sum(map(len, body)) + sum(map(len, disc)) > CHUNK:
+            return _chunked_frame(config.t0, config.dt, body, log_stmts, disc, s), columns
         integ = self.integration(config, tab) if n_c else []
-        return _frame(config.t0, config.dt, body, log_stmts, upd, integ, s.prologue,
-                      s.epilogue), columns
+        upd = [st for stmts in cont + disc for st in stmts]
+        return _frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,
+                      upd, integ, s.prologue, s.epilogue), columns
 
 
 def _grouped(stmts, indent: int) -> list[str]:
@@ -280,8 +318,7 @@ def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue
     ``prologue`` / ``epilogue`` load and store the values (the scalar strategy keeps them in
     locals). An exception leaves with the tick it happened at as its ``cosim_tick`` attribute.
     """
-    lines = ["def advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log):",
-             *prologue, "    try:", "        while k < k_stop:",
+    lines = [*prologue, "    try:", "        while k < k_stop:",
              f"            t = {t0!r} + k * {dt!r}"]
     lines += _grouped(body, 12)
     lines.append("            if last_logged < k < k_log:")
@@ -296,4 +333,87 @@ def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue
     if epilogue:
         lines += ["    finally:", *epilogue]
     lines.append("    return k, last_logged")
-    return "\n".join(lines) + "\n"
+    return "\n".join(_define(ADVANCE, lines)) + "\n"
+
+
+def _chunks(groups) -> list[list[str]]:
+    """Bodies (source lines, indented 4) of functions running ``groups`` (lists of
+    ``(guard, statement)``, never split) in order, about :data:`CHUNK` statements each."""
+    chunks, cur = [], []
+    for stmts in groups:
+        if cur and len(cur) + len(stmts) > CHUNK:
+            chunks.append(cur)
+            cur = []
+        cur.extend(stmts)
+    if cur:
+        chunks.append(cur)
+    return [_grouped(stmts, 4) for stmts in chunks]
+
+
+def _chunk_defs(prefix: str, bodies, reads, shared,
+                strategy) -> tuple[list[str], list[str]]:
+    """Source lines of functions ``<prefix><n>(k, t, S, D, last)`` of ``bodies`` (reading
+    ``reads``, see :meth:`Strategy.chunk_io`), and the call of each."""
+    lines, calls = [], []
+    for n, (body, rd) in enumerate(zip(bodies, reads)):
+        load, store, final = strategy.chunk_io(body, rd, shared)
+        fn = [*load, *body, *store]
+        if final:
+            fn += ["    if last:", *("    " + ln for ln in final)]
+        lines += _define(f"{prefix}{n}(k, t, S, D, last", fn)
+        calls.append(f"{prefix}{n}(k, t, S, D, last)")
+    return lines, calls
+
+
+def _chunked_frame(t0: float, dt: float, body, log_stmts, disc, strategy) -> str:
+    """Source of ``advance`` (see :func:`_frame`) for a large plan without continuous state:
+    outputs and state updates run in functions of at most about :data:`CHUNK` statements each.
+
+    Python's compiler and the first calls of a function (bytecode specialization) cost more
+    than linearly in the function's size; bounded functions keep a 100,000-block plan's
+    compile time linear. A function's values live in locals only while it runs: it loads what
+    it reads from ``S`` and ``D``, stores every tick what another function reads, and all it
+    assigns at the last tick of the call (see :meth:`Strategy.chunk_io`); the logs read ``S``
+    itself.
+    """
+    out_bodies, upd_bodies = _chunks(body), _chunks(disc)
+    out_reads = [strategy.chunk_reads(b) for b in out_bodies]
+    upd_reads = [strategy.chunk_reads(b) for b in upd_bodies]
+    shared = set(strategy.chunk_reads([st for _, st in log_stmts])).union(*out_reads,
+                                                                          *upd_reads)
+    outs, out_calls = _chunk_defs("_out", out_bodies, out_reads, shared, strategy)
+    upds, upd_calls = _chunk_defs("_upd", upd_bodies, upd_reads, shared, strategy)
+    lines = ["    try:", "        while k < k_stop:", f"            t = {t0!r} + k * {dt!r}",
+             "            last = k + 1 == k_stop"]
+    lines += ["            " + c for c in out_calls]
+    lines.append("            if last_logged < k < k_log:")
+    lines += _grouped([(g, strategy.direct(st)) for g, st in log_stmts], 16)
+    lines.append("                last_logged = k")
+    if upd_calls:
+        lines.append("            if k < k_full:")
+        lines += ["                " + c for c in upd_calls]
+    lines += ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
+              "        raise", "    return k, last_logged"]
+    return "\n".join([*outs, *upds, *_define(ADVANCE, lines)]) + "\n"
+
+
+def _define(signature: str, body: list[str]) -> list[str]:
+    """Lines defining a function (``signature``: its name and arguments without the closing
+    parenthesis) of ``body``."""
+    return [f"def {signature}):", *body]
+
+
+def _own_globals(namespace: dict) -> None:
+    """Give each chunk function (see :func:`_chunked_frame`) globals of its own, holding only
+    the names it reads.
+
+    A global read is specialized (about as fast as a literal) only in a namespace of fewer
+    than 65,536 names; a 100,000-block plan has more constants than that.
+    """
+    shared = {k: v for k, v in namespace.items()
+              if not k.startswith("_") or k == "__builtins__"}
+    for name in [k for k in namespace if k.startswith(("_out", "_upd"))]:
+        fn = namespace[name]
+        own = dict(shared)
+        own.update((n, namespace[n]) for n in fn.__code__.co_names if n in namespace)
+        namespace[name] = types.FunctionType(fn.__code__, own, name)

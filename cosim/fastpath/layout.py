@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cosim.fastpath.params import lift
 from cosim.fastpath.runtime import Unsupported
 
 __all__ = ["Layout", "kernels_of"]
@@ -14,7 +15,9 @@ def _scalar(a) -> bool:
 
 
 def kernels_of(plan) -> list | None:
-    """Every block's kernel, or None when a block has none or a non-scalar signal or state.
+    """Every block's kernel with its float literals lifted into parameters (see
+    :func:`~cosim.fastpath.params.lift`), or None when a block has none or a non-scalar
+    signal or state.
 
     Blocks are initialized: their outputs, states and continuous states give the shapes.
     """
@@ -32,7 +35,7 @@ def kernels_of(plan) -> list | None:
         n_c = b.cstate.size if b.has_derivative else 0
         if len(kern.derivatives) != n_c or len(kern.cstate) not in (0, n_c):
             return None
-        kernels.append(kern)
+        kernels.append(lift(kern))
     return kernels
 
 

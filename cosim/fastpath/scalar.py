@@ -10,6 +10,8 @@ variable per component and stage (``z0``, ``k1_0``).
 
 from __future__ import annotations
 
+import re
+
 from cosim.fastpath.emitter import Strategy
 
 __all__ = ["Scalar"]
@@ -19,6 +21,15 @@ _ITEMWISE = 8
 
 #: Local-variable prefix of each array the emitter names.
 _PREFIX = {"S": "s", "D": "x", "C": "c", "Z": "z"}
+
+#: A signal or discrete-state local (``s12``, ``x3``).
+_LOCAL = re.compile(r"\b([sx])(\d+)\b")
+
+#: The targets of an assignment in a chunk function (indent 4: unguarded).
+_ASSIGNED = re.compile(r"^( +)((?:[sx]\d+, )*[sx]\d+) = ")
+
+#: The array each local prefix is loaded from and stored to.
+_ARRAY = {"s": "S", "x": "D"}
 
 
 class Scalar(Strategy):
@@ -67,3 +78,56 @@ class Scalar(Strategy):
             return [f"{var}{g} = c{g}" for g in range(self.n_c)]
         return [f"{var}{g} = c{g} + h * ({' + '.join(f'{a!r} * k{j}_{g}' for a, j in terms)})"
                 for g in range(self.n_c)]
+
+    def chunk_reads(self, lines: list[str]) -> set:
+        # Every state read, and every signal read that is not assigned unguarded first
+        # (signals of other functions, and of slower tasks whose guard may be false: the
+        # store writes back the value held).
+        used = {(a, int(j)) for a, j in _LOCAL.findall("\n".join(lines))}
+        return used - _assigned(lines)[0]
+
+    def chunk_io(self, body: list[str], reads: set,
+                 shared: set) -> tuple[list[str], list[str], list[str]]:
+        assigned = sorted(_assigned(body)[1])
+        load = _runs(sorted(reads), lambda names, src: f"    {names} = {src}")
+        store = _runs([v for v in assigned if v in shared],
+                      lambda names, src: f"    {src} = {names}", store=True)
+        final = _runs([v for v in assigned if v not in shared],
+                      lambda names, src: f"    {src} = {names}", store=True)
+        return load, store, final
+
+    def direct(self, statement: str) -> str:
+        return _LOCAL.sub(lambda m: f"{_ARRAY[m.group(1)]}[{m.group(2)}]", statement)
+
+
+def _assigned(lines: list[str]) -> tuple[set, set]:
+    """``(signals assigned unguarded, everything assigned)`` by chunk lines (indent 4)."""
+    first, assigned = set(), set()
+    for line in lines:
+        m = _ASSIGNED.match(line)
+        if m is None:
+            continue
+        targets = {(a, int(j)) for a, j in _LOCAL.findall(m.group(2))}
+        assigned |= targets
+        if len(m.group(1)) == 4 and all(a == "s" for a, _ in targets):
+            first |= targets
+    return first, assigned
+
+
+def _runs(names, line, store: bool = False) -> list[str]:
+    """Lines moving locals ``[(prefix, slot)]`` (sorted) from or to their array: a slice per
+    run of consecutive slots, one item otherwise."""
+    out, i = [], 0
+    while i < len(names):
+        a, j = names[i]
+        n = i + 1
+        while n < len(names) and names[n] == (a, j + n - i):
+            n += 1
+        if n - i == 1:
+            out.append(line(f"{a}{j}", f"{_ARRAY[a]}[{j}]"))
+        else:
+            locals_ = ", ".join(f"{a}{j + m}" for m in range(n - i))
+            ix = f"{_ARRAY[a]}[{j}:{j + n - i}]"
+            out.append(line(f"[{locals_}]" if store else f"{locals_},", ix))
+        i = n
+    return out

@@ -30,65 +30,88 @@ MIN_MEAN_GROUP = 6
 
 
 def _template(kern) -> tuple:
-    return (tuple(sorted(kern.outputs.items())), tuple(sorted(kern.state.items())),
-            kern.derivatives, kern.cstate, tuple(sorted(kern.params)))
+    # A block class writes its kernel's dicts in one order: not sorted (100,000 blocks).
+    return (tuple(kern.outputs.items()), tuple(kern.state.items()), kern.derivatives,
+            kern.cstate, tuple(kern.params))
 
 
-def _reads_member(node) -> bool:
+def _reads_member(node, shared) -> bool:
     """True when an expression reads a member's own value (a name ``u_``, ``x_``, ``c_``,
-    ``p_`` or ``l_``: an array for a group), not only ``t``, ``dt`` and literals."""
-    return any(isinstance(n, ast.Name) and _MEMBER.match(n.id) for n in ast.walk(node))
+    ``p_`` or ``l_``: an array for a group), not only ``t``, ``dt``, literals and the
+    ``shared`` parameters (one value for the whole group)."""
+    return any(isinstance(n, ast.Name) and _MEMBER.match(n.id) and n.id not in shared
+               for n in ast.walk(node))
 
 
-def _elementwise(text: str) -> bool:
+def _tests(text: str):
+    """The parts of an expression whose value must be one number: truth tests, comparisons,
+    arguments of calls (``abs`` excepted) and subscripts."""
+    for node in ast.walk(ast.parse(text, mode="eval")):
+        if isinstance(node, ast.IfExp):
+            yield node.test
+        elif isinstance(node, ast.BoolOp):
+            yield from node.values
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            yield node.operand
+        elif isinstance(node, ast.Compare):
+            yield node.left
+            yield from node.comparators
+        elif isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Name) and node.func.id == "abs"):
+                yield from node.args
+                yield from (kw.value for kw in node.keywords)
+        elif isinstance(node, ast.Subscript):
+            yield node.slice
+
+
+def _texts(kern) -> list[str]:
+    return [*kern.outputs.values(), *kern.state.values(), *kern.derivatives, *kern.cstate]
+
+
+def _shared(kern) -> frozenset:
+    """Parameters read where a number is needed (``t + p__0 * dt >= p__1``): members of one
+    group must share their values, so that the test holds for the whole group at once."""
+    return frozenset(n.id for text in _texts(kern) for part in _tests(text)
+                     for n in ast.walk(part)
+                     if isinstance(n, ast.Name) and n.id.startswith("p_"))
+
+
+def _elementwise(text: str, shared=frozenset()) -> bool:
     """True when a template expression computes on a group's arrays what it computes on each
-    member's floats: no truth test, comparison or call (``abs`` excepted) of a member's value.
+    member's floats: no truth test, comparison or call (``abs`` excepted) of a member's value
+    (``shared`` parameters are one value for the group, not the member's own).
 
     ``min(u_in, 0.7)`` or ``a if u_in > 0.0 else b`` need the truth of one number; numpy
     refuses it for an array, and ``(u > a) + (u > b)`` would add booleans as logical or.
     Such templates run member by member (bit-identical either way).
     """
-    for node in ast.walk(ast.parse(text, mode="eval")):
-        if isinstance(node, ast.IfExp):
-            parts = [node.test]
-        elif isinstance(node, ast.BoolOp):
-            parts = node.values
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            parts = [node.operand]
-        elif isinstance(node, ast.Compare):
-            parts = [node.left, *node.comparators]
-        elif isinstance(node, ast.Call):
-            if isinstance(node.func, ast.Name) and node.func.id == "abs":
-                continue
-            parts = [*node.args, *(kw.value for kw in node.keywords)]
-        elif isinstance(node, ast.Subscript):
-            parts = [node.slice]
-        else:
-            continue
-        if any(_reads_member(p) for p in parts):
-            return False
-    return True
+    return not any(_reads_member(part, shared) for part in _tests(text))
 
 
-def _vectorizable(kern) -> bool:
+def _vectorizable(kern, shared) -> bool:
     """Whether members of ``kern``'s template can share one numpy expression: no ``math.*``
     (numpy's functions may round differently) and elementwise arithmetic only."""
-    texts = [*kern.outputs.values(), *kern.state.values(), *kern.derivatives, *kern.cstate]
-    return not any("math." in e for e in texts) and all(_elementwise(e) for e in texts)
+    texts = _texts(kern)
+    return not any("math." in e for e in texts) and all(_elementwise(e, shared) for e in texts)
 
 
 def _groups(plan, kernels) -> list[list[int]]:
-    """Blocks grouped by (level, task, stage-evaluated, template), in level order."""
+    """Blocks grouped by (level, task, stage-evaluated, template, shared parameter values), in
+    level order."""
     level = {id(b): lv for lv, blocks in enumerate(plan.levels) for b in blocks}
     groups: dict = {}
-    vectorizable: dict = {}         # template -> bool: a chain of 1000 lags parses one
+    info: dict = {}         # template -> (shared, vectorizable): a chain of 1000 lags parses one
     for i, b in enumerate(plan.blocks):
-        tpl = _template(kernels[i])
-        key = (level[id(b)], plan.task_of[i], plan.continuous[i], tpl)
-        if tpl not in vectorizable:
-            vectorizable[tpl] = _vectorizable(kernels[i])
+        kern = kernels[i]
+        tpl = _template(kern)
+        if tpl not in info:
+            shared = _shared(kern)
+            info[tpl] = (shared, _vectorizable(kern, shared))
+        shared, vec = info[tpl]
+        key = (level[id(b)], plan.task_of[i], plan.continuous[i], tpl,
+               tuple(sorted((n, kern.params[n[2:]]) for n in shared)))
         # Live values change between calls: their blocks stay singletons.
-        if kernels[i].live is not None or not vectorizable[tpl]:
+        if kern.live is not None or not vec:
             key += (i,)
         groups.setdefault(key, []).append(i)
     return [g for _, g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0]))]
@@ -97,6 +120,8 @@ def _groups(plan, kernels) -> list[list[int]]:
 def worthwhile(plan, kernels) -> bool:
     """True when grouping makes the plan much shorter than one statement per block."""
     n = len(plan.blocks)
+    if len(plan.levels) * MIN_MEAN_GROUP > n:
+        return False            # at least one group per level: a chain never is
     return n >= 2 * MIN_MEAN_GROUP and n / max(1, len(_groups(plan, kernels))) >= MIN_MEAN_GROUP
 
 

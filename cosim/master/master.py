@@ -50,6 +50,8 @@ class Master:
         Unit-to-unit connections.
     config : SimulationConfig
         ``config.cosim`` holds the master's options; ``t0`` / ``t_end`` the interval.
+    keys : dict of str to str, optional
+        Log keys to show instead of the units' own (see :class:`CentralLogs`).
 
     Attributes
     ----------
@@ -60,7 +62,7 @@ class Master:
         ``macro_steps``, ``rejected``, ``iterations`` (coupling evaluations), ``recoveries``.
     """
 
-    def __init__(self, proxies: dict, links, config):
+    def __init__(self, proxies: dict, links, config, keys: dict | None = None):
         self.proxies = proxies
         self.names = list(proxies)
         self.links = list(links)
@@ -69,7 +71,7 @@ class Master:
         self.calls = UnitCalls(proxies, self.cfg.trace)
         self.step_log: list[StepRecord] = []
         self.stats = {"macro_steps": 0, "rejected": 0, "iterations": 0, "recoveries": 0}
-        self.central = CentralLogs(self.names)
+        self.central = CentralLogs(self.names, keys)
         self.desc = {}
         self.T = config.t0
         self._checkpoint = None

@@ -53,9 +53,13 @@ class UnitGraph:
         succ = {u: set() for u in names}
         direct = {u: set() for u in names}
         feeds = {u: {q for _, deps in desc[u].feedthrough for q in deps} for u in names}
-        for (v, q), (u, _) in self.driver.items():
+        fed = {u: {out for out, deps in desc[u].feedthrough if deps} for u in names}
+        for (v, q), (u, out) in self.driver.items():
             succ[u].add(v)
-            if q in feeds[v]:
+            # v's value at a macro point waits for u's only when u's output itself follows
+            # u's inputs: an output known from u's step alone (a constant, a state) never
+            # closes an algebraic loop, even when u has feedthrough elsewhere.
+            if q in feeds[v] and out in fed[u]:
                 direct[u].add(v)
         dcomps = strongly_connected_components(names, direct)
         self.groups = [c for c in dcomps if is_cycle(c, direct)]

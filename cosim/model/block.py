@@ -159,6 +159,13 @@ class Kernel:
     live: list | None = None
 
 
+@functools.lru_cache(maxsize=None)
+def _signature(init) -> inspect.Signature:
+    """The signature of a block class's ``__init__`` (one per class: a model of 100,000 blocks
+    asks for it once per block)."""
+    return inspect.signature(init)
+
+
 class _Inputs(dict):
     """Input port dict: reading a port that is not connected names ``block.port``."""
 
@@ -385,17 +392,24 @@ class Block:
         if init is None:
             return {}
         args, kwargs = self.__dict__["_spec_args"]
-        bound = inspect.signature(init).bind(self, *args, **kwargs).arguments
+        sig = _signature(init)
+        bound = sig.bind(self, *args, **kwargs).arguments
         out = {}
         for key, val in list(bound.items())[1:]:
             if key == "name":
                 continue
-            if isinstance(val, dict) and inspect.signature(init).parameters[key].kind \
+            if isinstance(val, dict) and sig.parameters[key].kind \
                     is inspect.Parameter.VAR_KEYWORD:
                 out.update(val)
             else:
                 out[key] = val
         return out
+
+    def spec_has_expression(self) -> bool:
+        """True when a construction argument is a parameter expression (``"=k/m"``); cheaper
+        than looking into :meth:`spec` (no signature binding), for every block of a model."""
+        args = self.__dict__.get("_spec_args")
+        return args is not None and has_expression(args)
 
     def rebuild(self, params: dict[str, object]) -> None:
         """(Re)construct this block in place from evaluated parameters (evaluation phase).

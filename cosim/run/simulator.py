@@ -22,11 +22,17 @@ from cosim.run.eventmonitor import EventMonitor, check_events, switching_blocks
 from cosim.run.interpreter import Interpreter
 from cosim.run.logs import Logs
 from cosim.run.logstore import LogStore
+from cosim.run.nogc import nogc
 from cosim.run.startup import initialize_blocks
 from cosim.run.state import RunState
 from cosim.numerics.timegrid import EXCHANGE_RTOL, floor_ticks, same_time
 
-__all__ = ["Simulator"]
+__all__ = ["LAZY_BLOCKS", "LAZY_TICKS", "Simulator"]
+
+#: Plans of this many blocks start on the interpreter and switch to the generated fast path
+#: after :data:`LAZY_TICKS` ticks (a run that ends sooner never generates code).
+LAZY_BLOCKS = 5000
+LAZY_TICKS = 10
 
 
 def _check_solver(name) -> None:
@@ -82,10 +88,11 @@ class Simulator(pacing.PacedRuns):
         from cosim.model.diagram import Model
         from cosim.model.evaluate import evaluate
         from cosim.run.atomic import AtomicSubsystem
-        if isinstance(model, Model):
-            evaluate(model)        # a subsystem was evaluated with its parent's workspaces
-        self.plan: Plan = compile_model(model, config.dt, config.log,
-                                        allow_loops=config.loop_solver)
+        with nogc():
+            if isinstance(model, Model):
+                evaluate(model)        # a subsystem was evaluated with its parent's workspaces
+            self.plan: Plan = compile_model(model, config.dt, config.log,
+                                            allow_loops=config.loop_solver)
         self.atomics = [(n, b) for n, b in zip(self.plan.names, self.plan.blocks)
                         if isinstance(b, AtomicSubsystem)]
         for _, b in self.atomics:
@@ -97,6 +104,7 @@ class Simulator(pacing.PacedRuns):
         self.store: LogStore | None = None
         self.monitor: EventMonitor | None = None
         self.fast_path = None
+        self._fast_at: int | None = None       # tick at which the fast path is built
         self.interpreter = Interpreter(self.plan, config, self.state)
         self._initialized = False
 
@@ -158,13 +166,14 @@ class Simulator(pacing.PacedRuns):
             self.config = replace(self.config, t0=t0)
             self.interpreter.config = self.config
         state = self.state
-        self.interpreter.reset()
-        initialize_blocks(self.plan, self.interpreter, self.config.t0)
-        self.interpreter.setup_continuous()
-        state.k = 0
-        state.t_stop = None
-        state.stop_requested = False
-        self._start(k0=0, last=-1)
+        with nogc(freeze=len(self.plan.blocks) >= LAZY_BLOCKS):
+            self.interpreter.reset()
+            initialize_blocks(self.plan, self.interpreter, self.config.t0)
+            self.interpreter.setup_continuous()
+            state.k = 0
+            state.t_stop = None
+            state.stop_requested = False
+            self._start(k0=0, last=-1)
         self._initialized = True
 
     def _start(self, k0: int, last: int) -> None:
@@ -178,9 +187,22 @@ class Simulator(pacing.PacedRuns):
         interp.attach(self.store, self.monitor)
         self.state.drop_flat()
         self.fast_path = None
+        self._fast_at = None
         # Located events and mode switches run on the interpreter (its solver steps end there).
         if self.config.fast and not self.plan.loops and self.monitor is None:
-            from cosim.fastpath.choose import build
+            if len(self.plan.blocks) >= LAZY_BLOCKS:
+                # Generating a large plan's code takes seconds: the first ticks run on the
+                # interpreter, so a short run does not wait for it (bit-identical either way).
+                self._fast_at = self.state.k + LAZY_TICKS
+            else:
+                self._build_fast()
+
+    def _build_fast(self) -> None:
+        """Attach the generated fast path (None when the plan cannot have one)."""
+        from cosim.fastpath.choose import build
+        interp = self.interpreter
+        self._fast_at = None
+        with nogc(freeze=len(self.plan.blocks) >= LAZY_BLOCKS):
             self.fast_path = build(self.plan, self.config, self.state, self.store,
                                    interp.solver, interp.cslices)
 
@@ -192,10 +214,24 @@ class Simulator(pacing.PacedRuns):
         (read values with :meth:`RunState.value`, or call :meth:`RunState.blocks_current`).
         """
         cfg = self.config
+        if self._fast_at is not None:
+            k_mid = min(k_stop, self._fast_at)
+            if self.state.k < k_mid:
+                self._interpret_to(k_mid, outputs and k_mid == k_stop)
+            if self.state.k < self._fast_at or self.state.t_stop is not None \
+                    or self.state.stop_requested:
+                return
+            self._build_fast()
+            if self.state.k >= k_stop:
+                return
         if self.fast_path is not None:
             self.fast_path.advance(k_stop, cfg.t0, cfg.dt, outputs)
             self.stats["ticks"] = self.state.k
             return
+        self._interpret_to(k_stop, outputs)
+
+    def _interpret_to(self, k_stop: int, outputs: bool) -> None:
+        """:meth:`advance_to` on the interpreter."""
         try:
             self.interpreter.advance(k_stop)
         finally:

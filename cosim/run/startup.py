@@ -33,6 +33,10 @@ def initialize_blocks(plan, interp, t0: float) -> None:
         b.state.clear()
         b.next_state.clear()
         b.cstate = None
+    # Each block's outgoing wires, found once (a scan of every wire per block is quadratic).
+    out_wires = [[] for _ in plan.blocks]
+    for w in plan.wires:
+        out_wires[w.src].append(w)
     done = set()
     for i, b in enumerate(plan.blocks):
         if id(b) in done:
@@ -52,7 +56,7 @@ def initialize_blocks(plan, interp, t0: float) -> None:
             done.add(id(m))
             j = plan.index[plan.path_of[id(m)]]
             _check_outputs(plan, m, t0)
-            _check_shapes(plan, j, t0)
+            _check_shapes(plan, out_wires[j], t0)
             for w in fanout[j]:
                 w[0][w[1]] = w[2][w[3]]
 
@@ -108,13 +112,12 @@ def _check_outputs(plan, b, t0: float) -> None:
                 "set it with cosim.model.block.as_signal(value)", t=t0, block=path)
 
 
-def _check_shapes(plan, i: int, t0: float) -> None:
-    """Check block ``i``'s outputs against the shapes its readers expect."""
+def _check_shapes(plan, wires, t0: float) -> None:
+    """Check a block's outputs against the shapes its readers expect (``wires``: the block's
+    outgoing wires)."""
     problems = []
     blocks = plan.blocks
-    for w in plan.wires:
-        if w.src != i:
-            continue
+    for w in wires:
         src, dst = blocks[w.src], blocks[w.dst]
         want = dst.input_shapes.get(w.dst_port)
         have = src.outputs[w.src_port].shape

@@ -1,6 +1,9 @@
-"""Benchmark: sweep throughput of short runs on 2 Ray workers vs serially in one process.
+"""Benchmark: sweep throughput, serial and on 2 Ray workers, and the per-run overhead.
 
-Target (issue): >= 1.7x on 2 cores. Measured, printed, not asserted.
+Targets (issue 18): >= 250 runs/s serial for 1,000 RK4 steps of a 10-block loop (PI + plant,
+fast path); per-run overhead beyond the run's own stepping <= 1 ms; Ray on 2 workers >= 1.8x
+serial; ensembles of the mass-spring-damper + PID (RK4, dt 1e-3, 10 s) >= 1,000 runs/s for
+N = 1,000 on one core. Measured, printed, not asserted.
 Run: python -m pytest -m bench -s tests/benchmarks/test_bench_sweep.py
 """
 
@@ -9,30 +12,125 @@ import time
 import pytest
 
 from cluster.sweep import final, lhs, sweep
-from cosim import SimulationConfig
+from cosim import SimulationConfig, Simulator
 
 from tests.cluster import sweep_models as sm
 
+#: A short run on the interpreter: 2 s at 1 ms, tens of milliseconds each.
+SLOW = SimulationConfig(dt=1e-3, t_end=2.0, solver="RK4", fast=False)
 
-#: A short run: 2 s at 1 ms on the interpreter, tens of milliseconds each.
-CONFIG = SimulationConfig(dt=1e-3, t_end=2.0, solver="RK4", fast=False)
+
+def interleaved(fns: dict, repeat: int) -> dict:
+    """Best wall time of each callable, the callables interleaved (the machine drifts)."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
+def stepping_per_run(points) -> float:
+    """Mean time of the runs' own stepping (1,000 ticks on a built, initialized simulator),
+    best of three per point."""
+    total = 0.0
+    for p in points:
+        best = float("inf")
+        for _ in range(3):
+            m = sm.pi_loop()
+            m.parameters.update(p)
+            sim = Simulator(m, sm.PI_CONFIG)
+            sim.initialize()
+            t0 = time.perf_counter()
+            sim.advance_to(1000)
+            best = min(best, time.perf_counter() - t0)
+        total += best
+    return total / len(points)
 
 
 @pytest.mark.bench
-def test_bench_sweep_throughput(ray_session, tmp_path):
+def test_bench_sweep_of_a_pi_loop(ray_session, tmp_path):
+    points = lhs({"kp": (0.5, 4.0), "ki": (0.1, 2.0), "tau": (0.2, 1.0)}, 400, seed=1)
+    reducers = {"y_end": final("plant.out"), "area": final("area.out")}
+    sweep(sm.pi_loop, sm.PI_CONFIG, points[:20], reducers, backend="ray")        # warm-up
+    dirs = iter(range(10 ** 6))
+    rows = {}
+
+    def serial():
+        rows["serial"] = sweep(sm.pi_loop, sm.PI_CONFIG, points, reducers, backend="serial",
+                               out_dir=tmp_path / f"s{next(dirs)}")
+
+    def ray():
+        rows["ray"] = sweep(sm.pi_loop, sm.PI_CONFIG, points, reducers, backend="ray",
+                            out_dir=tmp_path / f"r{next(dirs)}")
+
+    def ensemble():
+        rows["ensemble"] = sweep(sm.pi_loop, sm.PI_CONFIG, points, reducers, backend="serial",
+                                 ensemble=100, out_dir=tmp_path / f"e{next(dirs)}")
+
+    def one_by_one():                     # the same runs without the sweep's bookkeeping
+        for p in points:
+            m = sm.pi_loop()
+            m.parameters.update(p)
+            logs = Simulator(m, sm.PI_CONFIG).run()
+            [f(logs) for f in reducers.values()]
+
+    best = interleaved({"serial": serial, "ray": ray, "ensemble=100": ensemble,
+                        "one by one": one_by_one}, 3)
+    assert [r["y_end"] for r in rows["serial"]] == [r["y_end"] for r in rows["ray"]] == \
+        [r["y_end"] for r in rows["ensemble"]]
+    n = len(points)
+    step = stepping_per_run(points[:20])
+    per_run = best["serial"] / n
+    print(f"\nsweep of {n} runs of a 10-block PI loop (1,000 RK4 steps, fast path), "
+          f"best of 3 interleaved:")
+    for name, t in best.items():
+        print(f"  {name:<14} {n / t:8.1f} runs/s  {t / n * 1e3:6.2f} ms/run")
+    print(f"  Ray (2 workers) vs serial: {best['serial'] / best['ray']:.2f}x")
+    print(f"  stepping alone {step * 1e3:.2f} ms/run; per-run overhead of the serial sweep "
+          f"{(per_run - step) * 1e3:.2f} ms (of which the sweep's own bookkeeping "
+          f"{(per_run - best['one by one'] / n) * 1e3:.2f} ms)")
+
+
+@pytest.mark.bench
+def test_bench_sweep_on_the_interpreter(ray_session, tmp_path):
     points = lhs({"gain": (0.5, 2.0), "tau": (0.05, 0.5)}, 60, seed=1)
     reducers = {"y_end": final("plant.out")}
-    sweep(sm.lag, CONFIG, points[:4], reducers, backend="ray")  # warm-up
-    # Interleaved repeats, best of each: the machine's speed drifts between runs.
-    t_serial = t_ray = float("inf")
-    for _ in range(2):
-        t0 = time.perf_counter()
-        serial = sweep(sm.lag, CONFIG, points, reducers, backend="serial")
-        t_serial = min(t_serial, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        par = sweep(sm.lag, CONFIG, points, reducers, backend="ray")
-        t_ray = min(t_ray, time.perf_counter() - t0)
-        assert [r["y_end"] for r in serial] == [r["y_end"] for r in par]
+    sweep(sm.lag, SLOW, points[:4], reducers, backend="ray")  # warm-up
+    rows = {}
+    best = interleaved({
+        "serial": lambda: rows.__setitem__("serial", sweep(sm.lag, SLOW, points, reducers,
+                                                           backend="serial")),
+        "ray": lambda: rows.__setitem__("ray", sweep(sm.lag, SLOW, points, reducers,
+                                                     backend="ray"))}, 2)
+    assert [r["y_end"] for r in rows["serial"]] == [r["y_end"] for r in rows["ray"]]
     n = len(points)
-    print(f"\nsweep of {n} short runs (best of 2): serial {n / t_serial:.1f} runs/s, "
-          f"Ray (2 workers) {n / t_ray:.1f} runs/s, speed-up {t_serial / t_ray:.2f}x")
+    print(f"\nsweep of {n} short interpreter runs (best of 2): serial "
+          f"{n / best['serial']:.1f} runs/s, Ray (2 workers) {n / best['ray']:.1f} runs/s, "
+          f"speed-up {best['serial'] / best['ray']:.2f}x")
+
+
+#: Runs per ensemble in the mass-spring-damper benchmark. The issue asks for 1,000; while
+#: blocks spell parameters into their kernels, 1,000 members are 16,000 blocks of scalar
+#: generated code (20 s to generate and compile here), so the study goes in ensembles of 100.
+ENSEMBLE = 100
+
+
+@pytest.mark.bench
+def test_bench_ensemble_of_a_mass_spring_damper_with_pid():
+    points = lhs({"kp": (5.0, 40.0), "ki": (1.0, 20.0), "kd": (1.0, 10.0)}, 1000, seed=1)
+    reducers = {"x_end": final("x.out")}
+    rows = {}
+    best = interleaved({
+        "one by one": lambda: rows.__setitem__("alone", sweep(
+            sm.msd_pid, sm.MSD_CONFIG, points, reducers, backend="serial")),
+        f"ensemble={ENSEMBLE}": lambda: rows.__setitem__("together", sweep(
+            sm.msd_pid, sm.MSD_CONFIG, points, reducers, backend="serial", ensemble=ENSEMBLE)),
+    }, 1)
+    assert [r["x_end"] for r in rows["alone"]] == [r["x_end"] for r in rows["together"]]
+    n = len(points)
+    print(f"\n{n} runs of the mass-spring-damper + PID (RK4, dt 1e-3, 10 s), one core:")
+    for name, t in best.items():
+        print(f"  {name:<14} {n / t:8.1f} runs/s")
+    print(f"  ensemble vs one by one: {best['one by one'] / best[f'ensemble={ENSEMBLE}']:.2f}x")

@@ -1,5 +1,6 @@
 """Parameter sweeps: same results as runs done one by one, resumable, any backend."""
 
+import csv
 import os
 import signal
 import subprocess
@@ -53,7 +54,7 @@ def test_sweep_equals_runs_done_one_by_one(ray_session, points, backend, tmp_pat
 @pytest.mark.cluster
 @pytest.mark.parametrize("bound", [1, None])
 def test_runs_at_once_stay_within_the_bound(ray_session, bound):
-    points = grid(gain=[1.0, 1.1, 1.2, 1.3, 1.4, 1.5])
+    points = grid({"gain": [1.0, 1.1, 1.2, 1.3, 1.4, 1.5]})
     rows = sweep(sm.lag, sm.SLOW_CONFIG, points, {"end": sm.finished_at}, backend="ray",
                  max_in_flight=bound)
     # The most runs alive at one moment: a sweep over start (+1) and end (-1) times, ends
@@ -67,7 +68,7 @@ def test_runs_at_once_stay_within_the_bound(ray_session, bound):
     assert 1 <= most <= (bound or 2)          # default: one per CPU of the 2-CPU cluster
 
 
-def test_resume_after_sigkill_runs_only_the_missing_runs(tmp_path):
+def test_resume_after_sigkill_runs_only_the_missing_runs(tmp_path, monkeypatch):
     out = tmp_path / "study"
     counter = tmp_path / "count"
     env = {**os.environ, "COSIM_SWEEP_COUNTER": str(counter), "PYTHONPATH": str(ROOT)}
@@ -75,7 +76,7 @@ def test_resume_after_sigkill_runs_only_the_missing_runs(tmp_path):
     proc = subprocess.Popen(script, env=env, cwd=ROOT)
     csv_path = out / "results.csv"
     deadline = time.time() + 60
-    while time.time() < deadline:
+    while time.time() < deadline:       # rows arrive in synced batches (every 0.5 s)
         if csv_path.exists() and len(csv_path.read_text().splitlines()) >= 6:
             break
         time.sleep(0.01)
@@ -84,23 +85,22 @@ def test_resume_after_sigkill_runs_only_the_missing_runs(tmp_path):
     done_first = len(csv_path.read_text().splitlines()) - 1
     assert 5 <= done_first < 20, done_first
     executed_first = len(counter.read_text().splitlines())
+    assert executed_first >= done_first          # runs of the unwritten batch are lost
     subprocess.run(script, env=env, cwd=ROOT, check=True, timeout=120)
     executed_second = len(counter.read_text().splitlines()) - executed_first
-    # The missing runs, and one build of the model for the sweep's fingerprint.
-    assert executed_second == 20 - done_first + 1
-    resumed = sweep(sm.lag, sm.CONFIG, grid(gain=[0.5, 1.0, 1.5, 2.0],
-                                            tau=[0.1, 0.2, 0.3, 0.4, 0.5]),
-                    {"y_end": final("plant.out")}, out_dir=out, backend="serial")
-    clean = sweep(sm.lag, sm.CONFIG, grid(gain=[0.5, 1.0, 1.5, 2.0],
-                                          tau=[0.1, 0.2, 0.3, 0.4, 0.5]),
-                  {"y_end": final("plant.out")}, out_dir=tmp_path / "clean", backend="serial")
+    assert executed_second == 20 - done_first    # only the runs missing from the table
+    monkeypatch.setenv("COSIM_SWEEP_COUNTER", str(counter))
+    resumed = sweep(sm.lag, sm.CONFIG, grid(sm.RESUME_DESIGN), {"y_end": sm.CountedFinal(0.05)},
+                    out_dir=out, backend="serial")
+    clean = sweep(sm.lag, sm.CONFIG, grid(sm.RESUME_DESIGN), {"y_end": sm.CountedFinal(0.05)},
+                  out_dir=tmp_path / "clean", backend="serial")
     assert len(resumed) == 20
     strip = [{k: v for k, v in r.items() if k != "wall_time"} for r in resumed]
     assert strip == [{k: v for k, v in r.items() if k != "wall_time"} for r in clean]
 
 
 def test_sweep_over_a_cosimulated_model(tmp_path):
-    points = grid(gain=[1.0, 2.0], tau=[0.1, 0.3])
+    points = grid({"gain": [1.0, 2.0], "tau": [0.1, 0.3]})
     rows = sweep(sm.cosim_lag, sm.COSIM_CONFIG, points, {"y_end": final("plant/lag.out")},
                  backend="serial")
     assert all(r["status"] == "ok" for r in rows)
@@ -111,7 +111,7 @@ def test_sweep_over_a_cosimulated_model(tmp_path):
 
 
 def test_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
-    rows = sweep(sm.broken, sm.CONFIG, grid(gain=[1.0, 2.0, 3.0]),
+    rows = sweep(sm.broken, sm.CONFIG, grid({"gain": [1.0, 2.0, 3.0]}),
                  {"y_end": final("plant.out")}, backend="serial", out_dir=tmp_path)
     assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
     assert "gain" in rows[1]["error"] and rows[1]["run_id"] in rows[1]["error"]
@@ -124,7 +124,7 @@ def test_designs_are_reproducible_and_in_bounds(tmp_path):
         p1, p2 = design(b, 16, seed=7), design(b, 16, seed=7)
         assert p1 == p2 and len(p1) == 16
         assert all(0 <= p["a"] <= 1 and -2 <= p["b"] <= 2 for p in p1)
-    assert len(grid(a=[1, 2, 3], b=[4, 5])) == 6
+    assert len(grid({"a": [1, 2, 3], "b": [4, 5]})) == 6
     (tmp_path / "d.csv").write_text("gain,tau\n1.0,0.1\n2.0,0.2\n")
     assert listed(tmp_path / "d.csv") == [{"gain": 1.0, "tau": 0.1}, {"gain": 2.0, "tau": 0.2}]
     (tmp_path / "d.yaml").write_text("- {gain: 1.0}\n- {gain: 3.0}\n")
@@ -154,7 +154,18 @@ def test_sweep_from_the_command_line(tmp_path):
                           "--metric", "y_end=final:plant.out", "--backend", "serial"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
+    together = subprocess.run([sys.executable, "-m", "cosim.cli", "sweep", str(path), "--out",
+                               str(tmp_path / "e"), "--grid", "gain=1,2", "--grid",
+                               "tau=0.1,0.2", "--metric", "y_end=final:plant.out",
+                               "--backend", "serial", "--ensemble", "4"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert together.returncode == 0, together.stderr
     assert "4 runs (0 failed)" in out.stdout
     lines = (tmp_path / "s" / "results.csv").read_text().splitlines()
-    assert lines[0].startswith("run_id,index,gain,tau,status,error,wall_time,y_end")
+    assert lines[0] == "run_id,index,gain,tau,status,error,wall_time,y_end,reducer_errors"
     assert len(lines) == 5
+
+    def y_end(d):
+        with (tmp_path / d / "results.csv").open() as fh:
+            return [row["y_end"] for row in csv.DictReader(fh)]
+    assert y_end("e") == y_end("s")                  # the ensemble's rows, bit for bit

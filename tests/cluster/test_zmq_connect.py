@@ -88,6 +88,52 @@ def test_a_client_whose_key_is_not_authorized_is_told_at_once(curve_server, keys
             curve_server_public=keys["server_pub"], curve_client_keys=keys["bad"])
 
 
+def test_a_request_sent_after_the_handshake_was_refused_fails_at_once(keys):
+    """A REQ socket whose handshake was refused has no pipe, and a send then blocks until one
+    exists: forever. The request is not sent and the refusal is reported (this hung CI once,
+    under load, when the refusal came before the Hello went out)."""
+    from zmq.auth.thread import ThreadAuthenticator
+
+    from cluster.dataplane import Channel
+    from cosim.master import protocol as P
+    ctx = zmq.Context.instance()
+    auth = ThreadAuthenticator(ctx)
+    auth.start()
+    auth.configure_curve(domain="*", location=keys["allowed"])
+    server = ctx.socket(zmq.ROUTER)
+    server.curve_publickey, server.curve_secretkey = zmq.auth.load_certificate(keys["server_sec"])
+    server.curve_server = True
+    port = server.bind_to_random_port("tcp://127.0.0.1")
+    conn = Channel(f"tcp://127.0.0.1:{port}", 1.0, curve_server_public=keys["server_pub"],
+                   curve_client_keys=keys["bad"], patient=True)
+    outcome = []
+
+    def ask():
+        hello = [P.Hello(P.PROTOCOL_VERSION, "s")]
+        conn.submit("a", hello)
+        try:
+            conn.result_watched("a", hello, lambda: conn.connection_trouble(final=False),
+                                PATIENT)
+        except TransportError as err:
+            outcome.append(err)
+
+    try:
+        deadline = time.monotonic() + PATIENT
+        while conn.connection_trouble(final=False) is None:      # refused before any send
+            assert time.monotonic() < deadline, "the handshake was never refused"
+            time.sleep(0.05)
+        time.sleep(0.3)                                          # and torn down
+        asking = threading.Thread(target=ask, daemon=True)
+        asking.start()
+        asking.join(PATIENT)
+        assert not asking.is_alive(), "the request blocked in send"
+        assert "refused this client's CURVE key" in str(outcome[0])
+    finally:
+        conn.close()
+        server.close(linger=0)
+        auth.stop()
+
+
 def test_a_plain_client_of_a_curve_server_is_told_at_once(curve_server):
     refused(curve_server, r"uses CURVE encryption and this client does not: give its public "
             r"key as curve_server_public",

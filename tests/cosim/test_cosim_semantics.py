@@ -343,3 +343,38 @@ def test_an_iterated_coupling_reproduces_the_monolithic_loop_solution(scheme, ex
     assert len(shared) == 8
     for key in shared:
         np.testing.assert_allclose(logs[key], mono[key], rtol=0, atol=1e-12, err_msg=key)
+
+
+def test_an_output_that_ignores_its_units_inputs_closes_no_algebraic_loop():
+    """The top-level unit drives a feedthrough unit with a constant and takes its output
+    back through a gain (feedthrough): a cycle of units, but no port waits for itself. It is
+    no coupling (nothing to iterate, no rollback asked of the units) and the run is the
+    monolithic one, bit for bit, under both schemes."""
+    from blocks import Constant
+
+    def model():
+        m = Model("m")
+        a = Subsystem("a", atomic=True, dt=0.01)
+        a.add(Inport("u"), Gain("g", 3.0), Outport("y"))
+        a.connect("u.out", "g.in")
+        a.connect("g.out", "y.in")
+        b = Subsystem("b", atomic=True, dt=0.01, solver="RK4")
+        b.add(Inport("u"), Integrator("x", 0.0), Outport("y"))
+        b.connect("u.out", "x.in")
+        b.connect("x.out", "y.in")
+        m.add(Constant("c", 2.0), a, Gain("k", 0.5), b)
+        m.connect("c.out", "a.u")
+        m.connect("a.y", "k.in")
+        m.connect("k.out", "b.u")
+        return m
+
+    cfg = dict(dt=0.01, t_end=0.5, solver="RK4")
+    mono = Simulator(model(), SimulationConfig(**cfg)).run()
+    for scheme in ("jacobi", "gauss-seidel"):
+        co = CoSimulation(model(), SimulationConfig(**cfg, cosim=CosimConfig(H=0.01,
+                                                                             scheme=scheme)))
+        logs = co.run()
+        assert co.master.couplings == []
+        assert co.master.refresh_levels == [["a"], ["main"]]
+        np.testing.assert_array_equal(logs["b/x.out"], mono["b/x.out"])
+        np.testing.assert_allclose(logs["b/x.out"][-1, 0], 0.5 * 3.0 * 2.0 * 0.5, rtol=1e-12)

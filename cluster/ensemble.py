@@ -1,0 +1,154 @@
+"""Ensembles: many runs of a sweep simulated as one model.
+
+An ensemble of N runs is one model holding N copies of the sweep's model, each a virtual
+subsystem ``run<index>`` whose workspace is that run's parameters (the model's parameters
+with the run's overrides, then the model's own context, as the evaluation phase scopes them).
+The copies share nothing, so the engine computes each copy's values by the same operations
+in the same order as a run of its own: with a fixed-step solver every member's logs are bit
+for bit its own run's. The generated fast path runs copies whose blocks share a kernel
+template as one numpy operation per group of blocks (blocks that spell different parameter
+values into their kernels run one statement each).
+
+What an ensemble cannot share is refused before it runs: an adaptive solver would choose one
+step for all members (each member's step would depend on the others), and events and
+mode switches (relays) located in time would cut every member's step where any one member
+switches; co-simulations run their own units.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cluster.sweep_design import Run
+from cluster.sweep_reducers import reduce_all
+from cosim.errors import ModelError
+
+__all__ = ["check_ensemble", "ensemble_model", "member", "run_ensemble"]
+
+
+def _prefix(r: Run) -> str:
+    return f"run{r.index}/"
+
+
+def check_ensemble(model, config) -> None:
+    """Refuse what an ensemble cannot simulate member by member, before any run.
+
+    Parameters
+    ----------
+    model : Model
+        The sweep's model (built).
+    config : SimulationConfig
+
+    Raises
+    ------
+    ModelError
+        Naming the obstacle and the remedy (run without ``ensemble``).
+    """
+    from cosim.model.diagram import Diagram
+    from cosim.solvers import get_solver
+    problems = []
+    if config is None:
+        problems.append("it needs a SimulationConfig")
+    else:
+        if config.cosim is not None:
+            problems.append("co-simulations run their own units (SimulationConfig.cosim is set)")
+        solver = get_solver(config.solver)
+        if solver.adaptive or solver.implicit:
+            what = "adaptive: one step size would be chosen" if solver.adaptive else \
+                "implicit: one Newton iteration would converge"
+            problems.append(f"solver {config.solver!r} is {what} over all members, so no "
+                            "member would compute as it does alone; use an explicit "
+                            "fixed-step solver (RK4, SSPRK22, ...)")
+    if getattr(model, "events", None):
+        problems.append(f"model {model.name!r} has events, located in time for the whole "
+                        "ensemble (every member's step would be cut at any member's event)")
+
+    def modes(d: Diagram, prefix: str) -> None:
+        for b in d.blocks:
+            if isinstance(b, Diagram):
+                modes(b, f"{prefix}{b.name}/")
+            elif getattr(b, "has_modes", False):
+                problems.append(f"block {prefix}{b.name} ({type(b).__name__}) switches modes "
+                                "at located times (every member's step would be cut there)")
+    modes(model, "")
+    if config is not None and not problems:
+        from cosim import compile_model
+        try:
+            plan = compile_model(model, config.dt, None, allow_loops=config.loop_solver)
+        except ModelError:
+            plan = None             # the runs report it
+        if plan is not None and plan.loops:
+            problems.append("the model has algebraic loops, iterated to a tolerance over "
+                            "the whole ensemble")
+    if problems:
+        raise ModelError("sweep(ensemble=...) refused: " + "; ".join(problems) +
+                         "; run the sweep without ensemble")
+
+
+def ensemble_model(model_source, runs: Sequence[Run]):
+    """One model holding a copy of the sweep's model per run (see the module docstring)."""
+    from cluster.sweep_worker import build
+    from cosim import Model, Subsystem
+    first = build(model_source)
+    whole = Model(f"{first.name}_ensemble")
+    whole.simulation = first.simulation
+    for i, r in enumerate(runs):
+        m = first if i == 0 else build(model_source)
+        unknown = sorted(set(r.params) - set(m.parameters))
+        if unknown:
+            raise ModelError(f"{', '.join(unknown)} not a parameter of model {m.name!r}")
+        sub = Subsystem(_prefix(r)[:-1], context={**m.parameters, **r.params, **m.context})
+        sub.blocks = m.blocks
+        sub.connections = m.connections
+        whole.add(sub)
+    return whole
+
+
+def member(logs, r: Run):
+    """The logs of run ``r`` out of an ensemble's logs (its keys without ``run<i>/``)."""
+    from cosim import Logs
+    prefix = _prefix(r)
+    keys = [k for k in logs if k.startswith(prefix)]
+    return Logs({k[len(prefix):]: logs[k] for k in keys},
+                {k[len(prefix):]: logs.time_of(k) for k in keys}, logs.time)
+
+
+def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
+                 logs_dir: str | None) -> list[tuple[dict, str]]:
+    """Simulate ``runs`` as one ensemble and reduce each member's logs.
+
+    Returns
+    -------
+    list of (dict, str)
+        Each run's row and an empty structure digest (see
+        :func:`cluster.sweep_worker.execute`); ``wall_time`` is the ensemble's share per run.
+
+    Raises
+    ------
+    Exception
+        Whatever the ensemble's simulation raised (the caller runs the members one by one
+        to give each its own row).
+    """
+    from cosim import Simulator
+    start = time.perf_counter()
+    whole = ensemble_model(model_source, runs)
+    cfg = config if config is not None else whole.simulation
+    if cfg.log is not None:
+        from dataclasses import replace
+        cfg = replace(cfg, log=tuple(f"{_prefix(r)}{k}" for r in runs for k in cfg.log))
+    logs = Simulator(whole, cfg).run()
+    share = (time.perf_counter() - start) / len(runs)
+    out = []
+    for r in runs:
+        mine = member(logs, r)
+        row = {"run_id": r.run_id, "index": r.index, **r.params, "status": "ok", "error": "",
+               "wall_time": share, "reducer_errors": ""}
+        values, row["reducer_errors"] = reduce_all(mine, reducers)
+        row.update(values)
+        if logs_dir is not None:
+            mine.to_npz(Path(logs_dir) / f"{r.run_id}.npz")
+        out.append((row, ""))
+    return out

@@ -1,0 +1,135 @@
+"""What a sweep's worker does: run a chunk of runs, each a row of the results table.
+
+A worker (the driver itself, a pool process or a Ray task) gets runs in chunks, so a cluster
+study pays one round trip per chunk instead of per run. Each run builds the model, applies
+its parameters through the evaluation phase and simulates; failures are rows, not
+exceptions. Every run also reports the *structure* of its compiled plan (block types and
+order, ports, shapes, sample times, wires) as a short digest: parameters that change it
+(a sample time, a port count) make runs that cannot share compiled code, and the driver names
+them (:func:`structural_parameters`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cluster.sweep_design import Run
+from cluster.sweep_reducers import reduce_all
+
+__all__ = ["build", "execute", "execute_many", "structural_parameters", "structure_of"]
+
+
+def build(model_source):
+    """The model of a sweep's model source: a factory's model or a model file's."""
+    from cosim import Model
+    return Model.from_yaml(model_source) if isinstance(model_source, (str, Path)) \
+        else model_source()
+
+
+def structure_of(sim) -> str:
+    """A digest of what a compiled plan's generated code depends on besides parameter values.
+
+    Parameters
+    ----------
+    sim : Simulator or CoSimulation
+        After its run (blocks initialized: port shapes known).
+
+    Returns
+    -------
+    str
+        Twelve hex digits; empty for a co-simulation (its units compile their own plans).
+    """
+    plan = getattr(sim, "plan", None)
+    if plan is None:
+        return ""
+    parts = [repr(plan.dt)]
+    for name, b, task in zip(plan.names, plan.blocks, plan.task_of):
+        shapes = [tuple(getattr(b.outputs.get(p), "shape", ())) for p in b.output_names]
+        parts.append(f"{name}:{type(b).__qualname__}:{b.input_names}:{b.output_names}:"
+                     f"{shapes}:{plan.tasks[task]}")
+    parts += [repr(w) for w in plan.wires]
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=6).hexdigest()
+
+
+def execute(model_source, config, run: Run, reducers: Mapping,
+            logs_dir: str | None) -> tuple[dict, str]:
+    """Build, run and reduce one run.
+
+    Returns
+    -------
+    row : dict
+        The run's row of the results table (status ``failed`` and NaN metrics when the run
+        failed; NaN in its own column for each reducer that failed).
+    structure : str
+        :func:`structure_of` the run's plan (empty when the run failed before compiling).
+    """
+    from cosim import simulation
+    start = time.perf_counter()
+    row = {"run_id": run.run_id, "index": run.index, **run.params, "status": "ok",
+           "error": "", "wall_time": 0.0, "reducer_errors": ""}
+    structure = ""
+    try:
+        model = build(model_source)
+        model.parameters.update(run.params)
+        cfg = config if config is not None else model.simulation
+        sim = simulation(model, cfg)
+        try:
+            logs = sim.run()
+        finally:
+            if hasattr(sim, "close"):
+                sim.close()
+        structure = structure_of(sim)
+        if logs_dir is not None:
+            logs.to_npz(Path(logs_dir) / f"{run.run_id}.npz")
+    except Exception as err:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
+        row.update(status="failed", error=f"run {run.run_id} {run.params}: "
+                                          f"{type(err).__name__}: {err}")
+        row.update({name: math.nan for name in reducers})
+    else:
+        values, row["reducer_errors"] = reduce_all(logs, reducers)
+        row.update(values)
+    row["wall_time"] = time.perf_counter() - start
+    return row, structure
+
+
+def execute_many(model_source, config, runs: Sequence[Run], reducers: Mapping,
+                 logs_dir: str | None, ensemble: bool = False) -> list[tuple[dict, str]]:
+    """:func:`execute` each run of a chunk, in order; with ``ensemble``, simulate the chunk
+    as one ensemble (:mod:`cluster.ensemble`), and when that fails, each run on its own (so
+    every run gets its own row and error)."""
+    if ensemble and len(runs) > 1:
+        from cluster.ensemble import run_ensemble
+        try:
+            return run_ensemble(model_source, config, runs, reducers, logs_dir)
+        except Exception:  # noqa: BLE001 - a member failed: find which, run by run
+            pass
+    return [execute(model_source, config, r, reducers, logs_dir) for r in runs]
+
+
+def structural_parameters(runs: Sequence[Run], structures: Mapping[int, str]) -> list[str]:
+    """The parameters whose changes change the plan's structure.
+
+    A parameter is named when two runs of different structure differ in it and no two runs
+    of one structure do (runs compared in design order, each with the one before it).
+
+    Parameters
+    ----------
+    runs : list of Run
+    structures : dict of int to str
+        Run index -> :func:`structure_of` its plan (runs that failed or were not run left out).
+    """
+    changed, free = set(), set()
+    prev = None
+    for r in runs:
+        s = structures.get(r.index, "")
+        if not s:
+            continue
+        if prev is not None:
+            diff = {k for k in r.params if r.params[k] != prev[0].params.get(k)}
+            (changed if s != prev[1] else free).update(diff)
+        prev = (r, s)
+    return sorted(changed - free)

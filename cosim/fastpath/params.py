@@ -1,0 +1,78 @@
+"""Parameters as data: a kernel's float literals become named parameters.
+
+Blocks write their parameters into kernel expressions as literals (``"0.9 * u_in"``). Lifted
+out as ``p__0``, ``p__1``, ... (values kept in the kernel's ``params``), the expressions of two
+gains with different ``k`` are one template: the vector strategy runs them as one numpy
+operation, and the generated source names the values instead of spelling them, so it depends
+only on the plan's structure and a changed parameter reuses the compiled code
+(:mod:`cosim.fastpath.cache`).
+
+A literal and a variable holding the same float give the same IEEE results: ``repr`` of a
+float round-trips exactly, and Python's compile-time constant folding uses the run-time
+arithmetic, so lifted code is bit-identical to the literal code.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from cosim.model.block import Kernel
+
+__all__ = ["lift"]
+
+#: A float literal: digits with a point or an exponent, not part of a name or an attribute.
+#: Integer literals (``% 2``, ``l_0``) stay: they are structure, not parameters.
+_FLOAT = re.compile(r"(?<![\w.])((?:\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
+                    r"|\d+[eE][-+]?\d+))(?![\w.])")
+
+
+def lift(kern: Kernel) -> Kernel:
+    """``kern`` with every float literal of its expressions replaced by a parameter ``p__<n>``.
+
+    Parameters
+    ----------
+    kern : Kernel
+
+    Returns
+    -------
+    Kernel
+        The same expressions over ``p__0``, ``p__1``, ... (numbered in order of appearance:
+        outputs, states, derivatives, continuous-state updates), its ``params`` extended by
+        their values. ``kern`` itself when it has no float literal.
+    """
+    shape, values = _lifted((tuple(kern.outputs.items()), tuple(kern.state.items()),
+                             kern.derivatives, kern.cstate))
+    if not values:
+        return kern
+    outputs, state, derivatives, cstate = shape
+    params = dict(kern.params)
+    params.update((f"_{j}", v) for j, v in enumerate(values))
+    return Kernel(dict(outputs), dict(state), derivatives, cstate, params, kern.live)
+
+
+@functools.lru_cache(maxsize=4096)
+def _lifted(texts: tuple) -> tuple[tuple, tuple[float, ...]]:
+    """``(outputs, state, derivatives, cstate)`` with their literals named, and the literals'
+    values (memoized: large models repeat a few kernels with the same values)."""
+    values: list[str] = []
+    outputs, state, derivatives, cstate = texts
+    shape = (tuple((p, _template(e, values)) for p, e in outputs),
+             tuple((n, _template(e, values)) for n, e in state),
+             tuple(_template(e, values) for e in derivatives),
+             tuple(_template(e, values) for e in cstate))
+    return shape, tuple(float(v) for v in values)
+
+
+def _template(text: str, values: list[str]) -> str:
+    """``text`` with its float literals named ``p__<n>`` (numbered on from ``len(values)``);
+    the literals are appended to ``values``."""
+    parts = _FLOAT.split(text)
+    if len(parts) == 1:
+        return text
+    out = [parts[0]]
+    for lit, rest in zip(parts[1::2], parts[2::2]):
+        out.append(f"p__{len(values)}")
+        out.append(rest)
+        values.append(lit)
+    return "".join(out)

@@ -1,0 +1,78 @@
+"""Ensembles: N runs simulated as one model, each member bit for bit its own run."""
+
+import numpy as np
+import pytest
+
+from cluster.ensemble import ensemble_model, member
+from cluster.sweep import final, grid, lhs, sweep
+from cluster.sweep_design import runs_of
+from cosim import ModelError, SimulationConfig, Simulator
+
+from tests.cluster import sweep_models as sm
+
+CASES = {
+    "msd_pid_fast": (sm.msd_pid, SimulationConfig(dt=1e-3, t_end=1.0, solver="RK4"),
+                     lhs({"kp": (5.0, 40.0), "ki": (1.0, 20.0), "kd": (1.0, 10.0)}, 7, seed=2)),
+    "msd_pid_interpreter": (sm.msd_pid, SimulationConfig(dt=1e-2, t_end=0.5, solver="RK4",
+                                                         fast=False),
+                            lhs({"kp": (5.0, 40.0), "kd": (1.0, 10.0)}, 3, seed=4)),
+    "multirate_hold": (sm.held, SimulationConfig(dt=0.01, t_end=1.0, solver="SSPRK22"),
+                       grid({"gain": [0.5, 2.0], "tau": [0.1, 0.3]})),
+}
+
+
+def own_run(factory, config, params):
+    m = factory()
+    m.parameters.update(params)
+    return Simulator(m, config).run()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_member_is_bit_identical_to_its_own_run(case):
+    factory, config, points = CASES[case]
+    runs = runs_of(points)
+    logs = Simulator(ensemble_model(factory, runs), config).run()
+    for r in runs:
+        mine, alone = member(logs, r), own_run(factory, config, r.params)
+        assert sorted(mine) == sorted(alone)
+        for key in alone:
+            assert np.array_equal(mine[key], alone[key]), (case, r.params, key)
+            assert np.array_equal(mine.time_of(key), alone.time_of(key))
+
+
+@pytest.mark.parametrize("backend", ["serial", pytest.param("ray", marks=pytest.mark.cluster)])
+def test_sweep_in_ensembles_equals_the_sweep_run_by_run(request, backend, tmp_path):
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+    points = lhs({"kp": (5.0, 40.0), "ki": (1.0, 20.0), "kd": (1.0, 10.0)}, 10, seed=5)
+    config = SimulationConfig(dt=1e-3, t_end=0.5, solver="RK4", log=["x.out"])
+    reducers = {"x_end": final("x.out")}
+    alone = sweep(sm.msd_pid, config, points, reducers, backend="serial")
+    together = sweep(sm.msd_pid, config, points, reducers, backend=backend, ensemble=4,
+                     out_dir=tmp_path / "e")
+    strip = ("wall_time",)
+    assert [{k: v for k, v in r.items() if k not in strip} for r in together] == \
+        [{k: v for k, v in r.items() if k not in strip} for r in alone]
+
+
+def test_a_failing_member_fails_alone():
+    rows = sweep(sm.broken, sm.CONFIG, grid({"gain": [1.0, 2.0, 3.0]}),
+                 {"y_end": final("plant.out")}, backend="serial", ensemble=3)
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
+    assert np.isfinite(rows[0]["y_end"]) and np.isnan(rows[1]["y_end"])
+
+
+@pytest.mark.parametrize("factory, config, message", [
+    (sm.lag, SimulationConfig(dt=0.01, t_end=1.0, solver="RK45"),
+     r"solver 'RK45' is adaptive: one step size would be chosen over all members"),
+    (sm.lag, SimulationConfig(dt=0.01, t_end=1.0, solver="BDF"),
+     r"solver 'BDF' is (adaptive|implicit)"),
+    (sm.relay_loop, sm.CONFIG, r"block r \(Relay\) switches modes at located times"),
+    (sm.cosim_lag, sm.COSIM_CONFIG, r"co-simulations run their own units"),
+])
+def test_what_an_ensemble_cannot_share_is_refused_before_any_run(tmp_path, factory, config,
+                                                                  message):
+    with pytest.raises(ModelError, match="sweep\\(ensemble=...\\) refused: " + message):
+        sweep(factory, config, grid({"gain": [1.0, 2.0]}), {}, backend="serial", ensemble=2,
+              out_dir=tmp_path / "s")
+    assert not (tmp_path / "s").exists()
