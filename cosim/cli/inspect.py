@@ -25,8 +25,18 @@ def _compile(model, cfg):
     units = None
     if cfg.cosim is not None:
         from cosim.master.partition import partition
-        units = [u.name for u in partition(model, cfg).units]
+        units = [u.name for u in partition(_split(model, cfg)[0], cfg).units]
     return plan, units
+
+
+def _split(model, cfg):
+    """An automatically split model (``--partition``): the parts and the split, else the
+    model itself and None."""
+    if cfg.cosim is None or cfg.cosim.partition is None:
+        return model, None
+    from cosim.master.autosplit import split_model
+    split = split_model(model, cfg.cosim.partition, cfg)
+    return split.model, split
 
 
 def cmd_plan(args) -> int:
@@ -38,6 +48,10 @@ def cmd_plan(args) -> int:
         _write_dot(args.dot, plan.to_dot())
         return EXIT_OK
     from cosim.master.overview import overview
+    split = _split(model, cfg)[1]
+    if split is not None:                  # where the cuts are, before the units they make
+        print(split.table())
+        print()
     view = overview(model, cfg)
     print(view.table())
     if args.blocks:

@@ -24,7 +24,7 @@ COSIM_FLAGS = {"scheme": "scheme", "extrapolation": "extrapolation",
                "feedthrough": "feedthrough", "iterate": "iterate", "tolerance": "tolerance",
                "max_iterations": "max_iterations", "relaxation": "relaxation",
                "acceleration": "acceleration", "adaptive": "adaptive",
-               "ray_address": "address"}
+               "ray_address": "address", "partition": "partition"}
 
 
 def add_cosim_arguments(p) -> None:
@@ -58,6 +58,10 @@ def add_cosim_arguments(p) -> None:
     g.add_argument("--acceleration", choices=[a.value for a in Acceleration])
     g.add_argument("--adaptive", action="store_true", default=None,
                    help="adapt the macro step from the coupling error")
+    g.add_argument("--partition", type=int, metavar="K",
+                   help="cut a model of plain blocks into K units of balanced cost, on "
+                        "signals after states where it can (`cosim plan --partition K` shows "
+                        "the cut)")
     g.add_argument("--ray-address", metavar="ADDRESS",
                    help="Ray cluster to join ('auto' or ray://host:port)")
     g.add_argument("--unit", action="append", default=[], metavar="NAME.OPTION=VALUE",

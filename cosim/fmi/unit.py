@@ -348,13 +348,14 @@ class FmuUnit(Unit):
     def _direct_step(self, k, k_stop, last, S, D, X, R, G, k_full, k_log):
         """The generated-function signature of :class:`DirectStep`: inputs from the live
         values, then a step to tick ``k_full`` (or, with ``k_full == k``, a refresh)."""
-        flat = self._in_flat
-        for i, live in enumerate(self._live_list):
-            flat[i] = live[0]
-        for v, sl in self._in_casts:
-            exact_cast(flat[sl], v, self.where)
-        self.inst.write(self._acc_in, flat)
-        self._y = None
+        if self._live_list:
+            flat = self._in_flat
+            for i, live in enumerate(self._live_list):
+                flat[i] = live[0]
+            for v, sl in self._in_casts:
+                exact_cast(flat[sl], v, self.where)
+            self.inst.write(self._acc_in, flat)
+            self._y = None
         if k_full > k:
             done = self._advance(k, k_full - k)
             if done.event:

@@ -2,9 +2,9 @@
 run), the coupling graph between them, its algebraic couplings and the order the master
 steps them in — as a table (``cosim plan``) and as Graphviz DOT (``cosim plan --dot``).
 
-The units are built in this process from the partition (as the local backend builds them)
-and described through the protocol, so the graph is the one the master will see; no backend
-is started and nothing is simulated.
+The co-simulation is built with every unit in this process (the local backend) and
+initialized, so what is shown is the master's own view; no other backend is started, no
+server is reached and no macro step is taken.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cosim.config import Scheme
-from cosim.master import protocol as P
-from cosim.master.partition import Link, partition
-from cosim.master.unitgraph import UnitGraph
+from cosim.master.partition import Link
 
 __all__ = ["CosimOverview", "UnitRow", "overview"]
 
@@ -109,36 +107,40 @@ class CosimOverview:
 
 
 def overview(model, config) -> CosimOverview:
-    """The overview of co-simulating evaluated ``model`` with ``config`` (``cosim`` set).
+    """The overview of co-simulating ``model`` with ``config`` (``cosim`` set).
+
+    The co-simulation is built and initialized with every unit in this process (the
+    configured placement is only reported), so units, links, couplings and order are the
+    master's own — an automatic split (``partition``) included.
 
     Raises
     ------
     CompileError
         The partition's or the unit graph's problems (bad links, undriven unit inputs).
     """
-    from cosim.master.units import LocalUnit
+    from dataclasses import replace
+
+    from cosim.master.cosimulation import CoSimulation
     cfg = config.cosim
-    part = partition(model, config)
-    rows, desc = [], {}
-    for spec in part.units:
-        unit = spec.factory() if spec.factory is not None else \
-            LocalUnit(spec.subsystem, spec.config, spec.name)
-        try:
-            unit.initialize(config.t0)
-            d = unit.describe()
-        finally:
-            unit.terminate()
-        if not isinstance(d, P.UnitDescription):
-            raise TypeError(f"unit {spec.name}: describe() returned {type(d).__name__}")
-        desc[spec.name] = d
-        opts = cfg.options(spec.name)
-        where = cfg.backend_of(spec.name) + (f" {opts.address}" if opts.address else "")
-        n_blocks = len(spec.subsystem.blocks) if spec.subsystem is not None else 1
-        rows.append(UnitRow(spec.name, d.dt, getattr(spec.config, "solver", "-"), n_blocks,
-                            tuple(p.name for p in d.inputs),
-                            tuple(p.name for p in d.outputs), where))
-    names = [s.name for s in part.units]
-    graph = UnitGraph(names, part.links, desc)
-    order = graph.ordered(cfg.order) if cfg.scheme is Scheme.GAUSS_SEIDEL else names
-    return CosimOverview(model.name, cfg.H, cfg.scheme, tuple(rows), tuple(part.links),
-                         tuple(tuple(g) for g in graph.groups), tuple(order))
+    here = replace(config, cosim=replace(cfg, backend="local", units={},
+                                         checkpoint_every=None, trace=False))
+    sim = CoSimulation(model, here)
+    try:
+        sim.initialize()
+        master = sim.master
+        rows = []
+        for spec in sim.partition.units:
+            d = master.desc[spec.name]
+            opts = cfg.options(spec.name)
+            where = cfg.backend_of(spec.name) + (f" {opts.address}" if opts.address else "")
+            n_blocks = len(spec.subsystem.blocks) if spec.subsystem is not None else 1
+            rows.append(UnitRow(spec.name, d.dt, getattr(spec.config, "solver", "-"),
+                                n_blocks, tuple(p.name for p in d.inputs),
+                                tuple(p.name for p in d.outputs), where))
+        order = master.order if cfg.scheme is Scheme.GAUSS_SEIDEL else \
+            [s.name for s in sim.partition.units]
+        return CosimOverview(model.name, cfg.H, cfg.scheme, tuple(rows),
+                             tuple(sim.partition.links),
+                             tuple(tuple(g) for g in master.couplings), tuple(order))
+    finally:
+        sim.close()

@@ -254,3 +254,27 @@ def test_export_unit_writes_a_file_check_run_and_serve_accept(tmp_path):
                         ("motor/limit", "is not a top-level atomic subsystem")]:
         r = cosim("export-unit", EV, "--subsystem", bad, "-o", str(tmp_path / "x.yaml"))
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_realtime_run_is_paced_and_logs_the_plain_run(tmp_path):
+    r = cosim("run", SERVO, "--realtime", "10", "--out", str(tmp_path / "rt.npz"))
+    assert r.returncode == 0, r.stderr
+    # Never ahead of the wall clock: 2 simulated seconds at 10x take at least 0.2 s.
+    assert float(re.search(r"ran in ([\d.]+) s", r.stdout).group(1)) >= 0.2
+    plain = cosim("run", SERVO, "--out", str(tmp_path / "plain.npz"))
+    assert plain.returncode == 0, plain.stderr
+    from cosim.run.logs import Logs
+    a, b = Logs.load(tmp_path / "rt.npz"), Logs.load(tmp_path / "plain.npz")
+    assert sorted(a) == sorted(b)
+    for key in a:
+        assert a[key].tobytes() == b[key].tobytes(), key
+
+
+@pytest.mark.parametrize("key, home", [("dt", "simulation"), ("solver", "simulation")])
+def test_a_key_one_level_too_high_names_its_section(tmp_path, key, home):
+    path = tmp_path / "m.yaml"
+    path.write_text(f"model: m\nblocks:\n  a: {{type: Constant, params: {{value: 1.0}}}}\n"
+                    f"{key}: 0.1\nsimulation: {{dt: 0.01, t_end: 1.0}}\n")
+    r = cosim("check", str(path))
+    assert r.returncode == 2
+    assert f"unknown key {key!r}; it belongs inside {home!r}" in r.stderr
