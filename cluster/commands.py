@@ -5,7 +5,8 @@ Light on purpose: ``cosim --help`` imports this module, never zmq or ray.
 
 from cosim.cli import Command
 
-__all__ = ["SERVE", "SWEEP"]
+__all__ = ["KEYS", "SERVE", "SWEEP"]
 
 SERVE = Command("serve units over ZeroMQ for remote masters", "cluster.server:main")
 SWEEP = Command("run a parameter study (Ray, process pool or serial)", "cluster.sweep:main")
+KEYS = Command("make a CURVE key pair for cosim serve and cosim run", "cluster.keys:main")

@@ -10,7 +10,9 @@ default); ``CosimConfig(address=...)`` joins an existing cluster.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import threading
 import time
 
@@ -21,16 +23,50 @@ from cosim.errors import ModelError, TransportError
 from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
 
-__all__ = ["RayBackend", "RayProxy", "ensure_ray", "unplaceable"]
+__all__ = ["RayBackend", "RayProxy", "ensure_ray", "notices_beside_progress_bars", "unplaceable"]
 
 
 def ensure_ray(address: str | None = None) -> None:
-    """Start (or join) Ray once per process, quietly."""
+    """Start (or join) Ray once per process, quietly: Ray's own notices (such as "Token
+    authentication is enabled") are printed as whole ``ray: ...`` lines that never break a
+    progress bar (:func:`notices_beside_progress_bars`)."""
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    notices_beside_progress_bars()
     ray.init(address=address, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
+
+
+class _ProgressSafeHandler(logging.Handler):
+    """Writes a record as one line through ``tqdm.write``: a progress bar on the terminal is
+    cleared first and drawn again below the line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # noqa: BLE001 - logging must never raise (logging's own rule)
+            self.handleError(record)
+
+
+def notices_beside_progress_bars() -> None:
+    """Print Ray's Python log records through ``tqdm.write``, as ``ray: ...`` lines.
+
+    Ray's driver logs to stderr through its own plain handler, which writes into the middle
+    of a progress bar's line ("Token authentication is enabled ..." on every run). That
+    handler is replaced by one that clears the bars, writes the whole line and draws them
+    again. Handlers an application added to the ``ray`` logger are left alone. Idempotent.
+    """
+    logger = logging.getLogger("ray")
+    plain = [h for h in logger.handlers if type(h).__name__ == "PlainRayHandler"]
+    if not plain:
+        return
+    handler = _ProgressSafeHandler()
+    handler.setFormatter(logging.Formatter("ray: %(message)s"))
+    for h in plain:
+        logger.removeHandler(h)
+    logger.addHandler(handler)
 
 
 @ray.remote(max_concurrency=4)

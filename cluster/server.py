@@ -242,10 +242,13 @@ def _peer(fd: int) -> str:
     import socket
     try:
         with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
-            host, port = s.getpeername()[:2]
-        return f"{host}:{port}"
+            peer = s.getpeername()
     except OSError:
         return "?"
+    # The descriptor may already be closed and reused by the time the event is read (then
+    # the address is of another family, or empty): the log says so rather than the thread
+    # that watches connections dying.
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
 
 
 def units_from_file(path: str) -> dict:

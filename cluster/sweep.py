@@ -209,6 +209,10 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     todo = [r for r in runs if r.run_id not in done]
     results: dict[str, dict] = {}
     structures: dict[int, str] = {}
+    if backend == "ray" and todo:
+        # Ray first: its start-up notices are printed before the bar is drawn.
+        from cluster.ray_backend import ensure_ray
+        ensure_ray(address)
     bar = _Progress.open(len(runs), len(runs) - len(todo), progress)
 
     def finished(done: list[tuple[dict, str]]):

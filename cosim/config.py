@@ -191,6 +191,10 @@ class CosimConfig:
         When every unit runs in this process on generated code, step plain macro steps
         through one generated loop (:mod:`cosim.master.compiled`; results bit-identical to
         the protocol path). False sends every exchange through the protocol.
+    partition : int, optional
+        Cut the model automatically into this many units of balanced estimated cost, on
+        signals after states where it can (:mod:`cosim.master.autosplit`); the logs keep the
+        model's own keys. For a model of plain blocks and virtual subsystems.
     """
 
     H: float
@@ -221,9 +225,15 @@ class CosimConfig:
     trace: bool = False
     curve: bool = True
     compiled: bool = True
+    partition: int | None = None
 
     def __post_init__(self):
         problems = []
+        if self.partition is not None and not (
+                isinstance(self.partition, int) and not isinstance(self.partition, bool)
+                and self.partition >= 1):
+            problems.append(f"partition must be a whole number of units >= 1, got "
+                            f"{self.partition!r}")
         for name, enum_cls in (("scheme", Scheme), ("acceleration", Acceleration),
                                ("on_nonconvergence", OnNonConvergence),
                                ("feedthrough", Feedthrough)):

@@ -19,7 +19,8 @@ on the other's), so the master iterates that coupling to a fixed point every mac
 
 Run: python examples/electric_vehicle.py [--backend local|ray|zmq] [--plot ev.png]
 
-A team serves its unit from its own machine:
+A team serves its unit from its own machine (see the README's "Serve a unit to another
+team" for the same with the model file ``examples/electric_vehicle.yaml`` and CURVE keys):
 
     python examples/electric_vehicle.py --export-unit battery battery.yaml
     cosim serve battery.yaml --bind tcp://127.0.0.1:5555
@@ -156,11 +157,12 @@ def config(backend: str = "local", t_end: float = 60.0, remote: dict | None = No
 
 
 def export_unit(name: str, path: str) -> None:
-    """Write unit ``name`` as a model file its team can serve with ``cosim serve``."""
-    full = build()
-    unit = Model(f"{name}_unit", parameters=dict(PARAMETERS))
-    unit.add(full[name])
-    unit.to_yaml(path, simulation=SimulationConfig(dt=0.001, t_end=0.0, solver="RK4"))
+    """Write unit ``name`` as a unit file its team can serve with ``cosim serve`` (what
+    ``cosim export-unit examples/electric_vehicle.yaml --subsystem NAME`` writes)."""
+    from cosim.modelfile.unitfile import export_unit as write_unit
+    model = build()
+    model.simulation = config()
+    write_unit(model, name, path)
 
 
 SIGNALS = {"cycle/profile.out": "m/s", "vehicle/speed.out": "m/s",

@@ -36,6 +36,24 @@ def test_electric_vehicle_with_plot(tmp_path):
     assert iters >= 2        # the battery <-> motor coupling really is iterated
 
 
+def test_electric_vehicle_model_file_is_the_python_example():
+    """examples/electric_vehicle.yaml gives the Python example's co-simulation bit for bit."""
+    from dataclasses import replace
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import electric_vehicle as ev
+    finally:
+        sys.path.pop(0)
+    from cosim import CoSimulation, Model
+    model = Model.from_yaml(ROOT / "examples" / "electric_vehicle.yaml")
+    assert model.simulation == ev.config("local", 60.0)
+    from_file = CoSimulation(model, replace(model.simulation, t_end=2.0)).run()
+    from_python = CoSimulation(ev.build(), ev.config("local", 2.0)).run()
+    assert sorted(from_file) == sorted(from_python)
+    for key in from_python:
+        assert from_file[key].tobytes() == from_python[key].tobytes(), key
+
+
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_electric_vehicle_on_ray_is_bit_identical_to_in_process(ray_session):

@@ -95,7 +95,7 @@ def flatten(model: Diagram) -> Flat:
             src = _endpoint(d, by_name, prefix, virtual, c.src, "output", c)
             dst = _endpoint(d, by_name, prefix, virtual, c.dst, "input", c)
             if src is not None and dst is not None:
-                edges.append((src, dst, str(c)))
+                edges.append((src, dst, c))
             elif dst is not None:
                 attempted.add(dst[1:3] if dst[0] == "blk" else dst)
 
@@ -110,15 +110,18 @@ def flatten(model: Diagram) -> Flat:
 
     def _endpoint(d, by_name, prefix, virtual, ref, kind, c):
         parts = split_ref(ref)
-        where = f"connection {c}" + (f" in {prefix!r}" if prefix else "")
+
+        def where() -> str:     # built only for a problem (not for each of 100,000 wires)
+            return f"connection {c}" + (f" in {prefix!r}" if prefix else "")
+
         if parts is None:
-            problems.append(f"{where}: {ref!r} is not of the form 'block.port'")
+            problems.append(f"{where()}: {ref!r} is not of the form 'block.port'")
             return None
         bname, port = parts
         b = by_name.get(bname)
         if b is None:
             known = ", ".join(sorted(by_name)) or "(none)"
-            problems.append(f"{where}: no block named {bname!r} (blocks: {known})")
+            problems.append(f"{where()}: no block named {bname!r} (blocks: {known})")
             return None
         path = _join(prefix, bname)
         if isinstance(b, Reference):
@@ -128,7 +131,7 @@ def flatten(model: Diagram) -> Flat:
         if isinstance(b, Subsystem) and not b.atomic:
             names = names_out if kind == "output" else names_in
             if port not in names:
-                problems.append(f"{where}: subsystem {path} has no {kind} {port!r} "
+                problems.append(f"{where()}: subsystem {path} has no {kind} {port!r} "
                                 f"({kind}s: {', '.join(names) or '(none)'})")
                 return None
             return ("sub", path, port, kind)
@@ -145,7 +148,7 @@ def flatten(model: Diagram) -> Flat:
             other = names_in if kind == "output" else names_out
             hint = (f"; {port!r} is an {'input' if kind == 'output' else 'output'}, so the wire "
                     "points the wrong way") if port in other else ""
-            problems.append(f"{where}: {path} has no {kind} {port!r} "
+            problems.append(f"{where()}: {path} has no {kind} {port!r} "
                             f"({kind}s: {', '.join(names) or '(none)'}){hint}")
             return None
         return ("blk", path, port)

@@ -9,39 +9,17 @@ namespace holding the new values.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 from collections import OrderedDict
-from contextlib import contextmanager
 from types import CodeType
 
-__all__ = ["code_for", "nogc"]
+__all__ = ["code_for"]
 
 #: Code objects kept (least recently used dropped first): a 100,000-block plan's code is tens
 #: of megabytes, so only a few are kept.
 CAPACITY = 8
 
-#: Plans with this many lines of source are compiled with the cyclic collector off.
-NOGC_LINES = 20_000
-
 _codes: OrderedDict[tuple[str, bytes], CodeType] = OrderedDict()
-
-
-@contextmanager
-def nogc():
-    """Run a block with the cyclic garbage collector off.
-
-    Compiling a huge plan's source allocates millions of container objects (AST nodes,
-    constants) that live until the compile ends; the collector would trigger again and again
-    and scan all of them (and the whole model) each time, for nothing: none is garbage yet.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def code_for(source: str, label: str) -> CodeType:
@@ -60,11 +38,7 @@ def code_for(source: str, label: str) -> CodeType:
     if code is not None:
         _codes.move_to_end(key)
         return code
-    if source.count("\n") >= NOGC_LINES:
-        with nogc():
-            code = compile(source, label, "exec")
-    else:
-        code = compile(source, label, "exec")
+    code = compile(source, label, "exec")
     _codes[key] = code
     while len(_codes) > CAPACITY:
         _codes.popitem(last=False)

@@ -14,6 +14,7 @@ arithmetic, so lifted code is bit-identical to the literal code.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from cosim.model.block import Kernel
@@ -40,16 +41,27 @@ def lift(kern: Kernel) -> Kernel:
         outputs, states, derivatives, continuous-state updates), its ``params`` extended by
         their values. ``kern`` itself when it has no float literal.
     """
-    values: list[str] = []
-    outputs = {p: _template(e, values) for p, e in kern.outputs.items()}
-    state = {n: _template(e, values) for n, e in kern.state.items()}
-    derivatives = tuple(_template(e, values) for e in kern.derivatives)
-    cstate = tuple(_template(e, values) for e in kern.cstate)
+    shape, values = _lifted((tuple(kern.outputs.items()), tuple(kern.state.items()),
+                             kern.derivatives, kern.cstate))
     if not values:
         return kern
+    outputs, state, derivatives, cstate = shape
     params = dict(kern.params)
-    params.update((f"_{j}", float(v)) for j, v in enumerate(values))
-    return Kernel(outputs, state, derivatives, cstate, params, kern.live)
+    params.update((f"_{j}", v) for j, v in enumerate(values))
+    return Kernel(dict(outputs), dict(state), derivatives, cstate, params, kern.live)
+
+
+@functools.lru_cache(maxsize=4096)
+def _lifted(texts: tuple) -> tuple[tuple, tuple[float, ...]]:
+    """``(outputs, state, derivatives, cstate)`` with their literals named, and the literals'
+    values (memoized: large models repeat a few kernels with the same values)."""
+    values: list[str] = []
+    outputs, state, derivatives, cstate = texts
+    shape = (tuple((p, _template(e, values)) for p, e in outputs),
+             tuple((n, _template(e, values)) for n, e in state),
+             tuple(_template(e, values) for e in derivatives),
+             tuple(_template(e, values) for e in cstate))
+    return shape, tuple(float(v) for v in values)
 
 
 def _template(text: str, values: list[str]) -> str:

@@ -50,9 +50,9 @@ class ModelExchangeFmu:
         self.nz = int(md.numberOfEventIndicators or 0)
         self.cont_in = [v for v in inputs if not v.discrete]
         self.disc_in = [v for v in inputs if v.discrete]
-        self._acc_cont = self.inst.accessors(self.cont_in)
-        self._acc_disc = self.inst.accessors(self.disc_in)
-        self._acc_out = self.inst.accessors(outputs)
+        self._acc_cont = self.inst.groups(self.cont_in)
+        self._acc_disc = self.inst.groups(self.disc_in)
+        self._acc_out = self.inst.groups(outputs)
         self.n_out = sum(v.size for v in outputs)
         self._x = np.zeros(self.nx)
         self._dx = np.zeros(self.nx)
@@ -106,7 +106,7 @@ class ModelExchangeFmu:
             self._x[:] = x
             inst.call("setContinuousStates", f.setContinuousStates, self._px, self.nx)
         if cont_inputs is not None and self.cont_in:
-            inst.set_values(self._acc_cont, cont_inputs)
+            inst.write(self._acc_cont, cont_inputs)
 
     def derivatives(self) -> np.ndarray:
         """State derivatives at the loaded point, shape (nx,)."""
@@ -115,7 +115,9 @@ class ModelExchangeFmu:
 
     def outputs(self) -> np.ndarray:
         """All outputs at the loaded point, flat float64."""
-        return self.inst.get_values(self._acc_out, self.n_out)
+        out = np.empty(self.n_out)
+        self.inst.read(self._acc_out, out)
+        return out
 
     def surfaces(self, t: float) -> np.ndarray:
         """Event indicators and the time-event surface ``t - nextEventTime``, shape (nz+1,)."""
@@ -145,7 +147,7 @@ class ModelExchangeFmu:
         inst, f = self.inst, self.inst.fmu
         inst.call("enterEventMode", f.enterEventMode)
         if disc_inputs is not None and self.disc_in:
-            inst.set_values(self._acc_disc, disc_inputs)
+            inst.write(self._acc_disc, disc_inputs)
             self.disc_values = disc_inputs.copy()
         changed = self._iterate(t)
         inst.call("enterContinuousTimeMode", f.enterContinuousTimeMode)

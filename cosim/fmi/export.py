@@ -1,12 +1,14 @@
-"""Export an atomic subsystem as an FMI 2.0 co-simulation FMU (``cosim export-fmu``).
+"""Export an atomic subsystem as a stand-alone FMI 2.0 co-simulation FMU (``cosim
+export-fmu``).
 
 The FMU is built with pythonfmu from a generated slave: it embeds the subsystem as a model
-file (with the model's parameters) and runs it with cosim's own :class:`~cosim.master.units.LocalUnit`
-— so the FMU computes exactly what the unit computes natively. Its ports are the subsystem's
-scalar Inport / Outport names. The FMU runs wherever cosim is importable (a Python FMU). It
-can get, set and serialize its state (the unit's own snapshot, msgpack-encoded by
-:mod:`cluster.codec`), so a master can roll it back: iterate it, adapt its macro step,
-checkpoint it.
+file and runs it with cosim's own :class:`~cosim.master.units.LocalUnit` — so the FMU computes
+exactly what the unit computes natively. It carries the engine it runs (``cosim``, ``blocks``
+and the codec, as sources in its resources), so it runs in a Python without cosim. Its ports
+are the subsystem's scalar Inport / Outport names, the model's parameters are FMI parameters,
+``<ModelStructure>`` declares the outputs' direct dependencies. It can get, set and serialize
+its state (the unit's own snapshot, msgpack-encoded by the codec), so a master can roll it
+back: iterate it, adapt its macro step, checkpoint it.
 """
 
 from __future__ import annotations
@@ -23,21 +25,31 @@ from cosim.errors import ModelError
 __all__ = ["export_fmu", "main"]
 
 _SLAVE = '''
-from pythonfmu import DefaultExperiment, Fmi2Causality, Fmi2Slave, Real
+import sys
+from pathlib import Path
+
+from pythonfmu import DefaultExperiment, Fmi2Causality, Fmi2Slave, Fmi2Variability, Real
+from pythonfmu.enums import Fmi2Status
 
 MODEL = {model!r}
 INPUTS = {inputs!r}
 OUTPUTS = {outputs!r}
+PARAMETERS = {parameters!r}
+DT = {dt!r}
 
 
 class {cls}(Fmi2Slave):
     author = "cosim"
     description = "cosim subsystem {name} exported as an FMU"
-    default_experiment = DefaultExperiment(0.0, 1.0, {dt!r})
+    default_experiment = DefaultExperiment(0.0, {t_end!r}, DT)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
+        # The cosim engine this FMU runs is its own copy, in its resources: first on the path.
+        if self.resources and self.resources not in sys.path:
+            sys.path.insert(0, self.resources)
         self._values = {{n: 0.0 for n in INPUTS + OUTPUTS}}
+        self._params = dict(PARAMETERS)
         self._t0 = 0.0
         self._unit = None
         for n in INPUTS:
@@ -47,17 +59,30 @@ class {cls}(Fmi2Slave):
         for n in OUTPUTS:
             self.register_variable(Real(n, causality=Fmi2Causality.output,
                                         getter=lambda n=n: self._values[n]))
+        for n, v in PARAMETERS.items():
+            self.register_variable(Real(n, causality=Fmi2Causality.parameter,
+                                        variability=Fmi2Variability.fixed, start=v,
+                                        getter=lambda n=n: self._params[n],
+                                        setter=lambda v, n=n: self._params.__setitem__(n, v)))
 
     def setup_experiment(self, start_time, stop_time=None, tolerance=None):
         self._t0 = start_time
 
     def exit_initialization_mode(self):
         import tempfile
-        from pathlib import Path
-        from cluster.server import units_from_file
-        path = Path(tempfile.mkdtemp()) / "unit.yaml"
-        path.write_text(MODEL)
-        (self._unit,) = units_from_file(str(path)).values()
+        from cosim.config import SimulationConfig
+        from cosim.master.units import LocalUnit
+        from cosim.model.evaluate import evaluate
+        from cosim.modelfile import load
+        from cosim.run.atomic import inner_config
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "unit.yaml"
+            path.write_text(MODEL)
+            model = load(str(path))
+        model.parameters.update(self._params)
+        evaluate(model)
+        (sub,) = model.blocks
+        self._unit = LocalUnit(sub, inner_config(sub, SimulationConfig(dt=DT, t_end=0.0)))
         self._unit.initialize(self._t0)
         self._exchange()
 
@@ -69,6 +94,12 @@ class {cls}(Fmi2Slave):
 
     def do_step(self, current_time, step_size):
         import numpy as np
+        steps = step_size / DT
+        if step_size <= 0 or abs(steps - round(steps)) > 1e-9 * max(1.0, steps):
+            msg = (f"doStep at t={{current_time:g}}: the step size {{step_size:g}} s is not a "
+                   f"multiple of this FMU's step {{DT:g}} s (use a multiple of {{DT:g}})")
+            self.log(msg, Fmi2Status.error)
+            raise ValueError(msg)       # pythonfmu answers fmi2Error
         self._unit.set_inputs({{n: np.array([self._values[n]]) for n in INPUTS}})
         self._unit.do_step(current_time, step_size)
         for n, v in self._unit.get_outputs().items():
@@ -91,13 +122,79 @@ class {cls}(Fmi2Slave):
 '''
 
 
-def export_fmu(model, subsystem: str, out: str) -> Path:
-    """Write atomic subsystem ``subsystem`` of ``model`` (a Model or a model file) as an FMU.
+def _payload(d: Path) -> list[Path]:
+    """The code an exported FMU carries in its resources: the cosim engine, the block
+    library and the codec (``cluster/codec.py`` with an empty package), sources only."""
+    import importlib.util
+    import shutil
+
+    def source(name: str) -> Path:
+        # Located, not imported: the exported FMU carries these files (cosim imports
+        # neither blocks nor cluster).
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ModelError(f"FMU export needs the {name!r} package's sources to carry")
+        return Path(spec.origin)
+
+    out = []
+    for pkg in ("cosim", "blocks"):
+        src = source(pkg).parent
+        dst = d / pkg
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        out.append(dst)
+    cl = d / "cluster"
+    cl.mkdir(parents=True)
+    (cl / "__init__.py").write_text('"""The codec of cosim\'s cluster package, carried by an '
+                                    'exported FMU."""\n')
+    shutil.copy(source("cluster").parent / "codec.py", cl / "codec.py")
+    out.append(cl)
+    return out
+
+
+def _model_structure(fmu: Path, outputs: list[str], deps: dict) -> None:
+    """Rewrite ``<ModelStructure>`` of the built FMU: each output with the inputs it depends
+    on directly, and the outputs as initial unknowns (pythonfmu lists none)."""
+    import re
+    import zipfile
+    with zipfile.ZipFile(fmu) as z:
+        items = {n: z.read(n) for n in z.namelist()}
+    xml = items["modelDescription.xml"].decode("utf-8")
+    index = {m.group(1): i + 1 for i, m in enumerate(
+        re.finditer(r'<ScalarVariable[^>]*\bname="([^"]+)"', xml))}
+
+    def unknowns(names):
+        return "".join(
+            f'<Unknown index="{index[n]}" dependencies="'
+            + " ".join(str(index[i]) for i in deps.get(n, ()))
+            + '"/>' for n in names)
+    structure = (f"<ModelStructure><Outputs>{unknowns(outputs)}</Outputs>"
+                 f"<InitialUnknowns>{unknowns(outputs)}</InitialUnknowns></ModelStructure>")
+    xml = re.sub(r"<ModelStructure\s*/>|<ModelStructure>.*?</ModelStructure>",
+                 lambda _: structure, xml, flags=re.S)
+    items["modelDescription.xml"] = xml.encode("utf-8")
+    with zipfile.ZipFile(fmu, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, data in items.items():
+            z.writestr(n, data)
+
+
+def export_fmu(model, subsystem: str, out: str, t_end: float | None = None) -> Path:
+    """Write atomic subsystem ``subsystem`` of ``model`` (a Model or a model file) as a
+    stand-alone FMI 2.0 co-simulation FMU.
+
+    The FMU carries the cosim engine, the block library and the codec in its resources, so
+    it runs in a Python that has numpy, scipy, msgpack and pythonfmu (its runtime) but not
+    cosim. The model's parameters are FMI parameters (fixed: set before initialization);
+    ``<ModelStructure>`` declares each output's direct dependencies; the default experiment
+    has the subsystem's step and ``t_end`` (default: the model file's, else 1 s). A step
+    size that is not a multiple of the subsystem's step is an error the FMU logs.
 
     Returns the path of the ``.fmu``.
     """
     from cosim import Model, SimulationConfig
+    from cosim.master.units import LocalUnit
     from cosim.model.diagram import Subsystem
+    from cosim.model.evaluate import evaluate
+    from cosim.run.atomic import inner_config
     if not isinstance(model, Model):
         model = Model.from_yaml(model)
     sub = model[subsystem] if subsystem in model else None
@@ -109,23 +206,39 @@ def export_fmu(model, subsystem: str, out: str) -> Path:
     scalar = [b for b in sub.blocks if getattr(b, "shape", (1,)) != (1,)]
     if scalar:
         raise ModelError(f"FMU export supports scalar ports only; {scalar} are not")
+    bad = [k for k, v in model.parameters.items() if not isinstance(v, (int, float))]
+    if bad:
+        raise ModelError(f"FMU export: model parameters {bad} are not numbers; FMI "
+                         "parameters of the FMU are reals")
+    if t_end is None:
+        sim = getattr(model, "simulation", None)
+        t_end = float(sim.t_end) if sim is not None and sim.t_end else 1.0
     wrapper = Model(f"{subsystem}_fmu", parameters=dict(model.parameters))
     wrapper.blocks.append(sub)
     text = wrapper.to_yaml(simulation=SimulationConfig(dt=sub.dt, t_end=0.0))
+    # Direct dependencies of the outputs, from the unit itself.
+    probe = Model.from_yaml(text)
+    evaluate(probe)
+    desc = LocalUnit(probe.blocks[0], inner_config(
+        probe.blocks[0], SimulationConfig(dt=sub.dt, t_end=0.0))).describe()
+    deps = dict(desc.feedthrough)
     cls = "".join(part.capitalize() for part in subsystem.split("_")) or "Unit"
     source = _SLAVE.format(model=text, inputs=list(sub.input_names),
                            outputs=list(sub.output_names), cls=cls, name=subsystem,
-                           dt=float(sub.dt))
+                           dt=float(sub.dt), t_end=float(t_end),
+                           parameters={k: float(v) for k, v in model.parameters.items()})
     out_path = Path(out)
     with tempfile.TemporaryDirectory(prefix="cosim-fmu-build-") as d:
         script = Path(d) / f"{cls}.py"
         script.write_text(textwrap.dedent(source))
+        payload = _payload(Path(d) / "payload")
         res = subprocess.run([sys.executable, "-m", "pythonfmu", "build", "-f", str(script),
-                              "-d", d, "--handle-state", "--serialize-state"],
-                             capture_output=True, text=True)
+                              "-d", d, "--handle-state", "--serialize-state",
+                              *map(str, payload)], capture_output=True, text=True)
         built = Path(d) / f"{cls}.fmu"
         if res.returncode != 0 or not built.exists():
             raise ModelError(f"building the FMU failed: {res.stderr or res.stdout}")
+        _model_structure(built, list(sub.output_names), deps)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_bytes(built.read_bytes())
     return out_path

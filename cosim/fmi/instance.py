@@ -3,7 +3,7 @@
 :meth:`FmuInstance.call` makes every FMI call: a status worse than warning becomes a
 :class:`FmuCallError` naming the FMU, the call and the time, with the messages the FMU logged
 through its logger callback (captured here, never printed). Values are read and written per
-FMI type with the value references resolved once (:meth:`FmuInstance.accessors`).
+FMI type with the value references and buffers made once (:meth:`FmuInstance.groups`).
 :meth:`FmuInstance.free` terminates the FMU, frees the instance and removes the unpacked
 directory.
 """
@@ -11,6 +11,7 @@ directory.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import shutil
 import tempfile
 from collections import deque
@@ -18,12 +19,46 @@ from collections import deque
 import numpy as np
 
 from cosim.errors import SimulationError
-from cosim.fmi.variables import DTYPES
 
-__all__ = ["FmuCallError", "FmuInstance"]
+__all__ = ["FmuCallError", "FmuInstance", "ValueGroup"]
 
 STATUS = ("ok", "warning", "discard", "error", "fatal", "pending")
 DISCARD = 2
+
+
+#: FMI 2.0 logging: fmpy's proxy (which formats the variadic message) keeps ONE Python
+#: logger for the whole process, so there is one here, installed once and never freed; it
+#: routes each message by the instance's componentEnvironment (an id) to that instance's log,
+#: and prints the others as fmpy's own logger does.
+_FMI2_LOGS: dict[int, deque] = {}
+_ENV_IDS = itertools.count(1)
+_FMI2 = {}
+
+
+def _fmi2_dispatch(env, instance_name, status, category, message) -> None:
+    log = _FMI2_LOGS.get(env)
+    if log is None:
+        from fmpy.fmi1 import printLogMessage
+        printLogMessage(env, instance_name, status, category, message)
+        return
+    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+    label = STATUS[status] if 0 <= status < len(STATUS) else str(status)
+    log.append(f"[{label}] {text}")
+
+
+def _fmi2_callbacks():
+    """The process's FMI 2.0 callback functions (made and proxied once)."""
+    if not _FMI2:
+        from fmpy import calloc, fmi2, free
+        from fmpy.logging import addLoggerProxy
+        cb = fmi2.fmi2CallbackFunctions()
+        _FMI2["logger"] = fmi2.fmi2CallbackLoggerTYPE(_fmi2_dispatch)
+        cb.logger = _FMI2["logger"]
+        cb.allocateMemory = fmi2.fmi2CallbackAllocateMemoryTYPE(calloc)
+        cb.freeMemory = fmi2.fmi2CallbackFreeMemoryTYPE(free)
+        addLoggerProxy(ctypes.byref(cb))
+        _FMI2["callbacks"] = cb
+    return _FMI2["callbacks"]
 
 
 class FmuCallError(SimulationError):
@@ -103,10 +138,8 @@ class FmuInstance:
                                f" ({err})" if not hasattr(err, "status") else ""))
         return FmuCallError(msg, what, status, self.t)
 
-    def _logger(self, *args) -> None:
-        # FMI 2.0: (component, instanceName, status, category, message);
-        # FMI 3.0: (instanceEnvironment, status, category, message).
-        status, message = (args[1], args[3]) if self.fmi3 else (args[2], args[4])
+    def _logger(self, env, status, category, message) -> None:
+        # FMI 3.0's logMessage callback (one per instance; FMI 2.0: _fmi2_dispatch).
         text = message.decode("utf-8", "replace") if isinstance(message, bytes) else \
             str(message)
         label = STATUS[status] if 0 <= status < len(STATUS) else str(status)
@@ -122,17 +155,25 @@ class FmuInstance:
                 self.call("fmi3InstantiateModelExchange", f.instantiate, False, False,
                           self._logger)
         else:
-            from fmpy import calloc, free
-            from fmpy import fmi2
-            from fmpy.logging import addLoggerProxy
-            cb = fmi2.fmi2CallbackFunctions()
-            cb.logger = fmi2.fmi2CallbackLoggerTYPE(self._logger)
-            cb.allocateMemory = fmi2.fmi2CallbackAllocateMemoryTYPE(calloc)
-            cb.freeMemory = fmi2.fmi2CallbackFreeMemoryTYPE(free)
-            addLoggerProxy(ctypes.byref(cb))
-            self._callbacks = cb              # kept alive as long as the instance
-            self.call("fmi2Instantiate", f.instantiate, False, cb)
+            cb = _fmi2_callbacks()
+            self._env = next(_ENV_IDS)
+            _FMI2_LOGS[self._env] = self.log
+            own = type(cb)()
+            ctypes.memmove(ctypes.byref(own), ctypes.byref(cb), ctypes.sizeof(cb))
+            own.componentEnvironment = self._env     # routes this instance's messages
+            self._callbacks = own                     # kept alive as long as the instance
+            self.call("fmi2Instantiate", f.instantiate, False, own)
         self.instantiated = True
+        # Ask for the FMU's warning and error messages where it names categories for them
+        # (the standard's logStatus* names): they go into errors, never to the console.
+        cats = [c.name for c in (self.md.logCategories or ())
+                if c.name in ("logStatusWarning", "logStatusDiscard", "logStatusError",
+                              "logStatusFatal")]
+        if cats:
+            try:
+                f.setDebugLogging(True, cats)
+            except Exception:  # noqa: BLE001 - optional: an FMU may refuse, it still runs
+                self.log.clear()
 
     def free(self) -> None:
         """Terminate (if initialized and not yet terminated), free the instance, remove the
@@ -146,60 +187,120 @@ class FmuInstance:
             if self.instantiated:
                 self.instantiated = False
                 self.fmu.freeInstance()
+            _FMI2_LOGS.pop(getattr(self, "_env", None), None)
             shutil.rmtree(self._dir, ignore_errors=True)
 
     # -- values ----------------------------------------------------------------------------
 
-    def accessors(self, variables) -> list:
-        """Per FMI type of ``variables``: ``(get, set, vrs, n_values, slices, dtype, name)``
-        with value references resolved once; ``slices`` place each variable's values in the
-        flat value vector of ``variables``."""
-        groups: dict[str, list] = {}
+    def groups(self, variables) -> list[ValueGroup]:
+        """The values of ``variables`` as one :class:`ValueGroup` per FMI type (value
+        references and buffers resolved once); their order is that of a flat vector holding
+        every variable's values in turn."""
+        members: dict[str, list] = {}
         offset = 0
         for v in variables:
-            groups.setdefault(v.type, []).append((v, slice(offset, offset + v.size)))
+            members.setdefault(v.type, []).append((v, offset))
             offset += v.size
-        out = []
-        for t, members in groups.items():
-            get, set_, name = self._typed(t)
-            vrs = [v.vr for v, _ in members]
-            n = sum(v.size for v, _ in members)
-            dtype = np.dtype(DTYPES.get(t, np.int64 if self.fmi3 else np.int32))
-            out.append((get, set_, vrs, n, [s for _, s in members], dtype, name))
+        return [ValueGroup(self, t, m) for t, m in members.items()]
+
+    def raw(self, name: str):
+        """The FMI function ``name`` of the FMU's library (ctypes, argument types as fmpy
+        declared them), for the per-step calls: its status is checked by :meth:`check`."""
+        return getattr(self.fmu.dll, name)
+
+    def check(self, name: str, status: int) -> None:
+        """Raise the error of FMI function ``name`` if ``status`` is worse than warning."""
+        if status > 1:
+            raise self.error(name, _Status(status))
+
+    def read(self, groups, out: np.ndarray) -> None:
+        """Read every value of ``groups`` into the flat float64 vector ``out``."""
+        for g in groups:
+            status = g.get()
+            if status > 1:
+                raise self.error(g.get_name, _Status(status))
+            out[g.pos] = g.view
+
+    def read_new(self, groups, n: int) -> np.ndarray:
+        """Every value of ``groups`` as a new flat float64 vector of ``n`` values."""
+        if len(groups) == 1 and groups[0].whole:
+            g = groups[0]
+            status = g.get()
+            if status > 1:
+                raise self.error(g.get_name, _Status(status))
+            return g.view.astype(np.float64)        # a copy: the buffer is reused
+        out = np.empty(n)
+        self.read(groups, out)
         return out
 
-    def _typed(self, t: str):
-        f = self.fmu
-        if self.fmi3:
-            name = "Int64" if t == "Enumeration" else t
-            get, set_ = getattr(f, f"get{name}"), getattr(f, f"set{name}")
-            return (lambda vrs, n: get(vrs, n)), (lambda vrs, vals: set_(vrs, vals)), name
-        name = {"Real": "Real", "Integer": "Integer", "Enumeration": "Integer",
-                "Boolean": "Boolean"}[t]
-        get, set_ = getattr(f, f"get{name}"), getattr(f, f"set{name}")
-        return (lambda vrs, n: get(vrs)), (lambda vrs, vals: set_(vrs, vals)), name
+    def write(self, groups, flat: np.ndarray) -> None:
+        """Set every value of ``groups`` from the flat vector ``flat``."""
+        for g in groups:
+            if g.view is not flat:
+                g.view[:] = flat[g.pos]
+            status = g.set()
+            if status > 1:
+                raise self.error(g.set_name, _Status(status))
 
-    def get_values(self, acc, n_total: int) -> np.ndarray:
-        """All values of one accessor list, as one float64 vector."""
-        out = np.empty(n_total)
-        for get, _, vrs, n, slices, _, name in acc:
-            vals = self.call(f"get{name}", get, vrs, n)
-            if len(slices) == 1:
-                out[slices[0]] = vals
-            else:
-                k = 0
-                for s in slices:
-                    m = s.stop - s.start
-                    out[s] = vals[k:k + m]
-                    k += m
-        return out
 
-    def set_values(self, acc, flat: np.ndarray) -> None:
-        """Set all values of one accessor list from the flat vector ``flat``."""
-        for _, set_, vrs, _, slices, dtype, name in acc:
-            if len(slices) == 1:
-                part = flat[slices[0]]
-            else:
-                part = np.concatenate([flat[s] for s in slices])
-            vals = part.tolist() if dtype == np.float64 else part.astype(dtype).tolist()
-            self.call(f"set{name}", set_, vrs, vals)
+class _Status(Exception):
+    """A bad status of a raw call (carried to :meth:`FmuInstance.error`)."""
+
+    def __init__(self, status: int):
+        super().__init__(f"status {status}")
+        self.status = status
+
+
+#: FMI type -> (ctypes type, name of the FMI functions' type part), per version.
+_C2 = {"Real": (ctypes.c_double, "Real"), "Integer": (ctypes.c_int, "Integer"),
+       "Enumeration": (ctypes.c_int, "Integer"), "Boolean": (ctypes.c_int, "Boolean")}
+_C3 = {"Float64": (ctypes.c_double, "Float64"), "Float32": (ctypes.c_float, "Float32"),
+       "Int8": (ctypes.c_int8, "Int8"), "UInt8": (ctypes.c_uint8, "UInt8"),
+       "Int16": (ctypes.c_int16, "Int16"), "UInt16": (ctypes.c_uint16, "UInt16"),
+       "Int32": (ctypes.c_int32, "Int32"), "UInt32": (ctypes.c_uint32, "UInt32"),
+       "Int64": (ctypes.c_int64, "Int64"), "UInt64": (ctypes.c_uint64, "UInt64"),
+       "Boolean": (ctypes.c_bool, "Boolean"), "Enumeration": (ctypes.c_int64, "Int64")}
+
+
+class ValueGroup:
+    """Variables of one FMI type read or written in one FMI call, through buffers made once.
+
+    Attributes
+    ----------
+    view : ndarray
+        The values as last read / about to be written (a numpy view of the C buffer).
+    pos : slice or ndarray
+        Where those values sit in the flat vector of all variables.
+    whole : bool
+        True if the group's values are the whole flat vector, in order.
+    get, set : callable
+        The raw FMI calls with every argument bound; they return the FMI status.
+    get_name, set_name : str
+        The FMI functions, for errors.
+    """
+
+    __slots__ = ("view", "pos", "whole", "get", "set", "get_name", "set_name", "_keep")
+
+    def __init__(self, inst: FmuInstance, t: str, members: list):
+        import functools
+        f = inst.fmu
+        ctype, part = (_C3 if inst.fmi3 else _C2)[t]
+        prefix = "fmi3" if inst.fmi3 else "fmi2"
+        vrs = [v.vr for v, _ in members]
+        n = sum(v.size for v, _ in members)
+        vr_arr = (ctypes.c_uint32 * len(vrs))(*vrs)
+        buf = (ctype * max(n, 1))()
+        self._keep = (vr_arr, buf)
+        self.view = np.ctypeslib.as_array(buf)[:n]
+        positions = np.concatenate([np.arange(o, o + v.size) for v, o in members])
+        contiguous = positions.size and np.array_equal(
+            positions, np.arange(positions[0], positions[0] + positions.size))
+        self.pos = slice(int(positions[0]), int(positions[0]) + positions.size) \
+            if contiguous else positions
+        #: The group holds every variable of the flat vector, in its order.
+        self.whole = bool(contiguous) and self.pos.start == 0
+        self.get_name, self.set_name = f"{prefix}Get{part}", f"{prefix}Set{part}"
+        raw_get, raw_set = inst.raw(self.get_name), inst.raw(self.set_name)
+        extra = (n,) if inst.fmi3 else ()
+        self.get = functools.partial(raw_get, f.component, vr_arr, len(vrs), buf, *extra)
+        self.set = functools.partial(raw_set, f.component, vr_arr, len(vrs), buf, *extra)

@@ -28,7 +28,7 @@ from cosim.fmi.instance import DISCARD, FmuInstance
 from cosim.fmi.variables import (FmuVariable, clocks_of, ports_of, shape_of,
                                   structural_values)
 from cosim.master import protocol as P
-from cosim.master.units import Unit
+from cosim.master.units import DirectStep, Unit
 
 __all__ = ["FmuUnit", "read_fmu", "start_value_setter"]
 
@@ -82,8 +82,8 @@ def start_value_setter(inst: FmuInstance, md, start_values: dict, where: str):
     def apply(phase: str) -> None:
         items = phases[phase]
         if items:
-            acc = inst.accessors([fv for fv, _ in items])
-            inst.set_values(acc, np.concatenate([a for _, a in items]))
+            inst.write(inst.groups([fv for fv, _ in items]),
+                       np.concatenate([a for _, a in items]))
     return apply
 
 
@@ -126,12 +126,39 @@ class FmuUnit(Unit):
         self.can_state = bool(cs.canGetAndSetFMUstate and cs.canSerializeFMUstate)
         self.fmi3 = self.md.fmiVersion == "3.0"
         self.event_mode = self.fmi3 and bool(self.clocks)
+        # FMI 3.0 co-simulation has no input derivatives (intermediate updates instead).
+        self.can_interpolate = bool(cs.canInterpolateInputs) and not self.fmi3
         if self.clocks and not cs.hasEventMode:
             raise ModelError(f"{where}: it has input clocks but no event mode (hasEventMode "
                              "false), so its clocks cannot be ticked")
         self._in_index = {v.name: v for v in self.inputs}
         self._n_in = sum(v.size for v in self.inputs)
         self._n_out = sum(v.size for v in self.outputs)
+        # Where each port's values sit in the flat input / output vectors (made once: the
+        # per-step path only copies values).
+        self._in_slots, self._in_casts, self._out_slots, k = [], [], [], 0
+        for v in self.inputs:
+            self._in_slots.append((v.name, slice(k, k + v.size)))
+            if v.dtype != np.float64:
+                self._in_casts.append((v, slice(k, k + v.size)))
+            k += v.size
+        k = 0
+        for v in self.outputs:
+            self._out_slots.append((v.name, slice(k, k + v.size), v.shape))
+            k += v.size
+        self._in_flat = np.zeros(self._n_in)
+        self._y: np.ndarray | None = None
+        de = self.md.defaultExperiment
+        self._dt = float(de.stepSize) if de and de.stepSize else 1e-3
+        self._t0, self._k = 0.0, 0
+        # Direct steps: each input's live values [value, has derivatives, d1, d2, t]
+        # (DirectStep), the outputs' slots, the stop times of steps that stopped.
+        self._lives = {v.name: [0.0, 0.0, 0.0, 0.0, 0.0] for v in self.inputs}
+        self._live_list = list(self._lives.values())
+        self._direct_out = np.zeros(len(self.outputs))
+        self._stops: list[float] = []
+        self._logged_t: float | None = None     # time and values of the latest sample
+        self._logged_y: np.ndarray | None = None
         self.inst: FmuInstance | None = None
         self.t = 0.0
         self._log_t: list[float] = []
@@ -148,28 +175,34 @@ class FmuUnit(Unit):
             else:
                 deps[out.variable.name] = tuple(d.name for d in out.dependencies
                                                 if d.causality == "input")
-        de = self.md.defaultExperiment
         return P.UnitDescription(
             name=self.name,
             inputs=tuple(P.PortInfo(v.name, v.shape) for v in self.inputs),
             outputs=tuple(P.PortInfo(v.name, v.shape) for v in self.outputs),
             feedthrough=tuple((v.name, deps.get(v.name, ())) for v in self.outputs),
-            dt=float(de.stepSize) if de and de.stepSize else 1e-3,
+            dt=self._dt,
             can_get_set_state=self.can_state,
             capabilities=("rollback",) if self.can_state else ())
 
     def initialize(self, t0: float) -> None:
         if self.inst is None:
             self.inst = FmuInstance(self.path, self.md, "cs", self.name, self.event_mode)
-            self._acc_in = self.inst.accessors(self.inputs)
-            self._acc_out = self.inst.accessors(self.outputs)
+            if not self.fmi3:
+                self._do_step2 = self.inst.raw("fmi2DoStep")
+            self._acc_in = self.inst.groups(self.inputs)
+            if len(self._acc_in) == 1 and self._acc_in[0].whole and \
+                    self._acc_in[0].view.dtype == np.float64:
+                self._in_flat = self._acc_in[0].view    # inputs written straight to C
+            self._acc_out = self.inst.groups(self.outputs)
             self._start = start_value_setter(self.inst, self.md, self.start_values,
                                              self.where)
         else:
             self.inst.call("reset", self.inst.fmu.reset)
         inst, fmu = self.inst, self.inst.fmu
         inst.terminated = self._terminated = False
-        self.t = inst.t = t0
+        self.t = inst.t = self._t0 = t0
+        self._k = 0
+        self._stops.clear()
         if self.fmi3:
             if any(v.causality == "structuralParameter" for v in self.md.modelVariables):
                 inst.call("fmi3EnterConfigurationMode", fmu.enterConfigurationMode)
@@ -191,6 +224,8 @@ class FmuUnit(Unit):
             inst.call("fmi2EnterInitializationMode", fmu.enterInitializationMode)
             inst.call("fmi2ExitInitializationMode", fmu.exitInitializationMode)
         self._log_t, self._log_y = [], []
+        self._y = None
+        self._logged_t = None
         self._record()
 
     def _event_update(self, ticking) -> None:
@@ -214,34 +249,48 @@ class FmuUnit(Unit):
     def set_inputs(self, values: dict, derivatives: dict | None = None) -> None:
         if not values:
             return
-        flat = np.empty(self._n_in)
         if len(values) != len(self.inputs):
-            missing = [v.name for v in self.inputs if v.name not in values]
-            unknown = [p for p in values if p not in self._in_index]
-            if unknown:
-                raise ModelError(f"{self.where} has no input {unknown[0]!r} (inputs: "
-                                 f"{', '.join(self._in_index)})")
-            if missing:
-                # Only some inputs given: the others keep the values they have.
-                self._set_some(values)
-                return
-        k = 0
-        for v in self.inputs:
+            self._set_some(values)
+            return
+        flat = self._in_flat
+        try:
+            for name, sl in self._in_slots:
+                flat[sl] = values[name].reshape(-1)
+        except (KeyError, ValueError, AttributeError):
+            self._set_some(values)          # the careful path names what is wrong
+            return
+        for v, sl in self._in_casts:
+            exact_cast(flat[sl], v, self.where)
+        self.inst.write(self._acc_in, flat)
+        self._y = None
+        if derivatives and self.can_interpolate:
+            self._set_derivatives(derivatives)
+
+    def _set_derivatives(self, derivatives: dict) -> None:
+        """First derivatives of the real inputs over the coming step (FMI 2.0
+        ``fmi2SetRealInputDerivatives``, when the FMU can interpolate its inputs)."""
+        f = self.inst.fmu
+        for p, ders in derivatives.items():
+            v = self._in_index[p]
+            if ders and v.type == "Real":
+                self.inst.call("fmi2SetRealInputDerivatives", f.setRealInputDerivatives,
+                               [v.vr], [1], [float(np.asarray(ders[0]).reshape(-1)[0])])
+
+    def _set_some(self, values: dict) -> None:
+        unknown = [p for p in values if p not in self._in_index]
+        if unknown:
+            raise ModelError(f"{self.where} has no input {unknown[0]!r} (inputs: "
+                             f"{', '.join(self._in_index)})")
+        chosen = [self._in_index[p] for p in values]
+        parts = []
+        for v in chosen:
             val = np.asarray(values[v.name], dtype=np.float64).reshape(-1)
             if val.size != v.size:
                 raise ModelError(f"{self.where}: input {v.name!r} takes {v.size} values, "
                                  f"got {val.size}")
-            if v.dtype != np.float64:
-                exact_cast(val, v, self.where)
-            flat[k:k + v.size] = val
-            k += v.size
-        self.inst.set_values(self._acc_in, flat)
-
-    def _set_some(self, values: dict) -> None:
-        chosen = [self._in_index[p] for p in values]
-        flat = np.concatenate([exact_cast(np.asarray(values[v.name], np.float64).reshape(-1),
-                                          v, self.where).astype(np.float64) for v in chosen])
-        self.inst.set_values(self.inst.accessors(chosen), flat)
+            parts.append(exact_cast(val, v, self.where).astype(np.float64))
+        self.inst.write(self.inst.groups(chosen), np.concatenate(parts))
+        self._y = None
 
     def refresh_outputs(self) -> P.StepDone:
         """Log the outputs for the inputs just set as this time's sample (FMI computes
@@ -253,26 +302,81 @@ class FmuUnit(Unit):
         return min(self._ticks) if self.event_mode and self._ticks else math.inf
 
     def do_step(self, t: float, h: float) -> P.StepDone:
+        # On the unit's grid (every co-simulation step is) the FMU sees t0 + k*dt and m*dt,
+        # computed from integer ticks, as the compiled exchange's direct steps do.
+        k, m = (t - self._t0) / self._dt, h / self._dt
+        if abs(k - round(k)) < 1e-6 and abs(m - round(m)) < 1e-6 and round(m) > 0:
+            return self._advance(round(k), round(m))
+        return self._step(t, h)
+
+    def _advance(self, k: int, m: int) -> P.StepDone:
+        self._k = k + m
+        return self._step(self._t0 + k * self._dt, m * self._dt,
+                          self._t0 + self._k * self._dt)
+
+    def _step(self, t: float, h: float, t_end: float | None = None) -> P.StepDone:
+        """Step ``[t, t + h]``; the time reached is ``t_end`` (the grid's, never
+        accumulated) unless the FMU stopped earlier."""
         if self._terminated:
             raise SimulationError(f"{self.where}: stepped after the FMU asked to terminate",
                                   t=t)
+        if self._logged_t != self.t:
+            self._record()          # the step's start, with the inputs just set
         inst = self.inst
         inst.t = t
         t_reached = self._step_fmi3(t, h) if self.fmi3 else self._step_fmi2(t, h)
+        if t_end is not None and t_reached == t + h:
+            t_reached = t_end
         self.t = inst.t = t_reached
-        self._record()
+        self._y = None
         return P.StepDone(t_reached, self._terminated, self._next_tick())
+
+    # -- direct steps (the compiled exchange) ---------------------------------------------
+
+    def direct(self) -> DirectStep | None:
+        """Direct steps for the compiled exchange (:mod:`cosim.master.compiled`): the same
+        calls as the protocol path (``set_inputs``, ``do_step`` / ``refresh_outputs``) without
+        request objects, for an FMU with scalar ports, no input clocks and no input
+        derivatives."""
+        if (self.inst is None or self._terminated or self.event_mode or self.can_interpolate
+                or any(v.size != 1 for v in self.inputs + self.outputs)):
+            return None
+        return DirectStep((self._direct_step, self._direct_out, None, None, None, None),
+                          self._k, 0, self._t0, self._dt, self._lives,
+                          {v.name: j for j, v in enumerate(self.outputs)}, self._stops)
+
+    def _direct_step(self, k, k_stop, last, S, D, X, R, G, k_full, k_log):
+        """The generated-function signature of :class:`DirectStep`: inputs from the live
+        values, then a step to tick ``k_full`` (or, with ``k_full == k``, a refresh)."""
+        flat = self._in_flat
+        for i, live in enumerate(self._live_list):
+            flat[i] = live[0]
+        for v, sl in self._in_casts:
+            exact_cast(flat[sl], v, self.where)
+        self.inst.write(self._acc_in, flat)
+        self._y = None
+        if k_full > k:
+            done = self._advance(k, k_full - k)
+            if done.event:
+                self._stops.append(done.t_reached)
+        else:
+            self._record(replace=True)
+        S[:] = self._outputs_now()
+        return k_full, last
+
+    def settle(self, k: int, last: int, stepped: int, derivatives: dict) -> None:
+        """After direct steps: the unit is at tick ``k`` (kept by the steps themselves)."""
+        self._k = k
 
     def _step_fmi2(self, t: float, h: float) -> float:
         inst, fmu = self.inst, self.inst.fmu
-        try:
-            fmu.doStep(t, h)
-        except Exception as err:  # noqa: BLE001 - classified below, through the choke point
-            if getattr(err, "status", None) != DISCARD:
-                raise inst.error("fmi2DoStep", err) from err
+        status = self._do_step2(fmu.component, t, h, 1)
+        if status > 1:
+            if status != DISCARD:
+                inst.check("fmi2DoStep", status)
             from fmpy.fmi2 import fmi2LastSuccessfulTime, fmi2Terminated
             if not inst.call("fmi2GetBooleanStatus", fmu.getBooleanStatus, fmi2Terminated):
-                raise inst.error("fmi2DoStep", err) from err
+                inst.check("fmi2DoStep", status)
             self._terminated = True
             inst.log.clear()        # the FMU's own words on why it stopped: not an error
             return inst.call("fmi2GetRealStatus", fmu.getRealStatus, fmi2LastSuccessfulTime)
@@ -319,12 +423,14 @@ class FmuUnit(Unit):
             t = reached
 
     def get_outputs(self) -> dict:
-        flat = self.inst.get_values(self._acc_out, self._n_out)
-        out, k = {}, 0
-        for v in self.outputs:
-            out[v.name] = flat[k:k + v.size].reshape(v.shape)
-            k += v.size
-        return out
+        y = self._outputs_now()
+        return {name: y[sl].reshape(shape) for name, sl, shape in self._out_slots}
+
+    def _outputs_now(self) -> np.ndarray:
+        """The outputs as one flat vector, read once per step or change of inputs."""
+        if self._y is None:
+            self._y = self.inst.read_new(self._acc_out, self._n_out)
+        return self._y
 
     def get_state(self) -> P.UnitState:
         if not self.can_state:
@@ -343,7 +449,8 @@ class FmuUnit(Unit):
         inst.call(*names[2], st)
         return P.UnitState(self.t, {"fmu": bytes(data), "t": self.t,
                                     "logs": len(self._log_t),
-                                    "ticks": list(getattr(self, "_ticks", [])),
+                                    "ticks": list(getattr(self, "_ticks", [])), "k": self._k,
+                                    "logged_t": self._logged_t, "logged_y": self._logged_y,
                                     "terminated": self._terminated})
 
     def set_state(self, state: P.UnitState) -> None:
@@ -358,21 +465,35 @@ class FmuUnit(Unit):
         inst.call(*names[1], st)
         inst.call(*names[2], st)
         self.t = inst.t = state.data["t"]
+        self._y = None
         self._ticks = list(state.data["ticks"])
+        self._k = state.data["k"]
+        self._logged_t = state.data["logged_t"]
+        self._logged_y = state.data["logged_y"]
         self._terminated = state.data["terminated"]
         del self._log_t[state.data["logs"]:], self._log_y[state.data["logs"]:]
 
     def _record(self, replace: bool = False) -> None:
-        y = self.inst.get_values(self._acc_out, self._n_out)
-        if replace and self._log_t and self._log_t[-1] == self.t:
-            self._log_y[-1] = y
-            return
+        """Log the outputs now. A step's end is logged by the refresh at that time or when
+        the next step starts (with the inputs of that time), as a LocalUnit logs its ticks;
+        ``replace`` replaces a sample of the same time not yet collected."""
+        y = self._outputs_now()
+        if replace and self._logged_t == self.t:
+            if self._log_t and self._log_t[-1] == self.t:
+                self._log_y[-1] = y
+                return
+            if np.array_equal(y, self._logged_y):
+                return              # collected already, and unchanged
+        self._logged_t, self._logged_y = self.t, y
         self._log_t.append(self.t)
         self._log_y.append(y)
 
     def collect_logs(self) -> P.LogBatch:
-        t = np.array(self._log_t)
-        y = np.array(self._log_y).reshape(len(t), -1)
+        if self._terminated and self._logged_t != self.t and self.inst is not None:
+            self._record()          # the run ends where the FMU stopped: its last sample
+        t = np.array(self._log_t, dtype=np.float64)
+        y = np.array(self._log_y).reshape(len(t), -1) if self._log_y else \
+            np.zeros((0, self._n_out))
         out, k = {}, 0
         for v in self.outputs:
             out[f"fmu.{v.name}"] = (t, y[:, k:k + v.size])

@@ -11,7 +11,8 @@ constant interval) or refused naming the clock kind.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,11 +60,10 @@ class FmuVariable:
     dtype: np.dtype
     shape: tuple[int, ...]
     variability: str
+    size: int = field(init=False)         # number of values
 
-    @property
-    def size(self) -> int:
-        """Number of values."""
-        return int(np.prod(self.shape))
+    def __post_init__(self):
+        object.__setattr__(self, "size", math.prod(self.shape))
 
     @property
     def discrete(self) -> bool:

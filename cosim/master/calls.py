@@ -5,6 +5,8 @@ events, stops)."""
 from __future__ import annotations
 
 import math
+import time
+from array import array
 
 from cosim.errors import ModelError, SimulationError, TransportError
 from cosim.master import protocol as P
@@ -29,6 +31,13 @@ class UnitCalls:
         Each unit's next scheduled event, from its latest StepDone.
     stopped : dict of str to float
         Units that stopped at an event in their latest step -> the time they stopped.
+    step_times : dict of str to (array, array)
+        Per unit, for every call that stepped it (``DoStep``, coupling iterations included):
+        the master's time ``t`` (s) and the wall time (s) until the unit's replies were in:
+        its own work for units in this process; for remote units, from sending the batch
+        until its replies were read (replies are read in unit order, so a unit read after a
+        slower one shows that one's time too). Steps taken by the compiled exchange are not
+        here (it calls no unit).
     """
 
     def __init__(self, proxies: dict, trace: bool):
@@ -37,6 +46,8 @@ class UnitCalls:
         self.trace: list[tuple[str, str, float]] = []
         self.next_event: dict[str, float] = {}
         self.stopped: dict[str, float] = {}
+        # Compact (8 bytes a sample): a long run steps every unit millions of times.
+        self.step_times: dict[str, tuple[array, array]] = {}
 
     def call(self, batch: dict[str, list], t: float) -> dict[str, list]:
         """Send each unit its requests (all units at once); the replies, checked.
@@ -62,12 +73,22 @@ class UnitCalls:
                 for r in reqs:
                     self.trace.append((u, type(r).__name__, t))
         proxies = self.proxies
-        handles = {u: proxies[u].submit(reqs) for u, reqs in batch.items()}
+        clock = time.perf_counter
+        handles, spent = {}, {}
+        for u, reqs in batch.items():
+            started = clock()
+            handles[u] = proxies[u].submit(reqs)     # a unit in this process works here
+            spent[u] = clock() - started
         for u in handles:
             proxies[u].flush()      # all units' requests are queued: send (one per server)
+        sent = clock()
         out = {}
         for u, h in handles.items():
             replies = proxies[u].result(h)
+            if any(type(r) is P.DoStep for r in batch[u]):
+                ts, seconds = self.step_times.setdefault(u, (array("d"), array("d")))
+                ts.append(t)
+                seconds.append(spent[u] + clock() - sent)
             for req, rep in zip(batch[u], replies):
                 if isinstance(rep, P.ErrorReply):
                     raise_error(u, req, rep, t)

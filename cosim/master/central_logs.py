@@ -21,10 +21,14 @@ class CentralLogs:
         The co-simulation's units: the top-level unit's input ``<unit>__<port>`` (what a
         unit's output feeds into the top-level blocks) is logged as ``<unit>.<port>``, the key
         of that subsystem port in the monolithic run.
+    keys : dict of str to str, optional
+        Keys the logs show instead (an automatic split's units -> the model's own keys;
+        None hides a signal).
     """
 
-    def __init__(self, units=()):
+    def __init__(self, units=(), keys: dict | None = None):
         self._units = set(units)
+        self._keys = keys or {}
         self._batches: dict[str, tuple[list, list]] = {}
 
     def add(self, unit: str, signals: dict) -> None:
@@ -86,6 +90,9 @@ class CentralLogs:
         """Everything so far, each signal with its own time vector."""
         values, times = {}, {}
         for key, (ts, vs) in self._batches.items():
+            key = self._keys.get(key, key)
+            if key is None:
+                continue
             times[key] = np.concatenate(ts) if ts else np.zeros(0)
             values[key] = np.concatenate(vs) if vs else np.zeros((0, 1))
         base = max(times.values(), key=len) if times else np.zeros(0)

@@ -52,6 +52,8 @@ class Chunk:
         <cosim.master.extrapolation.PortHistory.points>`).
     error : Exception or None
         Why the chunk ended early (raised by the master once it took the state over).
+    stopped : dict of str to float
+        Units that stopped the run in the last macro step -> the time they stopped.
     """
 
     starts: list
@@ -60,6 +62,7 @@ class Chunk:
     values: dict
     points: dict
     error: Exception | None = None
+    stopped: dict | None = None
 
 
 class CompiledExchange:
@@ -156,7 +159,8 @@ class CompiledExchange:
         start = self._history(values, points)
         if start is None:
             return None
-        signature = tuple(tuple(d.outputs.items()) for d in directs.values())
+        signature = tuple((tuple(d.outputs.items()), d.stops is None)
+                          for d in directs.values())
         if signature != self.signature:
             self.fn = self._compile(directs)
             self.signature = signature
@@ -166,7 +170,8 @@ class CompiledExchange:
         starts: list[float] = []
         out = self.fn(n, n_stop, T, nq, t_end - eps, t_end, *ts, ys, ps, qs, ks, lasts,
                       [d.bound for d in directs.values()],
-                      [live for d in directs.values() for live in d.inputs.values()], starts)
+                      [live for d in directs.values() for live in d.inputs.values()], starts,
+                      [d.stops for d in directs.values()])
         err, cur, call, n1, T1, nq1, ta, tb, tc, ys, ps, qs, ks1, lasts1 = out
         for i, (u, unit) in enumerate(self.units.items()):
             k, stepped = ks1[i], ks1[i] - ks[i]
@@ -183,7 +188,8 @@ class CompiledExchange:
             pts = [(t, np.array([vals[j]])) for t, vals in hist]
             chunk_points[key] = pts
             chunk_values[key] = pts[-1][1]
-        chunk = Chunk(starts, T1, nq1, chunk_values, chunk_points)
+        stopped = {u: d.stops[0] for u, d in directs.items() if d.stops}
+        chunk = Chunk(starts, T1, nq1, chunk_values, chunk_points, stopped=stopped or None)
         if err is not None:
             chunk.error = self._error(self.names[cur], call, err, directs[self.names[cur]],
                                       ks1[cur], T1)
@@ -258,7 +264,7 @@ class _Source:
         names, nk = ex.names, len(ex.keys)
         lives = list(self.live.values())
         lines = ["def exchange(n, n_stop, T, nq, t_lim, t_end, ta, tb, tc, Y, P, Q, K, LAST, "
-                 "B, LIVE, starts):",
+                 "B, LIVE, starts, STOPS):",
                  "    err = None",
                  "    cur = -1",
                  "    call = 'DoStep'",
@@ -280,6 +286,11 @@ class _Source:
         body += ["record(T)", "n += 1", f"nq += {ex.nq_step}",
                  f"T = {ex.t0!r} + nq * {ex.quantum!r}", "tc = tb", "tb = ta", "ta = T"]
         body += [f"q{j} = p{j}; p{j} = y{j}; y{j} = o{j}" for j in range(nk)]
+        stoppers = [i for i, u in enumerate(names) if d[u].stops is not None]
+        if stoppers:
+            # A unit stopped the run in this step: accepted, not refreshed (Master.step).
+            lines += [f"    Z{i} = STOPS[{i}]" for i in stoppers]
+            body.append(f"if {' or '.join(f'Z{i}' for i in stoppers)}: break")
         for level in ex.refresh_levels:
             body += self._refresh(level)
         lines += [f"    {L}[1] = {L}[2] = {L}[3] = 0.0" for L in sorted(self.zeroed)]

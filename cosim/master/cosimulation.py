@@ -9,6 +9,7 @@ modes included, per macro step where a Simulator goes per tick: ``run(duration=.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -59,6 +60,9 @@ class CoSimulation(PacedRuns):
     ----------
     master : Master
     partition : Partition
+    backend_start_seconds : dict of str to float
+        Wall time each backend took to start its units (s), by backend name: a Ray backend's
+        includes starting Ray when none ran.
     """
 
     def __init__(self, model, config):
@@ -71,6 +75,15 @@ class CoSimulation(PacedRuns):
         mono = Simulator(model, replace(config, cosim=None))
         mono.initialize()
         mono.finalize()          # release what initialize acquired (e.g. FMU instances)
+        #: The automatic split (``CosimConfig(partition=k)``), or None.
+        self.split = None
+        if config.cosim.partition is not None:
+            from cosim.master.autosplit import split_model
+            self.split = split_model(model, config.cosim.partition, config, shapes={
+                f"{name}.{p}": blk.outputs[p].shape
+                for name, blk in zip(mono.plan.names, mono.plan.blocks)
+                for p in blk.output_names})
+            model = self.split.model
         self.partition = partition(model, config)
         _check_unit_options(config.cosim, [s.name for s in self.partition.units])
         shapes = {}
@@ -96,11 +109,14 @@ class CoSimulation(PacedRuns):
         classes = {name: get_backend(name)
                    for name in sorted(by_backend, key=lambda b: b != REMOTE_BACKEND)}
         self.backends = {}
+        self.backend_start_seconds = {}
         proxies = {}
         try:
             for name, cls in classes.items():
+                started = time.perf_counter()
                 self.backends[name] = cls(cfg)
                 proxies.update(self.backends[name].start(by_backend[name]))
+                self.backend_start_seconds[name] = time.perf_counter() - started
         except BaseException:
             self._stop()            # what did start (servers, actors) must not outlive us
             raise
@@ -108,7 +124,8 @@ class CoSimulation(PacedRuns):
         # In the partition's order, wherever the units run: the master's order of units (and
         # so its results, bit for bit) must not depend on it.
         proxies = {s.name: proxies[s.name] for s in specs}
-        self.master = Master(proxies, self.partition.links, config)
+        self.master = Master(proxies, self.partition.links, config,
+                             keys=self.split.keys if self.split else None)
         self._stop_requested = False
         self._closed = False
 
@@ -219,7 +236,13 @@ class CoSimulation(PacedRuns):
         return self.master.step_log
 
     def save_logs(self, path) -> None:
-        """Logs as NPZ plus the iteration / step-rejection log under ``steps/...``."""
+        """Logs as NPZ (``time``, ``values/KEY``, ``time/KEY``, as ``Logs.load`` reads them)
+        plus the iteration / step-rejection log under ``steps/...``, the wall time of every
+        call that stepped a unit under ``timing/UNIT`` (shape ``(n, 2)``: master time, s;
+        seconds; see :attr:`UnitCalls.step_times <cosim.master.calls.UnitCalls>`) and
+        ``run.json``: the run's placement (each unit's backend, options, step and solver)
+        as JSON text. ``cosim report`` turns the file into a page."""
+        import json
         logs = self.logs
         arrays = {"time": logs.time}
         for k in logs:
@@ -227,7 +250,24 @@ class CoSimulation(PacedRuns):
             arrays[f"time/{k}"] = logs.time_of(k)
         for k, v in self.master.step_log_arrays().items():
             arrays[f"steps/{k}"] = v
+        for unit, (ts, seconds) in self.master.calls.step_times.items():
+            arrays[f"timing/{unit}"] = np.column_stack([np.asarray(ts), np.asarray(seconds)])
+        arrays["run.json"] = np.array(json.dumps(self.placement()))
         np.savez(path, **arrays)
+
+    def placement(self) -> dict:
+        """Where and how each unit ran: model, macro step, scheme, backend, and per unit its
+        backend, options that were set, step (s) and solver (plain data, JSON-ready)."""
+        cfg = self.config.cosim
+        units = {}
+        for spec in self.partition.units:
+            opts = {k: v for k, v in vars(cfg.options(spec.name)).items() if v is not None}
+            units[spec.name] = {"backend": cfg.backend_of(spec.name), "options": opts,
+                                "dt": getattr(spec.config, "dt", None),
+                                "solver": getattr(spec.config, "solver", None)}
+        return {"model": self.model.name, "H": cfg.H, "scheme": cfg.scheme.value,
+                "backend": cfg.backend, "compiled": self.master.compiled is not None,
+                "units": units}
 
     def save_checkpoint(self, path) -> None:
         self.master.save_checkpoint(path)

@@ -50,6 +50,8 @@ class Master:
         Unit-to-unit connections.
     config : SimulationConfig
         ``config.cosim`` holds the master's options; ``t0`` / ``t_end`` the interval.
+    keys : dict of str to str, optional
+        Log keys to show instead of the units' own (see :class:`CentralLogs`).
 
     Attributes
     ----------
@@ -60,7 +62,7 @@ class Master:
         ``macro_steps``, ``rejected``, ``iterations`` (coupling evaluations), ``recoveries``.
     """
 
-    def __init__(self, proxies: dict, links, config):
+    def __init__(self, proxies: dict, links, config, keys: dict | None = None):
         self.proxies = proxies
         self.names = list(proxies)
         self.links = list(links)
@@ -69,7 +71,7 @@ class Master:
         self.calls = UnitCalls(proxies, self.cfg.trace)
         self.step_log: list[StepRecord] = []
         self.stats = {"macro_steps": 0, "rejected": 0, "iterations": 0, "recoveries": 0}
-        self.central = CentralLogs(self.names)
+        self.central = CentralLogs(self.names, keys)
         self.desc = {}
         self.T = config.t0
         self._checkpoint = None
@@ -321,6 +323,8 @@ class Master:
         steps through the compiled exchange where it can; True when a unit stopped the run."""
         while True:
             if goal is not None and self.compiled is not None and self._run_compiled(goal, eps):
+                if self.calls.stopped:
+                    return True             # a unit stopped the run inside the chunk
                 every = self.cfg.checkpoint_every
                 if every and self.n % every == 0:
                     self._checkpoint = self._capture()
@@ -389,6 +393,10 @@ class Master:
         self.calls.stepped_without_events(self.names)
         if chunk.error is not None:
             raise chunk.error
+        if chunk.stopped:
+            self.calls.stopped.update(chunk.stopped)
+            self._end_at_stop()
+            return True
         if self.n // cfg.log_every != n0 // cfg.log_every:
             # At least as often as log_every asks, in larger batches: the same samples.
             self._collect()

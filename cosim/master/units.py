@@ -165,6 +165,10 @@ class DirectStep:
         kernel reads (see :class:`~cosim.model.diagram.Inport`).
     outputs : dict of str to int
         Output -> the slot of ``S`` holding its value.
+    stops : list or None
+        A unit that may stop the run (an FMU asking to terminate) appends the time it stopped
+        here during a step; the compiled exchange then ends the macro step as the protocol
+        path does (no refresh) and the master ends the run there. None: it never stops.
     """
 
     bound: tuple
@@ -174,6 +178,7 @@ class DirectStep:
     dt: float
     inputs: dict
     outputs: dict
+    stops: list | None = None
 
 
 class LocalUnit(Unit):

@@ -405,6 +405,12 @@ class Block:
                 out[key] = val
         return out
 
+    def spec_has_expression(self) -> bool:
+        """True when a construction argument is a parameter expression (``"=k/m"``); cheaper
+        than looking into :meth:`spec` (no signature binding), for every block of a model."""
+        args = self.__dict__.get("_spec_args")
+        return args is not None and has_expression(args)
+
     def rebuild(self, params: dict[str, object]) -> None:
         """(Re)construct this block in place from evaluated parameters (evaluation phase).
 

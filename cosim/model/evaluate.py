@@ -78,7 +78,7 @@ def evaluate(model: Diagram, overrides: dict | None = None,
                     problems.append(str(err))
                     continue
                 walk(b, inner, path + "/")
-            elif isinstance(b, Block) and has_spec(b) and has_expression(b.spec()):
+            elif isinstance(b, Block) and has_spec(b) and b.spec_has_expression():
                 values = {}
                 for key, v in b.spec().items():
                     try:

@@ -60,6 +60,24 @@ def _schema_errors(err):
     return [best_match(err.context)]
 
 
+def _properties(sub: dict) -> dict:
+    """The properties an object schema (or a ``$ref`` / ``anyOf`` of one) allows."""
+    if "$ref" in sub:
+        sub = schema()["$defs"][sub["$ref"].rsplit("/", 1)[1]]
+    found = dict(sub.get("properties", {}))
+    for alternative in sub.get("anyOf", []) + sub.get("oneOf", []):
+        found.update(_properties(alternative))
+    return found
+
+
+def _home(key: str, allowed: dict) -> str | None:
+    """The key among ``allowed`` whose section takes ``key`` (``cosim`` -> ``simulation``):
+    an unknown key put one level too high."""
+    homes = [name for name, sub in allowed.items()
+             if isinstance(sub, dict) and key in _properties(sub)]
+    return homes[0] if len(homes) == 1 else None
+
+
 def check_schema(doc: Doc) -> set[tuple]:
     """Report every schema violation; return the paths that violate it."""
     defs = schema()["$defs"]
@@ -72,8 +90,11 @@ def check_schema(doc: Doc) -> set[tuple]:
             for key in err.instance:
                 if key not in allowed:
                     bad.add(path + (key,))
+                    home = _home(key, allowed)
+                    hint = (f"; it belongs inside {home!r}: write it as "
+                            f"'{home}: {{{key}: ...}}'" if home else suggest(key, allowed))
                     doc.add(path + (key,), f"{_dotted(path)}: unknown key {key!r}"
-                            f"{suggest(key, allowed)} (keys: {', '.join(allowed)})", key=True)
+                            f"{hint} (keys: {', '.join(allowed)})", key=True)
             continue
         if "propertyNames" in err.schema_path:
             bad.add(path + (err.instance,))

@@ -44,7 +44,9 @@ def strongly_connected_components(nodes: Sequence[Hashable], succ: Any) -> list[
     pos = {v: i for i, v in enumerate(nodes)}
 
     def successors(v):
-        return iter(sorted(succ[v], key=pos.__getitem__))
+        s = succ[v]
+        # Most blocks have one successor or none (sorting those costs half the compile).
+        return iter(s) if len(s) < 2 else iter(sorted(s, key=pos.__getitem__))
 
     index: dict[Hashable, int] = {}
     low: dict[Hashable, int] = {}
@@ -85,7 +87,7 @@ def strongly_connected_components(nodes: Sequence[Hashable], succ: Any) -> list[
                     comp.append(w)
                     if w == v:
                         break
-                comps.append(sorted(comp, key=pos.__getitem__))
+                comps.append(comp if len(comp) < 2 else sorted(comp, key=pos.__getitem__))
     return comps
 
 

@@ -22,6 +22,7 @@ from cosim.run.eventmonitor import EventMonitor, check_events, switching_blocks
 from cosim.run.interpreter import Interpreter
 from cosim.run.logs import Logs
 from cosim.run.logstore import LogStore
+from cosim.run.nogc import nogc
 from cosim.run.startup import initialize_blocks
 from cosim.run.state import RunState
 from cosim.numerics.timegrid import EXCHANGE_RTOL, floor_ticks, same_time
@@ -87,10 +88,11 @@ class Simulator(pacing.PacedRuns):
         from cosim.model.diagram import Model
         from cosim.model.evaluate import evaluate
         from cosim.run.atomic import AtomicSubsystem
-        if isinstance(model, Model):
-            evaluate(model)        # a subsystem was evaluated with its parent's workspaces
-        self.plan: Plan = compile_model(model, config.dt, config.log,
-                                        allow_loops=config.loop_solver)
+        with nogc():
+            if isinstance(model, Model):
+                evaluate(model)        # a subsystem was evaluated with its parent's workspaces
+            self.plan: Plan = compile_model(model, config.dt, config.log,
+                                            allow_loops=config.loop_solver)
         self.atomics = [(n, b) for n, b in zip(self.plan.names, self.plan.blocks)
                         if isinstance(b, AtomicSubsystem)]
         for _, b in self.atomics:
@@ -164,13 +166,14 @@ class Simulator(pacing.PacedRuns):
             self.config = replace(self.config, t0=t0)
             self.interpreter.config = self.config
         state = self.state
-        self.interpreter.reset()
-        initialize_blocks(self.plan, self.interpreter, self.config.t0)
-        self.interpreter.setup_continuous()
-        state.k = 0
-        state.t_stop = None
-        state.stop_requested = False
-        self._start(k0=0, last=-1)
+        with nogc(freeze=len(self.plan.blocks) >= LAZY_BLOCKS):
+            self.interpreter.reset()
+            initialize_blocks(self.plan, self.interpreter, self.config.t0)
+            self.interpreter.setup_continuous()
+            state.k = 0
+            state.t_stop = None
+            state.stop_requested = False
+            self._start(k0=0, last=-1)
         self._initialized = True
 
     def _start(self, k0: int, last: int) -> None:
@@ -199,8 +202,9 @@ class Simulator(pacing.PacedRuns):
         from cosim.fastpath.choose import build
         interp = self.interpreter
         self._fast_at = None
-        self.fast_path = build(self.plan, self.config, self.state, self.store, interp.solver,
-                               interp.cslices)
+        with nogc(freeze=len(self.plan.blocks) >= LAZY_BLOCKS):
+            self.fast_path = build(self.plan, self.config, self.state, self.store,
+                                   interp.solver, interp.cslices)
 
     def advance_to(self, k_stop: int, outputs: bool = False) -> None:
         """Run ticks ``k .. k_stop-1`` (stops early at a stopping event); with ``outputs``,

@@ -18,8 +18,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.linalg import lu_factor
-from scipy.linalg.lapack import dgetrs
 
 from cosim.errors import ConvergenceError
 from cosim.numerics.jacobian import fd_jacobian
@@ -48,6 +46,11 @@ class ImplicitSolver(Solver):
         opts = self.options
         self._newton_tol = opts.newton_tolerance
         self._eye = np.eye(self.n)
+        # scipy.linalg is imported with the first implicit solver, not with cosim: commands
+        # that never integrate (cosim check, plan, --help) start without it.
+        from scipy.linalg import lu_factor
+        from scipy.linalg.lapack import dgetrs
+        self._lu_factor, self._getrs = lu_factor, dgetrs
         # Below this magnitude a component counts as zero for the finite-difference increment.
         self._fd_floor = max(opts.atol / opts.rtol, 1e-10)
         self._J = None
@@ -90,7 +93,7 @@ class ImplicitSolver(Solver):
         if self._lu is not None and self._lu_hg == hg:
             return
         M = self._eye - hg * self._J
-        self._lu = lu_factor(M, overwrite_a=True, check_finite=False)
+        self._lu = self._lu_factor(M, overwrite_a=True, check_finite=False)
         self._lu_hg = hg
         self.stats["nlu"] += 1
 
@@ -100,7 +103,7 @@ class ImplicitSolver(Solver):
         LAPACK ``getrs`` on the ``lu_factor`` factors, as ``scipy.linalg.lu_solve`` does, but
         without its ~5 us of argument checking: this runs once per Newton iteration.
         """
-        return dgetrs(self._lu[0], self._lu[1], v)[0]
+        return self._getrs(self._lu[0], self._lu[1], v)[0]
 
     # ------------------------------------------------------------------ Newton
     def _newton(self, t: float, z: np.ndarray, r: np.ndarray, hg: float,

@@ -54,7 +54,6 @@ import warnings
 from typing import ClassVar
 
 import numpy as np
-import scipy.integrate
 
 from cosim.errors import SimulationError
 from cosim.solvers.base import Solver, StepResult
@@ -66,8 +65,9 @@ class ScipyAdapter(Solver):
 
     Class attributes (of a concrete adapter)
     -----------------------------------------
-    method : type
-        The ``scipy.integrate.OdeSolver`` subclass.
+    scipy_name : str
+        The name of the ``scipy.integrate.OdeSolver`` subclass (`method` is the class;
+        scipy.integrate is imported when a solver is made, not with cosim).
     step_attributes : tuple of str
         The attributes of ``method`` that its next step reads besides ``t``, ``y``,
         ``t_old``, ``t_bound``, ``status``, ``njev`` and ``nlu`` (checkpointed).
@@ -75,7 +75,7 @@ class ScipyAdapter(Solver):
 
     adaptive = True
     implicit = True
-    method: ClassVar[type]
+    scipy_name: ClassVar[str]
     step_attributes: ClassVar[tuple[str, ...]] = ()
     #: Attributes every scipy ``OdeSolver`` has that its next step (or its counters) reads.
     common_attributes: ClassVar[tuple[str, ...]] = (
@@ -91,6 +91,10 @@ class ScipyAdapter(Solver):
         self._seen = {"njev": 0, "nlu": 0}  # scipy counters already added to stats
         self._h_prev = math.inf             # last step of the current scipy solver
         self._rebuilding = False            # a restore is constructing a scipy solver
+        import scipy
+        import scipy.integrate
+        self.method = getattr(scipy.integrate, self.scipy_name)
+        self._scipy_version = scipy.__version__
 
     def reset(self, t, x):
         super().reset(t, x)
@@ -143,7 +147,7 @@ class ScipyAdapter(Solver):
 
     def _get_extra_state(self):
         return {
-            "scipy_version": scipy.__version__,
+            "scipy_version": self._scipy_version,
             "seen": dict(self._seen),
             "h_prev": self._h_prev,
             # None at a reset point: the next step starts a scipy solver afresh anyway.
@@ -161,7 +165,7 @@ class ScipyAdapter(Solver):
         if captured is None:
             return                      # a reset point: the next step starts scipy afresh
         version = state.get("scipy_version")
-        if version != scipy.__version__:
+        if version != self._scipy_version:
             self._warn_restart(f"with scipy {version}", f"; resume under scipy {version} for "
                                f"an exact continuation")
             return
@@ -171,7 +175,7 @@ class ScipyAdapter(Solver):
 
     def _warn_restart(self, saved: str, remedy: str) -> None:
         warnings.warn(f"{self.name}: the solver state was saved {saved}, this is scipy "
-                      f"{scipy.__version__}: scipy's step history is not restored and "
+                      f"{self._scipy_version}: scipy's step history is not restored and "
                       f"{self.name} restarts at the next step, so the continued run is not "
                       f"bit for bit the uninterrupted one (same tolerances){remedy}",
                       RuntimeWarning, stacklevel=4)
@@ -266,7 +270,7 @@ class BDF(ScipyAdapter):
 
     name = "BDF"
     order = 5
-    method = scipy.integrate.BDF
+    scipy_name = "BDF"
     step_attributes = ("h_abs", "h_abs_old", "error_norm_old", "D", "order", "n_equal_steps",
                        "J", "LU", "jac_factor")
 
@@ -276,7 +280,7 @@ class Radau(ScipyAdapter):
 
     name = "Radau"
     order = 5
-    method = scipy.integrate.Radau
+    scipy_name = "Radau"
     step_attributes = ("f", "y_old", "h_abs", "h_abs_old", "error_norm_old", "Z", "J",
                        "LU_real", "LU_complex", "current_jac", "jac_factor")
 
@@ -295,7 +299,7 @@ class LSODA(ScipyAdapter):
     name = "LSODA"
     order = 12
 
-    method = scipy.integrate.LSODA
+    scipy_name = "LSODA"
 
     def _move_bound(self, ode, t_bound):
         super()._move_bound(ode, t_bound)

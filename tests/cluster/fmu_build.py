@@ -136,7 +136,8 @@ def _fmi2_xml(spec: Spec, vrs: dict, guid: str) -> str:
     outputs = [v for v in spec.variables if KINDS[v.kind][0] == "output"]
     ders = [v for v in spec.variables if v.derivative_of]
     init = outputs + ders
-    st = ("    <Outputs>" + "".join(f'<Unknown index="{index[v.name]}"/>' for v in outputs)
+    st = ("    <Outputs>" + "".join(f'<Unknown index="{index[v.name]}"{_no_deps(v)}/>'
+                                      for v in outputs)
           + "</Outputs>\n" if outputs else "")
     st += ("    <Derivatives>" + "".join(f'<Unknown index="{index[v.name]}"/>' for v in ders)
            + "</Derivatives>\n" if ders else "")
@@ -198,7 +199,8 @@ def _fmi3_xml(spec: Spec, vrs: dict, guid: str) -> str:
             + "</TypeDefinitions>\n"
     outputs = [v for v in spec.variables if KINDS[v.kind][0] == "output"]
     ders = [v for v in spec.variables if v.derivative_of]
-    st = "".join(f'    <Output valueReference="{vrs[v.name]}"/>\n' for v in outputs)
+    st = "".join(f'    <Output valueReference="{vrs[v.name]}"{_no_deps(v)}/>\n'
+                 for v in outputs)
     st += "".join(f'    <ContinuousStateDerivative valueReference="{vrs[v.name]}"/>\n'
                   for v in ders)
     st += "".join(f'    <InitialUnknown valueReference="{vrs[v.name]}"/>\n'
@@ -218,6 +220,11 @@ def _fmi3_xml(spec: Spec, vrs: dict, guid: str) -> str:
 {st}  </ModelStructure>
 </fmiModelDescription>
 """
+
+
+def _no_deps(v: Var) -> str:
+    """A state as output depends on no input (declared, or importers assume feedthrough)."""
+    return ' dependencies=""' if v.kind == "state_output" else ""
 
 
 def _attrs(d: dict) -> str:

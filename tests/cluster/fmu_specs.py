@@ -50,3 +50,17 @@ TICKER = Spec("Ticker", "ticker.c", [
     Var("count", "discrete_output", type="Int32", start=0),
     Var("total", "discrete_output", start=0.0), Var("ticked", "local", start=0.0)],
     clocks=(("tick", "input", "constant", 0.3),), step_size=0.05, stop_time=2.0)
+
+#: Benchmark FMUs (FMI 2.0 co-simulation, internal Euler step 1e-3 s).
+FEEDTHROUGH = Spec("Feedthrough", "feedthrough.c", [
+    Var("u", "input", start=0.0), Var("y", "output")], step_size=0.01)
+
+VANDERPOL = Spec("VanDerPol", "vanderpol.c", [
+    Var("x0", "state_output", start=2.0), Var("der_x0", "local", derivative_of="x0"),
+    Var("x1", "state", start=0.0), Var("der_x1", "local", derivative_of="x1"),
+    Var("mu", "parameter", start=1.0)], states=("x0", "x1"), step_size=0.01)
+
+LAG = Spec("Lag", "lag.c", [
+    Var("x", "state_output", start=0.0), Var("der_x", "local", derivative_of="x"),
+    Var("u", "input", start=1.0), Var("tau", "parameter", start=0.5)],
+    states=("x",), step_size=0.01)

@@ -13,7 +13,7 @@ from blocks.continuous import Integrator
 from blocks.fmu import FmuBlock
 from cosim.fmi.export import export_fmu
 from cosim import (CoSimulation, CosimConfig, Inport, Model, ModelError, Outport, SimulationConfig,
-                   Simulator, Subsystem, simulation)
+                   SimulationError, Simulator, Subsystem, simulation)
 
 SOURCES = Path(__file__).with_name("fmu_sources")
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,3 +236,65 @@ def test_fmu_unit_runs_in_a_ray_actor_and_behind_a_server(ray_session, plant_fmu
             server.wait(timeout=10)
     for key in ref:
         np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
+
+
+def test_exported_fmu_declares_structure_parameters_and_experiment(tmp_path):
+    from fmpy import read_model_description
+    from fmpy.validation import validate_fmu
+    fmu = export_fmu(plant_model(), "plant", tmp_path / "plant.fmu", t_end=2.5)
+    assert validate_fmu(str(fmu)) == []
+    md = read_model_description(str(fmu))
+    assert (md.defaultExperiment.stepSize, md.defaultExperiment.stopTime) == ("0.01", "2.5")
+    params = {v.name: v for v in md.modelVariables if v.causality == "parameter"}
+    assert list(params) == ["k"] and float(params["k"].start) == 2.0
+    # y is the integrator's state: it depends on no input directly, and is an initial unknown.
+    (out,) = md.outputs
+    assert out.variable.name == "y" and out.dependencies == []
+    assert [u.variable.name for u in md.initialUnknowns] == ["y"]
+
+
+def test_exported_fmu_runs_in_a_python_without_cosim(plant_fmu):
+    """fmpy runs the FMU in an isolated interpreter whose path holds the base site-packages
+    (numpy, scipy, msgpack, fmpy) but not cosim: the FMU carries its engine."""
+    import ast
+    import sysconfig
+    purelib = sysconfig.get_paths(vars={"base": sys.base_prefix,
+                                        "platbase": sys.base_prefix})["purelib"]
+    script = f"""
+import sys
+sys.path.append({purelib!r})    # no .pth files processed: no editable install of cosim
+try:
+    import cosim
+except ImportError:
+    pass
+else:
+    raise SystemExit("cosim is importable here: the test would prove nothing")
+import numpy as np
+from fmpy import simulate_fmu
+t = np.arange(0.0, 1.0001, 0.05)
+res = simulate_fmu({str(plant_fmu)!r}, stop_time=1.0, step_size=0.05, output_interval=0.05,
+                   start_values={{"k": 3.0}},
+                   input=np.array(list(zip(t, np.sin(np.pi * t))),
+                                  dtype=[("time", float), ("u", float)]))
+print(repr(res["y"].tolist()))
+"""
+    out = subprocess.run([sys._base_executable, "-I", "-S", "-c", script], capture_output=True,
+                         text=True, timeout=300, cwd="/")
+    assert out.returncode == 0, out.stderr[-3000:]
+    y = np.array(ast.literal_eval(out.stdout.strip().splitlines()[-1]))
+    m = plant_model()
+    m.parameters["k"] = 3.0                       # the FMU's parameter, set by fmpy
+    native = CoSimulation(m, SimulationConfig(dt=0.01, t_end=1.0,
+                                              cosim=CosimConfig(H=0.05))).run()
+    nat_t = native.time_of("plant/x.out")
+    t = np.arange(0.0, 1.0001, 0.05)
+    np.testing.assert_allclose(y, native["plant/x.out"][np.searchsorted(nat_t, t - 1e-12), 0],
+                               rtol=0, atol=1e-12)
+
+
+def test_exported_fmu_refuses_a_step_that_is_not_a_multiple_of_its_own(plant_fmu):
+    m = plant_model()
+    m.blocks[0] = FmuBlock("plant", str(plant_fmu), 0.033)
+    m.blocks[1] = Sine("src", frequency=0.5, sample_time=0.033)
+    with pytest.raises(SimulationError, match=r"FMU 'plant' \(plant\.fmu\): fmi2DoStep failed"):
+        Simulator(m, SimulationConfig(dt=0.033, t_end=0.2)).run()

@@ -78,12 +78,13 @@ def test_co_simulated_model_runs_and_shows_its_units(tmp_path):
     model = str(DATA / "cosim_pair.yaml")
     r = cosim("check", model)
     assert r.returncode == 0 and "co-simulation units: plant, ctrl, main" in r.stdout
-    r = cosim("plan", model)
-    assert r.returncode == 0 and "AtomicSubsystem" in r.stdout and "units: plant" in r.stdout
+    r = cosim("plan", model, "--blocks")
+    assert r.returncode == 0 and "AtomicSubsystem" in r.stdout
+    assert "co-simulation of 'atomic_pair': 3 units, macro step H = 0.05 s, jacobi" in r.stdout
     out = tmp_path / "co.npz"
     r = cosim("run", model, "--backend", "local", "-p", "kp=1.2", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    assert "3 units, co-simulated (H = 0.05 s)" in r.stdout
+    assert "3 units, co-simulated (H = 0.05 s, jacobi, backend local)" in r.stdout
     with np.load(out) as npz:
         assert "values/ctrl/kp.out" in npz.files
 

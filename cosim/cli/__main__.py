@@ -1,0 +1,7 @@
+"""``python -m cosim.cli``: the ``cosim`` command."""
+
+import sys
+
+from cosim.cli import main
+
+sys.exit(main())

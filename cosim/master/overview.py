@@ -1,0 +1,144 @@
+"""What a co-simulation will do, without running it: its units (step, solver, where they
+run), the coupling graph between them, its algebraic couplings and the order the master
+steps them in — as a table (``cosim plan``) and as Graphviz DOT (``cosim plan --dot``).
+
+The units are built in this process from the partition (as the local backend builds them)
+and described through the protocol, so the graph is the one the master will see; no backend
+is started and nothing is simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cosim.config import Scheme
+from cosim.master import protocol as P
+from cosim.master.partition import Link, partition
+from cosim.master.unitgraph import UnitGraph
+
+__all__ = ["CosimOverview", "UnitRow", "overview"]
+
+
+@dataclass(frozen=True)
+class UnitRow:
+    """One unit as ``cosim plan`` shows it."""
+
+    name: str
+    dt: float
+    solver: str
+    blocks: int
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    runs_on: str
+
+
+@dataclass(frozen=True)
+class CosimOverview:
+    """A co-simulation's units, links, couplings and stepping order.
+
+    Attributes
+    ----------
+    model : str
+    H : float
+        Macro step (s).
+    scheme : Scheme
+    units : tuple of UnitRow
+        In the master's order of units.
+    links : tuple of Link
+    couplings : tuple of tuple of str
+        Algebraic couplings (units coupled through direct feedthrough in a cycle), iterated
+        each macro step unless ``iterate`` is off or feedthrough is delayed.
+    order : tuple of str
+        Gauss–Seidel: the order units step in; Jacobi: the units (all step together).
+    """
+
+    model: str
+    H: float
+    scheme: Scheme
+    units: tuple[UnitRow, ...]
+    links: tuple[Link, ...]
+    couplings: tuple[tuple[str, ...], ...]
+    order: tuple[str, ...]
+
+    def table(self) -> str:
+        """Units, links, couplings and order as plain text."""
+        rows = [("#", "unit", "step", "solver", "blocks", "inputs", "outputs", "runs on")]
+        position = {u: i + 1 for i, u in enumerate(self.order)}
+        for u in self.units:
+            step = "any" if u.dt == 0 else f"{u.dt:g} s"
+            rows.append((str(position[u.name]) if self.scheme is Scheme.GAUSS_SEIDEL else "-",
+                         u.name, step, u.solver, str(u.blocks), ", ".join(u.inputs) or "-",
+                         ", ".join(u.outputs) or "-", u.runs_on))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = [f"co-simulation of {self.model!r}: {len(self.units)} units, macro step H = "
+                 f"{self.H:g} s, {self.scheme.value}"]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines.append("coupling graph (output -> input):")
+        lines += [f"  {ln}" for ln in self.links] or ["  (no links)"]
+        if self.couplings:
+            lines.append("algebraic couplings (iterated to a fixed point each macro step):")
+            lines += [f"  {' <-> '.join(g)}" for g in self.couplings]
+        if self.scheme is Scheme.GAUSS_SEIDEL:
+            lines.append("order (Gauss-Seidel): " + " -> ".join(self.order))
+        else:
+            lines.append("order (Jacobi): all units step together from the inputs at the "
+                         "start of the macro step")
+        return "\n".join(lines)
+
+    def to_dot(self) -> str:
+        """The coupling graph as Graphviz DOT: a node per unit (step, solver, position in the
+        order), an edge per link; the links inside a coupling are drawn bold red."""
+        coupled = {u for g in self.couplings for u in g}
+        position = {u: i + 1 for i, u in enumerate(self.order)}
+        gs = self.scheme is Scheme.GAUSS_SEIDEL
+        out = [f'digraph "{self.model}" {{', "  rankdir=LR;",
+               f'  label="{self.model}: H = {self.H:g} s, {self.scheme.value}";',
+               "  node [shape=box, style=rounded];"]
+        for u in self.units:
+            step = "any step" if u.dt == 0 else f"dt {u.dt:g} s"
+            head = f"{position[u.name]}. {u.name}" if gs else u.name
+            out.append(f'  "{u.name}" [label="{head}\\n{step}, {u.solver}\\n{u.runs_on}"];')
+        for ln in self.links:
+            bold = ln.src in coupled and ln.dst in coupled and any(
+                ln.src in g and ln.dst in g for g in self.couplings)
+            style = ", color=red, penwidth=2" if bold else ""
+            out.append(f'  "{ln.src}" -> "{ln.dst}" [label="{ln.src_port} -> {ln.dst_port}"'
+                       f"{style}];")
+        out.append("}")
+        return "\n".join(out) + "\n"
+
+
+def overview(model, config) -> CosimOverview:
+    """The overview of co-simulating evaluated ``model`` with ``config`` (``cosim`` set).
+
+    Raises
+    ------
+    CompileError
+        The partition's or the unit graph's problems (bad links, undriven unit inputs).
+    """
+    from cosim.master.units import LocalUnit
+    cfg = config.cosim
+    part = partition(model, config)
+    rows, desc = [], {}
+    for spec in part.units:
+        unit = spec.factory() if spec.factory is not None else \
+            LocalUnit(spec.subsystem, spec.config, spec.name)
+        try:
+            unit.initialize(config.t0)
+            d = unit.describe()
+        finally:
+            unit.terminate()
+        if not isinstance(d, P.UnitDescription):
+            raise TypeError(f"unit {spec.name}: describe() returned {type(d).__name__}")
+        desc[spec.name] = d
+        opts = cfg.options(spec.name)
+        where = cfg.backend_of(spec.name) + (f" {opts.address}" if opts.address else "")
+        n_blocks = len(spec.subsystem.blocks) if spec.subsystem is not None else 1
+        rows.append(UnitRow(spec.name, d.dt, getattr(spec.config, "solver", "-"), n_blocks,
+                            tuple(p.name for p in d.inputs),
+                            tuple(p.name for p in d.outputs), where))
+    names = [s.name for s in part.units]
+    graph = UnitGraph(names, part.links, desc)
+    order = graph.ordered(cfg.order) if cfg.scheme is Scheme.GAUSS_SEIDEL else names
+    return CosimOverview(model.name, cfg.H, cfg.scheme, tuple(rows), tuple(part.links),
+                         tuple(tuple(g) for g in graph.groups), tuple(order))

@@ -1,0 +1,57 @@
+"""Large diagrams for the scale benchmarks and tests (issue 17): a chain and a wide model.
+
+Gains near 1 with a few distinct values, so 100,000 of them in series neither overflow nor
+vanish, and every block is a different kernel literal before parameters are lifted.
+"""
+
+import math
+
+from blocks import Gain, Sine
+from cosim import Model
+
+
+def gain(i: int) -> float:
+    return 1.0 + 1e-6 * (i % 7) - 3e-6
+
+
+def chain(n: int) -> Model:
+    """A sine driving ``n - 1`` gains in series (``n`` blocks, ``n`` levels)."""
+    m = Model("chain")
+    m.add(Sine("src", 1.0, 0.5))
+    prev = "src.out"
+    for i in range(n - 1):
+        m.add(Gain(f"g{i}", gain(i)))
+        m.connect(prev, f"g{i}.in")
+        prev = f"g{i}.out"
+    return m
+
+
+def wide(n: int, length: int = 100) -> Model:
+    """A sine driving ``n // length`` parallel chains of ``length`` gains (``n`` blocks less
+    the chains' count plus one, ``length + 1`` levels)."""
+    m = Model("wide")
+    m.add(Sine("src", 1.0, 0.5))
+    for c in range(n // length):
+        prev = "src.out"
+        for i in range(length - 1 if c == 0 else length):
+            m.add(Gain(f"g{c}_{i}", gain(c + i)))
+            m.connect(prev, f"g{c}_{i}.in")
+            prev = f"g{c}_{i}.out"
+    return m
+
+
+def last(model: Model) -> str:
+    """The output of the model's last block (the one to log)."""
+    return f"{model.blocks[-1].name}.out"
+
+
+def oracle(model: Model, k: int, dt: float) -> float:
+    """The last block's output at tick ``k``: the sine, then each gain of the last chain
+    applied in series in Python floats (the order the diagram multiplies in)."""
+    name = model.blocks[-1].name
+    prefix = name[:name.index("_") + 1] if "_" in name else "g"
+    y = math.sin(2 * math.pi * 0.5 * (0.0 + k * dt))
+    for b in model.blocks[1:]:
+        if b.name.startswith(prefix):
+            y = b.k * y
+    return y

@@ -1,0 +1,152 @@
+"""Benchmark: FMU co-simulation per macro step, cosim vs libcosim (DNV's Open Simulation
+Platform engine, ``libcosimpy``) vs fmpy's raw ``doStep`` + get/set calls, on the same FMI 2.0
+FMUs in the same run (compiled here from ``tests/cluster/fmu_sources/c``).
+
+Systems: a chain VanDerPol -> Feedthrough -> Feedthrough, and a feedback pair of lags
+(lag1.y -> lag2.u, lag2.y -> lag1.u); H = 0.01 s, 200 macro steps, best of interleaved
+repeats. Printed: µs per macro step and the ratios to libcosim and to raw fmpy.
+Run: python -m pytest -m bench -s tests/benchmarks/test_bench_fmi.py
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+from blocks.fmu import FmuBlock
+from cosim import CoSimulation, CosimConfig, Model, SimulationConfig
+from tests.benchmarks.timing import table
+from tests.cluster.fmu_build import build_fmu
+from tests.cluster.fmu_specs import FEEDTHROUGH, LAG, VANDERPOL
+
+pytestmark = pytest.mark.bench
+
+H = 0.01
+STEPS = 200
+REPEAT = 5
+
+
+@pytest.fixture(scope="module")
+def fmus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bench_fmu")
+    return {s.name: build_fmu(s, "2.0", d / s.name) for s in (FEEDTHROUGH, VANDERPOL, LAG)}
+
+
+#: (instances as (name, FMU), connections as (src, src var, dst, dst var)).
+SYSTEMS = {
+    "chain": ([("vdp", "VanDerPol"), ("ft1", "Feedthrough"), ("ft2", "Feedthrough")],
+              [("vdp", "x0", "ft1", "u"), ("ft1", "y", "ft2", "u")]),
+    "feedback": ([("lag1", "Lag"), ("lag2", "Lag")],
+                 [("lag1", "x", "lag2", "u"), ("lag2", "x", "lag1", "u")]),
+}
+
+
+def cosim_run(fmus, system):
+    insts, conns = SYSTEMS[system]
+    m = Model(system)
+    m.add(*[FmuBlock(n, str(fmus[f]), H) for n, f in insts])
+    for a, pa, b, pb in conns:
+        m.connect(f"{a}.{pa}", f"{b}.{pb}")
+    sim = CoSimulation(m, SimulationConfig(dt=H, t_end=(STEPS + 1) * H, log=[],
+                                           cosim=CosimConfig(H=H, log_every=10 * STEPS)))
+    sim.master.initialize()
+    sim.master.step()                          # warm-up
+
+    def run():
+        sim.master.advance(until=(STEPS + 1) * H)     # whole steps: the compiled exchange
+        assert sim.master.n == STEPS + 1
+    return run, sim
+
+
+def libcosim_run(fmus, system):
+    from libcosimpy.CosimExecution import CosimExecution
+    from libcosimpy.CosimLogging import CosimLogLevel, log_output_level
+    from libcosimpy.CosimSlave import CosimLocalSlave
+    log_output_level(CosimLogLevel.ERROR)
+    insts, conns = SYSTEMS[system]
+    ex = CosimExecution.from_step_size(step_size=int(H * 1e9))
+    idx = {n: ex.add_local_slave(CosimLocalSlave(fmu_path=str(fmus[f]), instance_name=n))
+           for n, f in insts}
+    vrs = {n: {v.name.decode(): v.reference for v in ex.slave_variables(idx[n])} for n, _ in insts}
+    for a, pa, b, pb in conns:
+        ex.connect_real_variables(idx[a], vrs[a][pa], idx[b], vrs[b][pb])
+    ex.step(1)                                 # initializes, warm-up
+
+    def run():
+        ex.step(STEPS)
+    return run, ex
+
+
+def fmpy_run(fmus, system):
+    """The floor: fmpy's FMU2Slave calls a hand-written Jacobi loop makes, nothing else."""
+    from fmpy import extract, read_model_description
+    from fmpy.fmi2 import FMU2Slave
+    insts, conns = SYSTEMS[system]
+    slaves, dirs = {}, []
+    for n, f in insts:
+        md = read_model_description(str(fmus[f]))
+        d = tempfile.mkdtemp(prefix="bench-fmpy-")
+        dirs.append(d)
+        extract(str(fmus[f]), d)
+        s = FMU2Slave(guid=md.guid, unzipDirectory=d, modelIdentifier=md.coSimulation.
+                      modelIdentifier, instanceName=n)
+        s.instantiate()
+        s.setupExperiment(startTime=0.0)
+        s.enterInitializationMode()
+        s.exitInitializationMode()
+        s.vr = {v.name: v.valueReference for v in md.modelVariables}
+        slaves[n] = s
+    wires = [(slaves[a], [slaves[a].vr[pa]], slaves[b], [slaves[b].vr[pb]])
+             for a, pa, b, pb in conns]
+    state = {"t": 0.0, "k": 0}
+    order = list(slaves.values())
+
+    def run():
+        k = state["k"]
+        for _ in range(STEPS):
+            vals = [src.getReal(svr) for src, svr, _, _ in wires]
+            for (_, _, dst, dvr), v in zip(wires, vals):
+                dst.setReal(dvr, v)
+            t = k * H
+            for s in order:
+                s.doStep(t, H)
+            k += 1
+        state["k"] = k
+
+    def close():
+        for s in order:
+            s.terminate()
+            s.freeInstance()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    run.close = close
+    return run, None
+
+
+@pytest.mark.parametrize("system", list(SYSTEMS))
+def test_fmu_cosimulation_vs_libcosim_and_raw_fmpy(fmus, system):
+    pytest.importorskip("libcosimpy", reason="pip install libcosimpy (the bench extra)")
+    makers = {"cosim (Jacobi, in process)": cosim_run, "libcosim (libcosimpy)": libcosim_run,
+              "fmpy raw doStep+get/set": fmpy_run}
+    best = {k: float("inf") for k in makers}
+    for _ in range(REPEAT):                    # interleaved: drift hits every engine alike
+        for name, make in makers.items():
+            run, keep = make(fmus, system)
+            t0 = time.perf_counter()
+            run()
+            best[name] = min(best[name], (time.perf_counter() - t0) / STEPS * 1e6)
+            if hasattr(run, "close"):
+                run.close()
+            elif hasattr(keep, "close"):
+                keep.close()
+            del keep
+    rows = list(best.items())
+    table(f"FMU co-simulation, {system} (FMI 2.0, H = {H}, {STEPS} macro steps), "
+          "us per macro step", rows, reference="libcosim (libcosimpy)")
+    table(f"the same, against the raw fmpy calls ({system})", rows,
+          reference="fmpy raw doStep+get/set")
+    assert all(np.isfinite(v) for v in best.values())

@@ -1,0 +1,92 @@
+"""Benchmark (issue 17, item 1): how building and running a plan grows with its size.
+
+Two shapes at 1,000 / 10,000 / 100,000 blocks: a chain of gains (one block per level: the
+scalar strategy, its step function split into chunks) and a wide model of parallel
+100-block chains (1,000 chains at 100k: the vector strategy, one numpy operation per level).
+For each it prints
+
+- compile: ``Simulator(model, config)`` and ``initialize()`` (s);
+- first step: the first tick (s) — plans of 5,000 blocks or more start on the interpreter;
+- switch: ticks 2..10 plus generating the code (s, large plans only);
+- µs per block-step of the generated code at steady state (best of interleaved repeats);
+- memory per block: bytes allocated and still held after ten ticks (tracemalloc, in a
+  separate pass: tracing slows everything else down).
+
+Every run checks the logged output against an oracle (the gains applied in series in Python
+floats). Run: python -m pytest -m bench -s tests/benchmarks/test_bench_scale.py
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import tracemalloc
+
+import pytest
+
+from cosim import SimulationConfig, Simulator
+from cosim.run.simulator import LAZY_TICKS
+from tests.benchmarks.scale_models import chain, last, oracle, wide
+
+DT = 0.01
+SIZES = (1_000, 10_000, 100_000)
+SHAPES = {"chain": chain, "wide": wide}
+
+
+def build(model):
+    return Simulator(model, SimulationConfig(dt=DT, t_end=1e6, log=[last(model)]))
+
+
+def timed(shape: str, n: int) -> dict:
+    model = SHAPES[shape](n)
+    gc.collect()
+    t0 = time.perf_counter()
+    sim = build(model)
+    sim.initialize()
+    t1 = time.perf_counter()
+    sim.advance_to(1)
+    t2 = time.perf_counter()
+    sim.advance_to(LAZY_TICKS + 1)
+    t3 = time.perf_counter()
+    assert sim.fast_path is not None
+    steps = max(20, 2_000_000 // n)
+    best = float("inf")
+    for _ in range(3):
+        k = sim.k
+        t = time.perf_counter()
+        sim.advance_to(k + steps)
+        best = min(best, time.perf_counter() - t)
+    y = sim.logs[last(model)][:, 0]
+    for k in (0, 1, LAZY_TICKS, len(y) - 1):
+        assert y[k] == oracle(model, k, DT), (shape, n, k)
+    return {"compile": t1 - t0, "first": t2 - t1, "switch": t3 - t2,
+            "us": best / steps / len(model.blocks) * 1e6, "blocks": len(model.blocks),
+            "strategy": "vector" if sim.fast_path.vector else "scalar"}
+
+
+def memory_per_block(shape: str, n: int) -> float:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        model = SHAPES[shape](n)
+        sim = build(model)
+        sim.initialize()
+        sim.advance_to(LAZY_TICKS + 1)
+        gc.collect()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return held / len(model.blocks)
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_bench_scale_growth(shape):
+    rows = [(n, timed(shape, n), memory_per_block(shape, n)) for n in SIZES]
+    lines = [f"\n{shape}: growth with the number of blocks",
+             f"{'blocks':>8} {'strategy':>8} {'compile s':>10} {'first step s':>13} "
+             f"{'switch s':>9} {'us/block-step':>14} {'KB/block':>9}"]
+    for n, r, mem in rows:
+        lines.append(f"{r['blocks']:>8} {r['strategy']:>8} {r['compile']:10.3f} "
+                     f"{r['first']:13.3f} {r['switch']:9.3f} {r['us']:14.4f} {mem / 1024:9.2f}")
+    print("\n".join(lines))
