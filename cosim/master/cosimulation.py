@@ -84,6 +84,9 @@ class CoSimulation(PacedRuns):
                 for name, blk in zip(mono.plan.names, mono.plan.blocks)
                 for p in blk.output_names})
             model = self.split.model
+            if config.log is not None:          # the selection, in the parts' names
+                mine = {mono: key for key, mono in self.split.keys.items() if mono}
+                config = replace(config, log=tuple(mine.get(k, k) for k in config.log))
         self.partition = partition(model, config)
         _check_unit_options(config.cosim, [s.name for s in self.partition.units])
         shapes = {}

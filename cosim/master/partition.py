@@ -105,10 +105,32 @@ def partition(model, config) -> Partition:
     workspace = {**getattr(model, "parameters", {}), **model.context}
     for name, b in atomic.items():
         if isinstance(b, Subsystem):
-            units.append(UnitSpec(name, b, inner_config(b, base), workspace=workspace))
+            cfg = replace(inner_config(b, base), log=_unit_log(config.log, name, atomic))
+            units.append(UnitSpec(name, b, cfg, workspace=workspace))
         else:
             units.append(UnitSpec(name, None, base,
                                   factory=lambda b=b, name=name: b.as_unit(name, base)))
     if rest.blocks:
-        units.append(UnitSpec(REST, rest, base, workspace=workspace))
+        units.append(UnitSpec(REST, rest,
+                              replace(base, log=_unit_log(config.log, REST, atomic, ins)),
+                              workspace=workspace))
     return Partition(units, links)
+
+
+def _unit_log(log, unit: str, atomic, ins=None) -> tuple[str, ...] | None:
+    """The signals unit ``unit`` logs of the model's selection ``log`` (None: all), in the
+    unit's own names: ``"a/x.out"`` is ``"x.out"`` of unit ``a``; an atomic unit's port
+    ``"a.y"`` is the top-level unit's Inport ``a__y`` that receives it (``ins``: source ->
+    Inport name), as the central logs name it back; the rest is the top-level unit's."""
+    if log is None:
+        return None
+    if unit != REST:
+        return tuple(k[len(unit) + 1:] for k in log if k.startswith(unit + "/"))
+    mine = []
+    for k in log:
+        head = k.partition("/")[0] if "/" in k else k.rpartition(".")[0]
+        if head not in atomic:
+            mine.append(k)
+        elif "/" not in k and k in ins:
+            mine.append(f"{ins[k]}.out")
+    return tuple(mine)
