@@ -1,4 +1,4 @@
-"""Global sensitivity analysis of a parameter study, through SALib (``pip install cosim[sensitivity]``).
+"""Global sensitivity analysis of a parameter study, through SALib (extra ``sensitivity``).
 
 A sensitivity design is a sweep design whose points are arranged for one method, and knows
 how to compute that method's indices from the sweep's results table:

@@ -9,6 +9,10 @@ started again with the same output directory skips the runs already written; the
 is sorted by run index and equals an uninterrupted sweep's. ``sweep.json`` fingerprints the
 sweep, so a directory is resumed only by the same sweep (see :mod:`cluster.sweep_results`).
 
+Runs travel to workers in chunks (or ensembles, :mod:`cluster.ensemble`); a worker compiles the
+generated code of a structure once and reuses it for its later runs, and the sweep warns
+naming the parameters that change the structure (:mod:`cluster.sweep_worker`).
+
 Before the first run the design's parameter names and the signals the reducers read are
 checked against the model. A run that fails is a row with status ``failed``; a reducer that
 fails is NaN in its own column, named in ``reducer_errors``, and the other metrics stay.
@@ -249,14 +253,14 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
 
 
 def _report_structures(runs: list[Run], structures: dict[int, str]) -> None:
-    """Warn when the runs' plans have several structures, naming the parameters that
-    change it: those runs cannot share compiled code."""
+    """Warn when the runs compiled code of several structures, naming the parameters that
+    change it: runs of another structure cannot reuse a worker's compiled code."""
     kinds = {s for s in structures.values() if s}
     if len(kinds) > 1:
         which = structural_parameters(runs, structures)
-        log.warning("the runs compiled %d plans of different structure (block types, ports, "
-                    "shapes, sample times or wires); %s", len(kinds),
-                    f"parameter(s) {', '.join(which)} change it" if which else
+        log.warning("the runs compiled code of %d structures (each compiled again in every "
+                    "worker: shapes, sample times, block forms or wires differ); %s",
+                    len(kinds), f"parameter(s) {', '.join(which)} change it" if which else
                     "no single parameter explains it")
 
 

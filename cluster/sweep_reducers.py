@@ -149,7 +149,7 @@ def check_signals(model, config, reducers: Mapping) -> None:
     model : Model
         The model, evaluated (library references resolved).
     config : SimulationConfig or None
-        Its ``log`` selection, when given, limits what a monolithic run logs.
+        Its ``log`` selection, when given, limits what a run logs (co-simulated too).
     reducers : dict of str to callable
 
     Raises
@@ -162,7 +162,7 @@ def check_signals(model, config, reducers: Mapping) -> None:
     _signals(model, "", outputs, recorded)
     signals = outputs | recorded
     logged = getattr(config, "log", None)
-    if logged is not None and getattr(config, "cosim", None) is None:
+    if logged is not None:
         known = (set(logged) & outputs) | recorded
     else:
         known = signals

@@ -1,8 +1,9 @@
 """A sweep's results directory: the table of finished runs, and what the runs were of.
 
 ``results.csv`` holds one row per finished run, appended and synced in batches as runs
-finish, so a killed sweep resumes where it stopped (having lost at most the last batch). ``sweep.json`` holds the sweep's fingerprint: digests
-of the model, the configuration, the design and the reducers. Resuming into a directory whose
+finish, so a killed sweep resumes where it stopped (having lost at most the last batch).
+``sweep.json`` holds the sweep's fingerprint: digests of the model, the configuration, the
+design and the reducers. Resuming into a directory whose
 fingerprint differs is refused, naming what changed (or, by explicit choice, goes to a new
 directory); a last row torn by a kill during its write is dropped (and re-run) before the
 sweep resumes.

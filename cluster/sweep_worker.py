@@ -3,10 +3,12 @@
 A worker (the driver itself, a pool process or a Ray task) gets runs in chunks, so a cluster
 study pays one round trip per chunk instead of per run. Each run builds the model, applies
 its parameters through the evaluation phase and simulates; failures are rows, not
-exceptions. Every run also reports the *structure* of its compiled plan (block types and
-order, ports, shapes, sample times, wires) as a short digest: parameters that change it
-(a sample time, a port count) make runs that cannot share compiled code, and the driver names
-them (:func:`structural_parameters`).
+exceptions. The generated code of a run takes its parameters as data and is compiled once per
+process and structure (:mod:`cosim.fastpath.cache`), so a worker's runs after its first reuse
+the compiled code. Every run reports that structure as a short digest
+(:func:`structure_of`): parameters that change it (a shape, a sample time, a block's form)
+make runs that compile their own code, and the driver names them
+(:func:`structural_parameters`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,12 @@ def build(model_source):
 
 
 def structure_of(sim) -> str:
-    """A digest of what a compiled plan's generated code depends on besides parameter values.
+    """A digest of what a run's compiled code depends on besides parameter values.
+
+    With the generated fast path, that is its source: parameters are data in it, so the
+    source (and the compile cache's key, :mod:`cosim.fastpath.cache`) changes only when the
+    structure does. On the interpreter, the plan: block types and order, ports, shapes,
+    sample times and wires.
 
     Parameters
     ----------
@@ -46,13 +53,17 @@ def structure_of(sim) -> str:
     plan = getattr(sim, "plan", None)
     if plan is None:
         return ""
-    parts = [repr(plan.dt)]
-    for name, b, task in zip(plan.names, plan.blocks, plan.task_of):
-        shapes = [tuple(getattr(b.outputs.get(p), "shape", ())) for p in b.output_names]
-        parts.append(f"{name}:{type(b).__qualname__}:{b.input_names}:{b.output_names}:"
-                     f"{shapes}:{plan.tasks[task]}")
-    parts += [repr(w) for w in plan.wires]
-    return hashlib.blake2b("\n".join(parts).encode(), digest_size=6).hexdigest()
+    fast = getattr(sim, "fast_path", None)
+    if fast is not None:
+        text = fast.source
+    else:
+        parts = [repr(plan.dt)]
+        for name, b, task in zip(plan.names, plan.blocks, plan.task_of):
+            shapes = [tuple(getattr(b.outputs.get(p), "shape", ())) for p in b.output_names]
+            parts.append(f"{name}:{type(b).__qualname__}:{b.input_names}:{b.output_names}:"
+                         f"{shapes}:{plan.tasks[task]}")
+        text = "\n".join(parts + [repr(w) for w in plan.wires])
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 
 def execute(model_source, config, run: Run, reducers: Mapping,

@@ -198,17 +198,21 @@ class _SpawnedProxy(ZmqProxy):
 
 def _spawn(unit_file: Path, plugins=()):
     """Start ``python -m cluster.server UNIT_FILE --bind tcp://127.0.0.1:0``; its address."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
-         "tcp://127.0.0.1:0", "--log-level", "WARNING",
-         *[arg for m in plugins for arg in ("--plugin", m)]],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        preexec_fn=_die_with_parent)
-    line = proc.stdout.readline()
-    if not line.startswith("serving "):
-        err = proc.stderr.read()
-        raise ModelError(f"unit server for {unit_file} did not start: {line}{err}")
+    # The server's log goes to a file, not a pipe nobody reads once it runs: a pipe would
+    # fill after 64 KiB of warnings and block the server mid-run.
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
+             "tcp://127.0.0.1:0", "--log-level", "WARNING",
+             *[arg for m in plugins for arg in ("--plugin", m)]],
+            stdout=subprocess.PIPE, stderr=err, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            preexec_fn=_die_with_parent)
+        line = proc.stdout.readline()
+        if not line.startswith("serving "):
+            proc.wait()
+            err.seek(0)
+            raise ModelError(f"unit server for {unit_file} did not start: {line}{err.read()}")
     return proc, line.strip().rsplit(" on ", 1)[1]
 
 

@@ -40,11 +40,12 @@ def build(plan, config, state, store, solver, cslices) -> FastPath | None:
     kernels = kernels_of(plan)
     if kernels is None:
         return None
-    layout = Layout(plan, cslices)
     n_c = state.X.size
     if vector.worthwhile(plan, kernels):
         strategy = vector.Vector(plan, kernels, n_c, len(tab[1]) + 1 if tab else 0)
+        layout = Layout(plan, cslices, strategy.groups)
     else:
+        layout = Layout(plan, cslices)
         strategy = Scalar(plan, layout, n_c)
     try:
         return emitter.build(plan, config, state, store, solver, layout, kernels, tab, strategy)

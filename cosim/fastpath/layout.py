@@ -47,6 +47,11 @@ class Layout:
     plan : Plan
     cslices : list of (Block, slice)
         Each continuous block's slice of the continuous state vector.
+    groups : list of list of int, optional
+        Blocks whose values are read and written together (the vector strategy's groups):
+        each group's values of one port (or state) take consecutive slots, in member order,
+        so the generated code names them by a slice instead of gathering them through an
+        index array. Default: every block alone, in plan order.
 
     Attributes
     ----------
@@ -60,18 +65,22 @@ class Layout:
         ``(block index, input port) -> signal slot`` of the output driving it.
     """
 
-    def __init__(self, plan, cslices):
+    def __init__(self, plan, cslices, groups: list[list[int]] | None = None):
         blocks = plan.blocks
+        if groups is None:
+            groups = [[i] for i in range(len(blocks))]
         self.signal_slots, self.signal_at = [], {}
-        for i, b in enumerate(blocks):
-            for p in b.output_names:
-                self.signal_at[(i, p)] = len(self.signal_slots)
-                self.signal_slots.append((b, p))
         self.state_slots, self.state_at = [], {}
-        for i, b in enumerate(blocks):
-            for n in b.state:
-                self.state_at[(i, n)] = len(self.state_slots)
-                self.state_slots.append((b, n))
+        for g in groups:
+            # Members of a group share a kernel template: the same ports and states.
+            for p in blocks[g[0]].output_names:
+                for i in g:
+                    self.signal_at[(i, p)] = len(self.signal_slots)
+                    self.signal_slots.append((blocks[i], p))
+            for n in blocks[g[0]].state:
+                for i in g:
+                    self.state_at[(i, n)] = len(self.state_slots)
+                    self.state_slots.append((blocks[i], n))
         self.cont_at = {}
         for b, sl in cslices:
             i = plan.index[plan.path_of[id(b)]]

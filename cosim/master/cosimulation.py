@@ -72,7 +72,12 @@ class CoSimulation(PacedRuns):
         self.config = config
         # The monolithic compile and initialize validate the whole model (every problem at
         # once) and give the shapes of the signals that cross between units.
-        mono = Simulator(model, replace(config, cosim=None))
+        # Signals inside a unit ("plant/lag.out") are checked by that unit's own compile.
+        inner = {b.name for b in model.blocks if getattr(b, "atomic", False)
+                 or hasattr(b, "as_unit")}
+        log = None if config.log is None else tuple(
+            k for k in config.log if k.partition("/")[0] not in inner or "/" not in k)
+        mono = Simulator(model, replace(config, cosim=None, log=log))
         mono.initialize()
         mono.finalize()          # release what initialize acquired (e.g. FMU instances)
         #: The automatic split (``CosimConfig(partition=k)``), or None.

@@ -10,6 +10,7 @@ state, block values), the :class:`~cosim.run.logstore.LogStore`, the
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -27,12 +28,18 @@ from cosim.run.startup import initialize_blocks
 from cosim.run.state import RunState
 from cosim.numerics.timegrid import EXCHANGE_RTOL, floor_ticks, same_time
 
-__all__ = ["LAZY_BLOCKS", "LAZY_TICKS", "Simulator"]
+__all__ = ["LAZY_BLOCKS", "LAZY_SECONDS_PER_BLOCK", "LAZY_TICKS", "Simulator"]
 
 #: Plans of this many blocks start on the interpreter and switch to the generated fast path
-#: after :data:`LAZY_TICKS` ticks (a run that ends sooner never generates code).
+#: after :data:`LAZY_TICKS` ticks (a run that ends sooner never generates code), or sooner:
+#: once the interpreter has spent what generating the code is expected to cost
+#: (:data:`LAZY_SECONDS_PER_BLOCK` per block), but not before the second tick. Waiting that
+#: long costs at most twice the better choice made knowing the run's length (the rent-or-buy
+#: argument); a heavy continuous plan switches after a tick or two, a cheap discrete one
+#: after ten.
 LAZY_BLOCKS = 5000
 LAZY_TICKS = 10
+LAZY_SECONDS_PER_BLOCK = 15e-6
 
 
 def _check_solver(name) -> None:
@@ -105,6 +112,7 @@ class Simulator(pacing.PacedRuns):
         self.monitor: EventMonitor | None = None
         self.fast_path = None
         self._fast_at: int | None = None       # tick at which the fast path is built
+        self._lazy_spent = 0.0                 # interpreter seconds before that
         self.interpreter = Interpreter(self.plan, config, self.state)
         self._initialized = False
 
@@ -194,6 +202,7 @@ class Simulator(pacing.PacedRuns):
                 # Generating a large plan's code takes seconds: the first ticks run on the
                 # interpreter, so a short run does not wait for it (bit-identical either way).
                 self._fast_at = self.state.k + LAZY_TICKS
+                self._lazy_spent = 0.0
             else:
                 self._build_fast()
 
@@ -215,9 +224,16 @@ class Simulator(pacing.PacedRuns):
         """
         cfg = self.config
         if self._fast_at is not None:
-            k_mid = min(k_stop, self._fast_at)
-            if self.state.k < k_mid:
-                self._interpret_to(k_mid, outputs and k_mid == k_stop)
+            budget = LAZY_SECONDS_PER_BLOCK * len(self.plan.blocks)
+            while self.state.k < min(k_stop, self._fast_at):
+                k_next = self.state.k + 1
+                start = time.perf_counter()
+                self._interpret_to(k_next, outputs and k_next == k_stop)
+                self._lazy_spent += time.perf_counter() - start
+                if self.state.t_stop is not None or self.state.stop_requested:
+                    return
+                if self._lazy_spent >= budget and self.state.k >= 2:
+                    self._fast_at = self.state.k
             if self.state.k < self._fast_at or self.state.t_stop is not None \
                     or self.state.stop_requested:
                 return

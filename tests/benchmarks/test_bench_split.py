@@ -18,7 +18,7 @@ from cosim.master.cosimulation import CoSimulation
 pytestmark = pytest.mark.bench
 
 CHAINS, LENGTH = 100, 100          # 10,000 blocks in 100 parallel chains of lags and gains
-DT, H, T = 1e-3, 0.02, 1.0         # 20 RK4 steps per macro step, 50 macro steps
+DT, H, T = 1e-3, 0.02, 10.0        # 20 RK4 steps per macro step, 500 macro steps
 REPEATS = 3
 
 

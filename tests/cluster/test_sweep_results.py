@@ -181,7 +181,7 @@ def test_parameters_that_change_the_structure_are_named(tmp_path, caplog):
         rows = run(tmp_path / "s", model=sm.sized, points=design,
                    reducers={"y": final("g.out")})
     assert [r["y"] for r in rows] == [1.0, 2.0, 3.0] * 2
-    assert "the runs compiled 2 plans of different structure" in caplog.text
+    assert "the runs compiled code of 2 structures" in caplog.text
     assert "parameter(s) n change it" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="cosim.sweep"):

@@ -179,3 +179,16 @@ def test_a_log_selection_is_what_the_units_log():
     assert sorted(logs) == ["b.y", "src.out"]
     for key in logs:
         np.testing.assert_array_equal(logs[key], mono[key])
+
+
+def test_a_signal_inside_a_unit_can_be_selected_and_a_wrong_one_is_named():
+    from dataclasses import replace
+
+    from cosim.errors import CompileError
+    from tests.cluster.scenarios import three_units
+    cfg = SimulationConfig(dt=0.002, t_end=0.1, log=("a/x.out", "src.out"),
+                           cosim=CosimConfig(H=0.002))
+    logs = CoSimulation(three_units(), cfg).run()
+    assert sorted(logs) == ["a/x.out", "src.out"]
+    with pytest.raises((CompileError, ModelError), match="nope"):
+        CoSimulation(three_units(), replace(cfg, log=("a/nope.out",))).run()

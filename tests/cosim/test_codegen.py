@@ -160,6 +160,7 @@ def test_chunked_step_functions_bit_identical(monkeypatch, n, st):
 def test_large_plan_starts_on_interpreter_and_switches_bit_identically(monkeypatch):
     from cosim.run import simulator
     monkeypatch.setattr(simulator, "LAZY_BLOCKS", 10)
+    monkeypatch.setattr(simulator, "LAZY_SECONDS_PER_BLOCK", 1e3)   # the tick rule only
     cfg = SimulationConfig(dt=0.01, t_end=1.0)
     ref = Simulator(chain(20, 0.05), replace_fast(cfg, False)).run()
     sim = Simulator(chain(20, 0.05), cfg)
@@ -171,6 +172,25 @@ def test_large_plan_starts_on_interpreter_and_switches_bit_identically(monkeypat
     for key in ref:
         np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
         np.testing.assert_array_equal(ref.time_of(key), logs.time_of(key))
+
+
+def test_a_heavy_plan_switches_once_the_interpreter_cost_what_generating_costs(monkeypatch):
+    """Rent or buy: interpreter ticks expected to cost more than generating the code switch
+    early (after the second tick here), bit-identically."""
+    from cosim.run import simulator
+    monkeypatch.setattr(simulator, "LAZY_BLOCKS", 10)
+    monkeypatch.setattr(simulator, "LAZY_SECONDS_PER_BLOCK", 0.0)
+    cfg = SimulationConfig(dt=0.01, t_end=1.0)
+    ref = Simulator(chain(20, 0.05), replace_fast(cfg, False)).run()
+    sim = Simulator(chain(20, 0.05), cfg)
+    sim.initialize()
+    sim.advance_to(1)
+    assert sim.fast_path is None                 # never before the second tick
+    sim.advance_to(3)
+    assert sim.fast_path is not None
+    logs = sim.run()
+    for key in ref:
+        np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
 
 
 def replace_fast(cfg, fast):

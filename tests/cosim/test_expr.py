@@ -322,15 +322,15 @@ HOSTILE = [
 @pytest.mark.parametrize("text", HOSTILE, ids=lambda t: t if len(t) < 40 else t[:37] + "...")
 def test_resource_attacks_are_refused_quickly_and_small(text):
     tracemalloc.start()
-    start = time.perf_counter()
+    start = time.process_time()       # CPU time: what the attack would cost, not the load
     try:
         with pytest.raises(ExpressionError) as info:
             evaluate_expression(text, PLANT, path="plant/spring.k")
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert elapsed < 0.5
+    assert elapsed < 2.0              # refused, not computed (each would take minutes)
     assert peak < 64 * 2**20   # bytes; the largest array an expression may hold is 8 MB
     assert "plant/spring.k" in str(info.value) and text[:100] in str(info.value)
     assert info.value.expression == text
