@@ -27,7 +27,7 @@ from cosim.master import protocol as P
 from cosim.errors import ModelError, TransportError
 
 __all__ = ["Channel", "NoReplyYet", "RunKeys", "Work", "answer", "guarded", "monitor_endpoint",
-           "parse", "reply", "serve"]
+           "parse", "reply", "serve", "watch"]
 
 log = logging.getLogger("cosim.server")
 
@@ -46,6 +46,23 @@ _monitor_ids = itertools.count()
 def monitor_endpoint() -> str:
     """A fresh inproc endpoint for a socket monitor, unique in this process."""
     return f"inproc://cosim-monitor-{next(_monitor_ids)}"
+
+
+def watch(sock, events: int):
+    """A PAIR socket receiving ``sock``'s connection ``events`` (a socket monitor).
+
+    Its pipe has no high-water mark: libzmq emits monitor events from the context's I/O
+    thread, which blocks once a monitor's pipe is full — and then no socket of the process
+    connects any more. A client refused by a server retries every 100 ms, two events each;
+    a monitor nobody reads for a minute filled the default 1,000 and stalled every later
+    connection of the process (CI failed that way, order-dependently).
+    """
+    addr = monitor_endpoint()
+    sock.monitor(addr, events)
+    pair = sock.context.socket(zmq.PAIR)
+    pair.rcvhwm = 0
+    pair.connect(addr)
+    return pair
 
 
 class NoReplyYet(TransportError):
@@ -293,7 +310,7 @@ class Channel:
             pub, sec = auth.load_certificate(client_keys)
             self._sock.curve_publickey, self._sock.curve_secretkey = pub, sec
         if not self._answered:
-            self._monitor = self._sock.get_monitor_socket(_WATCHED, monitor_endpoint())
+            self._monitor = watch(self._sock, _WATCHED)
         self._sock.connect(self.address)
 
     def connection_trouble(self, final: bool) -> str | None:

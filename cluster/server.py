@@ -33,7 +33,7 @@ import time
 import zmq
 
 from cluster.codec import DEFAULT_MAX_SIZE
-from cluster.dataplane import Work, guarded, monitor_endpoint, parse, reply
+from cluster.dataplane import Work, guarded, parse, reply, watch
 from cosim.master import protocol as P
 
 __all__ = ["UnitServer", "main", "units_from_file"]
@@ -88,9 +88,9 @@ class UnitServer:
             self.sock.curve_server = True
         # Who connects and leaves, and refused handshakes (wrong key, bad protocol), are
         # logged from the socket's monitor.
-        self._monitor = self.sock.get_monitor_socket(
-            zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, monitor_endpoint())
+        self._monitor = watch(
+            self.sock, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+            | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
         self.endpoint = self._bind(bind)
         self._running = True
         log.info("serving %s on %s", ", ".join(self.units), self.endpoint)

@@ -65,10 +65,16 @@ class ZmqProxy(Proxy):
         self.timeout = timeout
         self.connect_timeout = min(timeout, CONNECT_TIMEOUT) if connect_timeout is None \
             else connect_timeout
-        self.conn = address if isinstance(address, Channel) else Channel(
-            address, self.POLL, curve_server_public=curve_server_public,
-            curve_client_keys=curve_client_keys, patient=True)
-        self.description = self.hello()
+        owned = not isinstance(address, Channel)
+        self.conn = Channel(address, self.POLL, curve_server_public=curve_server_public,
+                            curve_client_keys=curve_client_keys, patient=True) \
+            if owned else address
+        try:
+            self.description = self.hello()
+        except BaseException:
+            if owned:               # a refused channel would retry (and be watched) forever
+                self.conn.close()
+            raise
 
     @property
     def address(self) -> str:
