@@ -10,7 +10,14 @@ tuple of a few small tuples per block: far cheaper to build than the source.
 
 from __future__ import annotations
 
-__all__ = ["fingerprint"]
+import hashlib
+
+__all__ = ["DIGEST_BLOCKS", "fingerprint"]
+
+#: Plans of more blocks are keyed by a digest of their fingerprint: the fingerprint itself
+#: takes about 0.5 kB per block (a cache of 100,000-block plans would hold hundreds of
+#: megabytes of keys); digesting it costs about twice building it.
+DIGEST_BLOCKS = 1000
 
 
 def _template(kern) -> tuple:
@@ -20,7 +27,7 @@ def _template(kern) -> tuple:
 
 
 def fingerprint(plan, config, store, layout, kernels, tab, strategy, n_c: int,
-                chunk: int) -> tuple:
+                chunk: int) -> tuple | bytes:
     """The key of ``plan``'s generated source: equal for plans whose emitted source is equal.
 
     Parameters
@@ -41,13 +48,22 @@ def fingerprint(plan, config, store, layout, kernels, tab, strategy, n_c: int,
         Number of continuous-state components.
     chunk : int
         Statements per generated function of a large plan.
+
+    Returns
+    -------
+    tuple or bytes
+        The fingerprint, or its digest for a plan of more than :data:`DIGEST_BLOCKS` blocks.
     """
     # Floats the source spells are keyed by their spelling: 0.0 == -0.0 and 1 == 1.0, yet
     # they are spelt (and may compute) differently.
-    return (type(strategy).__name__, strategy.label, chunk, n_c, repr(config.t0),
-            repr(config.dt), repr(tab), tuple(map(tuple, strategy.groups)),
-            tuple(_template(k) for k in kernels), tuple(map(repr, plan.sample_period)),
-            tuple(plan.task_of), tuple(plan.continuous),
-            tuple((t.period, t.offset) for t in plan.tasks),
-            tuple(layout.signal_at.items()), tuple(layout.state_at.items()),
-            tuple(layout.cont_at.items()), tuple(layout.driver.items()), tuple(store.refs))
+    key = (type(strategy).__name__, strategy.label, chunk, n_c, repr(config.t0),
+           repr(config.dt), repr(tab), tuple(map(tuple, strategy.groups)),
+           tuple(_template(k) for k in kernels), tuple(map(repr, plan.sample_period)),
+           tuple(plan.task_of), tuple(plan.continuous),
+           tuple((t.period, t.offset) for t in plan.tasks),
+           tuple(layout.signal_at.items()), tuple(layout.state_at.items()),
+           tuple(layout.cont_at.items()), tuple(layout.driver.items()), tuple(store.refs))
+    if len(plan.blocks) > DIGEST_BLOCKS:
+        # repr spells every part unambiguously (strings quoted, floats exactly).
+        return hashlib.blake2b(repr(key).encode(), digest_size=20).digest()
+    return key

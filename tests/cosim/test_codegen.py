@@ -263,3 +263,17 @@ def test_a_structural_difference_is_not_served_from_the_cache(changed, cfg):
     first = assert_fast_run_bit_identical(pi_loop, **base)
     second = assert_fast_run_bit_identical(lambda: pi_loop(**changed), **{**base, **cfg})
     assert first.source != second.source
+
+
+def test_a_large_plans_fingerprint_kept_as_a_digest_still_tells_structures_apart(monkeypatch):
+    """Every plan keyed by the digest of its fingerprint (as large plans are): a change of
+    values reuses the source, a change of wiring does not; each run matches its interpreter
+    run."""
+    from cosim.fastpath import structure
+    monkeypatch.setattr(structure, "DIGEST_BLOCKS", 0)
+    cfg = dict(dt=0.01, t_end=2.0, solver="RK4")
+    first = assert_fast_run_bit_identical(pi_loop, **cfg)
+    retuned = assert_fast_run_bit_identical(lambda: pi_loop(kp=0.7, tau=0.25), **cfg)
+    rewired = assert_fast_run_bit_identical(lambda: pi_loop(swapped=True), **cfg)
+    assert first.source is retuned.source
+    assert first.source != rewired.source
