@@ -81,6 +81,7 @@ class Strategy:
         self.prologue: list[str] = []
         self.epilogue: list[str] = []
         self.consts: list[tuple] = []
+        self._named: dict[tuple, str] = {}      # recipe -> its global's name
 
     def const(self, value, recipe: tuple | None = None) -> str:
         """Name of a new global of the generated function bound to ``value``.
@@ -89,8 +90,14 @@ class Strategy:
         (see :func:`_recipe_value`): ``("p", group, name)``, a parameter of the members of
         ``group``; ``("l", i)``, the live values of block ``i``. Without one the value is
         structural (an index array), kept with the cached code and shared by its runs.
+        A recipe named before gives the same name (a gain read by every Runge–Kutta stage is
+        one global, bound once per run).
         """
+        if recipe in self._named:
+            return self._named[recipe]
         name = f"_k{len(self.namespace)}"
+        if recipe is not None:
+            self._named[recipe] = name
         self.namespace[name] = value
         self.consts.append((name, recipe, None if recipe else value))
         return name
@@ -444,9 +451,12 @@ def _own_globals(namespace: dict) -> None:
     A global read is specialized (about as fast as a literal) only in a namespace of fewer
     than 65,536 names; a 100,000-block plan has more constants than that.
     """
+    chunks = [k for k in namespace if k.startswith(("_out", "_upd"))]
+    if not chunks:
+        return
     shared = {k: v for k, v in namespace.items()
               if not k.startswith("_") or k == "__builtins__"}
-    for name in [k for k in namespace if k.startswith(("_out", "_upd"))]:
+    for name in chunks:
         fn = namespace[name]
         own = dict(shared)
         own.update((n, namespace[n]) for n in fn.__code__.co_names if n in namespace)
