@@ -1,25 +1,79 @@
-"""The compile cache of generated code: one code object per structure of plan.
+"""The caches of generated code: one source and code object per structure of plan.
 
 Generated source names every parameter instead of spelling it
 (:mod:`cosim.fastpath.params`), so plans that differ only in parameter values (a sweep, a
-re-run with a retuned gain) generate the same source. Compiling is the expensive part of
-building a fast path (about 5 µs per block); the code object is reused, executed in a fresh
-namespace holding the new values.
+re-run with a retuned gain) generate the same source. A plan whose structural fingerprint
+(:mod:`cosim.fastpath.structure`) was seen before takes its source, code object and the
+recipe of its constants from :func:`emitted` without writing anything (writing the source
+costs about as much as a small model's run); a plan of new structure writes its source, and
+its code object comes from :func:`code_for` when the same source was compiled before
+(compiling costs about 5 µs per block). The code object is executed in a fresh namespace
+holding the new values.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from dataclasses import dataclass
 from types import CodeType
 
-__all__ = ["code_for"]
+__all__ = ["Emitted", "code_for", "emitted", "remember"]
 
-#: Code objects kept (least recently used dropped first): a 100,000-block plan's code is tens
-#: of megabytes, so only a few are kept.
+#: Entries kept per cache (least recently used dropped first): a 100,000-block plan's code is
+#: tens of megabytes, so only a few are kept.
 CAPACITY = 8
 
 _codes: OrderedDict[tuple[str, bytes], CodeType] = OrderedDict()
+_emitted: OrderedDict[tuple, Emitted] = OrderedDict()
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """What emitting a plan's step function produced, apart from the parameter values.
+
+    Attributes
+    ----------
+    source : str
+        The generated Python source.
+    code : CodeType
+        Its compiled code.
+    columns : tuple of tuple of (str, int)
+        Per task, ``(log key, column)`` of each value in a logged row.
+    consts : tuple of (str, tuple or None, object)
+        The generated code's constants in order of creation: ``(global name, recipe, value)``;
+        a recipe (see :meth:`~cosim.fastpath.emitter.Strategy.const`) names a parameter or
+        live value of the plan, and ``value`` is then None; without a recipe the value is
+        structural (an index array) and shared.
+    """
+
+    source: str
+    code: CodeType
+    columns: tuple
+    consts: tuple
+
+
+def _get(cache: OrderedDict, key):
+    value = cache.get(key)
+    if value is not None:
+        cache.move_to_end(key)
+    return value
+
+
+def _put(cache: OrderedDict, key, value) -> None:
+    cache[key] = value
+    while len(cache) > CAPACITY:
+        cache.popitem(last=False)
+
+
+def emitted(key: tuple) -> Emitted | None:
+    """What was emitted for the structural fingerprint ``key`` (None: not seen recently)."""
+    return _get(_emitted, key)
+
+
+def remember(key: tuple, entry: Emitted) -> None:
+    """Keep ``entry`` as what is emitted for the structural fingerprint ``key``."""
+    _put(_emitted, key, entry)
 
 
 def code_for(source: str, label: str) -> CodeType:
@@ -34,12 +88,8 @@ def code_for(source: str, label: str) -> CodeType:
         File name shown in tracebacks (part of the key: it is in the code object).
     """
     key = (label, hashlib.blake2b(source.encode(), digest_size=20).digest())
-    code = _codes.get(key)
-    if code is not None:
-        _codes.move_to_end(key)
-        return code
-    code = compile(source, label, "exec")
-    _codes[key] = code
-    while len(_codes) > CAPACITY:
-        _codes.popitem(last=False)
+    code = _get(_codes, key)
+    if code is None:
+        code = compile(source, label, "exec")
+        _put(_codes, key, code)
     return code

@@ -19,7 +19,7 @@ import types
 
 import numpy as np
 
-from cosim.fastpath import cache
+from cosim.fastpath import cache, structure
 from cosim.fastpath.runtime import FastPath
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
@@ -66,6 +66,8 @@ class Strategy:
     ----------
     namespace : dict
         Globals of the generated function (``math``, ``inf``, ``nan`` and constants).
+    consts : list of (str, tuple or None, object)
+        The constants in order of creation (see :meth:`const`).
     vector : bool
         Whether the run state holds the flat values as numpy arrays (else Python lists).
     """
@@ -78,11 +80,26 @@ class Strategy:
         self.namespace = {"math": math, "inf": math.inf, "nan": math.nan}
         self.prologue: list[str] = []
         self.epilogue: list[str] = []
+        self.consts: list[tuple] = []
+        self._named: dict[tuple, str] = {}      # recipe -> its global's name
 
-    def const(self, value) -> str:
-        """Name of a new global of the generated function bound to ``value``."""
+    def const(self, value, recipe: tuple | None = None) -> str:
+        """Name of a new global of the generated function bound to ``value``.
+
+        ``recipe`` says where a value that changes between runs of one structure comes from
+        (see :func:`_recipe_value`): ``("p", group, name)``, a parameter of the members of
+        ``group``; ``("l", i)``, the live values of block ``i``. Without one the value is
+        structural (an index array), kept with the cached code and shared by its runs.
+        A recipe named before gives the same name (a gain read by every Runge–Kutta stage is
+        one global, bound once per run).
+        """
+        if recipe in self._named:
+            return self._named[recipe]
         name = f"_k{len(self.namespace)}"
+        if recipe is not None:
+            self._named[recipe] = name
         self.namespace[name] = value
+        self.consts.append((name, recipe, None if recipe else value))
         return name
 
     def ref(self, array: str, slots: list[int]) -> str:
@@ -159,14 +176,38 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
         The solver's tableau (see :func:`tableau`); None without continuous state.
     strategy : Strategy
     """
-    source, columns = _Writer(plan, layout, kernels, strategy).source(config, store, tab,
-                                                                       state.X.size)
     namespace = strategy.namespace
-    exec(cache.code_for(source, strategy.label), namespace)
+    key = structure.fingerprint(plan, config, store, layout, kernels, tab, strategy,
+                                state.X.size, CHUNK)
+    entry = cache.emitted(key)
+    if entry is None:
+        source, columns = _Writer(plan, layout, kernels, strategy).source(config, store, tab,
+                                                                           state.X.size)
+        entry = cache.Emitted(source, cache.code_for(source, strategy.label),
+                              tuple(map(tuple, columns)), tuple(strategy.consts))
+        cache.remember(key, entry)
+    else:
+        # The same structure: the source is the one written before; only the values differ.
+        namespace.update((name, value if recipe is None else _recipe_value(recipe, kernels))
+                         for name, recipe, value in entry.consts)
+    exec(entry.code, namespace)
     _own_globals(namespace)
     flat = FlatValues(layout.signal_slots, layout.state_slots, vector=strategy.vector)
-    return FastPath(state, store, source, namespace["advance"], flat, columns, solver,
-                    len(tab[1]) + 1 if tab else 0)
+    return FastPath(state, store, entry.source, namespace["advance"], flat,
+                    [list(c) for c in entry.columns], solver, len(tab[1]) + 1 if tab else 0)
+
+
+def _recipe_value(recipe: tuple, kernels):
+    """The value of a constant of recipe ``("p", group, name)`` (a parameter: one float
+    when the members of ``group`` share it, else their array) or ``("l", i)`` (block ``i``'s
+    live values) in a plan of ``kernels``."""
+    if recipe[0] == "l":
+        return kernels[recipe[1]].live
+    _, group, r = recipe
+    values = [float(kernels[i].params[r]) for i in group]
+    if len(group) == 1 or values.count(values[0]) == len(values):
+        return values[0]
+    return np.array(values)
 
 
 class _Writer:
@@ -190,14 +231,14 @@ class _Writer:
             if kind == "c":
                 return s.ref(cvar, [layout.cont_at[(i, r)] for i in group])
             if kind == "l":
-                return f"{s.const(kern.live)}[{int(r)}]"     # live values: singleton groups
+                # Live values: singleton groups.
+                recipe = ("l", group[0])
+                return f"{s.const(_recipe_value(recipe, self.kernels), recipe)}[{int(r)}]"
             # Parameters are data (globals of the generated code), never literals in its
             # source: the source then depends only on the plan's structure (see cache).
             # A value shared by the whole group (a parameter of a test) stays one float.
-            values = [float(self.kernels[i].params[r]) for i in group]
-            if len(group) == 1 or values.count(values[0]) == len(values):
-                return s.const(values[0])
-            return s.const(np.array(values))
+            recipe = ("p", tuple(group), r)
+            return s.const(_recipe_value(recipe, self.kernels), recipe)
         # The members of a group share a task, hence a sample period.
         out = DT.sub(repr(plan.sample_period[group[0]]), NAME.sub(name, text))
         return T.sub(tvar, out) if tvar != "t" else out
@@ -410,9 +451,12 @@ def _own_globals(namespace: dict) -> None:
     A global read is specialized (about as fast as a literal) only in a namespace of fewer
     than 65,536 names; a 100,000-block plan has more constants than that.
     """
+    chunks = [k for k in namespace if k.startswith(("_out", "_upd"))]
+    if not chunks:
+        return
     shared = {k: v for k, v in namespace.items()
               if not k.startswith("_") or k == "__builtins__"}
-    for name in [k for k in namespace if k.startswith(("_out", "_upd"))]:
+    for name in chunks:
         fn = namespace[name]
         own = dict(shared)
         own.update((n, namespace[n]) for n in fn.__code__.co_names if n in namespace)

@@ -72,13 +72,13 @@ def test_fast_path_error_reports_time():
     assert "def advance" in sim.fast_path.source
 
 
-def grid(n):
+def grid(n, gain=0.5):
     """n copies of a cell of mixed blocks: groups of identical templates with parameters,
     continuous and multirate members, non-contiguous slots, and math calls (singletons)."""
     m = Model("grid")
     m.add(Sine("src", 1.0, 0.7, 0.1))
     for i in range(n):
-        m.add(Gain(f"g{i}", 0.5), Integrator(f"I{i}", 0.1 * i), Step(f"st{i}", 0.3, 0.0, 1.0),
+        m.add(Gain(f"g{i}", gain), Integrator(f"I{i}", 0.1 * i), Step(f"st{i}", 0.3, 0.0, 1.0),
               DiscreteIntegrator(f"p{i}", 1.3, 0.2, "trapezoidal",
                                  sample_time=0.05 if i % 2 else None),
               FirstOrderLag(f"f{i}", tau=0.3 + 0.01 * i, gain=2.0, initial=0.1),
@@ -214,3 +214,66 @@ def test_changed_parameters_reuse_the_compiled_code():
            for k in (0.3, 1.7)]
     assert fps[0].source == fps[1].source
     assert fps[0].fn.__code__ is fps[1].fn.__code__
+
+
+def pi_loop(kp=2.0, ki=1.0, tau=0.5, sample_time=None, swapped=False):
+    """A PI loop around a first-order lag (RK4): parameters kp, ki, tau; the integral gain's
+    sample time and the error's wiring (``swapped``: plant - reference) change its
+    structure."""
+    m = Model("pi")
+    m.add(Step("ref", step_time=0.1, final=1.0), Sum("e", "+-"), Gain("kp", kp),
+          Integrator("ie", 0.0), Gain("ki", ki, sample_time=sample_time), Sum("u", "++"),
+          FirstOrderLag("plant", tau=tau, gain=1.0), Gain("meas", 0.9))
+    m.connect("ref.out", "e.in2" if swapped else "e.in1")
+    m.connect("plant.out", "meas.in", "e.in1" if swapped else "e.in2")
+    m.connect("e.out", "kp.in", "ie.in")
+    m.connect("ie.out", "ki.in")
+    m.connect("kp.out", "u.in1")
+    m.connect("ki.out", "u.in2")
+    m.connect("u.out", "plant.in")
+    return m
+
+
+@pytest.mark.parametrize("model,values", [
+    (lambda v: pi_loop(*v), [(2.0, 1.0, 0.5), (3.5, 0.2, 0.9)]),
+    (lambda v: grid(12, v), [0.5, 1.7]),
+])
+def test_runs_differing_in_parameter_values_reuse_the_emitted_source(model, values):
+    """A run of a structure seen before takes the source written for it (the same string
+    object: not written again), with its own parameter values: each run matches its own
+    interpreter run."""
+    cfg = dict(dt=0.01, t_end=2.0, solver="RK4")
+    fps = [assert_fast_run_bit_identical(lambda v=v: model(v), **cfg) for v in values]
+    assert fps[0].source is fps[1].source
+    assert fps[0].fn.__code__ is fps[1].fn.__code__
+
+
+
+@pytest.mark.parametrize("changed,cfg", [
+    (dict(sample_time=0.05), {}),                       # a block's sample time
+    (dict(swapped=True), {}),                           # the wiring
+    ({}, dict(dt=0.02)),                                # the base step
+    ({}, dict(log=["plant.out"])),                      # the log selection
+    ({}, dict(solver="SSPRK33")),                       # the solver's tableau
+])
+def test_a_structural_difference_is_not_served_from_the_cache(changed, cfg):
+    """Plans differing in structure (not only in parameter values) each get their own
+    source, and each matches its own interpreter run."""
+    base = dict(dt=0.01, t_end=2.0, solver="RK4")
+    first = assert_fast_run_bit_identical(pi_loop, **base)
+    second = assert_fast_run_bit_identical(lambda: pi_loop(**changed), **{**base, **cfg})
+    assert first.source != second.source
+
+
+def test_a_large_plans_fingerprint_kept_as_a_digest_still_tells_structures_apart(monkeypatch):
+    """Every plan keyed by the digest of its fingerprint (as large plans are): a change of
+    values reuses the source, a change of wiring does not; each run matches its interpreter
+    run."""
+    from cosim.fastpath import structure
+    monkeypatch.setattr(structure, "DIGEST_BLOCKS", 0)
+    cfg = dict(dt=0.01, t_end=2.0, solver="RK4")
+    first = assert_fast_run_bit_identical(pi_loop, **cfg)
+    retuned = assert_fast_run_bit_identical(lambda: pi_loop(kp=0.7, tau=0.25), **cfg)
+    rewired = assert_fast_run_bit_identical(lambda: pi_loop(swapped=True), **cfg)
+    assert first.source is retuned.source
+    assert first.source != rewired.source
