@@ -19,7 +19,7 @@ continuous state (evaluated at every solver stage), 1 more for one with discrete
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -254,7 +254,3 @@ def _assemble(model, own, flat, index, part_of, k, weights, config, shapes) -> S
     paths = [[p for p in flat.paths if part_of[index[p]] == j] for j in range(k)]
     return Split(top, paths, costs, cuts, keys)
 
-
-def unsplit_config(config):
-    """``config`` for running a split model: the same, without ``partition``."""
-    return replace(config, cosim=replace(config.cosim, partition=None))
