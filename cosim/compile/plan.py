@@ -235,12 +235,14 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
                                     "blocks one rate", paths[cycle[0]]))
 
     if log is not None:
+        # "path/inner.port" under a block that runs its own plan is checked by that plan.
+        nested = tuple(p + "/" for p, b in zip(paths, blocks) if b.nests_plan)
         for ref in log:
             parts = split_ref(ref)
             ok = parts is not None and parts[0] in by_name and \
                 (parts[1] in blocks[by_name[parts[0]]].output_names
                  or parts[1] in blocks[by_name[parts[0]]].input_names)
-            if not ok:
+            if not ok and not (nested and isinstance(ref, str) and ref.startswith(nested)):
                 problems.append(f"log: {ref!r} is not a port of the model (write 'block.port')")
 
     if problems:

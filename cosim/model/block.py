@@ -240,6 +240,9 @@ class Block:
     #: With an inherited sample time in a model with continuous state, the block is evaluated
     #: at every solver stage too; False keeps it on the base step (atomic subsystems).
     runs_at_stages: ClassVar[bool] = True
+    #: The block runs a plan of its own whose signals are logged under the block's path
+    #: (``"path/inner.port"``; atomic subsystems).
+    nests_plan: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -94,7 +94,7 @@ class Simulator(pacing.PacedRuns):
         self.config = config
         from cosim.model.diagram import Model
         from cosim.model.evaluate import evaluate
-        from cosim.run.atomic import AtomicSubsystem
+        from cosim.run.atomic import AtomicSubsystem, nested_log
         with nogc():
             if isinstance(model, Model):
                 evaluate(model)        # a subsystem was evaluated with its parent's workspaces
@@ -102,8 +102,8 @@ class Simulator(pacing.PacedRuns):
                                             allow_loops=config.loop_solver)
         self.atomics = [(n, b) for n, b in zip(self.plan.names, self.plan.blocks)
                         if isinstance(b, AtomicSubsystem)]
-        for _, b in self.atomics:
-            b.bind(config)
+        for path, b in self.atomics:
+            b.bind(config, nested_log(config.log, path))
         self.events = list(getattr(model, "events", ()))
         check_events(self.plan, self.events)
         self.state = RunState(self.plan)
