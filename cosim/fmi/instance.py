@@ -128,6 +128,19 @@ class FmuInstance:
         except Exception as err:  # noqa: BLE001 - fmpy raises FMICallException and plain ones
             raise self.error(what, err) from err
 
+    def ask(self, fn, *args):
+        """``fn(*args)`` for an optional inquiry (an fmpy method of this FMU), or None if
+        the FMU fails it (many do not implement the status inquiries); what it logged
+        about that failure is dropped, so the error that follows carries only the messages
+        that explain it."""
+        before = list(self.log)
+        try:
+            return fn(*args)
+        except Exception:  # noqa: BLE001 - fmpy raises FMICallException and plain ones
+            self.log.clear()
+            self.log.extend(before)
+            return None
+
     def error(self, what: str, err: Exception) -> FmuCallError:
         """The error for a failed call, with the FMU's logged messages."""
         status = getattr(err, "status", 3)

@@ -351,7 +351,8 @@ class FmuUnit(Unit):
         fn = self._direct_fmi2() if self._all_real2() else self._direct_step
         return DirectStep((fn, self._direct_out, None, None, None, None),
                           self._k, 0, self._t0, self._dt, self._lives,
-                          {v.name: j for j, v in enumerate(self.outputs)}, self._stops)
+                          {v.name: j for j, v in enumerate(self.outputs)}, self._stops,
+                          generated=False)
 
     def _all_real2(self) -> bool:
         """FMI 2.0 with every port a Real: one set, one doStep and one get per step."""
@@ -455,8 +456,8 @@ class FmuUnit(Unit):
         if status != DISCARD:
             inst.check("fmi2DoStep", status)
         from fmpy.fmi2 import fmi2LastSuccessfulTime, fmi2Terminated
-        if not inst.call("fmi2GetBooleanStatus", fmu.getBooleanStatus, fmi2Terminated):
-            inst.check("fmi2DoStep", status)
+        if not inst.ask(fmu.getBooleanStatus, fmi2Terminated):
+            inst.check("fmi2DoStep", status)        # a refused step, not a stop
         self._terminated = True
         inst.log.clear()        # the FMU's own words on why it stopped: not an error
         return inst.call("fmi2GetRealStatus", fmu.getRealStatus, fmi2LastSuccessfulTime)

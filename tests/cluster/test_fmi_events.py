@@ -315,3 +315,22 @@ def test_fmu_feedback_pair_is_fmpys_jacobi_loop(tmp_path, version, compiled):
         np.testing.assert_array_equal(res.time_of(f"{name}/fmu.x"), np.arange(steps + 1) * H)
         np.testing.assert_array_equal(res[f"{name}/fmu.x"].reshape(-1), oracle[:, i])
     assert oracle[0, 0] == 1.0 and 0.1 < oracle[-1, 1] < 0.9     # they exchange something
+
+
+def test_discard_from_an_fmu_without_status_inquiries_is_the_steps_error(tmp_path,
+                                                                        monkeypatch):
+    """An FMU that answers fmi2Discard but implements no fmi2GetBooleanStatus (many do not)
+    did not ask to terminate: the error is fmi2DoStep's, with the FMU's own words, not the
+    inquiry's."""
+    from fmpy.fmi1 import FMICallException
+    from fmpy.fmi2 import FMU2Slave
+
+    def unsupported(self, kind):
+        raise FMICallException("fmi2GetBooleanStatus", 3)
+    monkeypatch.setattr(FMU2Slave, "getBooleanStatus", unsupported)
+    fmu = build_fmu(SAMPLER, "2.0", tmp_path / "sampler")
+    with pytest.raises(SimulationError, match=r"fmi2DoStep failed with status 2 \(discard\); "
+                       r"the FMU logged: \[discard\] the model terminated at t = 2\.25") as err:
+        CoSimulation(cs_model(fmu, 0.1), SimulationConfig(dt=0.1, t_end=3.0,
+                                                          cosim=CosimConfig(H=0.1))).run()
+    assert "fast path" not in str(err.value)       # an FMU's step is not generated code
