@@ -169,6 +169,9 @@ class DirectStep:
         A unit that may stop the run (an FMU asking to terminate) appends the time it stopped
         here during a step; the compiled exchange then ends the macro step as the protocol
         path does (no refresh) and the master ends the run there. None: it never stops.
+    generated : bool
+        True if ``bound`` is generated code (its errors point at the fast path); False for a
+        hand-written step (an FMU's), whose errors are its own.
     """
 
     bound: tuple
@@ -179,6 +182,7 @@ class DirectStep:
     inputs: dict
     outputs: dict
     stops: list | None = None
+    generated: bool = True
 
 
 class LocalUnit(Unit):
