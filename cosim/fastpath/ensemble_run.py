@@ -22,7 +22,7 @@ from cosim.fastpath import ensemble
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["run_members"]
+__all__ = ["const_values", "members_of", "reusable", "run_members"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
 _compiled: dict = {}
@@ -56,21 +56,72 @@ def _expression_blocks(model) -> list[tuple]:
     return out
 
 
-def _template(kern) -> tuple:
-    return (tuple(kern.outputs.items()), tuple(kern.state.items()), tuple(kern.derivatives),
+def _structure(b, kern) -> tuple:
+    """What the plan and the generated source take from a block besides parameter values:
+    its ports, rate, feedthrough, states and their shapes, and its kernel's template."""
+    return (type(b), tuple(b.input_names), tuple(b.output_names),
+            tuple(sorted(b.optional_inputs)), repr(b.sample_time), b.direct_feedthrough,
+            b.has_derivative, b.runs_at_stages, getattr(b, "has_modes", False),
+            tuple((n, np.shape(v)) for n, v in b.state.items()), np.shape(b.cstate),
+            tuple(kern.outputs.items()), tuple(kern.state.items()), tuple(kern.derivatives),
             tuple(kern.cstate), tuple(kern.params), kern.live is not None)
 
 
-def _members(sim, model, overrides: Sequence[Mapping]):
-    """Per block index that differs from the reference in some member: ``(kernels, states,
-    cstates)`` lists over the members (None where a member has the reference's)."""
+def reusable(sim, model) -> None:
+    """Check that runs of ``sim``'s model with other parameter values can reuse its
+    generated code (:func:`members_of`, :func:`run_members`).
+
+    Raises
+    ------
+    Unsupported
+        Naming the reason: no scalar fast path, a task with an offset (its signals' initial
+        values are read), a block that does something at the end of a run (``finalize``),
+        library references (resolved by parameter values), or the code no longer cached.
+    """
+    from cosim.fastpath import cache
+    from cosim.model.block import Block
+    fast = sim.fast_path
+    if fast is None or fast.vector:
+        raise Unsupported("no scalar fast path")
+    if any(t.offset for t in sim.plan.tasks):
+        raise Unsupported("tasks with an offset")
+    if any(type(b).finalize is not Block.finalize for b in sim.plan.blocks):
+        raise Unsupported("a block finalizes its run")
+    if getattr(model, "events", None):
+        raise Unsupported("events")
+    if cache.by_source(fast.source) is None:
+        raise Unsupported("generated code not in the cache")
+
+
+def members_of(sim, model, overrides: Sequence[Mapping]):
+    """What differs from ``sim``'s run in runs of ``model`` with each of ``overrides``.
+
+    Only blocks built from parameter expressions can differ: each is evaluated in a
+    member's workspace, and a copy of it rebuilt and initialized.
+
+    Returns
+    -------
+    ref_kernels : list of Kernel
+        The reference run's lifted kernels, in plan order.
+    differ : dict of int to (list, list, list)
+        Per plan index of an expression block: the members' lifted kernels, initial states
+        (name -> float) and initial continuous states.
+
+    Raises
+    ------
+    Unsupported
+        A member's parameters change a block's structure (ports, rate, shapes, kernel
+        template), or a block has no kernel for them.
+    """
     from cosim.model.expr import Workspace
+    from cosim.fastpath.params import lift
     plan = sim.plan
     blocks = _expression_blocks(model)
     specs = [(b, chain, path, {k: v for k, v in b.spec().items()}) for b, chain, path in blocks]
     ref_kernels = kernels_of(plan)
     params = dict(model.parameters)
     out: dict[int, tuple[list, list, list]] = {}
+    ref_structure: dict[int, tuple] = {}
     t0 = sim.config.t0
     for j, over in enumerate(overrides):
         root = Workspace({**params, **over, **model.context}, path=model.name)
@@ -90,9 +141,10 @@ def _members(sim, model, overrides: Sequence[Mapping]):
             kern = clone.kernel()
             if kern is None:
                 raise Unsupported(f"{path} has no kernel for member {j}")
-            from cosim.fastpath.params import lift
             kern = lift(kern)
-            if _template(kern) != _template(ref_kernels[i]):
+            if i not in ref_structure:
+                ref_structure[i] = _structure(b, ref_kernels[i])
+            if _structure(clone, kern) != ref_structure[i]:
                 raise Unsupported(f"parameters of member {j} change the structure of {path}")
             kernels, states, cstates = out.setdefault(
                 i, ([None] * len(overrides), [None] * len(overrides), [None] * len(overrides)))
@@ -102,7 +154,7 @@ def _members(sim, model, overrides: Sequence[Mapping]):
     return ref_kernels, out
 
 
-def _const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
+def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
     """Each constant of the generated code: one shared value, or an ``(n,)`` array."""
     values = {}
     for name, recipe, _ in entry_consts:
@@ -150,18 +202,13 @@ def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
     from cosim import Logs
     from cosim.fastpath import cache
     from cosim.run import pacing
+    reusable(sim, model)
     fast = sim.fast_path
-    if fast is None or fast.vector:
-        raise Unsupported("no scalar fast path")
-    if any(t.offset for t in sim.plan.tasks):
-        raise Unsupported("tasks with an offset")
     entry = cache.by_source(fast.source)
-    if entry is None:
-        raise Unsupported("generated code not in the cache")
     n = len(overrides)
-    ref_kernels, differ = _members(sim, model, overrides)
+    ref_kernels, differ = members_of(sim, model, overrides)
     ns = dict(fast.fn.__globals__)
-    members = _const_values(entry.consts, ns, ref_kernels, differ, n)
+    members = const_values(entry.consts, ns, ref_kernels, differ, n)
     n_c = sim.state.X.size
     key = (fast.source, frozenset(members))
     hit = _compiled.get(key)
