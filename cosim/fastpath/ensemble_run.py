@@ -22,7 +22,7 @@ from cosim.fastpath import ensemble
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["const_values", "members_of", "reusable", "run_members"]
+__all__ = ["Members", "const_values", "reusable", "run_members"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
 _compiled: dict = {}
@@ -69,7 +69,7 @@ def _structure(b, kern) -> tuple:
 
 def reusable(sim, model) -> None:
     """Check that runs of ``sim``'s model with other parameter values can reuse its
-    generated code (:func:`members_of`, :func:`run_members`).
+    generated code (:class:`Members`, :func:`run_members`).
 
     Raises
     ------
@@ -93,65 +93,75 @@ def reusable(sim, model) -> None:
         raise Unsupported("generated code not in the cache")
 
 
-def members_of(sim, model, overrides: Sequence[Mapping]):
-    """What differs from ``sim``'s run in runs of ``model`` with each of ``overrides``.
+class Members:
+    """What differs from ``sim``'s run in runs of ``model`` with other parameter values.
 
-    Only blocks built from parameter expressions can differ: each is evaluated in a
-    member's workspace, and a copy of it rebuilt and initialized.
+    Only blocks built from parameter expressions can differ: for each member, each is
+    evaluated in the member's workspace, and a copy of it rebuilt and initialized.
 
-    Returns
-    -------
+    Parameters
+    ----------
+    sim : Simulator
+        The reference run (initialized, not run).
+    model : Model
+        Its model (evaluated).
+
+    Attributes
+    ----------
     ref_kernels : list of Kernel
         The reference run's lifted kernels, in plan order.
-    differ : dict of int to (list, list, list)
-        Per plan index of an expression block: the members' lifted kernels, initial states
-        (name -> float) and initial continuous states.
-
-    Raises
-    ------
-    Unsupported
-        A member's parameters change a block's structure (ports, rate, shapes, kernel
-        template), or a block has no kernel for them.
     """
-    from cosim.model.expr import Workspace
-    from cosim.fastpath.params import lift
-    plan = sim.plan
-    blocks = _expression_blocks(model)
-    specs = [(b, chain, path, {k: v for k, v in b.spec().items()}) for b, chain, path in blocks]
-    ref_kernels = kernels_of(plan)
-    params = dict(model.parameters)
-    out: dict[int, tuple[list, list, list]] = {}
-    ref_structure: dict[int, tuple] = {}
-    t0 = sim.config.t0
-    for j, over in enumerate(overrides):
-        root = Workspace({**params, **over, **model.context}, path=model.name)
-        children: dict = {}
-        for b, chain, path, spec in specs:
-            ws = root
-            for sub in chain:
-                key = id(sub)
-                if key not in children:
-                    children[key] = ws.child(sub.context, path=sub.name)
-                ws = children[key]
-            values = {k: _spec_value(v, ws, f"{path}.{k}") for k, v in spec.items()}
-            i = plan.index[plan.path_of[id(b)]]
-            clone = copy.copy(b)
-            clone.rebuild(values)
-            clone.initialize(t0)
-            kern = clone.kernel()
-            if kern is None:
-                raise Unsupported(f"{path} has no kernel for member {j}")
-            kern = lift(kern)
-            if i not in ref_structure:
-                ref_structure[i] = _structure(b, ref_kernels[i])
-            if _structure(clone, kern) != ref_structure[i]:
-                raise Unsupported(f"parameters of member {j} change the structure of {path}")
-            kernels, states, cstates = out.setdefault(
-                i, ([None] * len(overrides), [None] * len(overrides), [None] * len(overrides)))
-            kernels[j] = kern
-            states[j] = {n: float(v[0]) for n, v in clone.state.items()}
-            cstates[j] = None if clone.cstate is None else np.asarray(clone.cstate, float)
-    return ref_kernels, out
+
+    def __init__(self, sim, model):
+        plan = sim.plan
+        self.sim, self.model = sim, model
+        self.ref_kernels = kernels_of(plan)
+        self.specs = [(b, chain, path, plan.index[plan.path_of[id(b)]], b.spec(),
+                       _structure(b, self.ref_kernels[plan.index[plan.path_of[id(b)]]]))
+                      for b, chain, path in _expression_blocks(model)]
+
+    def of(self, overrides: Sequence[Mapping]) -> dict:
+        """Per plan index of an expression block: the members' lifted kernels, initial
+        states (name -> float) and initial continuous states (lists over ``overrides``).
+
+        Raises
+        ------
+        Unsupported
+            A member's parameters change a block's structure (ports, rate, shapes, kernel
+            template), or a block has no kernel for them.
+        """
+        from cosim.model.expr import Workspace
+        from cosim.fastpath.params import lift
+        model, n = self.model, len(overrides)
+        params = dict(model.parameters)
+        out = {i: ([None] * n, [None] * n, [None] * n) for _, _, _, i, _, _ in self.specs}
+        t0 = self.sim.config.t0
+        for j, over in enumerate(overrides):
+            root = Workspace({**params, **over, **model.context}, path=model.name)
+            children: dict = {}
+            for b, chain, path, i, spec, structure in self.specs:
+                ws = root
+                for sub in chain:
+                    key = id(sub)
+                    if key not in children:
+                        children[key] = ws.child(sub.context, path=sub.name)
+                    ws = children[key]
+                values = {k: _spec_value(v, ws, f"{path}.{k}") for k, v in spec.items()}
+                clone = copy.copy(b)
+                clone.rebuild(values)
+                clone.initialize(t0)
+                kern = clone.kernel()
+                if kern is None:
+                    raise Unsupported(f"{path} has no kernel for member {j}")
+                kern = lift(kern)
+                if _structure(clone, kern) != structure:
+                    raise Unsupported(f"parameters of member {j} change the structure of "
+                                      f"{path}")
+                kernels, states, cstates = out[i]
+                kernels[j] = kern
+                states[j] = {n: float(v[0]) for n, v in clone.state.items()}
+                cstates[j] = None if clone.cstate is None else np.asarray(clone.cstate, float)
+        return out
 
 
 def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
@@ -167,6 +177,9 @@ def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
         if i not in differ:
             continue                       # the reference's value (in ``ns``) for all
         kernels = differ[i][0]
+        if n == 1:
+            ns[name] = float(kernels[0].params[pname])
+            continue
         col = np.array([float((kernels[j] or ref_kernels[i]).params[pname])
                         for j in range(n)])
         if np.all(col == col[0]) and np.all(np.signbit(col) == np.signbit(col[0])):
@@ -206,7 +219,8 @@ def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
     fast = sim.fast_path
     entry = cache.by_source(fast.source)
     n = len(overrides)
-    ref_kernels, differ = members_of(sim, model, overrides)
+    found = Members(sim, model)
+    ref_kernels, differ = found.ref_kernels, found.of(overrides)
     ns = dict(fast.fn.__globals__)
     members = const_values(entry.consts, ns, ref_kernels, differ, n)
     n_c = sim.state.X.size

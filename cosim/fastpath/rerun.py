@@ -3,7 +3,7 @@
 Building a run (the model, its evaluation, the compiled plan, block initialization and the
 fast path) costs more than a small model's stepping. A :class:`Rerun` builds one reference
 run and keeps it unrun; each run then re-evaluates only the blocks built from parameter
-expressions (:func:`~cosim.fastpath.ensemble_run.members_of`), binds their kernels' values to
+expressions (:class:`~cosim.fastpath.ensemble_run.Members`), binds their kernels' values to
 the generated step function's constants and steps it from the reference's initial values
 with its own: bit for bit what ``Simulator(model with the parameters).run()`` logs.
 """
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from cosim.fastpath import cache
-from cosim.fastpath.ensemble_run import const_values, members_of, reusable
+from cosim.fastpath.ensemble_run import Members, const_values, reusable
 
 __all__ = ["Rerun"]
 
@@ -65,6 +65,7 @@ class Rerun:
         self.d_slot = {(id(b), n): j for j, (b, n) in enumerate(fast.flat.state_slots)}
         self.c_slice = {plan.index[plan.path_of[id(b)]]: sl for b, sl in sim.interpreter.cslices}
         self.k_end = pacing.end_tick(sim, None, None)
+        self.members = Members(sim, model)
 
     def run(self, params: Mapping):
         """The logs of a run with ``params`` over the model's parameters.
@@ -77,9 +78,9 @@ class Rerun:
         from cosim.run.logstore import LogStore
         sim = self.sim
         plan, cfg = sim.plan, sim.config
-        ref_kernels, differ = members_of(sim, self.model, [params])
+        differ = self.members.of([params])
         ns = dict(self.globals)
-        const_values(self.consts, ns, ref_kernels, differ, 1)
+        const_values(self.consts, ns, self.members.ref_kernels, differ, 1)
         fn = types.FunctionType(self.code, ns, "advance")
         S, D, X = list(self.S0), list(self.D0), self.X0.copy()
         for i, (_, states, cstates) in differ.items():
