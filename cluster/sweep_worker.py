@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -78,9 +79,11 @@ RERUNS = 4
 
 def _rerun_key(model_source, config):
     """A key naming the model source and config across tasks of one worker process (a
-    module-level factory arrives as a new object in every Ray task)."""
+    module-level factory arrives as a new object in every Ray task; a model file is known by
+    its path and modification, as a worker outlives a study)."""
     if isinstance(model_source, (str, Path)):
-        src = ("file", str(model_source))
+        st = os.stat(model_source)
+        src = ("file", str(model_source), st.st_mtime_ns, st.st_size)
     else:
         name = getattr(model_source, "__qualname__", "<")
         src = ("fn", model_source.__module__, name) if "<" not in name else model_source
@@ -91,16 +94,24 @@ def _rerun_logs(model_source, config, run: Run):
     """The run's logs and structure digest through its model's Rerun, or None (build the
     run on its own)."""
     from cosim.fastpath.rerun import Rerun
-    key = _rerun_key(model_source, config)
+    from cosim.fastpath.runtime import Unsupported
+    try:
+        key = _rerun_key(model_source, config)
+    except OSError:
+        return None                             # a missing model file: the build says so
     if key in _reruns:
         rerun = _reruns[key]
         _reruns.move_to_end(key)
     else:
+        # The reference is this run: a study whose first run fails tries again with the next.
         try:
             model = build(model_source)
+            model.parameters.update(run.params)
             rerun = Rerun(model, config if config is not None else model.simulation)
-        except Exception:  # noqa: BLE001 - Unsupported, or the model's own defaults fail
+        except Unsupported:
             rerun = None
+        except Exception:  # noqa: BLE001 - the run fails: built on its own, it says why
+            return None
         _reruns[key] = rerun
         while len(_reruns) > RERUNS:
             _reruns.popitem(last=False)

@@ -60,3 +60,27 @@ def test_a_sweep_through_reruns_equals_runs_built_on_their_own(tmp_path):
         alone = own_run(sm.timed_step, config, params)
         assert row["status"] == "ok"
         assert row["y"] == float(alone["plant.out"][-1, 0]), params
+
+
+def test_a_model_file_changed_between_studies_is_read_again(tmp_path):
+    import os
+    path = tmp_path / "lag.yaml"
+    config = SimulationConfig(dt=0.01, t_end=0.5, solver="RK4")
+    points = grid({"gain": [1.0, 2.0]})
+    sm.lag().to_yaml(path)
+    before = sweep(path, config, points, {"y": final("plant.out")}, backend="serial")
+    changed = sm.lag()
+    changed.parameters["tau"] = 0.05
+    changed.to_yaml(path)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10 ** 9))   # a coarse clock
+    after = sweep(path, config, points, {"y": final("plant.out")}, backend="serial")
+    for row, params in zip(after, points, strict=True):
+        alone = own_run(lambda: _load(path), config, params)
+        assert row["y"] == float(alone["plant.out"][-1, 0])
+    assert [r["y"] for r in after] != [r["y"] for r in before]
+
+
+def _load(path):
+    from cosim import Model
+    return Model.from_yaml(path)
