@@ -138,9 +138,12 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
         to give each its own row).
     """
     start = time.perf_counter()
+    from cosim.fastpath.runtime import Unsupported
     try:
         members = _translated(model_source, config, runs)
-    except Exception:  # noqa: BLE001 - not translatable, or a member failed: the copies say
+    except Unsupported:
+        # Not translatable: the copies. (A member that fails here fails there too: the
+        # caller then runs the members one by one.)
         members = _copies(model_source, config, runs)
     share = (time.perf_counter() - start) / len(runs)
     out = []

@@ -195,8 +195,8 @@ def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
     Parameters
     ----------
     sim : Simulator
-        Built from ``model`` with ``overrides[0]`` applied, initialized, not run; it must have
-        the scalar fast path.
+        Built from ``model`` (with any parameter values of the members' structure),
+        initialized, not run; it must have the scalar fast path.
     model : Model
         Its model (evaluated).
     overrides : list of dict
