@@ -85,14 +85,14 @@ class UnitCalls:
         out = {}
         for u, h in handles.items():
             replies = proxies[u].result(h)
-            if any(type(r) is P.DoStep for r in batch[u]):
+            if any(type(r) is P.DoStep or type(r) is P.Step for r in batch[u]):
                 ts, seconds = self.step_times.setdefault(u, (array("d"), array("d")))
                 ts.append(t)
                 seconds.append(spent[u] + clock() - sent)
             for req, rep in zip(batch[u], replies):
                 if isinstance(rep, P.ErrorReply):
                     raise_error(u, req, rep, t)
-                elif type(rep) is P.StepDone:
+                elif type(rep) is P.StepDone or type(rep) is P.Stepped:
                     self.next_event[u] = rep.next_event
                     # The latest step decides (a rolled-back one that stopped does not count).
                     if rep.event:
