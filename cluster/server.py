@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import logging
 import collections
+import math
 import signal
 import sys
 import threading
@@ -32,11 +33,9 @@ import time
 
 import zmq
 
-from cluster import prepared
-from cluster.codec import DEFAULT_LIMITS, DEFAULT_MAX_SIZE, encode_batch
-from cluster.dataplane import Work, guarded, parse, reply, watch
+from cluster.codec import DEFAULT_MAX_SIZE
+from cluster.dataplane import Work, fused_reply, guarded, parse, reply, watch
 from cosim.master import protocol as P
-from cosim.master.units import error_reply
 
 __all__ = ["UnitServer", "main", "units_from_file"]
 
@@ -183,33 +182,17 @@ class UnitServer:
         self.sock.send_multipart(env + self._reply(items, steps))
 
     def _fused(self, name: bytes, batch: bytes) -> bytes | None:
-        """The fast lane: the reply to a lone fused Step of a unit that steps it on its
-        generated path (``LocalUnit.step_packed``) and is known to be quick, or None (serve
-        the message the ordinary way; nothing was done then)."""
-        try:
-            if len(batch) > self.max_message_size:
-                return None
-            unit = self.units.get(name.decode("utf-8", "replace"))
-            step_packed = getattr(unit, "step_packed", None)
-            fields = step_packed and prepared.step_values(batch, DEFAULT_LIMITS.max_elements)
-            if not fields:
-                return None
-            inputs, orders, refresh, t, h, values = fields
-            key = name.decode()
-            rate = self._seconds_per_h.get(key)
-            if rate is None or rate * h > self.offload_after:
-                return None
-        except Exception:  # noqa: BLE001 - the ordinary way answers it (or its error)
-            return None
+        """The fast lane (:func:`cluster.dataplane.fused_reply`) for a unit whose steps are
+        known to be quick; None: serve the message the ordinary way."""
+        rates = self._seconds_per_h
         t0 = time.perf_counter()
-        try:
-            done = step_packed(t, h, refresh, inputs, orders, values)
-        except Exception as err:  # noqa: BLE001 - answered as Unit.handle answers it
-            return guarded(lambda: [encode_batch([error_reply(err, unit.t)])])[0]
+        done = fused_reply(self.units, name, batch, self.max_message_size,
+                           lambda key, h: rates.get(key, math.inf) * h <= self.offload_after)
         if done is None:
             return None
-        self._seconds_per_h[key] = (time.perf_counter() - t0) / h
-        return guarded(lambda: [prepared.stepped_batch(*done)])[0]
+        reply, key, h = done
+        rates[key] = (time.perf_counter() - t0) / h
+        return reply
 
     def _reply(self, items: list, steps: dict) -> list[bytes]:
         """Serve ``items``, learning how long each unit takes per second simulated."""

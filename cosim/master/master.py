@@ -274,7 +274,7 @@ class Master:
     def _accept(self, H, outputs) -> None:
         self.n += 1
         self._nq += self.control.quanta(H)
-        self.T = self.config.t0 + self._nq * float(self.control.quantum)
+        self.T = self.config.t0 + self._nq * self.control.quantum_s
         self.values.update(outputs)
         self.history.append(self.T, outputs)
         self.stats["macro_steps"] += 1
