@@ -34,7 +34,7 @@ import time
 import zmq
 
 from cluster.codec import DEFAULT_MAX_SIZE
-from cluster.dataplane import Work, fused_reply, guarded, parse, reply, watch
+from cluster.dataplane import Work, fused_replies, guarded, parse, reply, watch
 from cosim.master import protocol as P
 
 __all__ = ["UnitServer", "main", "units_from_file"]
@@ -125,6 +125,12 @@ class UnitServer:
                         frames = sock.recv_multipart()
                     except zmq.Again:
                         continue
+                    # The fast lane first: [peer, delimiter, unit, fused step, ...].
+                    if len(frames) >= 4 and not frames[1]:
+                        fast = self._fused(frames[2:])
+                        if fast is not None:
+                            sock.send_multipart(frames[:2] + fast)
+                            continue
                     self._take(*_envelope(frames))
                 else:
                     # A long step runs on the worker: answer what can be answered meanwhile,
@@ -141,11 +147,6 @@ class UnitServer:
 
     def _take(self, env: list, payload: list) -> None:
         """Answer one message now, start it on the worker, or queue it behind a busy unit."""
-        if len(payload) == 2 and self._job is None and not self._waiting:
-            fast = self._fused(payload[0], payload[1])
-            if fast is not None:
-                self.sock.send_multipart(env + [fast])
-                return
         items = []
         failed = guarded(lambda: items.extend(parse(self.units, payload,
                                                     self.max_message_size)) or [])
@@ -181,18 +182,21 @@ class UnitServer:
             return
         self.sock.send_multipart(env + self._reply(items, steps))
 
-    def _fused(self, name: bytes, batch: bytes) -> bytes | None:
-        """The fast lane (:func:`cluster.dataplane.fused_reply`) for a unit whose steps are
+    def _fused(self, payload: list) -> list[bytes] | None:
+        """The fast lane (:func:`cluster.dataplane.fused_replies`) for units whose steps are
         known to be quick; None: serve the message the ordinary way."""
         rates = self._seconds_per_h
         t0 = time.perf_counter()
-        done = fused_reply(self.units, name, batch, self.max_message_size,
-                           lambda key, h: rates.get(key, math.inf) * h <= self.offload_after)
+        done = fused_replies(self.units, payload, self.max_message_size,
+                             lambda key, h: rates.get(key, math.inf) * h <= self.offload_after)
         if done is None:
             return None
-        reply, key, h = done
-        rates[key] = (time.perf_counter() - t0) / h
-        return reply
+        out, steps = done
+        elapsed = time.perf_counter() - t0
+        for key, h in steps.items():
+            if h > 0:               # (a Step of h <= 0 was refused)
+                rates[key] = elapsed / h
+        return out
 
     def _reply(self, items: list, steps: dict) -> list[bytes]:
         """Serve ``items``, learning how long each unit takes per second simulated."""
