@@ -19,7 +19,7 @@ from cosim.numerics.timegrid import ticks
 
 __all__ = ["Plan", "Task", "Wire", "compile_model", "split_ref"]
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Wire:
     """A resolved connection: output ``src.src_port`` drives input ``dst.dst_port``.
 
@@ -99,7 +99,8 @@ class Plan:
         self.wires = wires
         self.index = {n: i for i, n in enumerate(self.names)}
         self.path_of = {id(b): n for b, n in zip(blocks, self.names)}
-        self.sample_period = tuple(tasks[task_of[i]].period * dt for i in range(len(blocks)))
+        periods = [task.period * dt for task in tasks]      # one float per task, shared
+        self.sample_period = tuple(periods[n] for n in task_of)
 
     def table(self) -> str:
         """The plan as a text table: order, level, block, type, rate, feedthrough."""

@@ -38,9 +38,17 @@ class FlatValues:
         self.signal_slots = signal_slots
         self.state_slots = state_slots
         self.vector = vector
-        self.slot_of = {(id(b), p): j for j, (b, p) in enumerate(signal_slots)}
+        self._slot_of: dict | None = None
         self.S = self._box([float(b.outputs[p][0]) for b, p in signal_slots])
         self.D = self._box([float(b.state[n][0]) for b, n in state_slots])
+
+    @property
+    def slot_of(self) -> dict:
+        """``(id(block), port)`` -> index of its signal in ``S`` (built when first asked for:
+        about 170 bytes per block that most runs never read)."""
+        if self._slot_of is None:
+            self._slot_of = {(id(b), p): j for j, (b, p) in enumerate(self.signal_slots)}
+        return self._slot_of
 
     def _box(self, values):
         return np.array(values, dtype=np.float64) if self.vector else values
