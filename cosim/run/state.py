@@ -65,6 +65,14 @@ class FlatValues:
         for (b, n), v in zip(self.state_slots, self.D):
             b.state[n] = np.array([v])
 
+    def clear_blocks(self) -> None:
+        """Empty the output and input dicts of the blocks with outputs: their values moved
+        on, and holding the old ones costs about 360 bytes per block (:meth:`write_blocks` and a propagation
+        fill them again)."""
+        for b, _ in self.signal_slots:
+            b.outputs.clear()
+            b.inputs.clear()
+
     def value(self, block, port: str) -> np.ndarray:
         """Output ``port`` of ``block`` as a shape-(1,) array (a new array)."""
         return np.array([self.S[self.slot_of[(id(block), port)]]])
@@ -135,7 +143,10 @@ class RunState:
         self._stale = False
 
     def mark_stale(self) -> None:
-        """The flat values moved on: the blocks' dicts no longer show them."""
+        """The flat values moved on: the blocks' dicts no longer show them (their outputs and
+        inputs are emptied until :meth:`blocks_current`)."""
+        if not self._stale and self.flat is not None:
+            self.flat.clear_blocks()
         self._stale = True
 
     def blocks_current(self) -> None:
