@@ -89,7 +89,7 @@ class Strategy:
 
         ``recipe`` says where a value that changes between runs of one structure comes from
         (see :func:`_recipe_value`): ``("p", group, name)``, a parameter of the members of
-        ``group``; ``("l", i)``, the live values of block ``i``. Without one the value is
+        ``group`` (a tuple of block indices, or one index); ``("l", i)``, the live values of block ``i``. Without one the value is
         structural (an index array), kept with the cached code and shared by its runs.
         A recipe named before gives the same name (a gain read by every Runge–Kutta stage is
         one global, bound once per run).
