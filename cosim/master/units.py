@@ -332,6 +332,7 @@ class LocalUnit(Unit):
     def describe(self) -> P.UnitDescription:
         if not self._initialized:
             self.initialize(self.t0)
+        self.sim.state.blocks_current()         # the Outports' inputs give the shapes
         return P.UnitDescription(
             name=self.name,
             inputs=tuple(P.PortInfo(p, b.shape) for p, b in self.inports.items()),

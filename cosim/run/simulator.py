@@ -214,6 +214,10 @@ class Simulator(pacing.PacedRuns):
         with nogc(freeze=len(self.plan.blocks) >= LAZY_BLOCKS):
             self.fast_path = build(self.plan, self.config, self.state, self.store,
                                    interp.solver, interp.cslices)
+        if self.fast_path is not None:
+            # The interpreter's lists are rebuilt if it runs again (a restart, a checkpoint).
+            interp.release()
+            self.state.release_fanout()
 
     def advance_to(self, k_stop: int, outputs: bool = False) -> None:
         """Run ticks ``k .. k_stop-1`` (stops early at a stopping event); with ``outputs``,
