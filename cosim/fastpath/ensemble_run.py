@@ -173,7 +173,7 @@ def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
         if recipe[0] != "p":
             raise Unsupported("live values")
         _, group, pname = recipe
-        (i,) = group
+        (i,) = (group,) if isinstance(group, int) else group     # one block (scalar strategy)
         if i not in differ:
             continue                       # the reference's value (in ``ns``) for all
         kernels = differ[i][0]
