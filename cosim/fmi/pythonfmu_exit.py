@@ -26,7 +26,7 @@ import os
 import sys
 import threading
 
-__all__ = ["release_at_exit"]
+__all__ = ["release_at_exit", "reset_loaded"]
 
 _SYMBOL = "finalizePythonInterpreter"
 _registered = False
@@ -40,7 +40,7 @@ def release_at_exit() -> None:
     if _registered or not sys.platform.startswith("linux"):
         return
     _registered = True
-    atexit.register(_release)
+    atexit.register(reset_loaded)
 
 
 def _loaded_libraries() -> list[str]:
@@ -58,13 +58,21 @@ def _loaded_libraries() -> list[str]:
     return sorted(names)
 
 
-def _release() -> None:
+def reset_loaded() -> list[str]:
+    """Reset the state of every loaded pythonfmu FMU library now (the exit hook).
+
+    Returns
+    -------
+    list of str
+        The libraries reset (empty off the process's main thread).
+    """
     # Only in an interpreter that the process's main thread runs (a Python program). Where a
     # non-Python host loaded the FMU, pythonfmu itself initialized Python on its worker thread
     # and finalizes it from finalizePythonInterpreter: resetting from inside that
     # finalization would release the state twice.
     if threading.get_native_id() != os.getpid():
-        return
+        return []
+    done = []
     for name in _loaded_libraries():
         try:
             # RTLD_NOLOAD: only a library that is loaded under this name; nothing new is
@@ -79,3 +87,5 @@ def _release() -> None:
             continue
         reset.restype = None
         reset()
+        done.append(name)
+    return done
