@@ -9,6 +9,16 @@ import pytest
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 
+def pytest_configure(config):
+    # Tests load pythonfmu-built FMUs into this process, through cosim and through fmpy
+    # alone (fmpy's SSP simulator, simulate_fmu): their libraries corrupt the heap at exit
+    # unless their state is reset first (cosim/fmi/pythonfmu_exit.py), which would abort
+    # the whole run after every test passed. The reset covers every loaded FMU library,
+    # whoever loaded it; stdlib only, nothing of fmpy is imported here.
+    from cosim.fmi.pythonfmu_exit import release_at_exit
+    release_at_exit()
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """One local Ray instance for the whole session (ray.init costs seconds and ~600 MiB)."""

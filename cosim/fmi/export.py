@@ -48,6 +48,10 @@ class {cls}(Fmi2Slave):
         # The cosim engine this FMU runs is its own copy, in its resources: first on the path.
         if self.resources and self.resources not in sys.path:
             sys.path.insert(0, self.resources)
+        # pythonfmu's library would corrupt the importer's heap at exit (an abort after the
+        # run): the carried cosim resets its state first, in a Python importer.
+        from cosim.fmi.pythonfmu_exit import release_at_exit
+        release_at_exit()
         self._values = {{n: 0.0 for n in INPUTS + OUTPUTS}}
         self._params = dict(PARAMETERS)
         self._t0 = 0.0

@@ -19,6 +19,7 @@ from collections import deque
 import numpy as np
 
 from cosim.errors import SimulationError
+from cosim.fmi.pythonfmu_exit import release_at_exit
 
 __all__ = ["FmuCallError", "FmuInstance", "ValueGroup"]
 
@@ -117,6 +118,8 @@ class FmuInstance:
             from fmpy import fmi2
             cls = fmi2.FMU2Slave if kind == "cs" else fmi2.FMU2Model
         self.fmu = cls(**args)
+        # A pythonfmu-built library would corrupt the heap at exit (pythonfmu_exit says why).
+        release_at_exit()
         self._instantiate(kind, event_mode)
 
     # -- the choke point -----------------------------------------------------------------------

@@ -292,6 +292,28 @@ print(repr(res["y"].tolist()))
                                rtol=0, atol=1e-12)
 
 
+def test_exported_fmu_resets_pythonfmu_state_before_its_importer_exits(plant_fmu):
+    """pythonfmu's library, left loaded, corrupts the heap at exit (a random abort after the
+    run, cosim/fmi/pythonfmu_exit.py): the FMU's own slave makes a Python importer that is
+    not cosim (fmpy alone, in a child) reset it while it is alive, once per library."""
+    script = f"""
+import sys
+import numpy as np
+from fmpy import simulate_fmu
+assert "cosim" not in sys.modules
+simulate_fmu({str(plant_fmu)!r}, stop_time=0.1, step_size=0.05,
+             input=np.array([(0.0, 1.0)], dtype=[("time", float), ("u", float)]))
+hook = sys.modules["cosim.fmi.pythonfmu_exit"]     # imported by the FMU's slave
+print(repr(hook.reset_loaded()))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, cwd="/")
+    assert out.returncode == 0, out.stderr[-3000:]
+    import ast
+    reset = ast.literal_eval(out.stdout.strip().splitlines()[-1])
+    assert len(reset) == 1 and reset[0].endswith("/binaries/linux64/Plant.so"), reset
+
+
 def test_exported_fmu_refuses_a_step_that_is_not_a_multiple_of_its_own(plant_fmu):
     m = plant_model()
     m.blocks[0] = FmuBlock("plant", str(plant_fmu), 0.033)
