@@ -72,10 +72,12 @@ def timed(k, backend, pipelined=True):
             sim.close()
 
 
-def _step_part(spec, barrier, seconds):
+def _step_part(payload, barrier, seconds):
     """In a plain process: warm the unit up as :func:`timed` does, wait for the other part,
     then time the macro steps of the run."""
+    import cloudpickle                      # as Ray ships a unit to its actor
     from cosim.master.units import LocalUnit
+    spec = cloudpickle.loads(payload)
     unit = LocalUnit(spec.subsystem, spec.config, spec.name)
     unit.initialize(0.0)
     t, n = 0.0, round(WARMUP / H)
@@ -94,7 +96,9 @@ def two_processes(specs) -> float:
     """Seconds until both parts, each in a plain process of its own, ran the timed steps."""
     ctx = multiprocessing.get_context("spawn")
     barrier, seconds = ctx.Barrier(len(specs) + 1), ctx.Queue()
-    procs = [ctx.Process(target=_step_part, args=(s, barrier, seconds)) for s in specs]
+    import cloudpickle
+    procs = [ctx.Process(target=_step_part, args=(cloudpickle.dumps(s), barrier, seconds))
+             for s in specs]
     for p in procs:
         p.start()
     try:
