@@ -6,6 +6,10 @@ repeats; the ratio to the one-process run is printed and checked (>= 1.6x for 2 
 The same run also times the two parts stepped in two plain processes at once, no master and
 no transport (each calls its unit's ``do_step`` in a loop): what the cores allow a split at
 best, with each part's fixed per-tick cost and the two processes sharing the machine.
+Measured in thread CPU time (best of 10, 2026-11-25), the generated vector code of this
+model costs about 24 us per tick whatever its size plus about 0.75 us per chain: a part of
+100 chains takes 100 us a tick against 175 us for the whole (57 %), so two perfectly parallel
+parts give at most 1.75x; with 10,000 blocks 64 against 100 us (64 %), at most 1.56x.
 
 Run: ``python -m pytest -m bench -s tests/benchmarks/test_bench_split.py``
 """
