@@ -7,8 +7,8 @@ sources       Constant, Sine, Step, Ramp, Pulse, Square, Clock, FromArray, White
 math          Gain, Sum, Product, Abs, MathFunction, MinMax
 nonlinear     Saturation, DeadZone, Lookup1D, Switch, RateLimiter, Relay
 routing       Mux, Demux
-discrete      UnitDelay, ZeroOrderHold, RateTransition, DiscreteIntegrator,
-              DiscreteStateSpace, DiscreteTransferFunction, DiscretePID
+discrete      UnitDelay, ZeroOrderHold, RateTransition, DiscreteIntegrator, DiscretePID
+discrete_lti  DiscreteStateSpace, DiscreteTransferFunction
 continuous    Integrator, StateSpace, TransferFunction, FirstOrderLag, PID, Derivative,
               ODE, TransportDelay
 sinks         Recorder, Scope, Terminator
@@ -21,8 +21,9 @@ bit for bit).
 
 from blocks.continuous import (ODE, PID, Derivative, FirstOrderLag, Integrator, StateSpace,
                                TransferFunction, TransportDelay)
-from blocks.discrete import (DiscreteIntegrator, DiscretePID, DiscreteStateSpace,
-                             DiscreteTransferFunction, RateTransition, UnitDelay, ZeroOrderHold)
+from blocks.discrete import (DiscreteIntegrator, DiscretePID, RateTransition, UnitDelay,
+                             ZeroOrderHold)
+from blocks.discrete_lti import DiscreteStateSpace, DiscreteTransferFunction
 from blocks.math import Abs, Gain, MathFunction, MinMax, Product, Sum
 from blocks.nonlinear import DeadZone, Lookup1D, RateLimiter, Relay, Saturation, Switch
 from blocks.routing import Demux, Mux

@@ -15,8 +15,7 @@ import numpy as np
 
 from blocks._support import (KERNEL_MAX_SEGMENTS, TIME_TOL, Params, interp_at, interp_expr,
                              lit, read_only, segment_slopes)
-from cosim.model.block import Block, Kernel, as_signal
-from cosim.errors import ModelError
+from cosim.model.block import Block, Kernel
 
 __all__ = ["Clock", "Constant", "FromArray", "Pulse", "Ramp", "Sine", "Square", "Step",
            "WhiteNoise"]

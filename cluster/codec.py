@@ -758,15 +758,32 @@ def encode_batch(msgs, *, max_size: int = DEFAULT_MAX_SIZE,
     """
     if len(msgs) > MAX_BATCH:
         raise CodecError(f"batch of {len(msgs)} messages exceeds {MAX_BATCH}")
+    if len(msgs) == 1 and limits is DEFAULT_LIMITS:
+        one = prepared.encode_one(msgs[0])      # a fused step: the same bytes, prepared
+        if one is not None and len(one) < max_size:
+            return b"\x91" + one
     return _pack([_wire(m, limits) for m in msgs], f"batch of {len(msgs)} messages", max_size)
 
 
 def decode_batch(data, *, max_size: int = DEFAULT_MAX_SIZE,
                  limits: Limits = DEFAULT_LIMITS) -> list:
     """Decode :func:`encode_batch` bytes; every failure is a :class:`CodecError`."""
+    fast = limits is DEFAULT_LIMITS and type(data) is bytes and len(data) <= max_size \
+        and data[:1] == b"\x91"
+    if fast:
+        one = prepared.decode_one(data, 1, limits.max_elements)
+        if one is not None:
+            return [one]
     obj = _unpack(data, max_size, limits, MAX_BATCH)
     if type(obj) is not list or len(obj) > MAX_BATCH:
         got = f"{len(obj)} messages" if type(obj) is list else _describe(obj)
         raise CodecError(f"a batch must be an array of at most {MAX_BATCH} messages, "
                          f"got {got}")
-    return [_message(m, limits) for m in obj]
+    msgs = [_message(m, limits) for m in obj]
+    if fast and len(msgs) == 1:
+        prepared.learn(data, 1, msgs[0])
+    return msgs
+
+
+# The fused step's prepared wire forms (that module encodes its headers through encode()).
+from cluster import prepared  # noqa: E402

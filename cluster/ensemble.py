@@ -9,6 +9,12 @@ for bit its own run's. The generated fast path runs copies whose blocks share a 
 template as one numpy operation per group of blocks (blocks that spell different parameter
 values into their kernels run one statement each).
 
+A model whose generated code is the scalar strategy's runs faster than that: its step
+function is translated for arrays of N members (:mod:`cosim.fastpath.ensemble_run`), so a
+step costs a few numpy calls per block for all members together, and only the blocks built
+from parameter expressions are re-evaluated per member. The copies above are the fallback
+for what that translation does not take (the vector strategy, interpreter-only blocks).
+
 What an ensemble cannot share is refused before it runs: an adaptive solver would choose one
 step for all members (each member's step would depend on the others), and events and
 mode switches (relays) located in time would cut every member's step where any one member
@@ -17,7 +23,6 @@ switches; co-simulations run their own units.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -132,18 +137,17 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
         Whatever the ensemble's simulation raised (the caller runs the members one by one
         to give each its own row).
     """
-    from cosim import Simulator
     start = time.perf_counter()
-    whole = ensemble_model(model_source, runs)
-    cfg = config if config is not None else whole.simulation
-    if cfg.log is not None:
-        from dataclasses import replace
-        cfg = replace(cfg, log=tuple(f"{_prefix(r)}{k}" for r in runs for k in cfg.log))
-    logs = Simulator(whole, cfg).run()
+    from cosim.fastpath.runtime import Unsupported
+    try:
+        members = _translated(model_source, config, runs)
+    except Unsupported:
+        # Not translatable: the copies. (A member that fails here fails there too: the
+        # caller then runs the members one by one.)
+        members = _copies(model_source, config, runs)
     share = (time.perf_counter() - start) / len(runs)
     out = []
-    for r in runs:
-        mine = member(logs, r)
+    for r, mine in zip(runs, members):
         row = {"run_id": r.run_id, "index": r.index, **r.params, "status": "ok", "error": "",
                "wall_time": share, "reducer_errors": ""}
         values, row["reducer_errors"] = reduce_all(mine, reducers)
@@ -152,3 +156,30 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
             mine.to_npz(Path(logs_dir) / f"{r.run_id}.npz")
         out.append((row, ""))
     return out
+
+
+def _translated(model_source, config, runs: Sequence[Run]) -> list:
+    """Each run's logs from the ensemble translation of the scalar fast path."""
+    from cluster.sweep_worker import build
+    from cosim import Simulator
+    from cosim.fastpath.ensemble_run import run_members
+    model = build(model_source)
+    unknown = sorted({k for r in runs for k in r.params} - set(model.parameters))
+    if unknown:
+        raise ModelError(f"{', '.join(unknown)} not a parameter of model {model.name!r}")
+    model.parameters.update(runs[0].params)
+    sim = Simulator(model, config if config is not None else model.simulation)
+    sim.initialize()
+    return run_members(sim, model, [r.params for r in runs])
+
+
+def _copies(model_source, config, runs: Sequence[Run]) -> list:
+    """Each run's logs from one model holding a copy of the model per run."""
+    from cosim import Simulator
+    whole = ensemble_model(model_source, runs)
+    cfg = config if config is not None else whole.simulation
+    if cfg.log is not None:
+        from dataclasses import replace
+        cfg = replace(cfg, log=tuple(f"{_prefix(r)}{k}" for r in runs for k in cfg.log))
+    logs = Simulator(whole, cfg).run()
+    return [member(logs, r) for r in runs]

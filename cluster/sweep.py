@@ -58,10 +58,21 @@ def _lost(r: Run, reducers, why: str) -> dict:
 
 
 def _chunks(todo: list[Run], workers: int, ensemble: int | None) -> list[list[Run]]:
-    """Runs in chunks, one task each: an ensemble's runs, or about eight chunks per worker
-    (so the last ones balance) of at most 64 runs (so a lost worker costs little)."""
-    size = ensemble or max(1, min(64, math.ceil(len(todo) / (8 * max(1, workers)))))
-    return [todo[i:i + size] for i in range(0, len(todo), size)]
+    """Runs in chunks, one task each: an ensemble's runs, or chunks that shrink as the runs
+    left do (each about a quarter of the runs left per worker, at most 64 runs, so a lost
+    worker costs little, and at least 3 until the last): few tasks (each costs a round trip)
+    while there is much to do, and small ones at the end, so no worker waits long for
+    another's last chunk (with equal chunks, about half a chunk per study)."""
+    if ensemble:
+        return [todo[i:i + ensemble] for i in range(0, len(todo), ensemble)]
+    if workers <= 0:
+        return [[r] for r in todo]
+    out, i = [], 0
+    while i < len(todo):
+        size = max(3, min(64, math.ceil((len(todo) - i) / (4 * workers))))
+        out.append(todo[i:i + size])
+        i += size
+    return out
 
 
 # -- the results file -----------------------------------------------------------------------

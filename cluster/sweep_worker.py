@@ -5,7 +5,10 @@ study pays one round trip per chunk instead of per run. Each run builds the mode
 its parameters through the evaluation phase and simulates; failures are rows, not
 exceptions. The generated code of a run takes its parameters as data and is compiled once per
 process and structure (:mod:`cosim.fastpath.cache`), so a worker's runs after its first reuse
-the compiled code. Every run reports that structure as a short digest
+the compiled code; more than that, a worker keeps each model's first run built
+(:class:`~cosim.fastpath.rerun.Rerun`) and runs the next ones on it with their parameter
+values, without building a model or a simulator (a run whose parameters change the
+structure, or that fails, is built on its own). Every run reports that structure as a short digest
 (:func:`structure_of`): parameters that change it (a shape, a sample time, a block's form)
 make runs that compile their own code, and the driver names them
 (:func:`structural_parameters`).
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -66,9 +71,62 @@ def structure_of(sim) -> str:
     return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 
+#: Per model source and config: its Rerun, or None when its runs cannot reuse one (at most
+#: a few kept: each holds a built model).
+_reruns: OrderedDict = OrderedDict()
+RERUNS = 4
+
+
+def _rerun_key(model_source, config):
+    """A key naming the model source and config across tasks of one worker process (a
+    module-level factory arrives as a new object in every Ray task; a model file is known by
+    its path and modification, as a worker outlives a study)."""
+    if isinstance(model_source, (str, Path)):
+        st = os.stat(model_source)
+        src = ("file", str(model_source), st.st_mtime_ns, st.st_size)
+    else:
+        name = getattr(model_source, "__qualname__", "<")
+        src = ("fn", model_source.__module__, name) if "<" not in name else model_source
+    return src, repr(config)
+
+
+def _rerun_logs(model_source, config, run: Run):
+    """The run's logs and structure digest through its model's Rerun, or None (build the
+    run on its own)."""
+    from cosim.fastpath.rerun import Rerun
+    from cosim.fastpath.runtime import Unsupported
+    try:
+        key = _rerun_key(model_source, config)
+    except OSError:
+        return None                             # a missing model file: the build says so
+    if key in _reruns:
+        rerun = _reruns[key]
+        _reruns.move_to_end(key)
+    else:
+        # The reference is this run: a study whose first run fails tries again with the next.
+        try:
+            model = build(model_source)
+            model.parameters.update(run.params)
+            rerun = Rerun(model, config if config is not None else model.simulation)
+        except Unsupported:
+            rerun = None
+        except Exception:  # noqa: BLE001 - the run fails: built on its own, it says why
+            return None
+        _reruns[key] = rerun
+        while len(_reruns) > RERUNS:
+            _reruns.popitem(last=False)
+    if rerun is None:
+        return None
+    try:
+        logs = rerun.run(run.params)
+    except Exception:  # noqa: BLE001 - Unsupported, or failing: the run on its own says why
+        return None
+    return logs, structure_of(rerun.sim)
+
+
 def execute(model_source, config, run: Run, reducers: Mapping,
             logs_dir: str | None) -> tuple[dict, str]:
-    """Build, run and reduce one run.
+    """Run and reduce one run: through its model's Rerun when it can, else built on its own.
 
     Returns
     -------
@@ -78,22 +136,13 @@ def execute(model_source, config, run: Run, reducers: Mapping,
     structure : str
         :func:`structure_of` the run's plan (empty when the run failed before compiling).
     """
-    from cosim import simulation
     start = time.perf_counter()
     row = {"run_id": run.run_id, "index": run.index, **run.params, "status": "ok",
            "error": "", "wall_time": 0.0, "reducer_errors": ""}
     structure = ""
     try:
-        model = build(model_source)
-        model.parameters.update(run.params)
-        cfg = config if config is not None else model.simulation
-        sim = simulation(model, cfg)
-        try:
-            logs = sim.run()
-        finally:
-            if hasattr(sim, "close"):
-                sim.close()
-        structure = structure_of(sim)
+        done = _rerun_logs(model_source, config, run) or _built(model_source, config, run)
+        logs, structure = done
         if logs_dir is not None:
             logs.to_npz(Path(logs_dir) / f"{run.run_id}.npz")
     except Exception as err:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
@@ -105,6 +154,20 @@ def execute(model_source, config, run: Run, reducers: Mapping,
         row.update(values)
     row["wall_time"] = time.perf_counter() - start
     return row, structure
+
+
+def _built(model_source, config, run: Run):
+    """``(logs, structure digest)`` of a run built on its own."""
+    from cosim import simulation
+    model = build(model_source)
+    model.parameters.update(run.params)
+    sim = simulation(model, config if config is not None else model.simulation)
+    try:
+        logs = sim.run()
+    finally:
+        if hasattr(sim, "close"):
+            sim.close()
+    return logs, structure_of(sim)
 
 
 def execute_many(model_source, config, runs: Sequence[Run], reducers: Mapping,

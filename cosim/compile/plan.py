@@ -19,7 +19,7 @@ from cosim.numerics.timegrid import ticks
 
 __all__ = ["Plan", "Task", "Wire", "compile_model", "split_ref"]
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Wire:
     """A resolved connection: output ``src.src_port`` drives input ``dst.dst_port``.
 
@@ -67,7 +67,7 @@ class Plan:
         In execution (topological) order.
     names : tuple of str
         Path name of each block (``"sub/inner"`` inside virtual subsystems).
-    levels : list of list of Block
+    levels : list of tuple of Block
         ``levels[i]`` holds blocks whose feedthrough inputs come only from lower levels.
     tasks : tuple of Task
         One per distinct (period, offset), fastest first.
@@ -99,7 +99,8 @@ class Plan:
         self.wires = wires
         self.index = {n: i for i, n in enumerate(self.names)}
         self.path_of = {id(b): n for b, n in zip(blocks, self.names)}
-        self.sample_period = tuple(tasks[task_of[i]].period * dt for i in range(len(blocks)))
+        periods = [task.period * dt for task in tasks]      # one float per task, shared
+        self.sample_period = tuple(periods[n] for n in task_of)
 
     def table(self) -> str:
         """The plan as a text table: order, level, block, type, rate, feedthrough."""
@@ -235,12 +236,14 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
                                     "blocks one rate", paths[cycle[0]]))
 
     if log is not None:
+        # "path/inner.port" under a block that runs its own plan is checked by that plan.
+        nested = tuple(p + "/" for p, b in zip(paths, blocks) if b.nests_plan)
         for ref in log:
             parts = split_ref(ref)
             ok = parts is not None and parts[0] in by_name and \
                 (parts[1] in blocks[by_name[parts[0]]].output_names
                  or parts[1] in blocks[by_name[parts[0]]].input_names)
-            if not ok:
+            if not ok and not (nested and isinstance(ref, str) and ref.startswith(nested)):
                 problems.append(f"log: {ref!r} is not a port of the model (write 'block.port')")
 
     if problems:
@@ -254,17 +257,21 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     for c, comp in enumerate(comps):
         for i in comp:
             level[i] = clevel[c]
-    pos = {old: new for new, old in enumerate(order)}
+    # One int object per position, shared by the wires and the tasks (a 100,000-block plan
+    # would otherwise hold each index several times over, 28 bytes a copy).
+    ints = list(range(len(order)))
+    pos = {old: ints[new] for new, old in enumerate(order)}
     loops = tuple(tuple(pos[i] for i in comp) for comp in comps if is_cycle(comp, succ))
     ordered = tuple(blocks[i] for i in order)
     levels = [[] for _ in range(max(level, default=-1) + 1)]
     for i in order:
         levels[level[i]].append(blocks[i])
+    levels = [tuple(lv) for lv in levels]       # a chain has one level per block: compact
 
     keys = sorted({rates[i] for i in range(len(blocks))})
     task_index = {k: n for n, k in enumerate(keys)}
     task_of = tuple(task_index[rates[i]] for i in order)
-    tasks = tuple(Task(p, o, tuple(j for j in range(len(order)) if task_of[j] == n))
+    tasks = tuple(Task(p, o, tuple(j for j in ints if task_of[j] == n))
                   for n, (p, o) in enumerate(keys))
     resolved = tuple(Wire(pos[s], sp, pos[d], dp) for s, sp, d, dp in wires)
     return Plan(model.name, dt, ordered, levels, tasks, task_of, resolved,

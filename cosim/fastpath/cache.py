@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from types import CodeType
 
-__all__ = ["Emitted", "code_for", "emitted", "remember"]
+__all__ = ["Emitted", "by_source", "code_for", "emitted", "remember"]
 
 #: Entries kept per cache (least recently used dropped first): a 100,000-block plan's code is
 #: tens of megabytes, so only a few are kept.
@@ -69,6 +69,13 @@ def _put(cache: OrderedDict, key, value) -> None:
 def emitted(key: tuple) -> Emitted | None:
     """What was emitted for the structural fingerprint ``key`` (None: not seen recently)."""
     return _get(_emitted, key)
+
+
+def by_source(source: str) -> Emitted | None:
+    """The entry whose source is ``source`` (the very string a fast path holds), if still
+    cached: its constants' recipes say where each value of a run comes from (ensembles,
+    :mod:`cosim.fastpath.ensemble_run`)."""
+    return next((e for e in reversed(_emitted.values()) if e.source is source), None)
 
 
 def remember(key: tuple, entry: Emitted) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import types
 
 import numpy as np
@@ -88,14 +89,15 @@ class Strategy:
 
         ``recipe`` says where a value that changes between runs of one structure comes from
         (see :func:`_recipe_value`): ``("p", group, name)``, a parameter of the members of
-        ``group``; ``("l", i)``, the live values of block ``i``. Without one the value is
+        ``group`` (a tuple of block indices, or one index); ``("l", i)``, the live values of block ``i``. Without one the value is
         structural (an index array), kept with the cached code and shared by its runs.
         A recipe named before gives the same name (a gain read by every Runge–Kutta stage is
         one global, bound once per run).
         """
         if recipe in self._named:
             return self._named[recipe]
-        name = f"_k{len(self.namespace)}"
+        # Interned: the compiled code names it with this very string (not a copy per block).
+        name = sys.intern(f"_k{len(self.namespace)}")
         if recipe is not None:
             self._named[recipe] = name
         self.namespace[name] = value
@@ -199,11 +201,14 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
 
 def _recipe_value(recipe: tuple, kernels):
     """The value of a constant of recipe ``("p", group, name)`` (a parameter: one float
-    when the members of ``group`` share it, else their array) or ``("l", i)`` (block ``i``'s
+    when the members of ``group`` share it, else their array; ``group`` is a tuple of block
+    indices, or one index) or ``("l", i)`` (block ``i``'s
     live values) in a plan of ``kernels``."""
     if recipe[0] == "l":
         return kernels[recipe[1]].live
     _, group, r = recipe
+    if isinstance(group, int):
+        return float(kernels[group].params[r])
     values = [float(kernels[i].params[r]) for i in group]
     if len(group) == 1 or values.count(values[0]) == len(values):
         return values[0]
@@ -237,7 +242,8 @@ class _Writer:
             # Parameters are data (globals of the generated code), never literals in its
             # source: the source then depends only on the plan's structure (see cache).
             # A value shared by the whole group (a parameter of a test) stays one float.
-            recipe = ("p", tuple(group), r)
+            # A singleton group is its block's index (a scalar plan has 100,000 of them).
+            recipe = ("p", group[0] if len(group) == 1 else tuple(group), sys.intern(r))
             return s.const(_recipe_value(recipe, self.kernels), recipe)
         # The members of a group share a task, hence a sample period.
         out = DT.sub(repr(plan.sample_period[group[0]]), NAME.sub(name, text))

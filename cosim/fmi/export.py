@@ -98,8 +98,13 @@ class {cls}(Fmi2Slave):
         if step_size <= 0 or abs(steps - round(steps)) > 1e-9 * max(1.0, steps):
             msg = (f"doStep at t={{current_time:g}}: the step size {{step_size:g}} s is not a "
                    f"multiple of this FMU's step {{DT:g}} s (use a multiple of {{DT:g}})")
-            self.log(msg, Fmi2Status.error)
-            raise ValueError(msg)       # pythonfmu answers fmi2Error
+            # The reason goes to the importer's logger (when its logging is on for
+            # logStatusError) as an error. The step fails with fmi2Fatal: pythonfmu answers
+            # any exception so, and its other answer, fmi2Discard for False, reads as the
+            # FMU asking to terminate (fmi2GetBooleanStatus(fmi2Terminated) is then true),
+            # which a master would take for a clean stop at current_time.
+            self.log(msg, Fmi2Status.error, "logStatusError")
+            raise ValueError(msg)
         self._unit.set_inputs({{n: np.array([self._values[n]]) for n in INPUTS}})
         self._unit.do_step(current_time, step_size)
         for n, v in self._unit.get_outputs().items():
@@ -186,7 +191,9 @@ def export_fmu(model, subsystem: str, out: str, t_end: float | None = None) -> P
     cosim. The model's parameters are FMI parameters (fixed: set before initialization);
     ``<ModelStructure>`` declares each output's direct dependencies; the default experiment
     has the subsystem's step and ``t_end`` (default: the model file's, else 1 s). A step
-    size that is not a multiple of the subsystem's step is an error the FMU logs.
+    size that is not a multiple of the subsystem's step fails ``fmi2DoStep`` (``fmi2Fatal``,
+    pythonfmu's status for an error raised in Python); the reason is logged with status
+    ``fmi2Error`` in category ``logStatusError``.
 
     Returns the path of the ``.fmu``.
     """

@@ -104,6 +104,7 @@ class FmuInstance:
         self.log: deque[str] = deque(maxlen=20)
         self.instantiated = False
         self.terminated = False
+        self._component: ctypes.c_void_p | None = None
         self._dir = tempfile.mkdtemp(prefix="cosim-fmu-")
         extract(str(path), self._dir)
         iface = md.coSimulation if kind == "cs" else md.modelExchange
@@ -126,6 +127,19 @@ class FmuInstance:
             return fn(*args)
         except Exception as err:  # noqa: BLE001 - fmpy raises FMICallException and plain ones
             raise self.error(what, err) from err
+
+    def ask(self, fn, *args):
+        """``fn(*args)`` for an optional inquiry (an fmpy method of this FMU), or None if
+        the FMU fails it (many do not implement the status inquiries); what it logged
+        about that failure is dropped, so the error that follows carries only the messages
+        that explain it."""
+        before = list(self.log)
+        try:
+            return fn(*args)
+        except Exception:  # noqa: BLE001 - fmpy raises FMICallException and plain ones
+            self.log.clear()
+            self.log.extend(before)
+            return None
 
     def error(self, what: str, err: Exception) -> FmuCallError:
         """The error for a failed call, with the FMU's logged messages."""
@@ -204,9 +218,21 @@ class FmuInstance:
         return [ValueGroup(self, t, m) for t, m in members.items()]
 
     def raw(self, name: str):
-        """The FMI function ``name`` of the FMU's library (ctypes, argument types as fmpy
-        declared them), for the per-step calls: its status is checked by :meth:`check`."""
-        return getattr(self.fmu.dll, name)
+        """The FMI function ``name`` of the FMU's library for the per-step calls, returning
+        the status (checked by :meth:`check`) and taking ctypes objects only: the instance
+        pointer :attr:`component`, ``c_double`` / ``c_size_t`` objects, arrays. No argument
+        types are declared, so a call converts nothing (fmpy's declared ones cost about
+        0.5 µs per call). Valid while the instance lives (fmpy unloads the library when
+        it frees it)."""
+        fn = getattr(self.fmu.dll, name)
+        return _BARE(ctypes.cast(fn, ctypes.c_void_p).value)
+
+    @property
+    def component(self) -> ctypes.c_void_p:
+        """The FMU instance pointer, as the first argument of :meth:`raw` functions."""
+        if self._component is None:
+            self._component = ctypes.c_void_p(self.fmu.component)
+        return self._component
 
     def check(self, name: str, status: int) -> None:
         """Raise the error of FMI function ``name`` if ``status`` is worse than warning."""
@@ -243,6 +269,11 @@ class FmuInstance:
                 raise self.error(g.set_name, _Status(status))
 
 
+#: A C function returning an int status, arguments passed as the ctypes objects given
+#: (cdecl: ctypes accepts more arguments than the prototype lists).
+_BARE = ctypes.CFUNCTYPE(ctypes.c_int)
+
+
 class _Status(Exception):
     """A bad status of a raw call (carried to :meth:`FmuInstance.error`)."""
 
@@ -269,6 +300,9 @@ class ValueGroup:
     ----------
     view : ndarray
         The values as last read / about to be written (a numpy view of the C buffer).
+    buf : ctypes array
+        That C buffer (an element read or written here is a Python float or int, cheaper
+        than numpy's scalars for one value).
     pos : slice or ndarray
         Where those values sit in the flat vector of all variables.
     whole : bool
@@ -279,18 +313,18 @@ class ValueGroup:
         The FMI functions, for errors.
     """
 
-    __slots__ = ("view", "pos", "whole", "get", "set", "get_name", "set_name", "_keep")
+    __slots__ = ("view", "buf", "pos", "whole", "get", "set", "get_name", "set_name",
+                 "_vrs")
 
     def __init__(self, inst: FmuInstance, t: str, members: list):
         import functools
-        f = inst.fmu
         ctype, part = (_C3 if inst.fmi3 else _C2)[t]
         prefix = "fmi3" if inst.fmi3 else "fmi2"
         vrs = [v.vr for v, _ in members]
         n = sum(v.size for v, _ in members)
         vr_arr = (ctypes.c_uint32 * len(vrs))(*vrs)
         buf = (ctype * max(n, 1))()
-        self._keep = (vr_arr, buf)
+        self._vrs, self.buf = vr_arr, buf
         self.view = np.ctypeslib.as_array(buf)[:n]
         positions = np.concatenate([np.arange(o, o + v.size) for v, o in members])
         contiguous = positions.size and np.array_equal(
@@ -301,6 +335,7 @@ class ValueGroup:
         self.whole = bool(contiguous) and self.pos.start == 0
         self.get_name, self.set_name = f"{prefix}Get{part}", f"{prefix}Set{part}"
         raw_get, raw_set = inst.raw(self.get_name), inst.raw(self.set_name)
-        extra = (n,) if inst.fmi3 else ()
-        self.get = functools.partial(raw_get, f.component, vr_arr, len(vrs), buf, *extra)
-        self.set = functools.partial(raw_set, f.component, vr_arr, len(vrs), buf, *extra)
+        extra = (ctypes.c_size_t(n),) if inst.fmi3 else ()
+        args = (inst.component, vr_arr, ctypes.c_size_t(len(vrs)), buf, *extra)
+        self.get = functools.partial(raw_get, *args)
+        self.set = functools.partial(raw_set, *args)

@@ -18,6 +18,7 @@ FmuInstance`, whose errors carry the FMU's own log messages.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from pathlib import Path
 
@@ -147,6 +148,14 @@ class FmuUnit(Unit):
             self._out_slots.append((v.name, slice(k, k + v.size), v.shape))
             k += v.size
         self._in_flat = np.zeros(self._n_in)
+        # Output -> the inputs it depends on (<ModelStructure>; none declared: every input).
+        self._deps = {}
+        for out in self.md.outputs:
+            self._deps[out.variable.name] = \
+                tuple(v.name for v in self.inputs) if out.dependencies is None else \
+                tuple(d.name for d in out.dependencies if d.causality == "input")
+        #: Setting inputs can change outputs; if not, outputs read stay valid until a step.
+        self._feedthrough = any(self._deps.get(v.name, ()) for v in self.outputs)
         self._y: np.ndarray | None = None
         de = self.md.defaultExperiment
         self._dt = float(de.stepSize) if de and de.stepSize else 1e-3
@@ -168,13 +177,7 @@ class FmuUnit(Unit):
     # -- protocol -------------------------------------------------------------------------
 
     def describe(self) -> P.UnitDescription:
-        deps = {}
-        for out in self.md.outputs:
-            if out.dependencies is None:       # not declared: assume every input
-                deps[out.variable.name] = tuple(v.name for v in self.inputs)
-            else:
-                deps[out.variable.name] = tuple(d.name for d in out.dependencies
-                                                if d.causality == "input")
+        deps = self._deps
         return P.UnitDescription(
             name=self.name,
             inputs=tuple(P.PortInfo(v.name, v.shape) for v in self.inputs),
@@ -189,6 +192,8 @@ class FmuUnit(Unit):
             self.inst = FmuInstance(self.path, self.md, "cs", self.name, self.event_mode)
             if not self.fmi3:
                 self._do_step2 = self.inst.raw("fmi2DoStep")
+                self._step_args = (self.inst.component, ctypes.c_double(), ctypes.c_double(),
+                                   ctypes.c_int(1))
             self._acc_in = self.inst.groups(self.inputs)
             if len(self._acc_in) == 1 and self._acc_in[0].whole and \
                     self._acc_in[0].view.dtype == np.float64:
@@ -262,7 +267,8 @@ class FmuUnit(Unit):
         for v, sl in self._in_casts:
             exact_cast(flat[sl], v, self.where)
         self.inst.write(self._acc_in, flat)
-        self._y = None
+        if self._feedthrough:
+            self._y = None
         if derivatives and self.can_interpolate:
             self._set_derivatives(derivatives)
 
@@ -290,7 +296,8 @@ class FmuUnit(Unit):
                                  f"got {val.size}")
             parts.append(exact_cast(val, v, self.where).astype(np.float64))
         self.inst.write(self.inst.groups(chosen), np.concatenate(parts))
-        self._y = None
+        if self._feedthrough:
+            self._y = None
 
     def refresh_outputs(self) -> P.StepDone:
         """Log the outputs for the inputs just set as this time's sample (FMI computes
@@ -341,9 +348,74 @@ class FmuUnit(Unit):
         if (self.inst is None or self._terminated or self.event_mode or self.can_interpolate
                 or any(v.size != 1 for v in self.inputs + self.outputs)):
             return None
-        return DirectStep((self._direct_step, self._direct_out, None, None, None, None),
+        fn = self._direct_fmi2() if self._all_real2() else self._direct_step
+        return DirectStep((fn, self._direct_out, None, None, None, None),
                           self._k, 0, self._t0, self._dt, self._lives,
-                          {v.name: j for j, v in enumerate(self.outputs)}, self._stops)
+                          {v.name: j for j, v in enumerate(self.outputs)}, self._stops,
+                          generated=False)
+
+    def _all_real2(self) -> bool:
+        """FMI 2.0 with every port a Real: one set, one doStep and one get per step."""
+        return (not self.fmi3 and bool(self.outputs)
+                and all(v.type == "Real" for v in self.inputs + self.outputs))
+
+    def _direct_fmi2(self):
+        """:meth:`_direct_step` for :meth:`_all_real2` units, its calls bound once: inputs
+        written into the C buffer, one ``fmi2SetReal``, ``fmi2DoStep`` with the times of
+        the unit's ticks, one ``fmi2GetReal``; the same calls, values and samples."""
+        inst, lives, stops = self.inst, self._live_list, self._stops
+        g_in = self._acc_in[0] if lives else None
+        in_buf = g_in.buf if lives else None
+        set_in = g_in.set if lives else None
+        g_out = self._acc_out[0]
+        get_out, out_view = g_out.get, g_out.view
+        do_step, args = self._do_step2, self._step_args
+        c_t, c_h = args[1], args[2]
+        t0, dt = self._t0, self._dt
+        record, feedthrough = self._record, self._feedthrough
+
+        def step(k, k_stop, last, S, D, X, R, G, k_full, k_log):
+            if lives:
+                i = 0
+                for live in lives:
+                    in_buf[i] = live[0]
+                    i += 1
+                status = set_in()
+                if status > 1:
+                    inst.check(g_in.set_name, status)
+                if feedthrough:
+                    self._y = None
+            if k_full > k:
+                self._k = k_full
+                t, h = t0 + k * dt, (k_full - k) * dt
+                if self._terminated:
+                    raise SimulationError(f"{self.where}: stepped after the FMU asked to "
+                                          "terminate", t=t)
+                if self._logged_t != self.t:
+                    record()            # the step's start, with the inputs just set
+                inst.t = c_t.value = t
+                c_h.value = h
+                status = do_step(*args)
+                t_reached = t0 + k_full * dt
+                if status > 1:
+                    reached = self._not_ok2(t, h, status)
+                    if reached != t + h:
+                        t_reached = reached
+                self.t = inst.t = t_reached
+                self._y = y = None
+                if self._terminated:
+                    stops.append(t_reached)
+            else:
+                record(replace=True)
+                y = self._y
+            if y is None:
+                status = get_out()
+                if status > 1:
+                    inst.check(g_out.get_name, status)
+                y = self._y = out_view.copy()
+            S[:] = y
+            return k_full, last
+        return step
 
     def _direct_step(self, k, k_stop, last, S, D, X, R, G, k_full, k_log):
         """The generated-function signature of :class:`DirectStep`: inputs from the live
@@ -355,7 +427,8 @@ class FmuUnit(Unit):
             for v, sl in self._in_casts:
                 exact_cast(flat[sl], v, self.where)
             self.inst.write(self._acc_in, flat)
-            self._y = None
+            if self._feedthrough:
+                self._y = None
         if k_full > k:
             done = self._advance(k, k_full - k)
             if done.event:
@@ -370,18 +443,24 @@ class FmuUnit(Unit):
         self._k = k
 
     def _step_fmi2(self, t: float, h: float) -> float:
+        args = self._step_args
+        args[1].value = t
+        args[2].value = h
+        status = self._do_step2(*args)
+        return t + h if status <= 1 else self._not_ok2(t, h, status)
+
+    def _not_ok2(self, t: float, h: float, status: int) -> float:
+        """After ``fmi2DoStep`` returned ``status`` (worse than warning): the time the FMU
+        reached if it asked to terminate, else its error."""
         inst, fmu = self.inst, self.inst.fmu
-        status = self._do_step2(fmu.component, t, h, 1)
-        if status > 1:
-            if status != DISCARD:
-                inst.check("fmi2DoStep", status)
-            from fmpy.fmi2 import fmi2LastSuccessfulTime, fmi2Terminated
-            if not inst.call("fmi2GetBooleanStatus", fmu.getBooleanStatus, fmi2Terminated):
-                inst.check("fmi2DoStep", status)
-            self._terminated = True
-            inst.log.clear()        # the FMU's own words on why it stopped: not an error
-            return inst.call("fmi2GetRealStatus", fmu.getRealStatus, fmi2LastSuccessfulTime)
-        return t + h
+        if status != DISCARD:
+            inst.check("fmi2DoStep", status)
+        from fmpy.fmi2 import fmi2LastSuccessfulTime, fmi2Terminated
+        if not inst.ask(fmu.getBooleanStatus, fmi2Terminated):
+            inst.check("fmi2DoStep", status)        # a refused step, not a stop
+        self._terminated = True
+        inst.log.clear()        # the FMU's own words on why it stopped: not an error
+        return inst.call("fmi2GetRealStatus", fmu.getRealStatus, fmi2LastSuccessfulTime)
 
     def _due(self, t: float) -> list:
         """The clocks whose next tick is at ``t`` (within rounding)."""

@@ -13,6 +13,9 @@ from cosim.master import protocol as P
 
 __all__ = ["UnitCalls"]
 
+#: Requests that step a unit (their calls' wall times are recorded).
+_STEPS = frozenset({P.DoStep, P.Step})
+
 
 class UnitCalls:
     """The master's one way to talk to its units.
@@ -85,14 +88,19 @@ class UnitCalls:
         out = {}
         for u, h in handles.items():
             replies = proxies[u].result(h)
-            if any(type(r) is P.DoStep for r in batch[u]):
-                ts, seconds = self.step_times.setdefault(u, (array("d"), array("d")))
-                ts.append(t)
-                seconds.append(spent[u] + clock() - sent)
-            for req, rep in zip(batch[u], replies):
+            reqs = batch[u]
+            for r in reqs:
+                if type(r) in _STEPS:
+                    times = self.step_times.get(u)
+                    if times is None:
+                        times = self.step_times[u] = (array("d"), array("d"))
+                    times[0].append(t)
+                    times[1].append(spent[u] + clock() - sent)
+                    break
+            for req, rep in zip(reqs, replies):
                 if isinstance(rep, P.ErrorReply):
                     raise_error(u, req, rep, t)
-                elif type(rep) is P.StepDone:
+                elif type(rep) is P.StepDone or type(rep) is P.Stepped:
                     self.next_event[u] = rep.next_event
                     # The latest step decides (a rolled-back one that stopped does not count).
                     if rep.event:

@@ -222,9 +222,9 @@ class CompiledExchange:
     def _error(self, unit: str, call: str, err: Exception, direct, k: int, T: float):
         """The error the protocol path raises for ``err`` in ``unit``'s ``call``."""
         t = direct.t0 + k * direct.dt
-        inner = SimulationError(f"{type(err).__name__}: {err} (in the generated fast path; "
-                                "rerun with SimulationConfig(fast=False) to find the block)",
-                                t=t)
+        hint = (" (in the generated fast path; rerun with SimulationConfig(fast=False) to "
+                "find the block)") if direct.generated else ""
+        inner = SimulationError(f"{type(err).__name__}: {err}{hint}", t=t)
         req = P.DoStep(T, self.cfg.H) if call == "DoStep" else P.RefreshOutputs()
         try:
             raise_error(unit, req, error_reply(inner, t), T)

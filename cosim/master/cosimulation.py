@@ -132,8 +132,9 @@ class CoSimulation(PacedRuns):
         # In the partition's order, wherever the units run: the master's order of units (and
         # so its results, bit for bit) must not depend on it.
         proxies = {s.name: proxies[s.name] for s in specs}
-        self.master = Master(proxies, self.partition.links, config,
-                             keys=self.split.keys if self.split else None)
+        keys = dict(self.split.keys) if self.split else {}
+        keys.update((k, keys.get(v, v)) for k, v in self.partition.keys.items())
+        self.master = Master(proxies, self.partition.links, config, keys=keys)
         self._stop_requested = False
         self._closed = False
 

@@ -28,6 +28,7 @@ from cosim.master.calls import UnitCalls
 from cosim.master.central_logs import CentralLogs
 from cosim.master.compiled import CompiledExchange
 from cosim.master.extrapolation import PortHistory
+from cosim.master.fused import FusedStep
 from cosim.master.pipeline import Pipeline
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
 from cosim.master.recovery import recover
@@ -137,6 +138,12 @@ class Master:
         self.history.start(t0, self.values)
         self.compiled = CompiledExchange.build(self, {
             u: [p.name for p in d.outputs] for u, d in self.desc.items()})
+        # Units in other processes that serve the fused Step get one message per macro step
+        # (the codec packs it in one pass); traced runs keep the separate requests.
+        self.fused = {u: FusedStep(u, self.graph.inputs[u], self.desc[u].outputs)
+                      for u in self.names
+                      if P.FUSED_STEP in self.desc[u].capabilities and not self.cfg.trace
+                      and self.proxies[u].in_process() is None}
         # Remote units: plain macro steps pipelined (each unit stepped once its inputs are in).
         self.pipeline = None if self.compiled is not None else Pipeline.build(self)
         self._initialized = True
@@ -213,6 +220,9 @@ class Master:
         """Unit ``u``'s requests for the macro step ``[T, T+H]``, its outputs last. With
         delayed feedthrough the outputs at T+H are logged as computed by the step (a
         refresh with the step's inputs), which is what the other units receive."""
+        fused = self.fused.get(u)
+        if fused is not None:
+            return [fused.request(self.history, self.values, T, H, fresh, self.delayed)]
         step = [self._step_inputs(u, H, fresh, {}), P.DoStep(T, H)]
         if self.delayed:
             step.append(P.RefreshOutputs())
@@ -223,7 +233,11 @@ class Master:
 
     def _gather(self, reps, outputs, index) -> None:
         for u, rs in reps.items():
-            for p, v in rs[index].values.items():
+            rep = rs[index]
+            if type(rep) is P.Stepped:
+                self.fused[u].outputs(rep, outputs)
+                continue
+            for p, v in rep.values.items():
                 outputs[(u, p)] = v
 
     def _iterate(self, g, T, H, fresh, outputs, record: StepRecord) -> StepRecord:
@@ -263,7 +277,7 @@ class Master:
     def _accept(self, H, outputs) -> None:
         self.n += 1
         self._nq += self.control.quanta(H)
-        self.T = self.config.t0 + self._nq * float(self.control.quantum)
+        self.T = self.config.t0 + self._nq * self.control.quantum_s
         self.values.update(outputs)
         self.history.append(self.T, outputs)
         self.stats["macro_steps"] += 1

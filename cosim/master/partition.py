@@ -8,9 +8,9 @@ become Inport / Outport blocks named ``<block>__<port>``. Runs on an evaluated m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from cosim.run.atomic import inner_config
+from cosim.run.atomic import inner_config, nested_log
 from cosim.errors import CompileError
 from cosim.compile.flatten import split_ref
 from cosim.model.diagram import Inport, Outport, Subsystem
@@ -56,6 +56,10 @@ class Partition:
 
     units: list[UnitSpec]
     links: list[Link]
+    #: Central-log keys of unit outputs that a unit logs itself (``"a/y.in"``, its Outport's
+    #: input) -> the model's key of that port (``"a.y"``): selected ports no top-level block
+    #: receives.
+    keys: dict[str, str] = field(default_factory=dict)
 
 
 def partition(model, config) -> Partition:
@@ -101,11 +105,16 @@ def partition(model, config) -> Partition:
             rest.connect(f"{port}.out", c.dst)
     if problems:
         raise CompileError(problems, model.name)
-    units = []
+    units, keys = [], {}
     workspace = {**getattr(model, "parameters", {}), **model.context}
     for name, b in atomic.items():
         if isinstance(b, Subsystem):
-            cfg = replace(inner_config(b, base), log=_unit_log(config.log, name, atomic))
+            own = _own_ports(config.log, name, b, ins)
+            keys.update((f"{name}/{p}.in", f"{name}.{p}") for p in own)
+            log = _unit_log(config.log, name, atomic)
+            if own:
+                log += tuple(f"{p}.in" for p in own)
+            cfg = replace(inner_config(b, base), log=log)
             units.append(UnitSpec(name, b, cfg, workspace=workspace))
         else:
             units.append(UnitSpec(name, None, base,
@@ -114,7 +123,17 @@ def partition(model, config) -> Partition:
         units.append(UnitSpec(REST, rest,
                               replace(base, log=_unit_log(config.log, REST, atomic, ins)),
                               workspace=workspace))
-    return Partition(units, links)
+    return Partition(units, links, keys)
+
+
+def _own_ports(log, unit: str, sub: Subsystem, ins) -> list[str]:
+    """Output ports of atomic unit ``unit`` selected as ``"unit.port"`` in ``log`` that no
+    top-level block receives (``ins``: source -> Inport): the unit logs them itself, as its
+    Outport's input."""
+    if log is None:
+        return []
+    return [k.rpartition(".")[2] for k in log if "/" not in k and k not in ins
+            and k.rpartition(".")[0] == unit and k.rpartition(".")[2] in sub.output_names]
 
 
 def _unit_log(log, unit: str, atomic, ins=None) -> tuple[str, ...] | None:
@@ -125,7 +144,7 @@ def _unit_log(log, unit: str, atomic, ins=None) -> tuple[str, ...] | None:
     if log is None:
         return None
     if unit != REST:
-        return tuple(k[len(unit) + 1:] for k in log if k.startswith(unit + "/"))
+        return nested_log(log, unit)
     mine = []
     for k in log:
         head = k.partition("/")[0] if "/" in k else k.rpartition(".")[0]

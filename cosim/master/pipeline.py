@@ -62,6 +62,7 @@ class Pipeline:
         self.history = master.history
         self.delayed = master.delayed
         self.calls = master.calls
+        self.fused = master.fused             # units sent one fused Step per macro step
         self.cfg = master.cfg
         self.H = master.cfg.H
         self.t0 = master.config.t0
@@ -200,10 +201,14 @@ class _Run:
                            for _, key in ports}
         T, H = self.starts[i], pipe.H
         values = {key: pts[-1][1] for key, pts in view.points.items()}
-        reqs = [view.inputs(ports, values, H, {}, {}), P.DoStep(T, H)]
-        if pipe.delayed:
-            reqs.append(P.RefreshOutputs())
-        reqs.append(P.GetOutputs())
+        fused = pipe.fused.get(u)
+        if fused is not None:
+            reqs = [fused.request(view, values, T, H, {}, pipe.delayed)]
+        else:
+            reqs = [view.inputs(ports, values, H, {}, {}), P.DoStep(T, H)]
+            if pipe.delayed:
+                reqs.append(P.RefreshOutputs())
+            reqs.append(P.GetOutputs())
         proxy = pipe.proxies[u]
         started = time.perf_counter()
         handle = proxy.submit(reqs)
@@ -214,9 +219,14 @@ class _Run:
         secs.append(time.perf_counter() - started)
         event = self._check(u, reqs, replies, T)
         t_next = self.starts[i + 1]
+        if fused is not None:
+            outputs = {}
+            fused.outputs(replies[-1], outputs)
+        else:
+            outputs = {(u, p): v for p, v in replies[-1].values.items()}
         with self.cond:
-            for p, v in replies[-1].values.items():
-                self.series[(u, p)].append((t_next, v))
+            for key, v in outputs.items():
+                self.series[key].append((t_next, v))
             self.done[u] = i + 1
             if event is not None and i <= self.stop_at:
                 if self.stop_step is None or i < self.stop_step:
@@ -234,7 +244,7 @@ class _Run:
         for req, rep in zip(reqs, replies):
             if isinstance(rep, P.ErrorReply):
                 raise_error(u, req, rep, T)
-            elif type(rep) is P.StepDone:
+            elif type(rep) is P.StepDone or type(rep) is P.Stepped:
                 self.next_event[u] = rep.next_event
                 stopped = rep.t_reached if rep.event else None
         return stopped

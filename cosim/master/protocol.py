@@ -14,6 +14,7 @@ handshake                :class:`Hello`          :class:`Welcome`
 ``do_step(t, h)``        :class:`DoStep`         :class:`StepDone`
 ``refresh_outputs()``    :class:`RefreshOutputs` :class:`StepDone`
 ``get_outputs()``        :class:`GetOutputs`     :class:`Outputs`
+one fused macro step     :class:`Step`           :class:`Stepped`
 ``get_state()``          :class:`GetState`       :class:`UnitState`
 ``set_state(s)``         :class:`SetState`       :class:`Ok`
 ``collect_logs()``       :class:`CollectLogs`    :class:`LogBatch`
@@ -56,14 +57,15 @@ __all__ = [
     "PROTOCOL_VERSION", "MESSAGE_TYPES", "REPLIES",
     "Message", "Request", "Reply", "PortInfo", "ErrorKind",
     "Hello", "Describe", "Initialize", "SetInputs", "DoStep", "RefreshOutputs", "GetOutputs",
-    "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat",
+    "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat", "Step",
     "Welcome", "UnitDescription", "Ok", "Outputs", "StepDone", "UnitState", "LogBatch",
-    "ErrorReply",
+    "ErrorReply", "Stepped", "FUSED_STEP",
 ]
 
 #: Version of the message set below; both ends of a connection must agree on it (see
-#: ``cluster.codec.check_version``). Version 2 added :class:`RefreshOutputs`.
-PROTOCOL_VERSION = 2
+#: ``cluster.codec.check_version``). Version 2 added :class:`RefreshOutputs`, version 3 the
+#: fused macro step (:class:`Step`, :class:`Stepped`).
+PROTOCOL_VERSION = 3
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -292,6 +294,45 @@ class Heartbeat(Request):
     """Liveness probe, valid at any time; answered by :class:`Ok`."""
 
 
+#: The capability (:attr:`UnitDescription.capabilities`) of a unit that serves :class:`Step`.
+FUSED_STEP = "fused-step"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Step(Request):
+    """One macro step in one message: the batch ``SetInputs``, ``DoStep``, (with
+    ``refresh``) ``RefreshOutputs``, ``GetOutputs`` fused, its values packed in one array;
+    answered by :class:`Stepped`, or by an :class:`ErrorReply` for the first part that failed
+    (the later parts are then not run). Sent to units whose description lists
+    :data:`FUSED_STEP`.
+
+    The fields that do not change from step to step come first, so that a sender can encode
+    them once (``cluster.codec``).
+
+    Parameters
+    ----------
+    inputs : tuple of str
+        The inputs set, in the order of ``data``; inputs not named keep their value.
+    orders : tuple of int
+        Per input, how many time derivatives (0, 1 or 2) follow its value in ``data``.
+    refresh : bool
+        Refresh the outputs after the step (``RefreshOutputs``: delayed feedthrough).
+    t, h : float
+        As :class:`DoStep`.
+    data : ndarray
+        ``float64``, shape ``(n,)``: per input in order, its value then its derivatives, each
+        flattened (C order) from the port's shape; ``n`` is the sum of ``size * (1 + order)``.
+    """
+
+    inputs: tuple[str, ...]
+    orders: tuple[int, ...]
+    refresh: bool
+    t: float
+    h: float
+    data: np.ndarray
+    __hash__ = None
+
+
 # ---------------------------------------------------------------------------------------------
 # Replies (unit -> master)
 # ---------------------------------------------------------------------------------------------
@@ -495,6 +536,26 @@ class ErrorReply(Reply):
     t: float | None = None
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Stepped(Reply):
+    """The reply to :class:`Step`: the last ``StepDone`` of the fused batch and the outputs.
+
+    Parameters
+    ----------
+    t_reached, event, next_event : float, bool, float
+        As :class:`StepDone` (of the refresh when the step asked for one).
+    outputs : ndarray
+        ``float64``, shape ``(n,)``: every output of the unit, in the order of its
+        description, flattened (C order) and concatenated.
+    """
+
+    t_reached: float
+    event: bool
+    next_event: float
+    outputs: np.ndarray
+    __hash__ = None
+
+
 #: Wire tag of every message. Explicit numbers, never derived from declaration order: a tag is
 #: part of the wire format. Requests use 1-31 and replies 32-63 (one-byte msgpack integers).
 MESSAGE_TYPES: MappingProxyType[int, type[Message]] = MappingProxyType({
@@ -510,6 +571,7 @@ MESSAGE_TYPES: MappingProxyType[int, type[Message]] = MappingProxyType({
     10: Terminate,
     11: Heartbeat,
     12: RefreshOutputs,
+    13: Step,
     32: Welcome,
     33: UnitDescription,
     34: Ok,
@@ -518,6 +580,7 @@ MESSAGE_TYPES: MappingProxyType[int, type[Message]] = MappingProxyType({
     37: UnitState,
     38: LogBatch,
     39: ErrorReply,
+    40: Stepped,
 })
 
 #: The reply type of each request when it succeeds; any request may instead get an ErrorReply.
@@ -534,4 +597,5 @@ REPLIES: MappingProxyType[type[Request], type[Reply]] = MappingProxyType({
     CollectLogs: LogBatch,
     Terminate: Ok,
     Heartbeat: Ok,
+    Step: Stepped,
 })

@@ -44,6 +44,8 @@ class StepControl:
             q = f if q is None else Fraction(math.lcm(q.numerator, f.numerator),
                                              math.gcd(q.denominator, f.denominator))
         self.quantum = q
+        #: The quantum as a float (s), converted once: every macro step needs it.
+        self.quantum_s = float(q)
         self._quanta_cache: dict[float, int] = {}
         H = cfg.H
         if not self.is_multiple(H):

@@ -83,6 +83,28 @@ class Unit:
         :mod:`cosim.master.compiled`); None: only through :meth:`handle`."""
         return None
 
+    def step(self, req: P.Step) -> P.Stepped:
+        """Serve a fused :class:`~cosim.master.protocol.Step`: its parts in order, as
+        :meth:`handle` serves the batch they stand for (called through it: the first part
+        that raises ends the step with its ErrorReply)."""
+        inputs, outputs = self._fused_ports()
+        values, derivatives = unpack_inputs(self.name, inputs, req)
+        self.set_inputs(values, derivatives)
+        done = _do_step(self, req)
+        if req.refresh:
+            done = self.refresh_outputs()
+        return P.Stepped(done.t_reached, done.event, done.next_event,
+                         pack_outputs(self.name, outputs, self.get_outputs()))
+
+    def _fused_ports(self) -> tuple[dict, tuple]:
+        """``({input: shape}, (output, ...))`` from the unit's description (asked once)."""
+        ports = getattr(self, "_ports", None)
+        if ports is None:
+            desc = self.describe()
+            ports = self._ports = ({p.name: p.shape for p in desc.inputs},
+                                   tuple(p.name for p in desc.outputs))
+        return ports
+
     def _dispatch(self, req: P.Request) -> P.Reply:
         serve = _SERVE.get(type(req))
         if serve is None:
@@ -99,7 +121,7 @@ def _set_inputs(unit: Unit, req: P.SetInputs) -> P.Reply:
     return _OK
 
 
-def _do_step(unit: Unit, req: P.DoStep) -> P.Reply:
+def _do_step(unit: Unit, req: P.DoStep | P.Step) -> P.Reply:
     if not req.h > 0.0:
         raise ModelError(f"unit {unit.name!r}: DoStep(t={req.t}, h={req.h}) needs h > 0; send "
                          "RefreshOutputs to recompute the outputs at the current time")
@@ -128,6 +150,73 @@ def _hello(unit: Unit, req: P.Hello) -> P.Reply:
     return P.Welcome(P.PROTOCOL_VERSION, unit.describe())
 
 
+def unpack_inputs(unit: str, shapes: dict, req: P.Step) -> tuple[dict, dict]:
+    """The ``SetInputs`` values and derivatives a :class:`~cosim.master.protocol.Step` packs.
+
+    Parameters
+    ----------
+    unit : str
+        The unit's name (for errors).
+    shapes : dict of str to tuple of int
+        The unit's inputs and their shapes.
+    req : Step
+
+    Returns
+    -------
+    values : dict of str to ndarray
+        Views of ``req.data``, each of its input's shape.
+    derivatives : dict of str to tuple of ndarray
+        Inputs given derivatives -> 1 or 2 views of ``req.data``.
+
+    Raises
+    ------
+    ModelError
+        An unknown input, an order other than 0, 1, 2, or data not of the length the inputs
+        and orders imply.
+    """
+    data = req.data
+    if type(data) is not np.ndarray or data.dtype != np.float64 or data.ndim != 1:
+        raise ModelError(f"unit {unit!r}: Step.data must be a 1-D float64 array")
+    if len(req.orders) != len(req.inputs):
+        raise ModelError(f"unit {unit!r}: Step names {len(req.inputs)} inputs and "
+                         f"{len(req.orders)} orders")
+    values, derivatives = {}, {}
+    i, n = 0, len(data)
+    for name, order in zip(req.inputs, req.orders):
+        shape = shapes.get(name)
+        if shape is None:
+            raise ModelError(f"unit {unit!r} has no input {name!r} (inputs: "
+                             f"{', '.join(shapes)})")
+        if order not in (0, 1, 2):
+            raise ModelError(f"unit {unit!r}: input {name!r} has {order!r} derivatives in "
+                             "Step; 0, 1 or 2 are allowed")
+        size = math.prod(shape)
+        if i + size * (1 + order) > n:
+            break
+        values[name] = data[i:i + size].reshape(shape)
+        if order:
+            derivatives[name] = tuple(data[i + size * j:i + size * (j + 1)].reshape(shape)
+                                      for j in range(1, order + 1))
+        i += size * (1 + order)
+    else:
+        if i == n:
+            return values, derivatives
+    raise ModelError(f"unit {unit!r}: Step.data holds {n} values, not what its inputs "
+                     f"{', '.join(req.inputs)} with orders {req.orders} need")
+
+
+def pack_outputs(unit: str, names: tuple, values: dict) -> np.ndarray:
+    """The outputs ``names`` of ``values`` as float64, flattened into one array, in order
+    (a :class:`~cosim.master.protocol.Stepped`'s ``outputs``)."""
+    parts = []
+    for name in names:
+        v = values[name]
+        if type(v) is not np.ndarray or v.dtype != np.float64:
+            v = np.asarray(v, dtype=np.float64)     # unit ports are float64 (the protocol)
+        parts.append(v.ravel())
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
 #: Request type -> how a unit serves it (a table, so a request costs one lookup).
 _SERVE = {
     P.SetInputs: _set_inputs,
@@ -142,6 +231,7 @@ _SERVE = {
     P.Terminate: _terminate,
     P.Heartbeat: lambda unit, req: _OK,
     P.Hello: _hello,
+    P.Step: lambda unit, req: unit.step(req),
 }
 
 
@@ -169,6 +259,9 @@ class DirectStep:
         A unit that may stop the run (an FMU asking to terminate) appends the time it stopped
         here during a step; the compiled exchange then ends the macro step as the protocol
         path does (no refresh) and the master ends the run there. None: it never stops.
+    generated : bool
+        True if ``bound`` is generated code (its errors point at the fast path); False for a
+        hand-written step (an FMU's), whose errors are its own.
     """
 
     bound: tuple
@@ -179,6 +272,7 @@ class DirectStep:
     inputs: dict
     outputs: dict
     stops: list | None = None
+    generated: bool = True
 
 
 class LocalUnit(Unit):
@@ -227,6 +321,7 @@ class LocalUnit(Unit):
         self._initialized = False
         self._collected: dict[str, int] = {}
         self._scheduled = [e for e in self.sim.events if isinstance(e, Scheduled)]
+        self._packed = None         # a PackedSteps while fused steps run on it
 
     @property
     def t(self) -> float:
@@ -237,6 +332,7 @@ class LocalUnit(Unit):
     def describe(self) -> P.UnitDescription:
         if not self._initialized:
             self.initialize(self.t0)
+        self.sim.state.blocks_current()         # the Outports' inputs give the shapes
         return P.UnitDescription(
             name=self.name,
             inputs=tuple(P.PortInfo(p, b.shape) for p, b in self.inports.items()),
@@ -245,8 +341,66 @@ class LocalUnit(Unit):
             feedthrough=tuple((o, tuple(deps)) for o, deps in self.dependencies.items()),
             dt=self.dt,
             can_get_set_state=True,
-            capabilities=("rollback", "input-derivatives"),
+            capabilities=("rollback", "input-derivatives", P.FUSED_STEP),
         )
+
+    def handle(self, req: P.Request) -> P.Reply:
+        self.end_packed()
+        return super().handle(req)
+
+    def step_packed(self, t: float, h: float, refresh: bool, inputs: tuple, orders: tuple,
+                    values) -> tuple | None:
+        """A fused :class:`~cosim.master.protocol.Step` given as plain values, on the
+        generated path without message objects or arrays (:mod:`cosim.master.packed`): a
+        unit server's fast lane. Results are those of :meth:`step`, bit for bit.
+
+        Parameters
+        ----------
+        t, h, refresh, inputs, orders
+            The Step's fields.
+        values : sequence of float
+            Its ``data``.
+
+        Returns
+        -------
+        tuple or None
+            ``(t_reached, event, next_event, outputs)`` with ``outputs`` a list of floats in
+            the order of the unit's outputs; None when the step must be served through
+            :meth:`handle` (nothing was done then).
+
+        Raises
+        ------
+        SimulationError
+            The model failed in the step (the unit stays where it failed).
+        """
+        packed = self._packed
+        if packed is None:
+            from cosim.master.packed import PackedSteps
+            direct = self.direct()
+            if direct is None:
+                return None
+            packed = self._packed = PackedSteps(self, direct)
+        return packed.step(t, h, refresh, inputs, orders, values)
+
+    def end_packed(self) -> None:
+        """Settle the unit after :meth:`step_packed` (before it serves anything else)."""
+        if self._packed is not None:
+            packed, self._packed = self._packed, None
+            packed.settle()
+
+    def answer_stepped(self) -> tuple:
+        """``(t_reached, event, next_event, outputs)`` of :meth:`step_packed` read from the
+        unit's state (after a step that stopped early)."""
+        sim = self.sim
+        outs = [float(np.asarray(v, dtype=np.float64).reshape(-1)[0])
+                for v in self.get_outputs().values()]
+        return sim.t, sim.stopped, self._next_event(), outs
+
+    def _fused_ports(self) -> tuple[dict, tuple]:
+        # Not from describe(): that initializes a unit that is not yet (one restored by
+        # SetState in a re-spawned server is at its restored time).
+        return ({p: b.shape for p, b in self.inports.items()},
+                tuple(p for p, _, _ in self._sources))
 
     def _period(self, port: str) -> float:
         """How often output ``port`` changes: its source block's period if that block is
@@ -342,6 +496,7 @@ class LocalUnit(Unit):
     def direct(self) -> DirectStep | None:
         """How to step this unit through its generated function directly, or None when it
         does not run on the scalar generated path (interpreter, vector strategy, events)."""
+        self.end_packed()
         fp = self.sim.fast_path
         if fp is None or fp.vector or self._scheduled or not self._initialized:
             return None

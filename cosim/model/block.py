@@ -24,6 +24,9 @@ from cosim.model.expr import has_expression
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+#: The empty set of optional inputs, shared (``frozenset()`` allocates 216 bytes per call).
+_NONE: frozenset = frozenset()
+
 __all__ = ["Block", "Kernel", "NAME_RE", "as_signal", "check_sample_time", "has_spec",
            "is_deferred"]
 
@@ -39,7 +42,8 @@ def _recording(init):
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         if "_spec_args" not in self.__dict__:
-            self.__dict__["_spec_args"] = (args, kwargs)
+            # No keywords (most blocks): None, not an empty dict per block.
+            self.__dict__["_spec_args"] = (args, kwargs or None)
             self.__dict__["_spec_init"] = init
             if has_expression((args[1:], kwargs)):
                 name = args[0] if args else kwargs.get("name")
@@ -240,6 +244,9 @@ class Block:
     #: With an inherited sample time in a model with continuous state, the block is evaluated
     #: at every solver stage too; False keeps it on the base step (atomic subsystems).
     runs_at_stages: ClassVar[bool] = True
+    #: The block runs a plan of its own whose signals are logged under the block's path
+    #: (``"path/inner.port"``; atomic subsystems).
+    nests_plan: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -308,7 +315,7 @@ class Block:
         # both ends of the connection).
         self.input_shapes: dict[str, tuple[int, ...]] = {}
         # Inputs that may stay unconnected (the block checks ``port in self.inputs``).
-        self.optional_inputs: frozenset[str] = frozenset()
+        self.optional_inputs: frozenset[str] = _NONE
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -393,7 +400,7 @@ class Block:
             return {}
         args, kwargs = self.__dict__["_spec_args"]
         sig = _signature(init)
-        bound = sig.bind(self, *args, **kwargs).arguments
+        bound = sig.bind(self, *args, **(kwargs or {})).arguments
         out = {}
         for key, val in list(bound.items())[1:]:
             if key == "name":

@@ -67,6 +67,17 @@ def boundary(sub: Subsystem) -> dict[str, tuple[str, ...]]:
     return result
 
 
+def nested_log(log: tuple[str, ...] | None, path: str) -> tuple[str, ...] | None:
+    """The part of a log selection under ``path``, in the nested plan's own names.
+
+    ``"path/x.out"`` is ``"x.out"`` of the plan at ``path``; None (log everything) stays None.
+    """
+    if log is None:
+        return None
+    head = path + "/"
+    return tuple(k[len(head):] for k in log if k.startswith(head))
+
+
 def inner_config(sub: Subsystem, parent):
     """The configuration of an atomic subsystem's own plan, derived from the parent's."""
     fields = {"fast": parent.fast, "log": None}
@@ -92,6 +103,7 @@ class AtomicSubsystem(Block):
     """
 
     runs_at_stages = False
+    nests_plan = True
 
     def __init__(self, sub: Subsystem):
         super().__init__(sub.name, sample_time=sub.dt, inputs=sub.input_names,
@@ -109,11 +121,15 @@ class AtomicSubsystem(Block):
             blk = _BLOCK_OF[sub] = cls(sub)
         return blk
 
-    def bind(self, parent_config) -> None:
-        """Compile the inner plan with the configuration derived from the parent's."""
+    def bind(self, parent_config, log: tuple[str, ...] | None = None) -> None:
+        """Compile the inner plan with the configuration derived from the parent's.
+
+        ``log`` is the inner plan's selection in its own names (None: every signal), see
+        :func:`nested_log`.
+        """
         from cosim.run.simulator import Simulator
 
-        cfg = inner_config(self.subsystem, parent_config)
+        cfg = replace(inner_config(self.subsystem, parent_config), log=log)
         self.inner = Simulator(self.subsystem, cfg)
         plan = self.inner.plan
         self.inports = [(p, plan.blocks[plan.index[p]]) for p in self.input_names]

@@ -85,12 +85,20 @@ class Interpreter:
         self.solver = None
         self.cslices: list = []
         self._schedules: dict[tuple[bool, ...], Schedule] = {}
+        self._minor: list | None = None         # stage-evaluated entries (see _stages)
+        self._derivs: list | None = None
         self.loops, self.loop_of = [], {}
 
     def reset(self) -> None:
         """Fresh loop solvers and schedules (before the blocks are initialized)."""
         self._schedules.clear()
         self._build_loops()
+
+    def release(self) -> None:
+        """Drop the flat lists the hot loop walks (the generated fast path runs the plan:
+        about 140 bytes per block); they are built again if the interpreter runs."""
+        self._schedules.clear()
+        self._minor = self._derivs = None
 
     def attach(self, store, monitor) -> None:
         """Log into ``store`` and watch events with ``monitor`` (or None) from now on."""
@@ -284,8 +292,7 @@ class Interpreter:
         X = self.state.X = np.concatenate(parts) if parts else np.zeros(0)
         for b, sl in self.cslices:
             b.cstate = X[sl]
-        self._derivs = [(b.derivative, sl) for b, sl in self.cslices]
-        self._minor = self._entries(lambda i: plan.continuous[i], held=True)
+        self._minor = self._derivs = None
         self.solver = None
         if n:
             from cosim.solvers import SolverOptions, get_solver
@@ -298,11 +305,19 @@ class Interpreter:
             self.solver = cls(self.rhs, n, opts)
             self.solver.reset(cfg.t0, X.copy())
 
+    def _stages(self) -> list:
+        """Output-phase entries of the stage-evaluated blocks (built on first use)."""
+        if self._minor is None:
+            plan = self.plan
+            self._derivs = [(b.derivative, sl) for b, sl in self.cslices]
+            self._minor = self._entries(lambda i: plan.continuous[i], held=True)
+        return self._minor
+
     def evaluate_outputs(self, t: float, x: np.ndarray | None = None) -> None:
         """Evaluate the outputs of every stage-evaluated block at ``(t, x)`` (x: current)."""
         if x is not None:
             self.state.X[:] = x
-        for update, bdt, fan in self._minor:
+        for update, bdt, fan in self._stages():
             update(t, bdt)
             for dins, dport, souts, sport in fan:
                 dins[dport] = souts[sport]
@@ -311,7 +326,7 @@ class Interpreter:
         """The model's right-hand side: stage outputs at ``(t, x)``, then the derivatives."""
         X = self.state.X
         X[:] = x
-        for update, bdt, fan in self._minor:
+        for update, bdt, fan in self._stages():
             update(t, bdt)
             for dins, dport, souts, sport in fan:
                 dins[dport] = souts[sport]

@@ -57,7 +57,8 @@ class LogStore:
             refs += [(i, p) for i, b in enumerate(plan.blocks)
                      if getattr(b, "records_inputs", False) for p in b.input_names]
         else:
-            refs = [(plan.index[bn], p) for bn, p in map(split_ref, wanted)]
+            # Refs under a nested plan ("sub/x.out") are that plan's (compile checked them).
+            refs = [(plan.index[bn], p) for bn, p in map(split_ref, wanted) if bn in plan.index]
             refs += [(i, p) for i, b in enumerate(plan.blocks)
                      if getattr(b, "records_inputs", False) for p in b.input_names
                      if f"{plan.names[i]}.{p}" not in wanted]

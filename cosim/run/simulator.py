@@ -94,7 +94,7 @@ class Simulator(pacing.PacedRuns):
         self.config = config
         from cosim.model.diagram import Model
         from cosim.model.evaluate import evaluate
-        from cosim.run.atomic import AtomicSubsystem
+        from cosim.run.atomic import AtomicSubsystem, nested_log
         with nogc():
             if isinstance(model, Model):
                 evaluate(model)        # a subsystem was evaluated with its parent's workspaces
@@ -102,8 +102,8 @@ class Simulator(pacing.PacedRuns):
                                             allow_loops=config.loop_solver)
         self.atomics = [(n, b) for n, b in zip(self.plan.names, self.plan.blocks)
                         if isinstance(b, AtomicSubsystem)]
-        for _, b in self.atomics:
-            b.bind(config)
+        for path, b in self.atomics:
+            b.bind(config, nested_log(config.log, path))
         self.events = list(getattr(model, "events", ()))
         check_events(self.plan, self.events)
         self.state = RunState(self.plan)
@@ -214,6 +214,10 @@ class Simulator(pacing.PacedRuns):
         with nogc(freeze=len(self.plan.blocks) >= LAZY_BLOCKS):
             self.fast_path = build(self.plan, self.config, self.state, self.store,
                                    interp.solver, interp.cslices)
+        if self.fast_path is not None:
+            # The interpreter's lists are rebuilt if it runs again (a restart, a checkpoint).
+            interp.release()
+            self.state.release_fanout()
 
     def advance_to(self, k_stop: int, outputs: bool = False) -> None:
         """Run ticks ``k .. k_stop-1`` (stops early at a stopping event); with ``outputs``,

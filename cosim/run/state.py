@@ -38,9 +38,17 @@ class FlatValues:
         self.signal_slots = signal_slots
         self.state_slots = state_slots
         self.vector = vector
-        self.slot_of = {(id(b), p): j for j, (b, p) in enumerate(signal_slots)}
+        self._slot_of: dict | None = None
         self.S = self._box([float(b.outputs[p][0]) for b, p in signal_slots])
         self.D = self._box([float(b.state[n][0]) for b, n in state_slots])
+
+    @property
+    def slot_of(self) -> dict:
+        """``(id(block), port)`` -> index of its signal in ``S`` (built when first asked for:
+        about 170 bytes per block that most runs never read)."""
+        if self._slot_of is None:
+            self._slot_of = {(id(b), p): j for j, (b, p) in enumerate(self.signal_slots)}
+        return self._slot_of
 
     def _box(self, values):
         return np.array(values, dtype=np.float64) if self.vector else values
@@ -56,6 +64,14 @@ class FlatValues:
             b.outputs[p] = np.array([v])
         for (b, n), v in zip(self.state_slots, self.D):
             b.state[n] = np.array([v])
+
+    def clear_blocks(self) -> None:
+        """Empty the output and input dicts of the blocks with outputs: their values moved
+        on, and holding the old ones costs about 360 bytes per block (:meth:`write_blocks` and a propagation
+        fill them again)."""
+        for b, _ in self.signal_slots:
+            b.outputs.clear()
+            b.inputs.clear()
 
     def value(self, block, port: str) -> np.ndarray:
         """Output ``port`` of ``block`` as a shape-(1,) array (a new array)."""
@@ -109,11 +125,16 @@ class RunState:
             self._fanout = fan
         return self._fanout
 
+    def release_fanout(self) -> None:
+        """Drop :attr:`fanout` (about 170 bytes per block) while the generated fast path runs
+        the plan; it is built again when asked for."""
+        self._fanout = None
+
     def propagate(self) -> None:
         """Copy every block's outputs to the inputs they drive."""
-        for fan in self.fanout:
-            for dins, dport, souts, sport in fan:
-                dins[dport] = souts[sport]
+        blocks = self.plan.blocks
+        for w in self.plan.wires:
+            blocks[w.dst].inputs[w.dst_port] = blocks[w.src].outputs[w.src_port]
 
     def drop_flat(self) -> None:
         """The blocks' dicts are the truth again (they were just initialized or restored); a
@@ -122,7 +143,10 @@ class RunState:
         self._stale = False
 
     def mark_stale(self) -> None:
-        """The flat values moved on: the blocks' dicts no longer show them."""
+        """The flat values moved on: the blocks' dicts no longer show them (their outputs and
+        inputs are emptied until :meth:`blocks_current`)."""
+        if not self._stale and self.flat is not None:
+            self.flat.clear_blocks()
         self._stale = True
 
     def blocks_current(self) -> None:

@@ -9,8 +9,11 @@ For each it prints
 - first step: the first tick (s) — plans of 5,000 blocks or more start on the interpreter;
 - switch: ticks 2..10 plus generating the code (s, large plans only);
 - µs per block-step of the generated code at steady state (best of interleaved repeats);
-- memory per block: bytes allocated and still held after ten ticks (tracemalloc, in a
-  separate pass: tracing slows everything else down).
+- memory per block, measured in a fresh process (:mod:`tests.benchmarks.scale_memory`):
+  what building the model, compiling it and running its first ten ticks allocated and still
+  holds — the model's blocks included — as tracemalloc counts it (the target's measure, KB
+  per block), its peak during the same, and the growth of the resident set size (RSS, which
+  adds the allocator's overhead).
 
 Every run checks the logged output against an oracle (the gains applied in series in Python
 floats). Run: python -m pytest -m bench -s tests/benchmarks/test_bench_scale.py
@@ -19,8 +22,11 @@ floats). Run: python -m pytest -m bench -s tests/benchmarks/test_bench_scale.py
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
+import sys
 import time
-import tracemalloc
+from pathlib import Path
 
 import pytest
 
@@ -64,29 +70,30 @@ def timed(shape: str, n: int) -> dict:
             "strategy": "vector" if sim.fast_path.vector else "scalar"}
 
 
-def memory_per_block(shape: str, n: int) -> float:
-    gc.collect()
-    tracemalloc.start()
-    try:
-        model = SHAPES[shape](n)
-        sim = build(model)
-        sim.initialize()
-        sim.advance_to(LAZY_TICKS + 1)
-        gc.collect()
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return held / len(model.blocks)
+def memory_per_block(shape: str, n: int) -> dict:
+    """Held and peak bytes per block, by tracemalloc and by RSS, each in a fresh process."""
+    out = {}
+    for mode in ("trace", "rss"):
+        cmd = [sys.executable, "-m", "tests.benchmarks.scale_memory", shape, str(n), mode]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).parents[2])
+        r = json.loads(done.stdout.splitlines()[-1])
+        out[mode] = (r["held"] / r["blocks"], r["peak"] / r["blocks"])
+    return out
 
 
 @pytest.mark.bench
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_bench_scale_growth(shape):
     rows = [(n, timed(shape, n), memory_per_block(shape, n)) for n in SIZES]
-    lines = [f"\n{shape}: growth with the number of blocks",
+    lines = [f"\n{shape}: growth with the number of blocks (memory: KB per block held after ten "
+             "ticks, model included; tracemalloc, its peak, and RSS growth)",
              f"{'blocks':>8} {'strategy':>8} {'compile s':>10} {'first step s':>13} "
-             f"{'switch s':>9} {'us/block-step':>14} {'KB/block':>9}"]
+             f"{'switch s':>9} {'us/block-step':>14} {'KB/block':>9} {'peak KB':>8} "
+             f"{'RSS KB':>7}"]
     for n, r, mem in rows:
         lines.append(f"{r['blocks']:>8} {r['strategy']:>8} {r['compile']:10.3f} "
-                     f"{r['first']:13.3f} {r['switch']:9.3f} {r['us']:14.4f} {mem / 1024:9.2f}")
+                     f"{r['first']:13.3f} {r['switch']:9.3f} {r['us']:14.4f} "
+                     f"{mem['trace'][0] / 1024:9.2f} {mem['trace'][1] / 1024:8.2f} "
+                     f"{mem['rss'][0] / 1024:7.2f}")
     print("\n".join(lines))

@@ -7,6 +7,7 @@ N = 1,000 on one core. Measured, printed, not asserted.
 Run: python -m pytest -m bench -s tests/benchmarks/test_bench_sweep.py
 """
 
+import os
 import time
 
 import pytest
@@ -20,33 +21,46 @@ from tests.cluster import sweep_models as sm
 SLOW = SimulationConfig(dt=1e-3, t_end=2.0, solver="RK4", fast=False)
 
 
-def interleaved(fns: dict, repeat: int) -> dict:
-    """Best wall time of each callable, the callables interleaved (the machine drifts)."""
+def interleaved(fns: dict, repeat: int, cpu: dict | None = None) -> dict:
+    """Best wall time of each callable, the callables interleaved (the machine drifts);
+    with ``cpu``, also the best CPU time of this process in it (the machine is shared: a
+    serial run's CPU time is what it costs on a core of its own)."""
     best = dict.fromkeys(fns, float("inf"))
+    if cpu is not None:
+        cpu.update(dict.fromkeys(fns, float("inf")))
     for _ in range(repeat):
         for name, fn in fns.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
+            if cpu is not None:
+                cpu[name] = min(cpu[name], time.process_time() - c0)
     return best
 
 
-def stepping_per_run(points) -> float:
-    """Mean time of the runs' own stepping (1,000 ticks on a built, initialized simulator),
-    best of three per point."""
-    total = 0.0
+def load() -> str:
+    """The machine's load averages (1, 5, 15 min), printed with the figures."""
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def stepping_per_run(points) -> tuple[float, float]:
+    """Mean ``(wall, CPU)`` time of the runs' own stepping (1,000 ticks on a built,
+    initialized simulator), best of three per point."""
+    wall = cpu = 0.0
     for p in points:
-        best = float("inf")
+        best, best_cpu = float("inf"), float("inf")
         for _ in range(3):
             m = sm.pi_loop()
             m.parameters.update(p)
             sim = Simulator(m, sm.PI_CONFIG)
             sim.initialize()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             sim.advance_to(1000)
             best = min(best, time.perf_counter() - t0)
-        total += best
-    return total / len(points)
+            best_cpu = min(best_cpu, time.process_time() - c0)
+        wall += best
+        cpu += best_cpu
+    return wall / len(points), cpu / len(points)
 
 
 @pytest.mark.bench
@@ -76,21 +90,26 @@ def test_bench_sweep_of_a_pi_loop(ray_session, tmp_path):
             logs = Simulator(m, sm.PI_CONFIG).run()
             [f(logs) for f in reducers.values()]
 
+    cpu = {}
     best = interleaved({"serial": serial, "ray": ray, "ensemble=100": ensemble,
-                        "one by one": one_by_one}, 3)
+                        "one by one": one_by_one}, 3, cpu)
     assert [r["y_end"] for r in rows["serial"]] == [r["y_end"] for r in rows["ray"]] == \
         [r["y_end"] for r in rows["ensemble"]]
     n = len(points)
-    step = stepping_per_run(points[:20])
+    step, step_cpu = stepping_per_run(points[:20])
     per_run = best["serial"] / n
+    cpu_run = cpu["serial"] / n
     print(f"\nsweep of {n} runs of a 10-block PI loop (1,000 RK4 steps, fast path), "
-          f"best of 3 interleaved:")
+          f"best of 3 interleaved ({load()}):")
     for name, t in best.items():
-        print(f"  {name:<14} {n / t:8.1f} runs/s  {t / n * 1e3:6.2f} ms/run")
+        extra = "" if name == "ray" else f"  (CPU {n / cpu[name]:8.1f} runs/s)"
+        print(f"  {name:<14} {n / t:8.1f} runs/s  {t / n * 1e3:6.2f} ms/run{extra}")
     print(f"  Ray (2 workers) vs serial: {best['serial'] / best['ray']:.2f}x")
-    print(f"  stepping alone {step * 1e3:.2f} ms/run; per-run overhead of the serial sweep "
-          f"{(per_run - step) * 1e3:.2f} ms (of which the sweep's own bookkeeping "
-          f"{(per_run - best['one by one'] / n) * 1e3:.2f} ms)")
+    print(f"  stepping alone {step * 1e3:.2f} ms/run wall, {step_cpu * 1e3:.2f} ms CPU; "
+          f"per-run overhead of the serial sweep {(per_run - step) * 1e3:.2f} ms wall, "
+          f"{(cpu_run - step_cpu) * 1e3:.2f} ms CPU "
+          f"(one by one without the sweep, built per run: "
+          f"{(best['one by one'] / n - step) * 1e3:.2f} ms wall)")
 
 
 @pytest.mark.bench
@@ -120,15 +139,17 @@ def test_bench_ensemble_of_a_mass_spring_damper_with_pid():
     points = lhs({"kp": (5.0, 40.0), "ki": (1.0, 20.0), "kd": (1.0, 10.0)}, 1000, seed=1)
     reducers = {"x_end": final("x.out")}
     rows = {}
+    cpu = {}
     best = interleaved({
         "one by one": lambda: rows.__setitem__("alone", sweep(
             sm.msd_pid, sm.MSD_CONFIG, points, reducers, backend="serial")),
         f"ensemble={ENSEMBLE}": lambda: rows.__setitem__("together", sweep(
             sm.msd_pid, sm.MSD_CONFIG, points, reducers, backend="serial", ensemble=ENSEMBLE)),
-    }, 1)
+    }, 2, cpu)
     assert [r["x_end"] for r in rows["alone"]] == [r["x_end"] for r in rows["together"]]
     n = len(points)
-    print(f"\n{n} runs of the mass-spring-damper + PID (RK4, dt 1e-3, 10 s), one core:")
+    print(f"\n{n} runs of the mass-spring-damper + PID (RK4, dt 1e-3, 10 s), one core, "
+          f"best of 2 interleaved ({load()}):")
     for name, t in best.items():
-        print(f"  {name:<14} {n / t:8.1f} runs/s")
+        print(f"  {name:<14} {n / t:8.1f} runs/s wall  {n / cpu[name]:8.1f} runs/s CPU")
     print(f"  ensemble vs one by one: {best['one by one'] / best[f'ensemble={ENSEMBLE}']:.2f}x")

@@ -183,3 +183,15 @@ def held():
     m.connect("plant.out", "hold.in")
     m.connect("hold.out", "delay.in")
     return m
+
+
+def timed_step():
+    """The lag driven by a step at a parameter time ``t_step`` and of height ``height``
+    through a saturation-free gain: members switch at their own ticks."""
+    from blocks import Gain
+    m = Model("timed_step", parameters={"t_step": 0.1, "height": 1.0, "tau": 0.2})
+    m.add(Step("u", step_time="=t_step", final="=height"), Gain("g", -2.5),
+          FirstOrderLag("plant", tau="=tau", gain=1.0))
+    m.connect("u.out", "g.in")
+    m.connect("g.out", "plant.in")
+    return m

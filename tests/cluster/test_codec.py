@@ -19,8 +19,8 @@ from cosim.errors import CodecError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, CollectLogs, Describe, DoStep,
                             ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
                             Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
-                            SetInputs, SetState, StepDone, Terminate, UnitDescription, UnitState,
-                            Welcome)
+                            SetInputs, SetState, Step, StepDone, Stepped, Terminate,
+                            UnitDescription, UnitState, Welcome)
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -90,6 +90,9 @@ STRATEGIES = {
     CollectLogs: st.just(CollectLogs()),
     Terminate: st.just(Terminate()),
     Heartbeat: st.just(Heartbeat()),
+    Step: st.builds(Step, st.lists(names, max_size=3).map(tuple),
+                    st.lists(st.integers(0, 2), max_size=3).map(tuple), st.booleans(), floats,
+                    floats, hnp.arrays(np.float64, st.integers(0, 6))),
     Welcome: st.builds(Welcome, int64s, descriptions()),
     UnitDescription: descriptions(),
     Ok: st.just(Ok()),
@@ -99,6 +102,8 @@ STRATEGIES = {
     LogBatch: log_batches(),
     ErrorReply: st.builds(ErrorReply, st.sampled_from(ErrorKind), st.text(),
                           st.none() | floats),
+    Stepped: st.builds(Stepped, floats, st.booleans(), floats,
+                       hnp.arrays(np.float64, st.integers(0, 6))),
 }
 messages = st.one_of(list(STRATEGIES.values()))
 

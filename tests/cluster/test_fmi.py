@@ -296,5 +296,33 @@ def test_exported_fmu_refuses_a_step_that_is_not_a_multiple_of_its_own(plant_fmu
     m = plant_model()
     m.blocks[0] = FmuBlock("plant", str(plant_fmu), 0.033)
     m.blocks[1] = Sine("src", frequency=0.5, sample_time=0.033)
-    with pytest.raises(SimulationError, match=r"FMU 'plant' \(plant\.fmu\): fmi2DoStep failed"):
+    with pytest.raises(SimulationError, match=r"FMU 'plant' \(plant\.fmu\): fmi2DoStep failed "
+                       r"with status 4 \(fatal\); the FMU logged: \[error\] doStep at t=0: the "
+                       r"step size 0\.033 s is not a multiple of this FMU's step 0\.01 s"):
         Simulator(m, SimulationConfig(dt=0.033, t_end=0.2)).run()
+
+
+def test_exported_fmu_tells_fmpy_why_it_refuses_a_step(plant_fmu):
+    """The reason reaches fmpy's logger callback as an error in category logStatusError
+    (its own interpreter: fmpy keeps one logger proxy per process)."""
+    script = f"""
+import numpy as np
+from fmpy import simulate_fmu
+from fmpy.fmi1 import FMICallException
+got = []
+def logger(env, name, status, category, message):
+    got.append((status, (category or b"").decode(), message.decode()))
+try:
+    simulate_fmu({str(plant_fmu)!r}, stop_time=0.2, step_size=0.033, output_interval=0.033,
+                 debug_logging=True, logger=logger)
+except FMICallException as err:
+    print(repr((err.function, err.status, got)))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    import ast
+    function, status, got = ast.literal_eval(out.stdout.strip().splitlines()[-1])
+    assert (function, status) == ("fmi2DoStep", 4)
+    assert (3, "logStatusError", "doStep at t=0: the step size 0.033 s is not a multiple of "
+            "this FMU's step 0.01 s (use a multiple of 0.01)") in got

@@ -253,3 +253,84 @@ def test_compiled_exchange_of_an_fmu_chain_with_feedthrough(tmp_path, version):
     # one sample per macro point.
     np.testing.assert_array_equal(runs[0].time_of("ft2/fmu.y"), np.arange(101) * 0.01)
     np.testing.assert_array_equal(runs[0]["ft2/fmu.y"], runs[0]["vdp/fmu.x0"])
+
+
+def fmpy_jacobi_lags(fmu, version: str, H: float, steps: int) -> np.ndarray:
+    """The classic Jacobi loop of two lags in feedback, written against fmpy's raw calls:
+    each lag's x at the macro points 0, H, ..., shape (steps + 1, 2)."""
+    import shutil
+    import tempfile
+
+    from fmpy import extract, read_model_description
+    from fmpy.fmi2 import FMU2Slave
+    from fmpy.fmi3 import FMU3Slave
+    md = read_model_description(str(fmu))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    d = tempfile.mkdtemp()
+    extract(str(fmu), d)
+    cls = FMU2Slave if version == "2.0" else FMU3Slave
+    lags = [cls(guid=md.guid, unzipDirectory=d, modelIdentifier=md.coSimulation.
+                modelIdentifier, instanceName=f"lag{i}") for i in (1, 2)]
+    get, put = ("getReal", "setReal") if version == "2.0" else ("getFloat64", "setFloat64")
+    for s in lags:
+        s.instantiate()
+        if version == "2.0":
+            s.setupExperiment(startTime=0.0)
+        if s is lags[0]:
+            getattr(s, put)([vr["x"]], [1.0])       # lag1 starts displaced
+        s.enterInitializationMode()
+        s.exitInitializationMode()
+    rows = [[getattr(s, get)([vr["x"]])[0] for s in lags]]
+    for k in range(steps):
+        for s, x in zip(lags, rows[-1][::-1]):
+            getattr(s, put)([vr["u"]], [x])
+        for s in lags:
+            s.doStep(k * H, H)
+        rows.append([getattr(s, get)([vr["x"]])[0] for s in lags])
+    for s in lags:
+        s.terminate()
+        s.freeInstance()
+    shutil.rmtree(d, ignore_errors=True)
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_fmu_feedback_pair_is_fmpys_jacobi_loop(tmp_path, version, compiled):
+    """Two lags in feedback (no direct feedthrough: their outputs are read once per step,
+    not again after the inputs are set): cosim's Jacobi macro steps, compiled exchange and
+    protocol path alike, are bit-identical to the classic loop written against fmpy."""
+    from tests.cluster.fmu_specs import LAG
+    lag = build_fmu(LAG, version, tmp_path / "lag")
+    H, steps = 0.01, 100
+    m = Model("pair")
+    m.add(FmuBlock("lag1", str(lag), H, {"x": 1.0}), FmuBlock("lag2", str(lag), H))
+    m.connect("lag1.x", "lag2.u")
+    m.connect("lag2.x", "lag1.u")
+    sim = CoSimulation(m, SimulationConfig(dt=H, t_end=steps * H, cosim=CosimConfig(
+        H=H, compiled=compiled)))
+    res = sim.run()
+    assert (sim.master.compiled.steps > 0) if compiled else sim.master.compiled is None
+    oracle = fmpy_jacobi_lags(lag, version, H, steps)
+    for i, name in enumerate(("lag1", "lag2")):
+        np.testing.assert_array_equal(res.time_of(f"{name}/fmu.x"), np.arange(steps + 1) * H)
+        np.testing.assert_array_equal(res[f"{name}/fmu.x"].reshape(-1), oracle[:, i])
+    assert oracle[0, 0] == 1.0 and 0.1 < oracle[-1, 1] < 0.9     # they exchange something
+
+
+def test_discard_from_an_fmu_without_status_inquiries_is_the_steps_error(tmp_path,
+                                                                        monkeypatch):
+    """An FMU that answers fmi2Discard but implements no fmi2GetBooleanStatus (many do not)
+    did not ask to terminate: the error is fmi2DoStep's, with the FMU's own words, not the
+    inquiry's."""
+    from fmpy.fmi1 import FMICallException
+    from fmpy.fmi2 import FMU2Slave
+
+    def unsupported(self, kind):
+        raise FMICallException("fmi2GetBooleanStatus", 3)
+    monkeypatch.setattr(FMU2Slave, "getBooleanStatus", unsupported)
+    fmu = build_fmu(SAMPLER, "2.0", tmp_path / "sampler")
+    with pytest.raises(SimulationError, match=r"fmi2DoStep failed with status 2 \(discard\); "
+                       r"the FMU logged: \[discard\] the model terminated at t = 2\.25") as err:
+        CoSimulation(cs_model(fmu, 0.1), SimulationConfig(dt=0.1, t_end=3.0,
+                                                          cosim=CosimConfig(H=0.1))).run()
+    assert "fast path" not in str(err.value)       # an FMU's step is not generated code

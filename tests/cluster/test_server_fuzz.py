@@ -1,6 +1,7 @@
-"""A live `cosim serve` process against 20,000 mutated messages: it answers every one (an
-error reply or a result), never exits, never hangs, and serves a legitimate master
-afterwards bit for bit as a unit run in process."""
+"""A live `cosim serve` process against 20,000 mutated messages and 3,000 fused steps (half
+of them mutated) at the unit's time: it answers every one (an error reply or a result),
+never exits, never hangs, and serves a legitimate master afterwards bit for bit as a unit
+run in process."""
 
 import subprocess
 import sys
@@ -29,7 +30,11 @@ def seeds() -> list[bytes]:
         [P.SetInputs({"u": np.ones(1)}, {"u": (np.zeros(1),)}), P.DoStep(0.0, 0.002),
          P.GetOutputs()],
         [P.RefreshOutputs(), P.GetOutputs()], [P.GetState()], [P.CollectLogs()],
-        [P.Heartbeat()], [P.Terminate()])]
+        [P.Heartbeat()], [P.Terminate()],
+        # Fused steps (the server's fast lane): held, with derivatives, refreshed.
+        [P.Step(("u",), (0,), False, 0.0, 0.002, np.ones(1))],
+        [P.Step(("u",), (2,), True, 0.0, 0.004, np.array([1.0, 0.5, -0.25]))],
+        [P.Step(("u",), (1,), False, 0.0, 0.002, np.array([1.0, 0.5]))])]
 
 
 def mutations(rng, seeds):
@@ -104,8 +109,29 @@ def test_twenty_thousand_mutated_messages_kill_nothing(tmp_path):
             errors = [r for frame in reply for r in decode_batch(frame)
                       if isinstance(r, P.ErrorReply)]
             outcome[f"{kind}: error reply" if errors else f"{kind}: served"] += 1
+        # The fast lane: fused steps at the unit's own time (so that they are served there),
+        # every other one with bits flipped.
+        sock.send_multipart([b"a", encode_batch([P.Initialize(0.0)])])
+        sock.recv_multipart()
+        t, lane = 0.0, Counter()
+        for i in range(3000):
+            order = i % 3
+            data = bytearray(encode_batch([P.Step(("u",), (order,), i % 4 == 0, t, 0.002,
+                                                  rng.normal(size=1 + order))]))
+            if i % 2:
+                for _ in range(rng.integers(1, 4)):
+                    j = rng.integers(len(data))
+                    data[j] ^= 1 << rng.integers(8)
+            sock.send_multipart([b"a", bytes(data)])
+            (reply,) = sock.recv_multipart()        # a hang fails here (RCVTIMEO)
+            assert proc.poll() is None, "the server exited after a fused step"
+            (rep,) = decode_batch(reply)
+            lane[type(rep).__name__] += 1
+            if type(rep) is P.Stepped:
+                t = rep.t_reached
+        assert lane["Stepped"] > 1500, lane
         sock.close(linger=0)
-        print("\n" + ", ".join(f"{k} {v}" for k, v in sorted(outcome.items())))
+        print("\n" + ", ".join(f"{k} {v}" for k, v in sorted(outcome.items())), dict(lane))
         assert outcome["no reply"] == 0 and proc.poll() is None
         assert sum(outcome.values()) == N
         # A legitimate master afterwards: bit for bit the unit run in process.

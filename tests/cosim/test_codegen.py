@@ -125,9 +125,18 @@ def assert_fast_run_bit_identical(model, **cfg):
     return sim.fast_path
 
 
+@pytest.fixture
+def small_groups(monkeypatch):
+    """Vectorise groups of a few blocks: the threshold is a speed choice (see
+    ``vector.MIN_MEAN_GROUP``, measured by the benchmarks); these tests check the vector code
+    itself on models the interpreter runs quickly."""
+    from cosim.fastpath import vector
+    monkeypatch.setattr(vector, "MIN_MEAN_GROUP", 6)
+
+
 @pytest.mark.parametrize("n,solver,vector", [(3, "RK4", False), (12, "RK4", True),
                                              (20, "Euler", True), (30, "SSPRK33", True)])
-def test_vector_strategy_bit_identical_to_interpreter(n, solver, vector):
+def test_vector_strategy_bit_identical_to_interpreter(small_groups, n, solver, vector):
     fp = assert_fast_run_bit_identical(lambda: grid(n), dt=0.01, t_end=2.0, solver=solver)
     assert fp.vector is vector
 
@@ -140,7 +149,7 @@ def test_vector_strategy_bit_identical_to_interpreter(n, solver, vector):
                              anti_windup="clamping"),
     lambda name: Integrator(name, 0.1, lower=-0.3, upper=0.4),
 ], ids=["Saturation", "Relay", "Lookup1D", "DiscretePID-clamping", "Integrator-limited"])
-def test_templates_that_test_their_values_run_member_by_member(make):
+def test_templates_that_test_their_values_run_member_by_member(small_groups, make):
     """A truth test on a member's value (a comparison, ``min``/``max``, a conditional) has no
     elementwise numpy form: many such blocks side by side still run, bit-identically."""
     assert_fast_run_bit_identical(lambda: bank(make), dt=0.05, t_end=3.0)
@@ -238,7 +247,8 @@ def pi_loop(kp=2.0, ki=1.0, tau=0.5, sample_time=None, swapped=False):
     (lambda v: pi_loop(*v), [(2.0, 1.0, 0.5), (3.5, 0.2, 0.9)]),
     (lambda v: grid(12, v), [0.5, 1.7]),
 ])
-def test_runs_differing_in_parameter_values_reuse_the_emitted_source(model, values):
+def test_runs_differing_in_parameter_values_reuse_the_emitted_source(small_groups, model,
+                                                                    values):
     """A run of a structure seen before takes the source written for it (the same string
     object: not written again), with its own parameter values: each run matches its own
     interpreter run."""

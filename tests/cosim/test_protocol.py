@@ -14,8 +14,8 @@ from cosim.errors import ModelError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, REPLIES, CollectLogs, Describe,
                             DoStep, ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
                             Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
-                            Reply, Request, SetInputs, SetState, StepDone, Terminate,
-                            UnitDescription, UnitState, Welcome)
+                            Reply, Request, SetInputs, SetState, Step, StepDone, Stepped,
+                            Terminate, UnitDescription, UnitState, Welcome)
 
 DESCRIPTION = UnitDescription(
     name="plant", inputs=(PortInfo("u", (2,)), PortInfo("d", ())),
@@ -40,6 +40,7 @@ SAMPLES = {
     CollectLogs: CollectLogs(),
     Terminate: Terminate(),
     Heartbeat: Heartbeat(),
+    Step: Step(("u", "d"), (2, 0), False, 0.0, 0.01, np.arange(7.0)),
     Welcome: Welcome(PROTOCOL_VERSION, DESCRIPTION),
     UnitDescription: DESCRIPTION,
     Ok: Ok(),
@@ -48,14 +49,15 @@ SAMPLES = {
     UnitState: STATE,
     LogBatch: LogBatch({"y": (np.arange(3.0), np.zeros((3, 2)))}),
     ErrorReply: ErrorReply(ErrorKind.SIMULATION, "block 'gain' failed", 0.5),
+    Stepped: Stepped(0.01, False, np.inf, np.zeros(7)),
 }
-UNHASHABLE = {SetInputs, SetState, Outputs, UnitState, LogBatch}
+UNHASHABLE = {SetInputs, SetState, Outputs, UnitState, LogBatch, Step, Stepped}
 ALL = list(MESSAGE_TYPES.values())
 
-# The wire carries fields by position, so this record of version 2 must change together with
+# The wire carries fields by position, so this record of version 3 must change together with
 # PROTOCOL_VERSION. If this test fails you changed the wire format: bump PROTOCOL_VERSION, then
 # record the new schema here.
-SCHEMA_V2 = {
+SCHEMA_V3 = {
     1: "Hello(protocol_version: int, session: str)",
     2: "Describe()",
     3: "Initialize(t0: float)",
@@ -69,6 +71,8 @@ SCHEMA_V2 = {
     10: "Terminate()",
     11: "Heartbeat()",
     12: "RefreshOutputs()",
+    13: "Step(inputs: tuple[str, ...], orders: tuple[int, ...], refresh: bool, t: float,"
+        " h: float, data: np.ndarray)",
     32: "Welcome(protocol_version: int, unit: UnitDescription)",
     33: "UnitDescription(name: str, inputs: tuple[PortInfo, ...], outputs: tuple[PortInfo, ...],"
         " feedthrough: tuple[tuple[str, tuple[str, ...]], ...], dt: float,"
@@ -79,6 +83,7 @@ SCHEMA_V2 = {
     37: "UnitState(t: float, data: dict[str, Any])",
     38: "LogBatch(signals: dict[str, tuple[np.ndarray, np.ndarray]])",
     39: "ErrorReply(kind: ErrorKind, message: str, t: float | None)",
+    40: "Stepped(t_reached: float, event: bool, next_event: float, outputs: np.ndarray)",
     "PortInfo": "PortInfo(name: str, shape: tuple[int, ...], sample_time: float)",
     "ErrorKind": "protocol, unsupported, simulation, convergence, codec, internal",
 }
@@ -93,8 +98,8 @@ def test_wire_schema_matches_protocol_version():
     schema = {tag: _schema(cls) for tag, cls in MESSAGE_TYPES.items()}
     schema["PortInfo"] = _schema(PortInfo)
     schema["ErrorKind"] = ", ".join(k.value for k in ErrorKind)
-    assert PROTOCOL_VERSION == 2
-    assert schema == SCHEMA_V2
+    assert PROTOCOL_VERSION == 3
+    assert schema == SCHEMA_V3
 
 
 def test_registry_holds_every_message_class_once():

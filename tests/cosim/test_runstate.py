@@ -96,3 +96,23 @@ def test_blocks_show_the_values_after_user_facing_calls():
             np.testing.assert_array_equal(b_fast.outputs[port], b_ref.outputs[port])
         for name in b_ref.state:
             np.testing.assert_array_equal(b_fast.state[name], b_ref.state[name])
+
+
+def test_blocks_hold_no_stale_values_while_the_generated_path_runs():
+    """Between user-facing calls the generated path's flat values are the truth: the blocks'
+    output and input dicts are emptied (no stale copy held) and filled again when read."""
+    from dataclasses import replace
+    cfg = SimulationConfig(dt=DT, t_end=0.05, solver="RK4")
+    fast = Simulator(motor_pi(False), cfg)
+    ref = Simulator(motor_pi(False), replace(cfg, fast=False))
+    for sim in (fast, ref):
+        sim.initialize()
+        sim.advance_to(7)
+    assert fast.fast_path is not None
+    assert all(b.outputs == {} and b.inputs == {} for b, _ in fast.fast_path.flat.signal_slots)
+    fast.state.blocks_current()
+    for b_fast, b_ref in zip(fast.plan.blocks, ref.plan.blocks):
+        for mine, theirs in ((b_fast.outputs, b_ref.outputs), (b_fast.inputs, b_ref.inputs)):
+            assert sorted(mine) == sorted(theirs), b_ref.name
+            for port in theirs:
+                np.testing.assert_array_equal(mine[port], theirs[port], err_msg=b_ref.name)

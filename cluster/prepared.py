@@ -1,0 +1,237 @@
+"""Prepared wire forms of the fused macro step (:class:`~cosim.master.protocol.Step` and
+:class:`~cosim.master.protocol.Stepped`), the one message a unit gets and sends per step.
+
+A ``Step``'s layout (inputs, derivative orders, refresh, the number of values) is the same
+from step to step; only ``t``, ``h`` and the float payload change. Its bytes are therefore
+the bytes :func:`cluster.codec.encode` gives, written from a header encoded once per layout
+(by ``encode`` itself, so both ways agree by construction) and the payload copied in as it
+is; a ``Stepped`` has no layout but its length. Decoding takes the same shortcut only for
+bytes that are exactly such a message (a known header, then two float64, then one
+little-endian float64 vector of the length its header states, nothing after it); anything
+else goes to the strict decoder of :mod:`cluster.codec`. The wire format is unchanged: this
+module only writes and reads it faster.
+
+Layouts are remembered per thread, at most :data:`MAX_LAYOUTS` (then forgotten), so
+hostile input cannot grow them without bound.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+
+import numpy as np
+
+from cluster.codec import EXT_NDARRAY, CodecError, encode
+from cosim.master import protocol as P
+
+__all__ = ["MAX_LAYOUTS", "decode_one", "encode_one", "learn", "step_values", "stepped_batch"]
+
+#: Most layouts remembered per thread and direction.
+MAX_LAYOUTS = 256
+
+_STEP_TAG = next(tag for tag, cls in P.MESSAGE_TYPES.items() if cls is P.Step)
+_STEPPED_TAG = next(tag for tag, cls in P.MESSAGE_TYPES.items() if cls is P.Stepped)
+#: msgpack: float 64 marker, bools.
+_F64, _TRUE, _FALSE = 0xCB, 0xC3, 0xC2
+_TH = struct.Struct(">BdBd")                   # t, h (each a float 64 marker + big-endian)
+_STEPPED = struct.Struct(">BBBdBBd")           # [tag, t_reached, event, next_event, ...
+_VECTOR = b"\x03<f8\x01"                       # ndarray payload head: dtype "<f8", 1 dim
+_U64 = struct.Struct("<Q")
+
+_local = threading.local()
+
+
+def _vector_head(n: int) -> bytes:
+    """msgpack ext header and ndarray header of a float64 vector of ``n`` values (the
+    codec's ``EXT_NDARRAY`` layout)."""
+    length = len(_VECTOR) + 8 + 8 * n
+    if length < 256:
+        ext = bytes([0xC7, length, EXT_NDARRAY])
+    elif length < 2**16:
+        ext = b"\xc8" + length.to_bytes(2, "big") + bytes([EXT_NDARRAY])
+    else:
+        ext = b"\xc9" + length.to_bytes(4, "big") + bytes([EXT_NDARRAY])
+    return ext + _VECTOR + _U64.pack(n)
+
+
+def _caches() -> tuple[dict, dict, dict]:
+    """This thread's Step headers by layout, Step layouts by header length and header, and
+    float structs by length."""
+    try:
+        return _local.caches
+    except AttributeError:
+        _local.caches = ({}, {}, {})
+        return _local.caches
+
+
+def _remember(cache: dict, key, value) -> None:
+    if len(cache) >= MAX_LAYOUTS:
+        cache.clear()
+    cache[key] = value
+
+
+def _step_header(msg: P.Step, n: int) -> bytes | None:
+    """The bytes of ``msg``'s layout: a Step message up to its ``t`` (encoded by
+    :func:`cluster.codec.encode` from a template), or None if it cannot be encoded."""
+    template = P.Step(msg.inputs, msg.orders, msg.refresh, 0.0, 0.0, np.zeros(n))
+    try:
+        whole = encode(template)
+    except CodecError:
+        return None                     # the strict path raises the error it names
+    tail = _TH.size + len(_vector_head(n)) + 8 * n
+    head = whole[:-tail]
+    if whole != head + _TH.pack(_F64, 0.0, _F64, 0.0) + _vector_head(n) + bytes(8 * n):
+        return None                     # not the layout assumed here: never shortcut
+    return head
+
+
+def _plain_vector(a) -> bool:
+    return (type(a) is np.ndarray and a.dtype == np.float64 and a.ndim == 1
+            and a.dtype.byteorder in "=<" and a.flags.c_contiguous)
+
+
+def encode_one(msg) -> bytes | None:
+    """``cluster.codec.encode(msg)`` for a Step or Stepped with a plain float64 vector and
+    float times (the same bytes, faster); None for anything else."""
+    kind = type(msg)
+    if kind is P.Step:
+        data = msg.data
+        if not (_plain_vector(data) and type(msg.t) is float and type(msg.h) is float):
+            return None
+        n = data.shape[0]
+        key = (msg.inputs, msg.orders, msg.refresh, n)
+        enc = _caches()[0]
+        head = enc.get(key)
+        if head is None:
+            head = _step_header(msg, n)
+            if head is None:
+                return None
+            _remember(enc, key, (head, _vector_head(n)))
+            head = enc[key]
+        return b"".join((head[0], _TH.pack(_F64, msg.t, _F64, msg.h), head[1], data.data))
+    if kind is P.Stepped:
+        out = msg.outputs
+        if not (_plain_vector(out) and type(msg.t_reached) is float
+                and type(msg.next_event) is float and type(msg.event) is bool):
+            return None
+        return b"".join((_STEPPED.pack(0x95, _STEPPED_TAG, _F64, msg.t_reached,
+                                       _TRUE if msg.event else _FALSE, _F64, msg.next_event),
+                         _vector_head(out.shape[0]), out.data))
+    return None
+
+
+def _vector(data: bytes, at: int, max_elements: int) -> tuple[int, int] | None:
+    """``(offset, n)`` of the float64 vector ext at ``data[at:]`` if it ends the data
+    exactly, else None."""
+    end = len(data)
+    if at + 3 > end:
+        return None
+    marker = data[at]
+    if marker == 0xC7:
+        length, at = data[at + 1], at + 2
+    elif marker == 0xC8:
+        length, at = int.from_bytes(data[at + 1:at + 3], "big"), at + 3
+    elif marker == 0xC9:
+        length, at = int.from_bytes(data[at + 1:at + 5], "big"), at + 5
+    else:
+        return None
+    if at >= end or data[at] != EXT_NDARRAY or at + 1 + length != end:
+        return None
+    at += 1
+    head = len(_VECTOR) + 8
+    if length < head or data[at:at + len(_VECTOR)] != _VECTOR:
+        return None
+    n = _U64.unpack_from(data, at + len(_VECTOR))[0]
+    if n > max_elements or length != head + 8 * n:
+        return None
+    return at + head, n
+
+
+def _step(data: bytes, at: int, max_elements: int):
+    """``(inputs, orders, refresh, t, h, offset, n)`` of the Step that ``data[at:]`` is
+    exactly, in a remembered layout, or None."""
+    if len(data) < at + 2 or data[at] != 0x97 or data[at + 1] != _STEP_TAG:
+        return None
+    for length, layouts in _caches()[1].items():
+        fields = layouts.get(data[at:at + length])
+        if fields is None:
+            continue
+        i = at + length
+        if len(data) < i + _TH.size:
+            return None
+        f1, t, f2, h = _TH.unpack_from(data, i)
+        if f1 != _F64 or f2 != _F64:
+            return None
+        vec = _vector(data, i + _TH.size, max_elements)
+        return None if vec is None else (*fields, t, h, *vec)
+    return None
+
+
+def decode_one(data: bytes, at: int, max_elements: int):
+    """The Step or Stepped that ``data[at:]`` is exactly (read-only arrays, as
+    :func:`cluster.codec.decode` gives), or None: then decode strictly."""
+    if type(data) is not bytes or len(data) < at + 2:
+        return None
+    if data[at] == 0x95 and data[at + 1] == _STEPPED_TAG:
+        if len(data) < at + _STEPPED.size:
+            return None
+        _, _, f1, t, event, f2, nxt = _STEPPED.unpack_from(data, at)
+        if f1 != _F64 or f2 != _F64 or event not in (_TRUE, _FALSE):
+            return None
+        vec = _vector(data, at + _STEPPED.size, max_elements)
+        if vec is None:
+            return None
+        return P.Stepped(t, event == _TRUE, nxt, np.frombuffer(data, np.float64, vec[1], vec[0]))
+    step = _step(data, at, max_elements)
+    if step is None:
+        return None
+    *fields, offset, n = step
+    return P.Step(*fields, np.frombuffer(data, np.float64, n, offset))
+
+
+def _floats(n: int) -> struct.Struct:
+    cache = _caches()[2]
+    s = cache.get(n)
+    if s is None:
+        s = struct.Struct(f"<{n}d")
+        _remember(cache, n, s)
+    return s
+
+
+def step_values(data: bytes, max_elements: int):
+    """A batch of one Step (``encode_batch`` bytes) in a remembered layout as plain
+    values, ``(inputs, orders, refresh, t, h, data)`` with ``data`` a tuple of floats; or
+    None (then decode strictly: the layout is learnt from that)."""
+    if type(data) is not bytes or data[:1] != b"\x91":
+        return None
+    step = _step(data, 1, max_elements)
+    if step is None:
+        return None
+    *fields, offset, n = step
+    return (*fields, _floats(n).unpack_from(data, offset))
+
+
+def stepped_batch(t_reached: float, event: bool, next_event: float, outputs: list) -> bytes:
+    """``encode_batch([Stepped(...)])`` of plain values (``outputs``: floats)."""
+    n = len(outputs)
+    return b"".join((b"\x91", _STEPPED.pack(0x95, _STEPPED_TAG, _F64, t_reached,
+                                            _TRUE if event else _FALSE, _F64, next_event),
+                     _vector_head(n), _floats(n).pack(*outputs)))
+
+
+def learn(data: bytes, at: int, msg) -> None:
+    """Remember the layout of the strictly decoded Step ``msg`` (the bytes ``data[at:]``)
+    so that the next one of that layout decodes through :func:`decode_one`."""
+    if type(msg) is not P.Step or not _plain_vector(msg.data) or type(data) is not bytes:
+        return
+    head = _step_header(msg, msg.data.shape[0])
+    if head is None or data[at:at + len(head)] != head:
+        return
+    by_length = _caches()[1]
+    layouts = by_length.get(len(head))
+    if layouts is None:
+        if len(by_length) >= 16:
+            by_length.clear()
+        layouts = by_length[len(head)] = {}
+    _remember(layouts, head, (msg.inputs, msg.orders, msg.refresh))

@@ -1,0 +1,296 @@
+"""Run N parameter sets of one model as one ensemble on the fast path.
+
+A reference run (the first parameter set) is built, compiled and initialized once; its
+generated scalar step function is translated for member arrays (:mod:`cosim.fastpath.ensemble`).
+What differs between members is found without building N models: only blocks whose
+parameters are expressions can differ, so for each member those blocks' expressions are
+evaluated in the member's workspace and, where the values differ from the reference's, a
+copy of the block is rebuilt and initialized to read its kernel's parameters, initial state
+and initial continuous state. A member whose kernel template differs (a parameter that
+changes structure) is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from cosim.fastpath import ensemble
+from cosim.fastpath.layout import kernels_of
+from cosim.fastpath.runtime import Unsupported
+
+__all__ = ["Members", "const_values", "reusable", "run_members"]
+
+#: Compiled ensemble step functions by (scalar source, member constants).
+_compiled: dict = {}
+
+
+def _spec_value(v, ws, path: str):
+    """A construction argument's value in workspace ``ws`` (expressions evaluated)."""
+    from cosim.model.expr import has_expression, is_expression
+    if is_expression(v):
+        return ws.evaluate(v, path=path)
+    if isinstance(v, (list, tuple)) and has_expression(v):
+        return [_spec_value(e, ws, path) for e in v]
+    if isinstance(v, dict) and has_expression(v):
+        return {k: _spec_value(e, ws, f"{path}.{k}") for k, e in v.items()}
+    return v
+
+
+def _expression_blocks(model) -> list[tuple]:
+    """``(block, subsystem chain, path)`` of every block built from expressions."""
+    from cosim.model.block import Block, has_spec
+    from cosim.model.diagram import Diagram, Subsystem
+    out = []
+
+    def walk(d: Diagram, chain: tuple, prefix: str) -> None:
+        for b in d.blocks:
+            if isinstance(b, Subsystem):
+                walk(b, chain + (b,), f"{prefix}{b.name}/")
+            elif isinstance(b, Block) and has_spec(b) and b.spec_has_expression():
+                out.append((b, chain, f"{prefix}{b.name}"))
+    walk(model, (), "")
+    return out
+
+
+def _structure(b, kern) -> tuple:
+    """What the plan and the generated source take from a block besides parameter values:
+    its ports, rate, feedthrough, states and their shapes, and its kernel's template."""
+    return (type(b), tuple(b.input_names), tuple(b.output_names),
+            tuple(sorted(b.optional_inputs)), repr(b.sample_time), b.direct_feedthrough,
+            b.has_derivative, b.runs_at_stages, getattr(b, "has_modes", False),
+            tuple((n, np.shape(v)) for n, v in b.state.items()), np.shape(b.cstate),
+            tuple(kern.outputs.items()), tuple(kern.state.items()), tuple(kern.derivatives),
+            tuple(kern.cstate), tuple(kern.params), kern.live is not None)
+
+
+def reusable(sim, model) -> None:
+    """Check that runs of ``sim``'s model with other parameter values can reuse its
+    generated code (:class:`Members`, :func:`run_members`).
+
+    Raises
+    ------
+    Unsupported
+        Naming the reason: no scalar fast path, a task with an offset (its signals' initial
+        values are read), a block that does something at the end of a run (``finalize``),
+        library references (resolved by parameter values), or the code no longer cached.
+    """
+    from cosim.fastpath import cache
+    from cosim.model.block import Block
+    fast = sim.fast_path
+    if fast is None or fast.vector:
+        raise Unsupported("no scalar fast path")
+    if any(t.offset for t in sim.plan.tasks):
+        raise Unsupported("tasks with an offset")
+    if any(type(b).finalize is not Block.finalize for b in sim.plan.blocks):
+        raise Unsupported("a block finalizes its run")
+    if getattr(model, "events", None):
+        raise Unsupported("events")
+    if cache.by_source(fast.source) is None:
+        raise Unsupported("generated code not in the cache")
+
+
+class Members:
+    """What differs from ``sim``'s run in runs of ``model`` with other parameter values.
+
+    Only blocks built from parameter expressions can differ: for each member, each is
+    evaluated in the member's workspace, and a copy of it rebuilt and initialized.
+
+    Parameters
+    ----------
+    sim : Simulator
+        The reference run (initialized, not run).
+    model : Model
+        Its model (evaluated).
+
+    Attributes
+    ----------
+    ref_kernels : list of Kernel
+        The reference run's lifted kernels, in plan order.
+    """
+
+    def __init__(self, sim, model):
+        plan = sim.plan
+        self.sim, self.model = sim, model
+        self.ref_kernels = kernels_of(plan)
+        self.specs = [(b, chain, path, plan.index[plan.path_of[id(b)]], b.spec(),
+                       _structure(b, self.ref_kernels[plan.index[plan.path_of[id(b)]]]))
+                      for b, chain, path in _expression_blocks(model)]
+
+    def of(self, overrides: Sequence[Mapping]) -> dict:
+        """Per plan index of an expression block: the members' lifted kernels, initial
+        states (name -> float) and initial continuous states (lists over ``overrides``).
+
+        Raises
+        ------
+        Unsupported
+            A member's parameters change a block's structure (ports, rate, shapes, kernel
+            template), or a block has no kernel for them.
+        """
+        from cosim.model.expr import Workspace
+        from cosim.fastpath.params import lift
+        model, n = self.model, len(overrides)
+        params = dict(model.parameters)
+        out = {i: ([None] * n, [None] * n, [None] * n) for _, _, _, i, _, _ in self.specs}
+        t0 = self.sim.config.t0
+        for j, over in enumerate(overrides):
+            root = Workspace({**params, **over, **model.context}, path=model.name)
+            children: dict = {}
+            for b, chain, path, i, spec, structure in self.specs:
+                ws = root
+                for sub in chain:
+                    key = id(sub)
+                    if key not in children:
+                        children[key] = ws.child(sub.context, path=sub.name)
+                    ws = children[key]
+                values = {k: _spec_value(v, ws, f"{path}.{k}") for k, v in spec.items()}
+                clone = copy.copy(b)
+                clone.rebuild(values)
+                clone.initialize(t0)
+                kern = clone.kernel()
+                if kern is None:
+                    raise Unsupported(f"{path} has no kernel for member {j}")
+                kern = lift(kern)
+                if _structure(clone, kern) != structure:
+                    raise Unsupported(f"parameters of member {j} change the structure of "
+                                      f"{path}")
+                kernels, states, cstates = out[i]
+                kernels[j] = kern
+                states[j] = {n: float(v[0]) for n, v in clone.state.items()}
+                cstates[j] = None if clone.cstate is None else np.asarray(clone.cstate, float)
+        return out
+
+
+def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
+    """Each constant of the generated code: one shared value, or an ``(n,)`` array."""
+    values = {}
+    for name, recipe, _ in entry_consts:
+        if recipe is None:
+            continue
+        if recipe[0] != "p":
+            raise Unsupported("live values")
+        _, group, pname = recipe
+        (i,) = group
+        if i not in differ:
+            continue                       # the reference's value (in ``ns``) for all
+        kernels = differ[i][0]
+        if n == 1:
+            ns[name] = float(kernels[0].params[pname])
+            continue
+        col = np.array([float((kernels[j] or ref_kernels[i]).params[pname])
+                        for j in range(n)])
+        if np.all(col == col[0]) and np.all(np.signbit(col) == np.signbit(col[0])):
+            ns[name] = float(col[0])
+        else:
+            values[name] = col
+    return values
+
+
+def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
+    """Run ``sim``'s model for each parameter set of ``overrides`` as one ensemble.
+
+    Parameters
+    ----------
+    sim : Simulator
+        Built from ``model`` (with any parameter values of the members' structure),
+        initialized, not run; it must have the scalar fast path.
+    model : Model
+        Its model (evaluated).
+    overrides : list of dict
+        Each member's parameter values (over ``model.parameters``).
+
+    Returns
+    -------
+    list of Logs
+        Each member's logs, bit for bit what ``Simulator(model with overrides).run()`` logs.
+
+    Raises
+    ------
+    Unsupported
+        The model cannot run as an ensemble here (run its members one by one).
+    """
+    from cosim import Logs
+    from cosim.fastpath import cache
+    from cosim.run import pacing
+    reusable(sim, model)
+    fast = sim.fast_path
+    entry = cache.by_source(fast.source)
+    n = len(overrides)
+    found = Members(sim, model)
+    ref_kernels, differ = found.ref_kernels, found.of(overrides)
+    ns = dict(fast.fn.__globals__)
+    members = const_values(entry.consts, ns, ref_kernels, differ, n)
+    n_c = sim.state.X.size
+    key = (fast.source, frozenset(members))
+    hit = _compiled.get(key)
+    if hit is None:
+        tr = ensemble.translate(fast.source, set(members), n_c)
+        hit = _compiled[key] = (tr, compile(tr.source, "<cosim ensemble>", "exec"))
+        while len(_compiled) > 8:
+            _compiled.pop(next(iter(_compiled)))
+    tr, code = hit
+    ns.update(ensemble.UFUNCS)
+    ns.update(math=math)
+    exec(code, ns)
+    V = _bind(tr, ns, members, sim, differ, n, n_c)
+    cfg = sim.config
+    k_end = pacing.end_tick(sim, None, None)
+    columns = sim.store.columns
+    L = [[np.empty((k_end + 1, n)) for _ in cols] for cols in columns]
+    ticks = [[] for _ in columns]
+    with np.errstate(divide="raise", invalid="raise", over="ignore", under="ignore"):
+        ns["advance"](0, k_end + 1, -1, ticks, k_end, k_end + 1, V, L)
+    base = cfg.t0 + np.arange(0, k_end + 1, dtype=np.float64) * cfg.dt
+    keyed = []
+    for task, cols in enumerate(columns):
+        rows = len(ticks[task])
+        t = cfg.t0 + np.asarray(ticks[task], dtype=np.float64) * cfg.dt
+        keyed += [(key, L[task][col][:rows], t) for key, col in cols]
+    return [Logs({k: a[:, j:j + 1] for k, a, _ in keyed}, {k: t for k, _, t in keyed}, base)
+            for j in range(n)]
+
+
+def _bind(tr, ns: dict, members: dict, sim, differ: dict, n: int, n_c: int) -> tuple:
+    """The arrays the translated function unpacks, in ``tr.names`` order."""
+    fast = sim.fast_path
+    slot_of = {(id(b), name): j for j, (b, name) in enumerate(fast.flat.state_slots)}
+    plan = sim.plan
+    D = np.repeat(np.asarray(fast.flat.D, dtype=np.float64)[:, None], n, axis=1)
+    C = np.repeat(np.asarray(sim.state.X, dtype=np.float64)[:, None], n, axis=1)
+    cslice = {plan.index[plan.path_of[id(b)]]: sl for b, sl in sim.interpreter.cslices}
+    for i, (_, states, cstates) in differ.items():
+        b = plan.blocks[i]
+        for j in range(n):
+            if states[j] is not None:
+                for name, v in states[j].items():
+                    D[slot_of[(id(b), name)], j] = v
+            if cstates[j] is not None:
+                C[cslice[i], j] = cstates[j]
+    stacked = {"C": C}
+    out = []
+    for name in tr.names:
+        if name in members:
+            out.append(members[name])
+        elif name in tr.zero_d:
+            text = tr.zero_d[name]
+            out.append(np.array(ns[text] if text in ns else float(text)))
+        elif name in tr.buffers:
+            shape = tr.buffers[name]
+            dtype = bool if shape and shape[0] == "bool" else np.float64
+            dims = tuple({"N": n, "C": n_c}[d] for d in shape if d != "bool")
+            out.append(np.zeros(dims, dtype=dtype))
+        elif name[0] == "x":
+            out.append(D[int(name[1:])].copy())
+        elif name in ("C", "Z") or name[0] == "K":
+            out.append(stacked.setdefault(name, np.zeros((n_c, n))))
+        elif name[0] in "cz":
+            out.append(stacked.setdefault(name[0].upper(), np.zeros((n_c, n)))[int(name[1:])])
+        elif name[0] == "k":
+            si, comp = name[1:].split("_")
+            out.append(stacked.setdefault(f"K{si}", np.zeros((n_c, n)))[int(comp)])
+        else:
+            raise Unsupported(f"unknown value {name}")
+    return tuple(out)

@@ -1,0 +1,136 @@
+"""Fused steps of a served unit on its generated path, floats in and floats out.
+
+A unit server that receives one :class:`~cosim.master.protocol.Step` after another for a
+:class:`~cosim.master.units.LocalUnit` on the scalar generated path runs them here: the inputs
+are written into the Inports' live values, the unit's step function is called and its
+outputs read from their slots, exactly as :mod:`cosim.master.compiled` steps in-process units
+(which tests prove bit-identical to the protocol path), with no message object and no numpy
+array in between. The unit is settled (its simulator and Inports take back the state) before
+it serves anything else, and whenever a step falls outside what is done here (then it is
+served the ordinary way, which gives the same result or the same error).
+"""
+
+from __future__ import annotations
+
+import math
+
+from cosim.errors import SimulationError
+from cosim.numerics.timegrid import EXCHANGE_RTOL, same_time
+
+__all__ = ["PackedSteps"]
+
+
+class PackedSteps:
+    """Consecutive fused steps of one unit through its generated function.
+
+    Parameters
+    ----------
+    unit : LocalUnit
+        On its scalar generated path (:meth:`LocalUnit.direct
+        <cosim.master.units.LocalUnit.direct>` is not None).
+    direct : DirectStep
+        What ``unit.direct()`` returned.
+    """
+
+    def __init__(self, unit, direct):
+        self.unit = unit
+        self.fn, self.S, self.D, self.X, self.R, self.G = direct.bound
+        self.k, self.last = direct.k, direct.last
+        self.t0, self.dt = direct.t0, direct.dt
+        self.lives = direct.inputs
+        self.slots = [direct.outputs[p] for p in direct.outputs]
+        self.stepped = 0
+        # Derivatives each Inport holds (settle gives them back).
+        self.orders = {p: len(blk.derivatives) for p, blk in unit.inports.items()}
+        sim = unit.sim
+        self.cfg_t0 = sim.config.t0
+        # Steps longer than a deadline chunk are served the ordinary way (in chunks).
+        self.max_ticks = unit.max_ticks if unit.step_deadline is None \
+            else min(unit.max_ticks, unit.DEADLINE_CHUNK)
+
+    def settle(self) -> None:
+        """Hand the state back to the unit (its simulator and Inports)."""
+        self.unit.settle(self.k, self.last, self.stepped, self.orders)
+        self.stepped = 0
+
+    def step(self, t: float, h: float, refresh: bool, inputs: tuple, orders: tuple,
+             values: tuple) -> tuple | None:
+        """One fused step (see :meth:`LocalUnit.step_packed
+        <cosim.master.units.LocalUnit.step_packed>`); None when it must be served the
+        ordinary way (nothing was changed then)."""
+        k, dt = self.k, self.dt
+        now = self.t0 + k * dt
+        if not (h > 0.0 and same_time(now, t, EXCHANGE_RTOL)):
+            return None
+        n = (t + h - self.cfg_t0) / dt - k
+        m = round(n)
+        if m < 1 or abs(m - n) > 1e-6 or m > self.max_ticks:
+            return None
+        lives, held = self.lives, self.orders
+        if len(orders) != len(inputs):
+            return None
+        if not any(orders):                     # values only (extrapolation order 0)
+            if len(values) != len(inputs):
+                return None
+            for name in inputs:
+                if name not in lives:
+                    return None
+            # As Inport.set(value, (), t) mirrors it into the live values.
+            for name, x in zip(inputs, values):
+                live = lives[name]
+                live[0] = x
+                live[1] = live[2] = live[3] = 0.0
+                live[4] = now
+                held[name] = 0
+        elif not self._derivatives(inputs, orders, values, now):
+            return None
+        k_end = k + m + 1
+        # Outputs at k+m computed in the same call; logged there when refreshed (the
+        # RefreshOutputs after DoStep), as the compiled exchange does.
+        try:
+            k_got, last = self.fn(k, k_end, self.last, self.S, self.D, self.X, self.R, self.G,
+                                  k + m, k_end if refresh else k + m)
+        except Exception as err:
+            # As FastPath.advance reports it: the unit stays where the step failed.
+            self.k = min(getattr(err, "cosim_tick", k), k + m)
+            self.stepped += self.k - k
+            self.unit.end_packed()
+            raise SimulationError(f"{type(err).__name__}: {err} (in the generated fast path; "
+                                  "rerun with SimulationConfig(fast=False) to find the block)",
+                                  t=self.t0 + self.k * dt) from err
+        self.k, self.last = min(k_got, k + m), last
+        self.stepped += self.k - k
+        S = self.S
+        outs = [S[j] for j in self.slots]
+        floats = True
+        for x in outs:
+            floats = floats and type(x) is float
+        if k_got != k_end or not floats:
+            # Stopped early, or outputs that are not floats: the unit answers from its state.
+            self.unit.end_packed()
+            return self.unit.answer_stepped()
+        return self.t0 + self.k * dt, False, math.inf, outs
+
+    def _derivatives(self, inputs: tuple, orders: tuple, values: tuple, now: float) -> bool:
+        """Write inputs with derivatives into the live values (as Inport.set does); False
+        (nothing written) when the Step does not fit this unit."""
+        lives = self.lives
+        if len(values) != len(inputs) + sum(orders):
+            return False
+        for name, order in zip(inputs, orders):
+            if name not in lives or order not in (0, 1, 2):
+                return False
+        i = 0
+        for name, order in zip(inputs, orders):
+            live = lives[name]
+            live[0] = values[i]
+            if order:
+                live[1] = 1.0
+                live[2] = values[i + 1]
+                live[3] = values[i + 2] if order == 2 else 0.0
+            else:
+                live[1] = live[2] = live[3] = 0.0
+            live[4] = now
+            self.orders[name] = order
+            i += 1 + order
+        return True

@@ -1,0 +1,109 @@
+"""The prepared wire forms of the fused step (cluster.prepared): the same bytes as the strict
+codec, the same messages back, and any other input left to the strict decoder."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from cluster import prepared
+from cluster.codec import Limits, decode_batch, encode, encode_batch
+from cosim.errors import CodecError
+from cosim.master.protocol import Step, Stepped
+
+from tests.cluster.test_codec import assert_identical
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+names = st.text(max_size=8)
+vectors = hnp.arrays(np.float64, st.integers(0, 40))
+steps = st.builds(Step, st.lists(names, max_size=4).map(tuple),
+                  st.lists(st.integers(0, 2), max_size=4).map(tuple), st.booleans(),
+                  st.floats(), st.floats(), vectors)
+steppeds = st.builds(Stepped, st.floats(), st.booleans(), st.floats(), vectors)
+#: Equal to the default limits but not them: decode_batch then takes the strict path only.
+STRICT = Limits()
+
+
+@SETTINGS
+@given(st.one_of(steps, steppeds))
+def test_prepared_bytes_are_the_strict_bytes_and_decode_back(msg):
+    data = encode_batch([msg])
+    assert data == b"\x91" + encode(msg)
+    first = decode_batch(data)                  # strict (a Step's layout is learnt here)
+    again = decode_batch(data)                  # prepared
+    assert_identical(first, [msg])
+    assert_identical(again, [msg])
+    assert_identical(decode_batch(data, limits=STRICT), [msg])
+
+
+@SETTINGS
+@given(steps)
+def test_step_values_are_the_decoded_step(msg):
+    data = encode_batch([msg])
+    decode_batch(data)
+    got = prepared.step_values(data, 2**28)
+    assert got is not None
+    inputs, orders, refresh, t, h, values = got
+    assert (inputs, orders, refresh) == (msg.inputs, msg.orders, msg.refresh)
+    assert struct.pack("<dd", t, h) == struct.pack("<dd", msg.t, msg.h)
+    assert struct.pack(f"<{len(values)}d", *values) == msg.data.tobytes()
+
+
+def test_stepped_batch_is_the_encoded_stepped():
+    out = [1.5, -0.0, float("nan"), 3.0]
+    assert prepared.stepped_batch(0.25, True, float("inf"), out) == \
+        encode_batch([Stepped(0.25, True, float("inf"), np.array(out))])
+
+
+@SETTINGS
+@given(st.one_of(steps, steppeds), st.data())
+def test_altered_bytes_decode_as_the_strict_decoder_says(msg, data):
+    """Flip, cut or extend the bytes of a known layout: the prepared path answers exactly
+    what the strict decoder answers, or leaves it to it (a CodecError, never anything
+    else)."""
+    raw = encode_batch([msg])
+    decode_batch(raw)
+    buf = bytearray(raw)
+    how = data.draw(st.sampled_from(["flip", "cut", "extend"]))
+    if how == "flip" and buf:
+        i = data.draw(st.integers(0, len(buf) - 1))
+        buf[i] ^= data.draw(st.integers(1, 255))
+    elif how == "cut":
+        del buf[data.draw(st.integers(0, len(buf) - 1)):]
+    else:
+        buf += data.draw(st.binary(min_size=1, max_size=9))
+    altered = bytes(buf)
+    try:
+        strict = decode_batch(altered, limits=STRICT)
+    except CodecError:
+        strict = None
+    try:
+        fast = decode_batch(altered)
+    except CodecError:
+        fast = None
+    if strict is None:
+        assert fast is None
+    else:
+        assert_identical(fast, strict)
+    if prepared.step_values(altered, 2**28) is not None:
+        assert strict is not None and type(strict[0]) is Step
+
+
+def test_layouts_are_bounded():
+    for i in range(prepared.MAX_LAYOUTS * 2):
+        msg = Step((f"in{i}",), (0,), False, 0.0, 0.1, np.zeros(1))
+        decode_batch(encode_batch([msg]))
+    assert prepared.step_values(encode_batch([msg]), 2**28) is not None
+
+
+@pytest.mark.parametrize("n", [0, 1, 30, 8000])
+def test_vectors_of_every_ext_header_size(n):
+    msg = Stepped(1.0, False, 2.0, np.arange(float(n)))
+    data = encode_batch([msg])
+    assert data == b"\x91" + encode(msg)
+    assert_identical(decode_batch(data), [msg])

@@ -1,0 +1,104 @@
+"""Fused steps on the generated path (LocalUnit.step_packed, a unit server's fast lane) give
+what the ordinary fused Step gives, bit for bit: outputs, logs and state."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from blocks import FirstOrderLag, Gain, Sum, UnitDelay
+from cosim import Inport, Model, Outport, SimulationConfig, Subsystem
+from cosim.master import protocol as P
+from cosim.master.units import LocalUnit
+from cosim.model.evaluate import evaluate
+from cosim.run.atomic import inner_config
+
+
+def unit(solver="RK4"):
+    """Two inputs (one through a lag, continuous), two outputs, logged."""
+    s = Subsystem("plant", atomic=True, dt=0.001, solver=solver)
+    s.add(Inport("u"), Inport("w"), FirstOrderLag("lag", tau=0.05), Gain("g", 2.0),
+          Sum("s", "++"), UnitDelay("d", 0.5), Outport("y"), Outport("z"))
+    s.connect("u.out", "lag.in")
+    s.connect("lag.out", "s.in1")
+    s.connect("w.out", "g.in")
+    s.connect("g.out", "s.in2")
+    s.connect("s.out", "y.in")
+    s.connect("s.out", "d.in")
+    s.connect("d.out", "z.in")
+    m = Model("m")
+    m.add(s)
+    evaluate(m)
+    u = LocalUnit(s, inner_config(s, SimulationConfig(dt=0.001, t_end=0.0, log=["*"])))
+    u.handle(P.Initialize(0.0))
+    return u
+
+
+def bits(x) -> bytes:
+    return np.asarray(x, dtype=np.float64).tobytes()
+
+
+def steps(rng, n=60):
+    t = 0.0
+    for i in range(n):
+        h = 0.001 * int(rng.integers(1, 5))
+        orders = tuple(int(o) for o in rng.integers(0, 3, size=2))
+        data = rng.normal(size=2 + sum(orders))
+        yield P.Step(("u", "w"), orders, bool(rng.integers(0, 2)), t, h, data)
+        t = round(t + h, 12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_packed_steps_are_the_fused_steps_bit_for_bit(seed):
+    a, b = unit(), unit()
+    packed = 0
+    for i, req in enumerate(steps(np.random.default_rng(seed))):
+        ref = a.handle(req)
+        assert type(ref) is P.Stepped, ref
+        got = b.step_packed(req.t, req.h, req.refresh, req.inputs, req.orders,
+                            tuple(req.data))
+        if got is None:                      # not (yet) on the generated path
+            got = b.handle(req)
+            got = (got.t_reached, got.event, got.next_event, list(got.outputs))
+        else:
+            packed += 1
+        assert struct.pack("<d?d", *got[:3]) == struct.pack(
+            "<d?d", ref.t_reached, ref.event, ref.next_event)
+        assert bits(got[3]) == bits(ref.outputs)
+        if i % 17 == 16:                     # another request settles the unit in between
+            assert a.handle(P.GetOutputs()) == b.handle(P.GetOutputs())
+    assert packed > 40
+    logs_a, logs_b = a.handle(P.CollectLogs()), b.handle(P.CollectLogs())
+    assert logs_a.signals.keys() == logs_b.signals.keys()
+    for key, (t, v) in logs_a.signals.items():
+        assert bits(t) == bits(logs_b.signals[key][0]) and bits(v) == bits(logs_b.signals[key][1])
+    assert a.handle(P.GetState()) == b.handle(P.GetState())
+
+
+def test_a_step_that_does_not_fit_is_left_to_the_ordinary_way():
+    b = unit()
+    b.handle(P.Step(("u",), (0,), False, 0.0, 0.001, np.ones(1)))   # onto the fast path
+    assert b.step_packed(0.5, 0.001, False, ("u",), (0,), (1.0,)) is None    # wrong time
+    assert b.step_packed(0.001, 0.0015, False, ("u",), (0,), (1.0,)) is None  # not a multiple
+    assert b.step_packed(0.001, 0.001, False, ("nope",), (0,), (1.0,)) is None
+    assert b.step_packed(0.001, 0.001, False, ("u",), (0,), (1.0, 2.0)) is None
+    assert b.step_packed(0.001, 0.001, False, ("u",), (3,), (1.0,) * 4) is None
+    assert b.handle(P.Step(("u",), (0,), False, 0.5, 0.001, np.ones(1))).kind is \
+        P.ErrorKind.PROTOCOL
+    assert b.step_packed(0.001, 0.001, False, ("u",), (0,), (1.0,)) is not None
+
+
+def test_a_step_over_the_tick_limit_is_refused_as_the_ordinary_step_refuses_it():
+    a, b = unit(), unit()
+    for u in (a, b):
+        u.handle(P.Step(("u",), (0,), False, 0.0, 0.001, np.ones(1)))
+    big = LocalUnit.max_ticks
+    try:
+        LocalUnit.max_ticks = 2
+        ref = a.handle(P.Step(("u",), (0,), False, 0.001, 0.003, np.ones(1)))
+        assert b.step_packed(0.001, 0.003, False, ("u",), (0,), (1.0,)) is None
+        assert b.handle(P.Step(("u",), (0,), False, 0.001, 0.003, np.ones(1))) == ref
+    finally:
+        LocalUnit.max_ticks = big
