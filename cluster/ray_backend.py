@@ -103,16 +103,21 @@ class RayProxy(Proxy):
         To the actor's data-plane endpoint.
     timeout : float
         Seconds to wait for one batch's replies before raising TransportError.
+    alone : bool
+        The actor hosts this unit only: the proxy may be driven from a thread of its own
+        (:attr:`~cosim.master.proxy.Proxy.concurrent`; a channel shared by the units of one
+        actor is not).
     """
 
     #: Seconds between checks that the actor is still alive while waiting for a reply.
     POLL = 0.05
 
-    def __init__(self, name: str, actor, conn: Channel, timeout: float):
+    def __init__(self, name: str, actor, conn: Channel, timeout: float, alone: bool = False):
         self.name = name
         self.actor = actor
         self.conn = conn
         self.timeout = timeout
+        self.concurrent = alone
         self._watch = actor.watch.remote()
 
     def submit(self, requests):
@@ -262,7 +267,8 @@ class RayBackend(Backend):
                                  "cluster") from None
             conn = Channel(info["endpoint"], RayProxy.POLL, keys=keys, patient=True)
             for spec in group:
-                self.proxies[spec.name] = RayProxy(spec.name, actor, conn, self.cfg.timeout)
+                self.proxies[spec.name] = RayProxy(spec.name, actor, conn, self.cfg.timeout,
+                                                   alone=len(group) == 1)
         return dict(self.proxies)
 
     def stop(self) -> None:

@@ -198,6 +198,11 @@ class CosimConfig:
         When every unit runs in this process on generated code, step plain macro steps
         through one generated loop (:mod:`cosim.master.compiled`; results bit-identical to
         the protocol path). False sends every exchange through the protocol.
+    pipelined : bool
+        Send each unit its next plain Jacobi macro step as soon as the outputs its inputs come
+        from are in, rather than when every unit finished the current one
+        (:mod:`cosim.master.pipeline`; for units in Ray actors of their own; results
+        bit-identical). False steps every unit in lockstep.
     partition : int, optional
         Cut the model automatically into this many units of balanced estimated cost, on
         signals after states where it can (:mod:`cosim.master.autosplit`); the logs keep the
@@ -233,6 +238,7 @@ class CosimConfig:
     trace: bool = False
     curve: bool = True
     compiled: bool = True
+    pipelined: bool = True
     partition: int | None = None
 
     def __post_init__(self):

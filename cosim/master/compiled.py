@@ -54,6 +54,8 @@ class Chunk:
         Why the chunk ended early (raised by the master once it took the state over).
     stopped : dict of str to float
         Units that stopped the run in the last macro step -> the time they stopped.
+    events : dict of str to float, optional
+        Unit -> its next scheduled event from its last step (None: no unit has one).
     """
 
     starts: list
@@ -63,6 +65,7 @@ class Chunk:
     points: dict
     error: Exception | None = None
     stopped: dict | None = None
+    events: dict | None = None
 
 
 class CompiledExchange:

@@ -29,6 +29,7 @@ from cosim.master.central_logs import CentralLogs
 from cosim.master.compiled import CompiledExchange
 from cosim.master.extrapolation import PortHistory
 from cosim.master.fused import FusedStep
+from cosim.master.pipeline import Pipeline
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
 from cosim.master.recovery import recover
 from cosim.master.stepsize import StepControl
@@ -143,6 +144,8 @@ class Master:
                       for u in self.names
                       if P.FUSED_STEP in self.desc[u].capabilities and not self.cfg.trace
                       and self.proxies[u].in_process() is None}
+        # Remote units: plain macro steps pipelined (each unit stepped once its inputs are in).
+        self.pipeline = None if self.compiled is not None else Pipeline.build(self)
         self._initialized = True
         if self.cfg.checkpoint_every:
             self._checkpoint = self._capture()
@@ -335,8 +338,9 @@ class Master:
     def _steps(self, t_end: float, goal: float | None, eps: float) -> bool:
         """Macro steps towards ``t_end`` until ``T`` reaches ``goal`` (None: one step), whole
         steps through the compiled exchange where it can; True when a unit stopped the run."""
+        chunks = self.compiled or self.pipeline
         while True:
-            if goal is not None and self.compiled is not None and self._run_compiled(goal, eps):
+            if goal is not None and chunks is not None and self._run_chunk(chunks, goal, eps):
                 if self.calls.stopped:
                     return True             # a unit stopped the run inside the chunk
                 every = self.cfg.checkpoint_every
@@ -386,16 +390,25 @@ class Master:
         self._restore(cp, logs="truncate")
         del self.step_log[records:]
 
-    def _run_compiled(self, t_end: float, eps: float) -> bool:
+    def _run_chunk(self, chunks, t_end: float, eps: float) -> bool:
         """Whole macro steps of H through the compiled exchange
-        (:mod:`~cosim.master.compiled`, bit-identical to :meth:`step`) up to the next
-        checkpoint; False when it took none (the protocol steps instead)."""
+        (:mod:`~cosim.master.compiled`) or the pipeline (:mod:`~cosim.master.pipeline`), both
+        bit-identical to :meth:`step`, up to the next checkpoint; False when it took none
+        (the protocol steps instead). A unit failure is recovered from as in
+        :meth:`_advance`."""
+        try:
+            return self._take_chunk(chunks, t_end, eps)
+        except TransportError as err:
+            self._recover(err)
+            return True
+
+    def _take_chunk(self, chunks, t_end: float, eps: float) -> bool:
         cfg = self.cfg
         every = cfg.checkpoint_every
         n0 = self.n
         n_stop = n0 + every - n0 % every if every else sys.maxsize
-        chunk = self.compiled.run(self.T, self._nq, n0, n_stop, t_end, eps, self.values,
-                                  self.history.points)
+        chunk = chunks.run(self.T, self._nq, n0, n_stop, t_end, eps, self.values,
+                           self.history.points)
         if chunk is None or not (chunk.starts or chunk.error):
             return False
         self.step_log += [StepRecord(t, self.H) for t in chunk.starts]
@@ -405,6 +418,8 @@ class Master:
         self.values.update(chunk.values)
         self.history.points = chunk.points
         self.calls.stepped_without_events(self.names)
+        if chunk.events:
+            self.calls.next_event.update(chunk.events)
         if chunk.error is not None:
             raise chunk.error
         if chunk.stopped:

@@ -24,11 +24,16 @@ class Proxy(ABC):
        result, so a remote proxy has all of them in flight at once.
     3. Override :meth:`flush` when requests of several units share one message: the master
        calls it once every request of a call is submitted.
-    4. Override :meth:`recover` when the unit's host can come back after a failure (a Ray
+    4. Set :attr:`concurrent` when the proxy can be driven from its own thread.
+    5. Override :meth:`recover` when the unit's host can come back after a failure (a Ray
        actor restarted, a server process re-spawned).
     """
 
     name: str
+    #: True when this proxy may be driven from a thread of its own while other threads drive
+    #: other proxies (its connection is its own and it waits without holding the GIL): the
+    #: master may then pipeline macro steps (:mod:`cosim.master.pipeline`).
+    concurrent: bool = False
 
     @abstractmethod
     def submit(self, requests: list) -> Any:

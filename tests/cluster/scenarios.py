@@ -131,3 +131,48 @@ def crashing(marker: str):
     b.connect("x.out", "crash.in")
     b.connect("crash.out", "y.in")
     return m
+
+
+@register_block_type
+class Fail(Block):
+    """Passes its input through; raises from ``t_fail`` on (a simulation error)."""
+
+    def __init__(self, name, t_fail=0.5):
+        super().__init__(name)
+        self.t_fail = t_fail
+
+    def output_update(self, t, dt):
+        if t >= self.t_fail:
+            raise ValueError("the pass-through gave up")
+        self.outputs["out"] = self.inputs["in"]
+
+
+def failing(t_fail: float) -> Model:
+    """``three_units`` whose unit b raises from ``t_fail`` on."""
+    m = three_units()
+    b = m["b"]
+    b.connections = [c for c in b.connections if c.dst != "y.in"]
+    b.add(Fail("fail", t_fail))
+    b.connect("x.out", "fail.in")
+    b.connect("fail.out", "y.in")
+    return m
+
+
+def wide(chains: int = 6, length: int = 6) -> Model:
+    """A source feeding ``chains`` parallel chains of gains and lags (a model to split)."""
+    from blocks import FirstOrderLag
+    m = Model("wide")
+    m.add(Sine("src", amplitude=1.0, frequency=0.5))
+    for c in range(chains):
+        s = Subsystem(f"c{c}")
+        s.add(Inport("u"), Outport("y"))
+        prev = "u.out"
+        for i in range(length // 2):
+            s.add(Gain(f"k{i}", 1.0 + 0.1 * c), FirstOrderLag(f"lag{i}", tau=0.05 + 0.01 * i))
+            s.connect(prev, f"k{i}.in")
+            s.connect(f"k{i}.out", f"lag{i}.in")
+            prev = f"lag{i}.out"
+        s.connect(prev, "y.in")
+        m.add(s)
+        m.connect("src.out", f"c{c}.u")
+    return m

@@ -1,0 +1,250 @@
+"""Pipelined macro steps: each remote unit is sent its next macro step as soon as the outputs
+its inputs come from are in, not when every unit has finished the current one.
+
+A Jacobi macro step ``n`` of a unit needs only its drivers' outputs up to the macro point
+``T_n``. The lockstep master waits for every unit at every macro point: each step lasts as
+long as its slowest unit plus a round trip, and a unit that finished early sleeps meanwhile
+(on a loaded machine it then also waits to be scheduled again). :class:`Pipeline` drives each
+unit from a thread of its own that sends step ``n`` once the drivers have reported ``T_n``:
+a unit without inputs (or whose drivers are ahead) never waits for the others, and jitter of
+one unit's steps is absorbed instead of adding up step by step. In a loop of units (A feeds B
+feeds A) the pipeline degenerates to lockstep.
+
+Every unit receives exactly the requests of the lockstep path (:meth:`Master.step
+<cosim.master.master.Master.step>`), in its order, computed from the same macro points
+(:class:`~cosim.master.extrapolation.PortHistory`), so results are bit-identical; only the
+interleaving in time of different units' steps differs. A failing step stops the chunk where
+the lockstep path raises: the units behind are driven up to that step, the error of the
+earliest step (the first unit in the master's order on a tie) is raised. (Units that had run
+ahead stay ahead: after a failure or a stop event their own state may be past the macro point
+the master reports; the central logs are cut at a stop as on the lockstep path.)
+
+Used for plain Jacobi macro steps (no algebraic coupling, no refresh at macro points, not
+adaptive, not traced) when every unit's proxy may be driven from its own thread
+(:attr:`Proxy.concurrent <cosim.master.proxy.Proxy.concurrent>`); the master steps the rest
+through the protocol.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+
+from cosim.config import Scheme
+from cosim.master import protocol as P
+from cosim.master.calls import raise_error
+from cosim.master.compiled import Chunk
+from cosim.master.extrapolation import KEPT, PortHistory
+
+__all__ = ["Pipeline"]
+
+
+class Pipeline:
+    """Pipelined macro steps of one co-simulation (see the module notes).
+
+    Parameters
+    ----------
+    master : Master
+        Initialized; the pipeline reads its proxies, graph (``inputs``), history (order and
+        periods), ``delayed``, ``calls`` (step times), ``cfg`` and start time.
+    quantum : Fraction
+        The macro-step grid; ``H`` is ``nq_step`` quanta.
+    nq_step : int
+    """
+
+    def __init__(self, master, quantum, nq_step: int):
+        self.proxies = master.proxies
+        self.names = list(master.names)
+        self.inputs = {u: list(master.graph.inputs[u]) for u in self.names}
+        self.drivers = {u: sorted({key[0] for _, key in self.inputs[u]} - {u})
+                        for u in self.names}
+        self.history = master.history
+        self.delayed = master.delayed
+        self.calls = master.calls
+        self.fused = master.fused             # units sent one fused Step per macro step
+        self.cfg = master.cfg
+        self.H = master.cfg.H
+        self.t0 = master.config.t0
+        self.quantum = float(quantum)
+        self.nq_step = nq_step
+
+    @classmethod
+    def build(cls, master):
+        """The pipeline of an initialized master, or None when its macro steps cannot be
+        pipelined (see the module notes) or there is nothing to overlap (one unit)."""
+        cfg, control = master.cfg, master.control
+        if (not cfg.pipelined or cfg.adaptive or cfg.trace or master.couplings
+                or master.refresh_levels or cfg.scheme is not Scheme.JACOBI
+                or len(master.names) < 2
+                or not all(p.concurrent for p in master.proxies.values())):
+            return None
+        nq_step = control.quanta(cfg.H)
+        if not nq_step or control.on_grid(cfg.H) != cfg.H:
+            return None
+        return cls(master, control.quantum, nq_step)
+
+    def run(self, T: float, nq: int, n: int, n_stop: int, t_end: float, eps: float,
+            values: dict, points: dict) -> Chunk | None:
+        """Whole macro steps of ``H`` from ``T`` while ``T + H <= t_end`` and ``n < n_stop``,
+        and no further than the next log collection (every ``log_every`` steps).
+
+        Parameters are those of :meth:`CompiledExchange.run
+        <cosim.master.compiled.CompiledExchange.run>`.
+
+        Returns
+        -------
+        Chunk or None
+            None when no whole step fits.
+        """
+        every = self.cfg.log_every
+        n_stop = min(n_stop, (n // every + 1) * every)
+        starts, nqs = [T], [nq]
+        while (len(starts) - 1 < n_stop - n and starts[-1] < t_end - eps
+               and t_end - starts[-1] >= self.H):
+            nqs.append(nqs[-1] + self.nq_step)
+            starts.append(self.t0 + nqs[-1] * self.quantum)
+        steps = len(starts) - 1
+        if steps == 0:
+            return None
+        run = _Run(self, starts, points)
+        run.go()
+        done = run.accepted()
+        out_points, out_values = {}, {}
+        for key, series in run.series.items():
+            end = run.base[key] + done
+            out_points[key] = series[max(0, end + 1 - KEPT):end + 1]
+            out_values[key] = series[end][1]
+        stopped = run.stopped if run.error is None else None
+        chunk = Chunk(starts[:done], starts[done], nqs[done], out_values, out_points,
+                      error=run.error, stopped=stopped or None, events=dict(run.next_event))
+        for u, (ts, secs) in run.times.items():
+            mine = self.calls.step_times.setdefault(u, (array("d"), array("d")))
+            mine[0].extend(ts)
+            mine[1].extend(secs)
+        return chunk
+
+
+class _Run:
+    """One chunk of pipelined steps: the threads, and what they share under :attr:`cond`."""
+
+    def __init__(self, pipe: Pipeline, starts: list, points: dict):
+        self.pipe = pipe
+        self.starts = starts
+        self.steps = len(starts) - 1
+        # Every output's macro points, oldest first: those before the chunk, then one per
+        # step as its unit reports it (lists only grow: readers slice them under the lock).
+        self.series = {key: list(pts) for key, pts in points.items()}
+        self.base = {key: len(pts) - 1 for key, pts in points.items()}   # index of T_0
+        self.done = {u: 0 for u in pipe.names}
+        self.cond = threading.Condition()
+        self.stop_at = self.steps          # no step past this one is started
+        self.failures: list[tuple[int, int, BaseException]] = []
+        self.stopped: dict[str, float] = {}
+        self.stop_step: int | None = None
+        self.next_event: dict[str, float] = {}
+        self.times = {u: (array("d"), array("d")) for u in pipe.names}
+        self.error: BaseException | None = None
+
+    def go(self) -> None:
+        threads = [threading.Thread(target=self._drive, args=(i, u), daemon=True,
+                                    name=f"cosim-pipeline-{u}")
+                   for i, u in enumerate(self.pipe.names)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.stop_step is not None:
+            # A stop ends the run at its step: failures of units that ran past it are not
+            # the lockstep path's (a failure in the stop's own step is).
+            self.failures = [f for f in self.failures if f[0] <= self.stop_step]
+        if self.failures:
+            self.error = min(self.failures, key=lambda f: (f[0], f[1]))[2]
+
+    def accepted(self) -> int:
+        """Steps every unit completed that the master accepts: those before the earliest
+        failure, or up to and including the step a unit stopped in."""
+        if self.failures:
+            return min(f[0] for f in self.failures)
+        if self.stop_step is not None:
+            return self.stop_step + 1
+        return self.steps
+
+    def _ready(self, u: str, i: int) -> bool:
+        return i > self.stop_at or all(self.done[d] >= i for d in self.pipe.drivers[u])
+
+    def _drive(self, index: int, u: str) -> None:
+        """Unit ``u``'s steps, each once its drivers reported its start (a thread)."""
+        i = 0
+        try:
+            for i in range(self.steps):
+                if not self._step(u, i):
+                    return
+        except BaseException as err:  # noqa: BLE001 - raised by the master, in order
+            with self.cond:
+                self.failures.append((i, index, err))
+                self.stop_at = min(self.stop_at, i)
+                self.cond.notify_all()
+
+    def _step(self, u: str, i: int) -> bool:
+        """Step ``i`` of unit ``u``: its inputs from the macro points before it, the requests
+        of the lockstep path, its outputs added to the series; False past the last step."""
+        pipe = self.pipe
+        ports = pipe.inputs[u]
+        view = PortHistory(pipe.history.order, pipe.history.period)
+        with self.cond:
+            self.cond.wait_for(lambda: self._ready(u, i))
+            if i > self.stop_at:
+                return False
+            view.points = {key: self.series[key][max(0, self.base[key] + i + 1 - KEPT):
+                                                 self.base[key] + i + 1]
+                           for _, key in ports}
+        T, H = self.starts[i], pipe.H
+        values = {key: pts[-1][1] for key, pts in view.points.items()}
+        fused = pipe.fused.get(u)
+        if fused is not None:
+            reqs = [fused.request(view, values, T, H, {}, pipe.delayed)]
+        else:
+            reqs = [view.inputs(ports, values, H, {}, {}), P.DoStep(T, H)]
+            if pipe.delayed:
+                reqs.append(P.RefreshOutputs())
+            reqs.append(P.GetOutputs())
+        proxy = pipe.proxies[u]
+        started = time.perf_counter()
+        handle = proxy.submit(reqs)
+        proxy.flush()
+        replies = proxy.result(handle)
+        ts, secs = self.times[u]
+        ts.append(T)
+        secs.append(time.perf_counter() - started)
+        event = self._check(u, reqs, replies, T)
+        t_next = self.starts[i + 1]
+        if fused is not None:
+            outputs = {}
+            fused.outputs(replies[-1], outputs)
+        else:
+            outputs = {(u, p): v for p, v in replies[-1].values.items()}
+        with self.cond:
+            for key, v in outputs.items():
+                self.series[key].append((t_next, v))
+            self.done[u] = i + 1
+            if event is not None and i <= self.stop_at:
+                if self.stop_step is None or i < self.stop_step:
+                    self.stopped = {}
+                self.stop_step = i
+                self.stopped[u] = event
+                self.stop_at = i
+            self.cond.notify_all()
+        return True
+
+    def _check(self, u: str, reqs: list, replies: list, T: float) -> float | None:
+        """Raise the error of an ErrorReply (as the lockstep call does); the time the unit
+        stopped at in this step, or None."""
+        stopped = None
+        for req, rep in zip(reqs, replies):
+            if isinstance(rep, P.ErrorReply):
+                raise_error(u, req, rep, T)
+            elif type(rep) is P.StepDone or type(rep) is P.Stepped:
+                self.next_event[u] = rep.next_event
+                stopped = rep.t_reached if rep.event else None
+        return stopped

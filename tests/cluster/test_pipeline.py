@@ -1,0 +1,83 @@
+"""Pipelined macro steps on Ray (:mod:`cosim.master.pipeline`): each unit is sent its next
+step once its inputs are in; the same numbers as lockstep and as in process, the same error
+where a unit fails, recovery from a killed unit."""
+
+import numpy as np
+import pytest
+
+from cosim import CoSimulation, CosimConfig, SimulationConfig
+from cosim.errors import SimulationError
+
+from tests.cluster.scenarios import crashing, failing, three_units, wide
+
+pytestmark = pytest.mark.cluster
+
+
+def run(model, backend, t_end=1.0, **cosim):
+    sim = CoSimulation(model, SimulationConfig(dt=0.002, t_end=t_end, solver="RK4",
+                                               cosim=CosimConfig(backend=backend, **cosim)))
+    try:
+        sim.run(duration=0.1)              # then on from a history of one macro point
+        logs = sim.run()
+    finally:
+        sim.close()
+    return sim, logs
+
+
+def assert_same(a, b):
+    assert sorted(a) == sorted(b)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        np.testing.assert_array_equal(a.time_of(key), b.time_of(key))
+
+
+@pytest.mark.parametrize("scenario, cosim", [
+    # a loop of units (a -> b -> rest -> a) with the classic one-step delay
+    (three_units, dict(H=0.02, feedthrough="delay", extrapolation=1)),
+    # a feed-forward split: the part without inputs runs ahead; logs collected every 7 steps
+    (wide, dict(H=0.01, partition=3, extrapolation=2, log_every=7)),
+])
+def test_pipelined_steps_are_bit_identical_to_lockstep_and_in_process(ray_session, scenario,
+                                                                       cosim):
+    _, local = run(scenario(), "local", **cosim)
+    lockstep, ref = run(scenario(), "ray", pipelined=False, **cosim)
+    sim, logs = run(scenario(), "ray", **cosim)
+    assert sim.master.pipeline is not None and lockstep.master.pipeline is None
+    assert_same(local, logs)
+    assert_same(ref, logs)
+    assert [r.t for r in sim.step_log] == [r.t for r in lockstep.step_log]
+    assert sim.stats == lockstep.stats
+    # every unit's steps are timed, as on the lockstep path
+    assert {u: len(ts) for u, (ts, _) in sim.master.calls.step_times.items()} == \
+           {u: len(ts) for u, (ts, _) in lockstep.master.calls.step_times.items()}
+
+
+def test_a_unit_failing_mid_pipeline_raises_the_lockstep_error_at_the_same_step(ray_session):
+    cosim = dict(H=0.02, feedthrough="delay", extrapolation=1)
+    errors = {}
+    for pipelined in (False, True):
+        sim = CoSimulation(failing(0.5), SimulationConfig(
+            dt=0.002, t_end=1.0, cosim=CosimConfig(backend="ray", pipelined=pipelined,
+                                                   **cosim)))
+        try:
+            with pytest.raises(SimulationError) as err:
+                sim.run()
+            errors[pipelined] = (str(err.value), sim.t, sim.stats["macro_steps"])
+            assert (sim.master.pipeline is not None) == pipelined
+        finally:
+            sim.close()
+    assert errors[True] == errors[False]
+    assert "gave up" in errors[True][0]
+
+
+def test_a_killed_unit_mid_pipeline_is_recreated_and_the_run_replays_identically(
+        ray_session, tmp_path):
+    cosim = dict(H=0.02, feedthrough="delay", extrapolation=1, checkpoint_every=5)
+    _, ref = run(three_units(), "local", **cosim)
+    marker = tmp_path / "crashed"
+    sim, logs = run(crashing(str(marker)), "ray", **cosim)
+    assert marker.exists(), "the unit never crashed"
+    assert sim.master.pipeline is not None and sim.stats["recoveries"] == 1
+    for key in ref:
+        np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
+        np.testing.assert_array_equal(ref.time_of(key), logs.time_of(key))
