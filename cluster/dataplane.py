@@ -213,7 +213,7 @@ def _fused_one(units: dict, unit, step_packed, fields: tuple, pair: list,
     try:
         done = step_packed(t, h, refresh, inputs, orders, values)
     except Exception as err:  # noqa: BLE001 - answered as Unit.handle answers it
-        return guarded(lambda: [encode_batch([error_reply(err, unit.t)])])[0]
+        return guarded(lambda err=err: [encode_batch([error_reply(err, unit.t)])])[0]
     if done is None:                    # not for the generated path: the ordinary way
         return guarded(lambda: reply(parse(units, pair, max_size), max_size))[0]
     return guarded(lambda: [prepared.stepped_batch(*done)])[0]

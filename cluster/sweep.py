@@ -28,13 +28,12 @@ import logging
 import math
 import os
 import sys
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cluster.sweep_design import Run, grid, lhs, listed, random_uniform, runs_of, sobol
 from cluster.sweep_reducers import (KINDS, Reducer, check_signals, final, integral_abs_error,
-                                    maximum, mean, minimum, overshoot, reduce_all, rms,
+                                    maximum, mean, minimum, overshoot, rms,
                                     settling_time)
 from cluster.sweep_results import ResultsTable, fingerprint, results_dir, write_parquet
 from cluster.sweep_worker import build, execute_many, structural_parameters

@@ -225,7 +225,6 @@ class _Writer:
         """A kernel expression of ``group``'s template with its names bound to the values;
         ``cvar`` names the continuous state read, ``tvar`` the time."""
         plan, layout, s = self.plan, self.layout, self.s
-        kern = self.kernels[group[0]]
 
         def name(m):
             kind, r = m.group(1), m.group(2)
