@@ -28,18 +28,6 @@ __all__ = ["Members", "const_values", "reusable", "run_members"]
 _compiled: dict = {}
 
 
-def _spec_value(v, ws, path: str):
-    """A construction argument's value in workspace ``ws`` (expressions evaluated)."""
-    from cosim.model.expr import has_expression, is_expression
-    if is_expression(v):
-        return ws.evaluate(v, path=path)
-    if isinstance(v, (list, tuple)) and has_expression(v):
-        return [_spec_value(e, ws, path) for e in v]
-    if isinstance(v, dict) and has_expression(v):
-        return {k: _spec_value(e, ws, f"{path}.{k}") for k, e in v.items()}
-    return v
-
-
 def _expression_blocks(model) -> list[tuple]:
     """``(block, subsystem chain, path)`` of every block built from expressions."""
     from cosim.model.block import Block, has_spec
@@ -130,6 +118,7 @@ class Members:
             A member's parameters change a block's structure (ports, rate, shapes, kernel
             template), or a block has no kernel for them.
         """
+        from cosim.model.evaluate import parameter_value
         from cosim.model.expr import Workspace
         from cosim.fastpath.params import lift
         model, n = self.model, len(overrides)
@@ -146,7 +135,7 @@ class Members:
                     if key not in children:
                         children[key] = ws.child(sub.context, path=sub.name)
                     ws = children[key]
-                values = {k: _spec_value(v, ws, f"{path}.{k}") for k, v in spec.items()}
+                values = {k: parameter_value(v, ws, f"{path}.{k}") for k, v in spec.items()}
                 clone = copy.copy(b)
                 clone.rebuild(values)
                 clone.initialize(t0)

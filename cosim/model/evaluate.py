@@ -16,17 +16,17 @@ from cosim.errors import CompileError, ModelError, Problem
 from cosim.model.expr import ExpressionError, Workspace, has_expression, is_expression
 from cosim.model.diagram import Diagram, Reference, Subsystem
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "parameter_value"]
 
 
-def _value(v, ws: Workspace, path: str):
+def parameter_value(v, ws: Workspace, path: str):
     """Evaluate expressions inside a parameter value (nested lists allowed)."""
     if is_expression(v):
         return ws.evaluate(v, path=path)
     if isinstance(v, (list, tuple)) and has_expression(v):
-        return [_value(e, ws, path) for e in v]
+        return [parameter_value(e, ws, path) for e in v]
     if isinstance(v, dict) and has_expression(v):
-        return {k: _value(e, ws, f"{path}.{k}") for k, e in v.items()}
+        return {k: parameter_value(e, ws, f"{path}.{k}") for k, e in v.items()}
     return v
 
 
@@ -82,7 +82,7 @@ def evaluate(model: Diagram, overrides: dict | None = None,
                 values = {}
                 for key, v in b.spec().items():
                     try:
-                        values[key] = _value(v, ws, f"{path}.{key}")
+                        values[key] = parameter_value(v, ws, f"{path}.{key}")
                     except ExpressionError as err:
                         problems.append(Problem(str(err), path))
                 if len(values) == len(b.spec()):
