@@ -346,14 +346,15 @@ class ZmqBackend(Backend):
 def _write_unit_file(group, path: Path) -> None:
     """A model file whose top-level atomic subsystems are ``group``'s units.
 
-    The file's ``simulation:`` is the first unit's configuration; every other unit carries
-    the fields in which its own differs as subsystem options, so that the server derives
-    exactly each unit's configuration.
+    The file's ``simulation:`` is the first unit's configuration without its log selection;
+    every unit carries the fields in which its own differs, and its log selection, as
+    subsystem options, so that the server derives exactly each unit's configuration (a unit's
+    plan takes no log selection from its parent's).
     """
-    from dataclasses import fields
+    from dataclasses import fields, replace
 
     from cosim.model.diagram import Model
-    base = group[0].config
+    base = replace(group[0].config, log=None)
     wrapper = Model(f"units_{path.stem}", parameters=dict(group[0].workspace or {}))
     saved = []
     for spec in group:

@@ -306,8 +306,9 @@ class SimulationConfig:
     t0 : float
         Start time (s).
     log : tuple of str, optional
-        Signals to log, as ``"block.port"``; None logs every block output. Recorder inputs are
-        always logged.
+        Signals to log, as ``"block.port"``; None logs every block output, and ``"*"`` in the
+        selection stands for every block output too (``("*", "scope.in")`` logs them and an
+        input). Recorder inputs are always logged.
     fast : bool
         Run the generated step function when every block of the plan has a kernel (results are
         bit-identical to the reference interpreter); False forces the interpreter.

@@ -192,7 +192,7 @@ def main() -> None:
     iters = [r.iterations for r in sim.step_log if r.t > 0]
     v = logs["vehicle/speed.out"][:, 0]
     ref = logs["cycle/profile.out"][:, 0]
-    print(f"units: {', '.join(sorted({k.split('/')[0] for k in logs}))}")
+    print(f"units: {', '.join(sorted(u.name for u in sim.partition.units))}")
     print(f"{sim.stats['macro_steps']} macro steps; battery<->motor coupling iterated "
           f"{np.mean(iters):.1f} times per step on average (max {max(iters)})")
     print(f"final speed {v[-1]:.2f} m/s, max speed {v.max():.2f} m/s "

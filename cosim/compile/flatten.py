@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from cosim.model.block import is_deferred
 from cosim.model.diagram import Diagram, From, Goto, Inport, Outport, Reference, Subsystem
 
-__all__ = ["Flat", "flatten", "split_ref"]
+__all__ = ["ALL_OUTPUTS", "Flat", "flatten", "split_ref"]
+
+#: In a log selection, every block output of the plan (``("*", "scope.in")``: them and an input).
+ALL_OUTPUTS = "*"
 
 
 def split_ref(ref: str) -> tuple[str, str] | None:

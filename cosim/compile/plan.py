@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cosim.compile.flatten import flatten, split_ref
+from cosim.compile.flatten import ALL_OUTPUTS, flatten, split_ref
 from cosim.errors import CompileError, Problem
 from cosim.numerics.graph import (condensation_levels, cycle_through, is_cycle,
                                   strongly_connected_components)
@@ -239,6 +239,8 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
         # "path/inner.port" under a block that runs its own plan is checked by that plan.
         nested = tuple(p + "/" for p, b in zip(paths, blocks) if b.nests_plan)
         for ref in log:
+            if ref == ALL_OUTPUTS:
+                continue
             parts = split_ref(ref)
             ok = parts is not None and parts[0] in by_name and \
                 (parts[1] in blocks[by_name[parts[0]]].output_names

@@ -60,7 +60,8 @@ class Split:
         output.
     keys : dict of str to str or None
         Log key of the split run -> the key of the same signal in the model's own run (None:
-        not shown, a cut signal's copy inside the part that receives it).
+        not shown, a cut signal's copies as the sending part's port and inside the part that
+        receives it).
     """
 
     model: Model
@@ -239,6 +240,7 @@ def _assemble(model, own, flat, index, part_of, k, weights, config, shapes) -> S
             outs.add((i, port))
             parts[i].add(Outport(port))
             parts[i].connect(src, f"{port}.in")
+            keys[f"part{i + 1}.{port}"] = None      # the source's signal again, as a unit port
             cuts.append(f"{s}.{sp}" + ("*" if flat.blocks[index[s]].direct_feedthrough
                                        else ""))
         if (j, port) not in ins:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from cosim.run.atomic import inner_config, nested_log
 from cosim.errors import CompileError
-from cosim.compile.flatten import split_ref
+from cosim.compile.flatten import ALL_OUTPUTS, split_ref
 from cosim.model.diagram import Inport, Outport, Subsystem
 
 __all__ = ["Link", "Partition", "UnitSpec", "partition"]
@@ -113,6 +113,7 @@ def partition(model, config) -> Partition:
             keys.update((f"{name}/{p}.in", f"{name}.{p}") for p in own)
             log = _unit_log(config.log, name, atomic)
             if own:
+                log = (ALL_OUTPUTS,) if log is None else log
                 log += tuple(f"{p}.in" for p in own)
             cfg = replace(inner_config(b, base), log=log)
             units.append(UnitSpec(name, b, cfg, workspace=workspace))
@@ -127,13 +128,12 @@ def partition(model, config) -> Partition:
 
 
 def _own_ports(log, unit: str, sub: Subsystem, ins) -> list[str]:
-    """Output ports of atomic unit ``unit`` selected as ``"unit.port"`` in ``log`` that no
-    top-level block receives (``ins``: source -> Inport): the unit logs them itself, as its
-    Outport's input."""
-    if log is None:
-        return []
-    return [k.rpartition(".")[2] for k in log if "/" not in k and k not in ins
-            and k.rpartition(".")[0] == unit and k.rpartition(".")[2] in sub.output_names]
+    """Output ports of atomic unit ``unit`` logged under ``log`` (as ``"unit.port"``, or all of
+    them for None / ``"*"``) that no top-level block receives (``ins``: source -> Inport): the
+    unit logs them itself, as its Outport's input."""
+    every = log is None or ALL_OUTPUTS in log
+    return [p for p in sub.output_names if f"{unit}.{p}" not in ins
+            and (every or f"{unit}.{p}" in log)]
 
 
 def _unit_log(log, unit: str, atomic, ins=None) -> tuple[str, ...] | None:

@@ -40,7 +40,7 @@ def suggest(word: str, choices) -> str:
 _PATTERNS = {   # what a string failing a pattern of the schema was meant to be
     "name": "is not a valid name (letters, digits and '_', not starting with a digit)",
     "endpoint": "is not a 'block.port' reference",
-    "endpointPath": "is not a logged signal 'block.port' or 'path/to/block.port'",
+    "endpointPath": "is not a logged signal 'block.port' or 'path/to/block.port' (or '*')",
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import replace
 
+from cosim.compile.flatten import ALL_OUTPUTS
 from cosim.model.block import Block
 from cosim.errors import ModelError
 from cosim.model.diagram import Inport, Outport, Subsystem
@@ -70,12 +71,14 @@ def boundary(sub: Subsystem) -> dict[str, tuple[str, ...]]:
 def nested_log(log: tuple[str, ...] | None, path: str) -> tuple[str, ...] | None:
     """The part of a log selection under ``path``, in the nested plan's own names.
 
-    ``"path/x.out"`` is ``"x.out"`` of the plan at ``path``; None (log everything) stays None.
+    ``"path/x.out"`` is ``"x.out"`` of the plan at ``path``; None (log everything) stays None
+    and ``"*"`` (every output) stays ``"*"``.
     """
     if log is None:
         return None
     head = path + "/"
-    return tuple(k[len(head):] for k in log if k.startswith(head))
+    return tuple(k[len(head):] if k != ALL_OUTPUTS else k for k in log
+                 if k.startswith(head) or k == ALL_OUTPUTS)
 
 
 def inner_config(sub: Subsystem, parent):

@@ -14,7 +14,7 @@ from itertools import chain
 
 import numpy as np
 
-from cosim.compile.flatten import split_ref
+from cosim.compile.flatten import ALL_OUTPUTS, split_ref
 from cosim.errors import SimulationError
 from cosim.run.logs import Logs, SampleList
 
@@ -29,7 +29,7 @@ class LogStore:
     plan : Plan
         The compiled plan (blocks initialized: port shapes are known).
     wanted : tuple of str, optional
-        ``"block.port"`` signals to log; None logs every output. Inputs of blocks that record
+        ``"block.port"`` signals to log; None (or ``"*"`` among them) logs every output. Inputs of blocks that record
         their inputs (``records_inputs``) are always logged.
     k0 : int
         First tick of the logs (a run resumed from a checkpoint starts there).
@@ -53,15 +53,18 @@ class LogStore:
         self.k0 = k0
         self.last = last
         if wanted is None:
+            wanted = (ALL_OUTPUTS,)
+        refs = []
+        if ALL_OUTPUTS in wanted:
             refs = [(i, p) for i, b in enumerate(plan.blocks) for p in b.output_names]
-            refs += [(i, p) for i, b in enumerate(plan.blocks)
-                     if getattr(b, "records_inputs", False) for p in b.input_names]
-        else:
-            # Refs under a nested plan ("sub/x.out") are that plan's (compile checked them).
-            refs = [(plan.index[bn], p) for bn, p in map(split_ref, wanted) if bn in plan.index]
-            refs += [(i, p) for i, b in enumerate(plan.blocks)
-                     if getattr(b, "records_inputs", False) for p in b.input_names
-                     if f"{plan.names[i]}.{p}" not in wanted]
+            wanted = tuple(k for k in wanted if k != ALL_OUTPUTS)
+        # Refs under a nested plan ("sub/x.out") are that plan's (compile checked them).
+        have = set(refs)
+        refs += [(plan.index[bn], p) for bn, p in map(split_ref, wanted)
+                 if bn in plan.index and (plan.index[bn], p) not in have]
+        refs += [(i, p) for i, b in enumerate(plan.blocks)
+                 if getattr(b, "records_inputs", False) for p in b.input_names
+                 if f"{plan.names[i]}.{p}" not in wanted]
         self.task_ticks: list[list[int]] = [[] for _ in plan.tasks]
         self.lists: dict[str, tuple[SampleList, list]] = {}
         self.refs: list[tuple[int, str, str]] = []

@@ -145,7 +145,9 @@ def test_twenty_thousand_mutated_messages_kill_nothing(tmp_path):
             logs = remote.run()
         finally:
             remote.close()
-        for key in ref:
+        # Port a.y has no key with a served a (its server's file decides what a logs).
+        assert sorted(logs) == sorted(k for k in ref if k != "a.y")
+        for key in logs:
             np.testing.assert_array_equal(logs[key], ref[key], err_msg=key)
     finally:
         proc.terminate()
