@@ -25,7 +25,8 @@ import numpy as np
 from cluster.codec import EXT_NDARRAY, CodecError, encode
 from cosim.master import protocol as P
 
-__all__ = ["MAX_LAYOUTS", "decode_one", "encode_one", "learn", "step_values", "stepped_batch"]
+__all__ = ["MAX_LAYOUTS", "StepForm", "SteppedForm", "decode_one", "encode_one", "learn",
+           "step_form", "step_values", "stepped_batch"]
 
 #: Most layouts remembered per thread and direction.
 MAX_LAYOUTS = 256
@@ -218,6 +219,78 @@ def stepped_batch(t_reached: float, event: bool, next_event: float, outputs: lis
     return b"".join((b"\x91", _STEPPED.pack(0x95, _STEPPED_TAG, _F64, t_reached,
                                             _TRUE if event else _FALSE, _F64, next_event),
                      _vector_head(n), _floats(n).pack(*outputs)))
+
+
+class StepForm:
+    """One layout of a batch of one Step (``encode_batch([Step(...)])``), read without
+    looking anything up: a server's fast lane keeps the form of each unit's latest Step.
+
+    Attributes
+    ----------
+    fields : (tuple of str, tuple of int, bool)
+        The layout's ``inputs``, ``orders`` and ``refresh``.
+    n : int
+        Values per Step.
+    size : int
+        Bytes of every batch of this form.
+    """
+
+    __slots__ = ("head", "fields", "n", "size", "_at", "_vhead", "_vat", "_floats")
+
+    def __init__(self, head: bytes, fields: tuple, n: int):
+        self.head = head                       # the batch up to t
+        self.fields = fields
+        self.n = n
+        self._at = len(head)
+        self._vhead = _vector_head(n)
+        self._vat = self._at + _TH.size
+        self._floats = struct.Struct(f"<{n}d")
+        self.size = self._vat + len(self._vhead) + 8 * n
+
+    def read(self, data: bytes) -> tuple | None:
+        """``(t, h, values)`` (values: a tuple of floats) if ``data`` is exactly a batch of
+        one Step of this form, else None (the same answer as :func:`step_values`)."""
+        if (len(data) != self.size or not data.startswith(self.head)
+                or not data.startswith(self._vhead, self._vat)):
+            return None
+        f1, t, f2, h = _TH.unpack_from(data, self._at)
+        if f1 != _F64 or f2 != _F64:
+            return None
+        return t, h, self._floats.unpack_from(data, self._vat + len(self._vhead))
+
+
+def step_form(data: bytes, max_elements: int) -> StepForm | None:
+    """The :class:`StepForm` of ``data`` if it is a batch of one Step in a remembered layout
+    (what :func:`step_values` reads), else None."""
+    if type(data) is not bytes or data[:1] != b"\x91":
+        return None
+    step = _step(data, 1, max_elements)
+    if step is None:
+        return None
+    inputs, orders, refresh, _, _, offset, n = step
+    end = offset - len(_vector_head(n)) - _TH.size
+    return StepForm(data[:end], (inputs, orders, refresh), n)
+
+
+class SteppedForm:
+    """Writes batches of one Stepped of ``n`` outputs (:func:`stepped_batch`, its layout
+    prepared once)."""
+
+    __slots__ = ("n", "_head", "_floats")
+
+    _START = struct.Struct(">BBBBdBBd")        # the batch's array marker, then as _STEPPED
+
+    def __init__(self, n: int):
+        self.n = n
+        self._head = _vector_head(n)
+        self._floats = struct.Struct(f"<{n}d")
+
+    def write(self, t_reached: float, event: bool, next_event: float, outputs) -> bytes:
+        """``stepped_batch(t_reached, event, next_event, outputs)``; ``outputs``: ``n``
+        floats."""
+        return b"".join((self._START.pack(0x91, 0x95, _STEPPED_TAG, _F64, t_reached,
+                                          _TRUE if event else _FALSE, _F64, next_event),
+                         self._head, self._floats.pack(*outputs)))
 
 
 def learn(data: bytes, at: int, msg) -> None:
