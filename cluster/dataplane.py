@@ -25,6 +25,7 @@ import zmq
 
 from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_batch, quote
 from cluster.frames import recv_frames, send_frames
+from cluster.steplane import StepLane
 from cosim.master import protocol as P
 from cosim.errors import ModelError, TransportError
 
@@ -296,6 +297,7 @@ class Channel:
         self._monitor = None        # connection events, watched until the first reply
         self._events: set[int] = set()
         self._answered = False
+        self._lane = None           # a StepLane, made on first use
         self._connect()
 
     def _connect(self) -> None:
@@ -477,6 +479,74 @@ class Channel:
             if len(replies) == 1 and len(reqs) > 1:
                 replies = replies * len(reqs)       # a batch-level error answers all
             self._replies[u] = replies
+
+    def lane(self):
+        """This channel's :class:`cluster.steplane.StepLane` (one per channel)."""
+        if self._lane is None:
+            self._lane = StepLane(self)
+        return self._lane
+
+    def post(self, frames: list, unit: str, gone, timeout: float, t: float) -> bool:
+        """Send one message of ready ``[unit, batch, ...]`` frames outside the request queue
+        (a lane's); False (nothing sent) while requests of the ordinary way are pending.
+        Waits for a connection as :meth:`result_watched` waits for a reply.
+
+        Raises
+        ------
+        TransportError
+            Naming ``unit`` (a Step at ``t``): no connection in time, or the peer is gone.
+        """
+        if self._queued or self._in_flight:
+            return False
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                send_frames(self._sock, frames)
+                return True
+            except zmq.Again:
+                why = gone()
+                if why is None and time.monotonic() < deadline:
+                    continue
+                self.reconnect()
+                raise TransportError(unit, "Step", why or f"cannot send to {self.address}: no "
+                                     f"connection within {timeout:g} s", t=t) from None
+            except zmq.ZMQError as err:
+                self.reconnect()
+                raise TransportError(unit, "Step", f"cannot send to {self.address}: {err}",
+                                     t=t) from err
+
+    def collect(self, n: int, unit: str, gone, timeout: float, t: float) -> list[bytes]:
+        """The ``n`` reply batches to the message :meth:`post` sent, awaited as
+        :meth:`result_watched` awaits replies (a message-level error answers all).
+
+        Raises
+        ------
+        TransportError
+            Naming ``unit`` (a Step at ``t``): no reply in time, the peer is gone, or not
+            ``n`` batches; the channel is then reset.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                frames = recv_frames(self._sock)
+                break
+            except zmq.Again:
+                why = gone()
+                if why is None and time.monotonic() < deadline:
+                    continue
+                self.reconnect()
+                raise TransportError(unit, "Step", why or f"no reply from {self.address} "
+                                     f"within {timeout:g} s", t=t) from None
+        if not self._answered:
+            self._answered = True
+            self._unwatch()
+        if len(frames) == 1 and n > 1:
+            frames = frames * n
+        if len(frames) != n:
+            self.reconnect()
+            raise TransportError(unit, "Step", f"{self.address} answered {len(frames)} "
+                                 f"batches to {n}", t=t)
+        return frames
 
     def close(self) -> None:
         self._unwatch()

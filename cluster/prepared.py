@@ -25,8 +25,9 @@ import numpy as np
 from cluster.codec import EXT_NDARRAY, CodecError, encode
 from cosim.master import protocol as P
 
-__all__ = ["MAX_LAYOUTS", "StepForm", "SteppedForm", "decode_one", "encode_one", "learn",
-           "step_form", "step_values", "stepped_batch"]
+__all__ = ["MAX_LAYOUTS", "StepForm", "StepWriter", "SteppedForm", "SteppedReader",
+           "decode_one", "encode_one", "learn", "pack_times", "step_form", "step_values",
+           "stepped_batch"]
 
 #: Most layouts remembered per thread and direction.
 MAX_LAYOUTS = 256
@@ -37,6 +38,7 @@ _STEPPED_TAG = next(tag for tag, cls in P.MESSAGE_TYPES.items() if cls is P.Step
 _F64, _TRUE, _FALSE = 0xCB, 0xC3, 0xC2
 _TH = struct.Struct(">BdBd")                   # t, h (each a float 64 marker + big-endian)
 _STEPPED = struct.Struct(">BBBdBBd")           # [tag, t_reached, event, next_event, ...
+_BATCH_STEPPED = struct.Struct(">BBBBdBBd")   # a batch of one Stepped: 0x91, then _STEPPED
 _VECTOR = b"\x03<f8\x01"                       # ndarray payload head: dtype "<f8", 1 dim
 _U64 = struct.Struct("<Q")
 
@@ -278,7 +280,7 @@ class SteppedForm:
 
     __slots__ = ("n", "_head", "_floats")
 
-    _START = struct.Struct(">BBBBdBBd")        # the batch's array marker, then as _STEPPED
+    _START = _BATCH_STEPPED
 
     def __init__(self, n: int):
         self.n = n
@@ -308,3 +310,58 @@ def learn(data: bytes, at: int, msg) -> None:
             by_length.clear()
         layouts = by_length[len(head)] = {}
     _remember(layouts, head, (msg.inputs, msg.orders, msg.refresh))
+
+
+def pack_times(t: float, h: float) -> bytes:
+    """The bytes of a Step's ``t`` and ``h`` (between a :class:`StepWriter`'s ``head`` and
+    ``tail``)."""
+    return _TH.pack(_F64, t, _F64, h)
+
+
+class StepWriter:
+    """Batches of one Step of a fixed layout: ``head + pack_times(t, h) + tail + values``
+    (``values``: the ``n`` float64 of ``Step.data``, little-endian) are the bytes of
+    ``encode_batch([Step(inputs, orders, refresh, t, h, values)])``.
+
+    Raises
+    ------
+    CodecError
+        The layout cannot be encoded (the strict encoder refuses it).
+    """
+
+    __slots__ = ("head", "tail", "n")
+
+    def __init__(self, inputs: tuple, orders: tuple, refresh: bool, n: int):
+        head = _step_header(P.Step(inputs, orders, refresh, 0.0, 0.0, np.zeros(n)), n)
+        if head is None:
+            raise CodecError(f"a Step of inputs {inputs!r} cannot be encoded")
+        self.head = b"\x91" + head
+        self.tail = _vector_head(n)
+        self.n = n
+
+
+class SteppedReader:
+    """Reads batches of one Stepped of ``n`` outputs (what :func:`decode_one` reads, for one
+    ``n``, without looking anything up)."""
+
+    __slots__ = ("n", "size", "_head", "_at")
+
+    _START = _BATCH_STEPPED
+
+    def __init__(self, n: int):
+        self.n = n
+        self._head = _vector_head(n)
+        self._at = self._START.size + len(self._head)
+        self.size = self._at + 8 * n
+
+    def read(self, data) -> tuple | None:
+        """``(t_reached, event, next_event, outputs)`` (outputs: a read-only float64 view of
+        ``data``) if ``data`` is exactly such a batch, else None (then decode strictly)."""
+        if (type(data) is not bytes or len(data) != self.size
+                or not data.startswith(self._head, self._START.size)):
+            return None
+        batch, stepped, tag, f1, t, event, f2, nxt = self._START.unpack_from(data)
+        if (batch != 0x91 or stepped != 0x95 or tag != _STEPPED_TAG or f1 != _F64
+                or f2 != _F64 or (event != _TRUE and event != _FALSE)):
+            return None
+        return t, event == _TRUE, nxt, np.frombuffer(data, np.float64, self.n, self._at)

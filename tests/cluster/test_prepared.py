@@ -145,3 +145,37 @@ def test_vectors_of_every_ext_header_size(n):
     data = encode_batch([msg])
     assert data == b"\x91" + encode(msg)
     assert_identical(decode_batch(data), [msg])
+
+
+@SETTINGS
+@given(steps)
+def test_a_step_writer_writes_the_encoded_step(msg):
+    """What a master's lane sends is the strict encoder's bytes (values-only layouts, and
+    any other the writer is given)."""
+    try:
+        w = prepared.StepWriter(msg.inputs, msg.orders, msg.refresh, msg.data.shape[0])
+    except CodecError:
+        with pytest.raises(CodecError):
+            encode_batch([msg])
+        return
+    got = b"".join((w.head, prepared.pack_times(msg.t, msg.h), w.tail, msg.data))
+    assert got == encode_batch([msg])
+
+
+@SETTINGS
+@given(steppeds, st.data())
+def test_a_stepped_reader_reads_what_the_strict_decoder_reads(msg, data):
+    raw = encode_batch([msg])
+    reader = prepared.SteppedReader(msg.outputs.shape[0])
+    t, event, nxt, out = reader.read(raw)
+    assert_identical([Stepped(t, event, nxt, out)], [msg])
+    assert not out.flags.writeable
+    buf = bytearray(raw)
+    i = data.draw(st.integers(0, len(buf) - 1))
+    buf[i] ^= data.draw(st.integers(1, 255))
+    altered = bytes(buf)
+    got = reader.read(altered)
+    if got is not None:
+        (strict,) = decode_batch(altered, limits=STRICT)
+        assert_identical([Stepped(*got)], [strict])
+    assert prepared.SteppedReader(msg.outputs.shape[0] + 1).read(raw) is None
