@@ -14,7 +14,7 @@ from __future__ import annotations
 import zmq
 import zmq.backend
 
-__all__ = ["recv_frames", "recv_routed", "send_frames"]
+__all__ = ["recv_frames", "recv_routed", "send_frames", "send_routed"]
 
 _send = zmq.backend.Socket.send            # the Cython method, not pyzmq's Python override
 _SNDMORE = int(zmq.SNDMORE)
@@ -27,6 +27,13 @@ def send_frames(sock: zmq.Socket, frames: list) -> None:
     for i in range(last):
         _send(sock, frames[i], _SNDMORE)
     _send(sock, frames[last], 0)
+
+
+def send_routed(sock: zmq.Socket, envelope: list, frames: list) -> None:
+    """``sock.send_multipart(envelope + frames)`` (``frames`` not empty)."""
+    for f in envelope:
+        _send(sock, f, _SNDMORE)
+    send_frames(sock, frames)
 
 
 def recv_frames(sock: zmq.Socket) -> list[bytes]:

@@ -72,32 +72,45 @@ class FusedLane:
             return None
         work = []
         size = 0
-        rates, limit = self.rates, self.offload_after
         for i in range(start, n, 2):
-            slot = self._slots.get(frames[i])
-            batch = frames[i + 1]
-            if slot is None or slot.form is None or (got := slot.form.read(batch)) is None:
-                slot = self._learn(frames[i], batch)
-                if slot is None:
-                    return None
-                got = slot.form.read(batch)
-            size += slot.form.size
-            if rates is not None and rates.get(slot.name, math.inf) * got[1] > limit:
+            got = self._read(frames[i], frames[i + 1])
+            if got is None:
                 return None
-            work.append((slot, got, i))
+            size += got[0].form.size
+            work.append((got, i))
         if size > self.max_size:
             return None
+        rates = self.rates
         t0 = time.perf_counter()
-        out = [self._serve(slot, got, frames, i) for slot, got, i in work]
+        if len(work) == 1:                  # a unit per process: no bookkeeping by name
+            (slot, step), i = work[0]
+            out = [self._serve(slot, step, frames, i)]
+            if rates is not None and step[1] > 0:   # (a Step of h <= 0 was refused)
+                rates[slot.name] = (time.perf_counter() - t0) / step[1]
+            return out
+        out = [self._serve(slot, step, frames, i) for (slot, step), i in work]
         if rates is not None:
             elapsed = time.perf_counter() - t0
             steps: dict[str, float] = {}
-            for slot, got, _ in work:
-                steps[slot.name] = steps.get(slot.name, 0.0) + got[1]
+            for (slot, step), _ in work:
+                steps[slot.name] = steps.get(slot.name, 0.0) + step[1]
             for name, h in steps.items():
-                if h > 0:           # (a Step of h <= 0 was refused)
+                if h > 0:
                     rates[name] = elapsed / h
         return out
+
+    def _read(self, key: bytes, batch: bytes) -> tuple | None:
+        """``(slot, (t, h, values))`` of one pair that takes the lane, or None."""
+        slot = self._slots.get(key)
+        if slot is None or slot.form is None or (step := slot.form.read(batch)) is None:
+            slot = self._learn(key, batch)
+            if slot is None:
+                return None
+            step = slot.form.read(batch)
+        rates = self.rates
+        if rates is not None and rates.get(slot.name, math.inf) * step[1] > self.offload_after:
+            return None
+        return slot, step
 
     def _learn(self, key: bytes, batch: bytes) -> _Slot | None:
         """The slot of unit ``key`` with the form of ``batch``, or None when that unit

@@ -34,7 +34,7 @@ import zmq
 
 from cluster.codec import DEFAULT_MAX_SIZE
 from cluster.dataplane import Work, guarded, parse, reply, watch
-from cluster.frames import recv_routed, send_frames
+from cluster.frames import recv_routed, send_routed
 from cluster.lane import FusedLane
 from cosim.master import protocol as P
 
@@ -133,7 +133,7 @@ class UnitServer:
                     if len(frames) >= 4 and not frames[1]:
                         fast = lane.replies(frames, 2)
                         if fast is not None:
-                            send_frames(sock, frames[:2] + fast)
+                            send_routed(sock, frames[:2], fast)
                             continue
                     self._take(*_envelope(frames))
                 else:
