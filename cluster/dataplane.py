@@ -8,8 +8,8 @@ answered with an ErrorReply. Never pickle.
 
 :func:`answer` is the server side (used by ``cosim serve`` and by Ray unit actors, which serve
 their units from a thread with :func:`serve`: a plain Ray actor call costs about 1 ms here, a
-ZeroMQ round trip a few tenths of that), with :func:`fused_replies` its fast lane for fused
-steps; :class:`Channel` is the master's side.
+ZeroMQ round trip a few tenths of that), with :class:`cluster.lane.FusedLane` its fast lane
+for fused steps; :class:`Channel` is the master's side.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from dataclasses import dataclass
 
 import zmq
 
-from cluster import prepared
-from cluster.codec import (DEFAULT_LIMITS, DEFAULT_MAX_SIZE, CodecError, decode_batch,
-                           encode_batch, quote)
+from cluster.codec import DEFAULT_MAX_SIZE, CodecError, decode_batch, encode_batch, quote
+from cluster.frames import recv_frames, send_frames
+from cluster.steplane import StepLane
 from cosim.master import protocol as P
-from cosim.master.units import error_reply
 from cosim.errors import ModelError, TransportError
 
-__all__ = ["Channel", "NoReplyYet", "RunKeys", "Work", "answer", "fused_replies", "guarded",
+__all__ = ["Channel", "NoReplyYet", "RunKeys", "Work", "answer", "guarded",
            "monitor_endpoint", "parse", "reply", "serve", "watch"]
 
 log = logging.getLogger("cosim.server")
@@ -161,64 +160,6 @@ def _serve(work: Work, max_size: int) -> bytes:
 
 
 
-def fused_replies(units: dict, frames: list, max_size: int,
-                  quick=lambda key, h: True) -> tuple[list[bytes], dict] | None:
-    """The fast lane of a server: the replies to a message whose every ``[unit, batch]``
-    pair is one fused Step in a layout already seen, each stepped by its unit on the
-    generated path (``LocalUnit.step_packed``); or None: serve the message the ordinary way
-    (nothing was done then). Replies, errors included, are those of the ordinary way.
-
-    Parameters
-    ----------
-    units : dict of str to Unit
-    frames : list of bytes
-        The message's ``[unit, batch, ...]`` frames.
-    max_size : int
-        Larger messages take the ordinary way (which refuses them).
-    quick : callable
-        ``quick(unit, h)``: whether a step of ``h`` s of that unit may be served here (a
-        server that offloads long steps says no for them).
-
-    Returns
-    -------
-    (list of bytes, dict of str to float) or None
-        The reply batches, and the simulated time each unit was stepped (s).
-    """
-    try:
-        if not frames or len(frames) % 2 or sum(len(f) for f in frames[1::2]) > max_size:
-            return None
-        work = []
-        for i in range(0, len(frames), 2):
-            key = frames[i].decode("utf-8", "replace")
-            unit = units.get(key)
-            step_packed = getattr(unit, "step_packed", None)
-            fields = step_packed and prepared.step_values(frames[i + 1],
-                                                          DEFAULT_LIMITS.max_elements)
-            if not fields or not quick(key, fields[4]):
-                return None
-            work.append((key, unit, step_packed, fields, i))
-    except Exception:  # noqa: BLE001 - the ordinary way answers it (or its error)
-        return None
-    out, steps = [], {}
-    for key, unit, step_packed, fields, i in work:
-        steps[key] = steps.get(key, 0.0) + fields[4]
-        out.append(_fused_one(units, unit, step_packed, fields, frames[i:i + 2], max_size))
-    return out, steps
-
-
-def _fused_one(units: dict, unit, step_packed, fields: tuple, pair: list,
-               max_size: int) -> bytes:
-    """One pair of :func:`fused_replies`: its reply batch."""
-    inputs, orders, refresh, t, h, values = fields
-    try:
-        done = step_packed(t, h, refresh, inputs, orders, values)
-    except Exception as err:  # noqa: BLE001 - answered as Unit.handle answers it
-        return guarded(lambda err=err: [encode_batch([error_reply(err, unit.t)])])[0]
-    if done is None:                    # not for the generated path: the ordinary way
-        return guarded(lambda: reply(parse(units, pair, max_size), max_size))[0]
-    return guarded(lambda: [prepared.stepped_batch(*done)])[0]
-
-
 def _host() -> str:
     """An address other hosts can reach this one at (loopback on a single machine)."""
     try:
@@ -299,11 +240,14 @@ def serve(units: dict, host: str | None = None,
     host = host or _host()
     port = sock.bind_to_random_port(f"tcp://{host}")
 
+    from cluster.lane import FusedLane
+    lane = FusedLane(units, DEFAULT_MAX_SIZE)
+
     def loop():
         while True:
-            frames = sock.recv_multipart()
-            fast = fused_replies(units, frames, DEFAULT_MAX_SIZE)
-            sock.send_multipart(fast[0] if fast is not None else answer(units, frames))
+            frames = recv_frames(sock)
+            fast = lane.replies(frames, 0)
+            send_frames(sock, fast if fast is not None else answer(units, frames))
 
     thread = threading.Thread(target=loop, name=f"cosim-units-{','.join(units)}", daemon=True)
     thread.start()
@@ -353,6 +297,7 @@ class Channel:
         self._monitor = None        # connection events, watched until the first reply
         self._events: set[int] = set()
         self._answered = False
+        self._lane = None           # a StepLane, made on first use
         self._connect()
 
     def _connect(self) -> None:
@@ -534,6 +479,74 @@ class Channel:
             if len(replies) == 1 and len(reqs) > 1:
                 replies = replies * len(reqs)       # a batch-level error answers all
             self._replies[u] = replies
+
+    def lane(self):
+        """This channel's :class:`cluster.steplane.StepLane` (one per channel)."""
+        if self._lane is None:
+            self._lane = StepLane(self)
+        return self._lane
+
+    def post(self, frames: list, unit: str, gone, timeout: float, t: float) -> bool:
+        """Send one message of ready ``[unit, batch, ...]`` frames outside the request queue
+        (a lane's); False (nothing sent) while requests of the ordinary way are pending.
+        Waits for a connection as :meth:`result_watched` waits for a reply.
+
+        Raises
+        ------
+        TransportError
+            Naming ``unit`` (a Step at ``t``): no connection in time, or the peer is gone.
+        """
+        if self._queued or self._in_flight:
+            return False
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                send_frames(self._sock, frames)
+                return True
+            except zmq.Again:
+                why = gone()
+                if why is None and time.monotonic() < deadline:
+                    continue
+                self.reconnect()
+                raise TransportError(unit, "Step", why or f"cannot send to {self.address}: no "
+                                     f"connection within {timeout:g} s", t=t) from None
+            except zmq.ZMQError as err:
+                self.reconnect()
+                raise TransportError(unit, "Step", f"cannot send to {self.address}: {err}",
+                                     t=t) from err
+
+    def collect(self, n: int, unit: str, gone, timeout: float, t: float) -> list[bytes]:
+        """The ``n`` reply batches to the message :meth:`post` sent, awaited as
+        :meth:`result_watched` awaits replies (a message-level error answers all).
+
+        Raises
+        ------
+        TransportError
+            Naming ``unit`` (a Step at ``t``): no reply in time, the peer is gone, or not
+            ``n`` batches; the channel is then reset.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                frames = recv_frames(self._sock)
+                break
+            except zmq.Again:
+                why = gone()
+                if why is None and time.monotonic() < deadline:
+                    continue
+                self.reconnect()
+                raise TransportError(unit, "Step", why or f"no reply from {self.address} "
+                                     f"within {timeout:g} s", t=t) from None
+        if not self._answered:
+            self._answered = True
+            self._unwatch()
+        if len(frames) == 1 and n > 1:
+            frames = frames * n
+        if len(frames) != n:
+            self.reconnect()
+            raise TransportError(unit, "Step", f"{self.address} answered {len(frames)} "
+                                 f"batches to {n}", t=t)
+        return frames
 
     def close(self) -> None:
         self._unwatch()

@@ -25,7 +25,9 @@ import numpy as np
 from cluster.codec import EXT_NDARRAY, CodecError, encode
 from cosim.master import protocol as P
 
-__all__ = ["MAX_LAYOUTS", "decode_one", "encode_one", "learn", "step_values", "stepped_batch"]
+__all__ = ["MAX_LAYOUTS", "StepForm", "StepWriter", "SteppedForm", "SteppedReader",
+           "decode_one", "encode_one", "learn", "pack_times", "step_form", "step_values",
+           "stepped_batch"]
 
 #: Most layouts remembered per thread and direction.
 MAX_LAYOUTS = 256
@@ -36,6 +38,7 @@ _STEPPED_TAG = next(tag for tag, cls in P.MESSAGE_TYPES.items() if cls is P.Step
 _F64, _TRUE, _FALSE = 0xCB, 0xC3, 0xC2
 _TH = struct.Struct(">BdBd")                   # t, h (each a float 64 marker + big-endian)
 _STEPPED = struct.Struct(">BBBdBBd")           # [tag, t_reached, event, next_event, ...
+_BATCH_STEPPED = struct.Struct(">BBBBdBBd")   # a batch of one Stepped: 0x91, then _STEPPED
 _VECTOR = b"\x03<f8\x01"                       # ndarray payload head: dtype "<f8", 1 dim
 _U64 = struct.Struct("<Q")
 
@@ -220,6 +223,78 @@ def stepped_batch(t_reached: float, event: bool, next_event: float, outputs: lis
                      _vector_head(n), _floats(n).pack(*outputs)))
 
 
+class StepForm:
+    """One layout of a batch of one Step (``encode_batch([Step(...)])``), read without
+    looking anything up: a server's fast lane keeps the form of each unit's latest Step.
+
+    Attributes
+    ----------
+    fields : (tuple of str, tuple of int, bool)
+        The layout's ``inputs``, ``orders`` and ``refresh``.
+    n : int
+        Values per Step.
+    size : int
+        Bytes of every batch of this form.
+    """
+
+    __slots__ = ("head", "fields", "n", "size", "_at", "_vhead", "_vat", "_floats")
+
+    def __init__(self, head: bytes, fields: tuple, n: int):
+        self.head = head                       # the batch up to t
+        self.fields = fields
+        self.n = n
+        self._at = len(head)
+        self._vhead = _vector_head(n)
+        self._vat = self._at + _TH.size
+        self._floats = struct.Struct(f"<{n}d")
+        self.size = self._vat + len(self._vhead) + 8 * n
+
+    def read(self, data: bytes) -> tuple | None:
+        """``(t, h, values)`` (values: a tuple of floats) if ``data`` is exactly a batch of
+        one Step of this form, else None (the same answer as :func:`step_values`)."""
+        if (len(data) != self.size or not data.startswith(self.head)
+                or not data.startswith(self._vhead, self._vat)):
+            return None
+        f1, t, f2, h = _TH.unpack_from(data, self._at)
+        if f1 != _F64 or f2 != _F64:
+            return None
+        return t, h, self._floats.unpack_from(data, self._vat + len(self._vhead))
+
+
+def step_form(data: bytes, max_elements: int) -> StepForm | None:
+    """The :class:`StepForm` of ``data`` if it is a batch of one Step in a remembered layout
+    (what :func:`step_values` reads), else None."""
+    if type(data) is not bytes or data[:1] != b"\x91":
+        return None
+    step = _step(data, 1, max_elements)
+    if step is None:
+        return None
+    inputs, orders, refresh, _, _, offset, n = step
+    end = offset - len(_vector_head(n)) - _TH.size
+    return StepForm(data[:end], (inputs, orders, refresh), n)
+
+
+class SteppedForm:
+    """Writes batches of one Stepped of ``n`` outputs (:func:`stepped_batch`, its layout
+    prepared once)."""
+
+    __slots__ = ("n", "_head", "_floats")
+
+    _START = _BATCH_STEPPED
+
+    def __init__(self, n: int):
+        self.n = n
+        self._head = _vector_head(n)
+        self._floats = struct.Struct(f"<{n}d")
+
+    def write(self, t_reached: float, event: bool, next_event: float, outputs) -> bytes:
+        """``stepped_batch(t_reached, event, next_event, outputs)``; ``outputs``: ``n``
+        floats."""
+        return b"".join((self._START.pack(0x91, 0x95, _STEPPED_TAG, _F64, t_reached,
+                                          _TRUE if event else _FALSE, _F64, next_event),
+                         self._head, self._floats.pack(*outputs)))
+
+
 def learn(data: bytes, at: int, msg) -> None:
     """Remember the layout of the strictly decoded Step ``msg`` (the bytes ``data[at:]``)
     so that the next one of that layout decodes through :func:`decode_one`."""
@@ -235,3 +310,58 @@ def learn(data: bytes, at: int, msg) -> None:
             by_length.clear()
         layouts = by_length[len(head)] = {}
     _remember(layouts, head, (msg.inputs, msg.orders, msg.refresh))
+
+
+def pack_times(t: float, h: float) -> bytes:
+    """The bytes of a Step's ``t`` and ``h`` (between a :class:`StepWriter`'s ``head`` and
+    ``tail``)."""
+    return _TH.pack(_F64, t, _F64, h)
+
+
+class StepWriter:
+    """Batches of one Step of a fixed layout: ``head + pack_times(t, h) + tail + values``
+    (``values``: the ``n`` float64 of ``Step.data``, little-endian) are the bytes of
+    ``encode_batch([Step(inputs, orders, refresh, t, h, values)])``.
+
+    Raises
+    ------
+    CodecError
+        The layout cannot be encoded (the strict encoder refuses it).
+    """
+
+    __slots__ = ("head", "tail", "n")
+
+    def __init__(self, inputs: tuple, orders: tuple, refresh: bool, n: int):
+        head = _step_header(P.Step(inputs, orders, refresh, 0.0, 0.0, np.zeros(n)), n)
+        if head is None:
+            raise CodecError(f"a Step of inputs {inputs!r} cannot be encoded")
+        self.head = b"\x91" + head
+        self.tail = _vector_head(n)
+        self.n = n
+
+
+class SteppedReader:
+    """Reads batches of one Stepped of ``n`` outputs (what :func:`decode_one` reads, for one
+    ``n``, without looking anything up)."""
+
+    __slots__ = ("n", "size", "_head", "_at")
+
+    _START = _BATCH_STEPPED
+
+    def __init__(self, n: int):
+        self.n = n
+        self._head = _vector_head(n)
+        self._at = self._START.size + len(self._head)
+        self.size = self._at + 8 * n
+
+    def read(self, data) -> tuple | None:
+        """``(t_reached, event, next_event, outputs)`` (outputs: a read-only float64 view of
+        ``data``) if ``data`` is exactly such a batch, else None (then decode strictly)."""
+        if (type(data) is not bytes or len(data) != self.size
+                or not data.startswith(self._head, self._START.size)):
+            return None
+        batch, stepped, tag, f1, t, event, f2, nxt = self._START.unpack_from(data)
+        if (batch != 0x91 or stepped != 0x95 or tag != _STEPPED_TAG or f1 != _F64
+                or f2 != _F64 or (event != _TRUE and event != _FALSE)):
+            return None
+        return t, event == _TRUE, nxt, np.frombuffer(data, np.float64, self.n, self._at)

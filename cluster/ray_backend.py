@@ -130,6 +130,9 @@ class RayProxy(Proxy):
     def result(self, requests):
         return self.conn.result_watched(self.name, requests, self._gone, self.timeout)
 
+    def lane(self):
+        return self.conn.lane().watched(self._gone, self.timeout)
+
     def _gone(self) -> str | None:
         done, _ = ray.wait([self._watch], timeout=0)
         return "the unit's actor died" if done else None

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import logging
 import collections
-import math
 import signal
 import sys
 import threading
@@ -34,7 +33,9 @@ import time
 import zmq
 
 from cluster.codec import DEFAULT_MAX_SIZE
-from cluster.dataplane import Work, fused_replies, guarded, parse, reply, watch
+from cluster.dataplane import Work, guarded, parse, reply, watch
+from cluster.frames import recv_routed, send_routed
+from cluster.lane import FusedLane
 from cosim.master import protocol as P
 
 __all__ = ["UnitServer", "main", "units_from_file"]
@@ -115,6 +116,9 @@ class UnitServer:
         self._job = None                       # (envelope, thread, result list, names)
         self._waiting = collections.deque()    # messages for busy units, in arrival order
         self._seconds_per_h: dict[str, float] = {}   # measured cost of simulated time
+        # Steps known to be quick take the fast lane; it learns their cost here too.
+        lane = FusedLane(self.units, self.max_message_size, self._seconds_per_h,
+                         self.offload_after)
         try:
             while self._running:
                 if self._job is None:
@@ -122,14 +126,14 @@ class UnitServer:
                         self._take(*self._waiting.popleft())
                         continue
                     try:
-                        frames = sock.recv_multipart()
+                        frames = recv_routed(sock)
                     except zmq.Again:
                         continue
                     # The fast lane first: [peer, delimiter, unit, fused step, ...].
                     if len(frames) >= 4 and not frames[1]:
-                        fast = self._fused(frames[2:])
+                        fast = lane.replies(frames, 2)
                         if fast is not None:
-                            sock.send_multipart(frames[:2] + fast)
+                            send_routed(sock, frames[:2], fast)
                             continue
                     self._take(*_envelope(frames))
                 else:
@@ -181,22 +185,6 @@ class UnitServer:
             thread.start()
             return
         self.sock.send_multipart(env + self._reply(items, steps))
-
-    def _fused(self, payload: list) -> list[bytes] | None:
-        """The fast lane (:func:`cluster.dataplane.fused_replies`) for units whose steps are
-        known to be quick; None: serve the message the ordinary way."""
-        rates = self._seconds_per_h
-        t0 = time.perf_counter()
-        done = fused_replies(self.units, payload, self.max_message_size,
-                             lambda key, h: rates.get(key, math.inf) * h <= self.offload_after)
-        if done is None:
-            return None
-        out, steps = done
-        elapsed = time.perf_counter() - t0
-        for key, h in steps.items():
-            if h > 0:               # (a Step of h <= 0 was refused)
-                rates[key] = elapsed / h
-        return out
 
     def _reply(self, items: list, steps: dict) -> list[bytes]:
         """Serve ``items``, learning how long each unit takes per second simulated."""

@@ -109,6 +109,9 @@ class ZmqProxy(Proxy):
     def result(self, requests):
         return self._await(requests, self.timeout)
 
+    def lane(self):
+        return self.conn.lane().watched(self._gone, self.timeout)
+
     def heartbeat(self, timeout: float) -> bool:
         """True if the server answers a Heartbeat within ``timeout`` s."""
         try:

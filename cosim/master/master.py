@@ -31,6 +31,7 @@ from cosim.master.extrapolation import PortHistory
 from cosim.master.fused import FusedStep
 from cosim.master.pipeline import Pipeline
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
+from cosim.master.rounds import FusedRounds
 from cosim.master.recovery import recover
 from cosim.master.stepsize import StepControl
 from cosim.master.unitgraph import UnitGraph
@@ -146,6 +147,10 @@ class Master:
                       and self.proxies[u].in_process() is None}
         # Remote units: plain macro steps pipelined (each unit stepped once its inputs are in).
         self.pipeline = None if self.compiled is not None else Pipeline.build(self)
+        # Jacobi steps of the units outside couplings: one message per connection, written
+        # from the values (no message object per unit) when all of them have lanes.
+        self.plain = [u for u in self.names if u not in self.coupling_of]
+        self.rounds = FusedRounds.build(self, self.plain)
         self._initialized = True
         if self.cfg.checkpoint_every:
             self._checkpoint = self._capture()
@@ -196,9 +201,9 @@ class Master:
         record = StepRecord(T, H)
         outputs: dict = {}
         if self.cfg.scheme is Scheme.JACOBI:
-            plain = [u for u in self.names if u not in self.coupling_of]
-            batch = {u: self._step_requests(u, T, H, {}) for u in plain}
-            self._gather(self._call(batch, T), outputs, -1)
+            if self.rounds is None or not self.rounds.step(T, H, self.values, outputs):
+                batch = {u: self._step_requests(u, T, H, {}) for u in self.plain}
+                self._gather(self._call(batch, T), outputs, -1)
             for g in self.couplings:
                 record = self._iterate(g, T, H, {}, outputs, record)
         else:

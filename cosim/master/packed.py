@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from cosim.errors import SimulationError
-from cosim.numerics.timegrid import EXCHANGE_RTOL, same_time
+from cosim.numerics.timegrid import EXCHANGE_RTOL
 
 __all__ = ["PackedSteps"]
 
@@ -39,7 +39,11 @@ class PackedSteps:
         self.t0, self.dt = direct.t0, direct.dt
         self.lives = direct.inputs
         self.slots = [direct.outputs[p] for p in direct.outputs]
+        self._one = self.slots[0] if len(self.slots) == 1 else None
         self.stepped = 0
+        # The layout of the latest values-only Step (see _write) and its inputs' live values.
+        self._inputs = self._orders = None
+        self._targets: list = []
         # Derivatives each Inport holds (settle gives them back).
         self.orders = {p: len(blk.derivatives) for p, blk in unit.inports.items()}
         sim = unit.sim
@@ -60,29 +64,24 @@ class PackedSteps:
         ordinary way (nothing was changed then)."""
         k, dt = self.k, self.dt
         now = self.t0 + k * dt
-        if not (h > 0.0 and same_time(now, t, EXCHANGE_RTOL)):
+        # same_time(now, t, EXCHANGE_RTOL), inline: this runs once per message.
+        if not (h > 0.0 and abs(now - t) <= EXCHANGE_RTOL * max(1.0, abs(t))):
             return None
         n = (t + h - self.cfg_t0) / dt - k
         m = round(n)
         if m < 1 or abs(m - n) > 1e-6 or m > self.max_ticks:
             return None
-        lives, held = self.lives, self.orders
-        if len(orders) != len(inputs):
-            return None
-        if not any(orders):                     # values only (extrapolation order 0)
-            if len(values) != len(inputs):
+        if inputs is self._inputs and orders is self._orders:
+            # The layout of the previous step (values only, checked then): as Inport.set
+            # (value, (), t) mirrors it into the live values.
+            targets = self._targets
+            if len(values) != len(targets):
                 return None
-            for name in inputs:
-                if name not in lives:
-                    return None
-            # As Inport.set(value, (), t) mirrors it into the live values.
-            for name, x in zip(inputs, values):
-                live = lives[name]
+            for live, x in zip(targets, values):
                 live[0] = x
                 live[1] = live[2] = live[3] = 0.0
                 live[4] = now
-                held[name] = 0
-        elif not self._derivatives(inputs, orders, values, now):
+        elif not self._write(inputs, orders, values, now):
             return None
         k_end = k + m + 1
         # Outputs at k+m computed in the same call; logged there when refreshed (the
@@ -101,15 +100,44 @@ class PackedSteps:
         self.k, self.last = min(k_got, k + m), last
         self.stepped += self.k - k
         S = self.S
-        outs = [S[j] for j in self.slots]
-        floats = True
-        for x in outs:
-            floats = floats and type(x) is float
+        one = self._one
+        if one is not None:
+            x = S[one]
+            outs = [x]
+            floats = type(x) is float
+        else:
+            outs = [S[j] for j in self.slots]
+            floats = all(type(x) is float for x in outs)
         if k_got != k_end or not floats:
             # Stopped early, or outputs that are not floats: the unit answers from its state.
             self.unit.end_packed()
             return self.unit.answer_stepped()
         return self.t0 + self.k * dt, False, math.inf, outs
+
+    def _write(self, inputs: tuple, orders: tuple, values: tuple, now: float) -> bool:
+        """Write a Step's inputs into the live values, checking its layout first; a layout of
+        values only is remembered (by identity: a server reads the same tuples for every
+        Step of a layout). False (nothing written) when the Step does not fit this unit."""
+        lives = self.lives
+        self._inputs = self._orders = None
+        if len(orders) != len(inputs):
+            return False
+        if any(orders):
+            return self._derivatives(inputs, orders, values, now)
+        if len(values) != len(inputs):
+            return False
+        for name in inputs:
+            if name not in lives:
+                return False
+        targets = [lives[name] for name in inputs]
+        for name, live, x in zip(inputs, targets, values):
+            # As Inport.set(value, (), t) mirrors it into the live values.
+            live[0] = x
+            live[1] = live[2] = live[3] = 0.0
+            live[4] = now
+            self.orders[name] = 0
+        self._inputs, self._orders, self._targets = inputs, orders, targets
+        return True
 
     def _derivatives(self, inputs: tuple, orders: tuple, values: tuple, now: float) -> bool:
         """Write inputs with derivatives into the live values (as Inport.set does); False

@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-__all__ = ["Backend", "Proxy"]
+__all__ = ["Backend", "Lane", "LaneBatch", "Proxy"]
 
 
 class Proxy(ABC):
@@ -62,9 +62,64 @@ class Proxy(ABC):
         through generated code, :mod:`cosim.master.compiled`), else None."""
         return None
 
+    def lane(self) -> Lane | None:
+        """The :class:`Lane` carrying this unit's fused steps as plain values (the same
+        object for every unit sharing its connection), or None: its fused steps travel as
+        ``Step`` messages through :meth:`submit`."""
+        return None
+
     @abstractmethod
     def close(self) -> None:
         """Release the connection to the unit."""
+
+
+class Lane(ABC):
+    """Fused macro steps, values only (:class:`~cosim.master.protocol.Step` of order 0), of
+    the units on one connection, without a message object per unit: what
+    :mod:`cosim.master.rounds` drives when every unit of a Jacobi step has one.
+
+    How to write a lane
+    -------------------
+    Implement :meth:`batch`; its :class:`LaneBatch` writes every unit's ``Step`` (the bytes
+    the ``Step`` message would have) from ``T``, ``H`` and the unit's packed input values,
+    sends them as one message, and reads the replies. Replies that are not a plain
+    ``Stepped`` of the expected size come back decoded, for the master to judge.
+    """
+
+    @abstractmethod
+    def batch(self, units: list) -> LaneBatch | None:
+        """The batch stepping ``units``, a list of ``(name, inputs, refresh, n_in, n_out)``:
+        the unit, its inputs in order (as ``Step.inputs``), ``Step.refresh``, the number of
+        float64 input values and of output values of its ``Stepped``; None when this lane
+        cannot carry them (the master then sends Step messages)."""
+
+
+class LaneBatch(ABC):
+    """One message per macro step to the units of a :class:`Lane` (see there)."""
+
+    @abstractmethod
+    def send(self, T: float, H: float, payloads: list) -> None:
+        """Send every unit its ``Step`` over ``[T, T+H]``; ``payloads[i]``: unit ``i``'s
+        input values, a C-contiguous float64 buffer of ``n_in`` values.
+
+        Raises
+        ------
+        TransportError
+            Nothing could be sent (the connection is then reset).
+        """
+
+    @abstractmethod
+    def receive(self, T: float) -> list:
+        """The replies to :meth:`send`, one per unit in order: ``(t_reached, event,
+        next_event, outputs)`` (outputs: a read-only float64 array of ``n_out`` values) for
+        a plain ``Stepped``, else the decoded reply (an ErrorReply, a Stepped of another
+        size, or anything the unit answered).
+
+        Raises
+        ------
+        TransportError
+            No reply (the connection is then reset), or not one batch per unit.
+        """
 
 
 class Backend(ABC):

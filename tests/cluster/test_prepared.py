@@ -61,6 +61,36 @@ def test_stepped_batch_is_the_encoded_stepped():
 
 
 @SETTINGS
+@given(steppeds)
+def test_a_stepped_form_writes_the_encoded_stepped(msg):
+    out = [float(x) for x in msg.outputs]
+    form = prepared.SteppedForm(len(out))
+    assert form.write(msg.t_reached, msg.event, msg.next_event, out) == encode_batch([msg])
+
+
+@SETTINGS
+@given(steps, st.floats(), st.floats(), st.data())
+def test_a_step_form_reads_every_step_of_its_layout_as_step_values(msg, t, h, data):
+    """A form learnt from one Step reads another of the same layout (new t, h and values)
+    exactly as step_values does, and refuses the bytes of any other layout or length."""
+    decode_batch(encode_batch([msg]))
+    form = prepared.step_form(encode_batch([msg]), 2**28)
+    assert form is not None
+    assert form.fields == (msg.inputs, msg.orders, msg.refresh)
+    values = data.draw(hnp.arrays(np.float64, msg.data.shape))
+    other = encode_batch([Step(msg.inputs, msg.orders, msg.refresh, t, h, values)])
+    got = form.read(other)
+    assert got is not None
+    assert struct.pack("<dd", *got[:2]) == struct.pack("<dd", t, h)
+    assert struct.pack(f"<{len(got[2])}d", *got[2]) == values.tobytes()
+    longer = encode_batch([Step(msg.inputs, msg.orders, msg.refresh, t, h,
+                                np.append(values, 1.0))])
+    assert form.read(longer) is None
+    assert form.read(encode_batch([Step(msg.inputs + ("x",), msg.orders, msg.refresh, t, h,
+                                        values)])) is None
+
+
+@SETTINGS
 @given(st.one_of(steps, steppeds), st.data())
 def test_altered_bytes_decode_as_the_strict_decoder_says(msg, data):
     """Flip, cut or extend the bytes of a known layout: the prepared path answers exactly
@@ -92,6 +122,14 @@ def test_altered_bytes_decode_as_the_strict_decoder_says(msg, data):
         assert_identical(fast, strict)
     if prepared.step_values(altered, 2**28) is not None:
         assert strict is not None and type(strict[0]) is Step
+    form = prepared.step_form(raw, 2**28)
+    read = form.read(altered) if form is not None else None
+    if read is not None:
+        # What a server's fast lane steps is what the strict decoder reads.
+        assert strict is not None and type(strict[0]) is Step
+        assert (strict[0].inputs, strict[0].orders, strict[0].refresh) == form.fields
+        assert struct.pack("<dd", *read[:2]) == struct.pack("<dd", strict[0].t, strict[0].h)
+        assert struct.pack(f"<{len(read[2])}d", *read[2]) == strict[0].data.tobytes()
 
 
 def test_layouts_are_bounded():
@@ -107,3 +145,37 @@ def test_vectors_of_every_ext_header_size(n):
     data = encode_batch([msg])
     assert data == b"\x91" + encode(msg)
     assert_identical(decode_batch(data), [msg])
+
+
+@SETTINGS
+@given(steps)
+def test_a_step_writer_writes_the_encoded_step(msg):
+    """What a master's lane sends is the strict encoder's bytes (values-only layouts, and
+    any other the writer is given)."""
+    try:
+        w = prepared.StepWriter(msg.inputs, msg.orders, msg.refresh, msg.data.shape[0])
+    except CodecError:
+        with pytest.raises(CodecError):
+            encode_batch([msg])
+        return
+    got = b"".join((w.head, prepared.pack_times(msg.t, msg.h), w.tail, msg.data))
+    assert got == encode_batch([msg])
+
+
+@SETTINGS
+@given(steppeds, st.data())
+def test_a_stepped_reader_reads_what_the_strict_decoder_reads(msg, data):
+    raw = encode_batch([msg])
+    reader = prepared.SteppedReader(msg.outputs.shape[0])
+    t, event, nxt, out = reader.read(raw)
+    assert_identical([Stepped(t, event, nxt, out)], [msg])
+    assert not out.flags.writeable
+    buf = bytearray(raw)
+    i = data.draw(st.integers(0, len(buf) - 1))
+    buf[i] ^= data.draw(st.integers(1, 255))
+    altered = bytes(buf)
+    got = reader.read(altered)
+    if got is not None:
+        (strict,) = decode_batch(altered, limits=STRICT)
+        assert_identical([Stepped(*got)], [strict])
+    assert prepared.SteppedReader(msg.outputs.shape[0] + 1).read(raw) is None

@@ -1,0 +1,55 @@
+"""Multipart ZeroMQ messages sent and received with less Python per frame than pyzmq's
+``send_multipart`` / ``recv_multipart``.
+
+pyzmq's multipart helpers are Python: every frame costs a flag computed as an ``enum.Flag``
+(``SNDMORE | flags``) and, when receiving, a ``RCVMORE`` socket option looked up through an
+``enum`` (about 1.5 µs a frame on this machine, more than the frame's own I/O). The fused
+macro step sends 2 to 4 small frames per unit and message, so both sides of the data plane
+use these instead: the same frames on the wire, the same exceptions (``zmq.Again`` on a
+timeout, ``zmq.ZMQError``), only plain ``int`` flags and the socket's own (Cython) methods.
+"""
+
+from __future__ import annotations
+
+import zmq
+import zmq.backend
+
+__all__ = ["recv_frames", "recv_routed", "send_frames", "send_routed"]
+
+_send = zmq.backend.Socket.send            # the Cython method, not pyzmq's Python override
+_SNDMORE = int(zmq.SNDMORE)
+_RCVMORE = int(zmq.RCVMORE)
+
+
+def send_frames(sock: zmq.Socket, frames: list) -> None:
+    """``sock.send_multipart(frames)`` (frames: bytes-like, copied)."""
+    last = len(frames) - 1
+    for i in range(last):
+        _send(sock, frames[i], _SNDMORE)
+    _send(sock, frames[last], 0)
+
+
+def send_routed(sock: zmq.Socket, envelope: list, frames: list) -> None:
+    """``sock.send_multipart(envelope + frames)`` (``frames`` not empty)."""
+    for f in envelope:
+        _send(sock, f, _SNDMORE)
+    send_frames(sock, frames)
+
+
+def recv_frames(sock: zmq.Socket) -> list[bytes]:
+    """``sock.recv_multipart()``."""
+    recv, get = sock.recv, sock.get
+    frames = [recv(0)]
+    while get(_RCVMORE):
+        frames.append(recv(0))
+    return frames
+
+
+def recv_routed(sock: zmq.Socket, flags: int = 0) -> list[bytes]:
+    """``sock.recv_multipart(flags)`` on a ROUTER socket: its first frame (the peer's
+    identity) is always followed by the peer's own frames, so it needs no ``RCVMORE``."""
+    recv, get = sock.recv, sock.get
+    frames = [recv(flags), recv(0)]
+    while get(_RCVMORE):
+        frames.append(recv(0))
+    return frames

@@ -1,0 +1,160 @@
+"""A unit server's fast lane: messages of fused steps answered from plain floats.
+
+A message whose every ``[unit, batch]`` pair is one fused :class:`~cosim.master.protocol.Step`
+in the layout that unit's previous Step had is read with one prepared form per unit
+(:class:`cluster.prepared.StepForm`: a length, two prefixes and two ``struct`` reads), stepped
+on the unit's generated path (``LocalUnit.step_packed``) and answered with a prepared
+``Stepped`` (:class:`cluster.prepared.SteppedForm`): no message object, no numpy array and
+no dictionary of layouts in between. A pair in any other form is learnt from (the strict
+decoder has remembered its layout) or the message goes the ordinary way, untouched.
+Replies, errors included, are those of the ordinary way.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from cluster import prepared
+from cluster.codec import DEFAULT_LIMITS, encode_batch
+from cluster.dataplane import guarded, parse, reply
+from cosim.master.units import error_reply
+
+__all__ = ["FusedLane"]
+
+
+class _Slot:
+    """One unit of the lane: its latest Step form and its Stepped writer."""
+
+    __slots__ = ("name", "unit", "step", "form", "out")
+
+    def __init__(self, name: str, unit, step_packed):
+        self.name = name
+        self.unit = unit
+        self.step = step_packed
+        self.form = None            # StepForm of the unit's latest Step
+        self.out = None             # SteppedForm of its latest reply
+
+
+class FusedLane:
+    """The fast lane of one server's units.
+
+    Parameters
+    ----------
+    units : dict of str to Unit
+        The units served (those with ``step_packed`` take the lane).
+    max_size : int
+        Larger messages take the ordinary way (which refuses them).
+    rates : dict of str to float, optional
+        Seconds of work per simulated second of each unit, shared with the server: a step
+        of a unit without a rate, or expected to take longer than ``offload_after``, is not
+        served here (the server offloads it); every step served here updates it.
+    offload_after : float
+        Seconds (default: no limit).
+    """
+
+    def __init__(self, units: dict, max_size: int, rates: dict | None = None,
+                 offload_after: float = math.inf):
+        self.units = units
+        self.max_size = max_size
+        self.rates = rates
+        self.offload_after = offload_after
+        self._slots: dict[bytes, _Slot] = {}
+
+    def replies(self, frames: list, start: int) -> list[bytes] | None:
+        """The reply batches to the ``[unit, batch]`` pairs ``frames[start:]``, or None:
+        serve the message the ordinary way (nothing was done then).
+
+        Raises nothing: a unit that fails answers its ErrorReply.
+        """
+        n = len(frames)
+        if n <= start or (n - start) % 2:
+            return None
+        work = []
+        size = 0
+        for i in range(start, n, 2):
+            got = self._read(frames[i], frames[i + 1])
+            if got is None:
+                return None
+            size += got[0].form.size
+            work.append((got, i))
+        if size > self.max_size:
+            return None
+        rates = self.rates
+        t0 = time.perf_counter()
+        if len(work) == 1:                  # a unit per process: no bookkeeping by name
+            (slot, step), i = work[0]
+            out = [self._serve(slot, step, frames, i)]
+            if rates is not None and step[1] > 0:   # (a Step of h <= 0 was refused)
+                rates[slot.name] = (time.perf_counter() - t0) / step[1]
+            return out
+        out = [self._serve(slot, step, frames, i) for (slot, step), i in work]
+        if rates is not None:
+            elapsed = time.perf_counter() - t0
+            steps: dict[str, float] = {}
+            for (slot, step), _ in work:
+                steps[slot.name] = steps.get(slot.name, 0.0) + step[1]
+            for name, h in steps.items():
+                if h > 0:
+                    rates[name] = elapsed / h
+        return out
+
+    def _read(self, key: bytes, batch: bytes) -> tuple | None:
+        """``(slot, (t, h, values))`` of one pair that takes the lane, or None."""
+        slot = self._slots.get(key)
+        if slot is None or slot.form is None or (step := slot.form.read(batch)) is None:
+            slot = self._learn(key, batch)
+            if slot is None:
+                return None
+            step = slot.form.read(batch)
+        rates = self.rates
+        if rates is not None and rates.get(slot.name, math.inf) * step[1] > self.offload_after:
+            return None
+        return slot, step
+
+    def _learn(self, key: bytes, batch: bytes) -> _Slot | None:
+        """The slot of unit ``key`` with the form of ``batch``, or None when that unit
+        cannot take the lane or ``batch`` is not a fused Step in a remembered layout."""
+        try:
+            form = prepared.step_form(batch, DEFAULT_LIMITS.max_elements)
+            if form is None:
+                return None
+            slot = self._slots.get(key)
+            if slot is None:
+                name = key.decode("utf-8", "replace")
+                unit = self.units.get(name)
+                step_packed = getattr(unit, "step_packed", None)
+                if step_packed is None:
+                    return None
+                if len(self._slots) > 4 * len(self.units):
+                    self._slots.clear()         # names that decode alike: keep it bounded
+                slot = self._slots[key] = _Slot(name, unit, step_packed)
+            slot.form = form
+            return slot
+        except Exception:  # noqa: BLE001 - the ordinary way answers it (or its error)
+            return None
+
+    def _serve(self, slot: _Slot, got: tuple, frames: list, i: int) -> bytes:
+        """One pair's reply batch."""
+        t, h, values = got
+        inputs, orders, refresh = slot.form.fields
+        try:
+            done = slot.step(t, h, refresh, inputs, orders, values)
+        except Exception as err:  # noqa: BLE001 - answered as Unit.handle answers it
+            unit = slot.unit
+            return guarded(lambda err=err: [encode_batch([error_reply(err, unit.t)])])[0]
+        if done is None:                    # not for the generated path: the ordinary way
+            return guarded(lambda: reply(parse(self.units, frames[i:i + 2], self.max_size),
+                                         self.max_size))[0]
+        outs = done[3]
+        out = slot.out
+        if out is None or out.n != len(outs):
+            out = slot.out = prepared.SteppedForm(len(outs))
+        try:
+            return out.write(*done)
+        except Exception as err:  # noqa: BLE001 - logged and answered by guarded
+            return guarded(lambda err=err: _reraise(err))[0]
+
+
+def _reraise(err: Exception):
+    raise err

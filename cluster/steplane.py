@@ -1,0 +1,87 @@
+"""The master's side of fused steps over a :class:`~cluster.dataplane.Channel`: a
+:class:`~cosim.master.proxy.Lane` writing every unit's ``Step`` from a prepared header.
+
+Per macro step and server: one message ``[unit, batch, unit, batch, ...]`` whose batches are
+``encode_batch([Step(...)])`` bytes, written as ``head + t, h + tail + values`` (the
+:class:`cluster.prepared.StepWriter` of the unit's layout, the times packed once for all
+units), and one reply message whose plain ``Stepped`` batches are read in place
+(:class:`cluster.prepared.SteppedReader`); anything else is decoded strictly. The wire
+format is the ordinary path's, byte for byte.
+"""
+
+from __future__ import annotations
+
+from cluster import prepared
+from cluster.codec import DEFAULT_LIMITS, CodecError, decode_batch
+from cosim.errors import TransportError
+from cosim.master.proxy import Lane, LaneBatch
+
+__all__ = ["StepBatch", "StepLane"]
+
+
+class StepLane(Lane):
+    """The lane of the units served over one channel.
+
+    Parameters
+    ----------
+    channel : Channel
+    """
+
+    def __init__(self, channel):
+        self.channel = channel
+        self.watch = None           # (gone, timeout) of the channel's units, see watched
+
+    def watched(self, gone, timeout: float) -> StepLane:
+        """This lane, awaiting replies for ``timeout`` s and asking ``gone()`` why the peer
+        cannot answer (as the units' proxies await theirs); the first proxy's are kept."""
+        if self.watch is None:
+            self.watch = (gone, timeout)
+        return self
+
+    def batch(self, units: list) -> StepBatch | None:
+        gone, timeout = self.watch or (lambda: None, 60.0)
+        try:
+            return StepBatch(self.channel, units, gone, timeout)
+        except CodecError:
+            return None                 # a layout only the strict encoder can refuse
+
+
+class StepBatch(LaneBatch):
+    """The message of one macro step to some units of a channel (see :class:`StepLane`)."""
+
+    def __init__(self, channel, units: list, gone, timeout: float):
+        limit = DEFAULT_LIMITS.max_elements
+        if any(n_in > limit or n_out > limit for *_, n_in, n_out in units):
+            raise CodecError("more values than a message may carry")
+        self.channel = channel
+        self.gone, self.timeout = gone, timeout
+        self.names = [name for name, *_ in units]
+        self.first = self.names[0]
+        self.keys = [name.encode() for name in self.names]
+        self.writers = [prepared.StepWriter(inputs, (0,) * len(inputs), refresh, n_in)
+                        for _, inputs, refresh, n_in, _ in units]
+        self.readers = [prepared.SteppedReader(n_out) for *_, n_out in units]
+
+    def send(self, T: float, H: float, payloads: list) -> None:
+        times = prepared.pack_times(T, H)
+        frames = []
+        for key, w, values in zip(self.keys, self.writers, payloads):
+            frames.append(key)
+            frames.append(b"".join((w.head, times, w.tail, values)))
+        if not self.channel.post(frames, self.first, self.gone, self.timeout, T):
+            raise TransportError(self.first, "Step", f"{self.channel.address}: requests of "
+                                 "the ordinary way are still pending", t=T)
+
+    def receive(self, T: float) -> list:
+        frames = self.channel.collect(len(self.keys), self.first, self.gone, self.timeout, T)
+        out = []
+        for name, reader, data in zip(self.names, self.readers, frames):
+            got = reader.read(data)
+            if got is None:
+                replies = decode_batch(data)
+                if len(replies) != 1:
+                    raise TransportError(name, "Step", f"{len(replies)} replies to one Step",
+                                         t=T)
+                got = replies[0]
+            out.append(got)
+        return out

@@ -1,0 +1,197 @@
+"""Jacobi macro steps of remote units through their lanes: no message object per unit.
+
+When every unit stepped in a Jacobi macro step (those outside algebraic couplings) takes
+fused steps through a :class:`~cosim.master.proxy.Lane` and inputs hold their value over the
+step (extrapolation order 0), :class:`FusedRounds` sends each connection one message with
+every unit's Step, written from the values the master holds (the driving outputs' float64
+arrays, passed as they are), then reads all the replies: the requests and replies of
+:meth:`Master.step <cosim.master.master.Master.step>`'s protocol path, byte for byte, and
+the same bookkeeping (outputs, next events, stops, step times, errors in unit order).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from array import array
+
+import numpy as np
+
+from cosim.config import Scheme
+from cosim.errors import TransportError
+from cosim.master import protocol as P
+from cosim.master.calls import raise_error
+
+__all__ = ["FusedRounds"]
+
+_F64 = np.dtype(np.float64)
+
+
+class _Member:
+    """One unit of a round: where its inputs come from and its outputs go."""
+
+    __slots__ = ("name", "index", "keys", "one", "layout", "whole", "times", "fused")
+
+    def __init__(self, name, index, keys, layout, times, fused):
+        self.name = name
+        self.index = index                  # in the master's unit order (errors)
+        self.keys = keys                    # the outputs driving its inputs, in order
+        self.one = keys[0] if len(keys) == 1 else None
+        self.layout = layout                # (key, shape, start, end) per output
+        # A single output of shape (n,) is the reply's array itself.
+        self.whole = layout[0][0] if len(layout) == 1 and layout[0][1] == (
+            layout[0][3] - layout[0][2],) else None
+        self.times = times                  # UnitCalls.step_times[name]
+        self.fused = fused
+
+
+class FusedRounds:
+    """Jacobi macro steps of the units ``units`` through their lanes (see the module
+    notes); built by :meth:`build`."""
+
+    def __init__(self, master, groups: list, sizes: dict):
+        self.calls = master.calls
+        self.groups = groups                # [(LaneBatch, [_Member, ...]), ...]
+        self.sizes = sizes                  # output key -> values it packs into a Step
+        # Output arrays this round made (float64, C-contiguous, of their size): a value the
+        # master holds that is one of them is sent as it is, any other is converted first.
+        self.plain: dict = {}
+
+    @classmethod
+    def build(cls, master, units: list) -> FusedRounds | None:
+        """The rounds stepping ``units`` (the master's plain Jacobi units), or None when
+        one of them has no lane, inputs are extrapolated or any shape does not fit."""
+        cfg = master.cfg
+        if (cfg.scheme is not Scheme.JACOBI or cfg.adaptive or cfg.trace or not units
+                or master.history.order != 0 or any(u not in master.fused for u in units)):
+            return None
+        sizes = {(u, p.name): math.prod(p.shape) for u, d in master.desc.items()
+                 for p in d.outputs}
+        lanes: dict[int, tuple] = {}
+        for i, u in enumerate(units):
+            lane = master.proxies[u].lane()
+            if lane is None:
+                return None
+            fused = master.fused[u]
+            shapes = {p.name: p.shape for p in master.desc[u].inputs}
+            n_in = 0
+            for name, key in fused.ports:
+                if name not in shapes or math.prod(shapes[name]) != sizes.get(key):
+                    return None             # the ordinary path reports what is wrong
+                n_in += sizes[key]
+            times = master.calls.step_times.setdefault(u, (array("d"), array("d")))
+            member = _Member(u, master.names.index(u), fused.keys,
+                             [((u, name), shape, a, b) for name, shape, a, b in fused.layout],
+                             times, fused)
+            spec = (u, fused.names, master.delayed, n_in, fused.size)
+            lanes.setdefault(id(lane), (lane, [], []))
+            lanes[id(lane)][1].append(member)
+            lanes[id(lane)][2].append(spec)
+        groups = []
+        for lane, members, specs in lanes.values():
+            batch = lane.batch(specs)
+            if batch is None:
+                return None
+            groups.append((batch, members))
+        return cls(master, groups, sizes)
+
+    def step(self, T: float, H: float, values: dict, outputs: dict) -> bool:
+        """Step every unit over ``[T, T+H]`` from ``values`` (the master's, at ``T``), their
+        outputs at ``T+H`` into ``outputs``; False (nothing sent) when a value cannot be
+        sent as it is and does not convert to its input's size.
+
+        Raises
+        ------
+        TransportError, SimulationError, ModelError
+            As :meth:`UnitCalls.call <cosim.master.calls.UnitCalls.call>` raises them, for
+            the first unit (in the master's order) that failed.
+        """
+        plain = self.plain
+        payloads = []
+        for _, members in self.groups:
+            loads = []
+            for m in members:
+                key = m.one
+                if key is not None:
+                    v = values[key]
+                    if plain.get(key) is not v and (v := self._plain(key, v)) is None:
+                        return False
+                    loads.append(v)
+                    continue
+                parts = []
+                for key in m.keys:
+                    v = values[key]
+                    if plain.get(key) is not v and (v := self._plain(key, v)) is None:
+                        return False
+                    parts.append(v)
+                loads.append(b"".join(parts))
+            payloads.append(loads)
+        sent, failures = [], []
+        for (batch, members), loads in zip(self.groups, payloads):
+            try:
+                batch.send(T, H, loads)
+            except Exception as err:  # noqa: BLE001 - raised below, after the others
+                failures.append((members[0].index, err))
+                break
+            sent.append((batch, members))
+        started = time.perf_counter()
+        calls = self.calls
+        next_event, stopped = calls.next_event, calls.stopped
+        for batch, members in sent:
+            try:
+                replies = batch.receive(T)
+            except Exception as err:  # noqa: BLE001 - raised below, in unit order
+                failures.append((members[0].index, err))
+                continue
+            elapsed = time.perf_counter() - started
+            for m, rep in zip(members, replies):
+                ts, secs = m.times
+                ts.append(T)
+                secs.append(elapsed)
+                if type(rep) is tuple:
+                    t_reached, event, nxt, out = rep
+                else:
+                    try:
+                        t_reached, event, nxt, out = self._unusual(m, rep, T)
+                    except Exception as err:  # noqa: BLE001 - raised below, in unit order
+                        failures.append((m.index, err))
+                        continue
+                next_event[m.name] = nxt
+                if event:
+                    stopped[m.name] = t_reached
+                else:
+                    stopped.pop(m.name, None)
+                whole = m.whole
+                if whole is not None:
+                    outputs[whole] = out
+                    plain[whole] = out
+                    continue
+                for key, shape, a, b in m.layout:
+                    v = out[a:b].reshape(shape)
+                    outputs[key] = v
+                    plain[key] = v
+        if failures:
+            raise min(failures, key=lambda f: f[0])[1]
+        return True
+
+    def _plain(self, key, value):
+        """``value`` as the float64 values a Step carries, or None if it has not the size of
+        the input it drives (kept: the next round sends it as it is)."""
+        v = np.ascontiguousarray(value, dtype=_F64).reshape(-1)
+        if v.size != self.sizes[key]:
+            return None
+        self.plain[key] = v
+        return v
+
+    @staticmethod
+    def _unusual(m: _Member, rep, T: float) -> tuple:
+        """A reply that is not a plain Stepped of the expected size: its error, or its
+        values (a Stepped the master checks as the protocol path does)."""
+        if isinstance(rep, P.ErrorReply):
+            raise_error(m.name, P.Step((), (), False, T, 0.0, np.zeros(0)), rep, T)
+        if type(rep) is not P.Stepped:
+            raise TransportError(m.name, "Step", f"answered {type(rep).__name__} to a Step",
+                                 t=T)
+        out: dict = {}
+        m.fused.outputs(rep, out)               # raises for outputs of the wrong size
+        return rep.t_reached, rep.event, rep.next_event, rep.outputs
