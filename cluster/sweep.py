@@ -130,7 +130,7 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
           out_dir=None, backend: str = "ray", max_in_flight: int | None = None,
           retries: int = 2, address: str | None = None, save_logs: bool = False,
           progress: bool | None = None, if_changed: str = "refuse",
-          ensemble: int | None = None) -> list[dict]:
+          ensemble: int | None = None, reuse_units: bool = True) -> list[dict]:
     """Run ``model`` once per point of ``design``; return the results table (a row per run).
 
     Parameters
@@ -174,6 +174,11 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         pool process runs one ensemble): with a fixed-step explicit solver every run's
         results are bit for bit its own simulation's. Adaptive and implicit solvers, events,
         mode switches, algebraic loops and co-simulations are refused before the first run.
+    reuse_units : bool
+        Co-simulated runs of a chunk (a task) reload their units into the Ray actors or
+        server processes of the run before instead of starting new ones
+        (:mod:`cosim.master.hosts`; results bit for bit those of new units). False starts
+        new ones for every run.
 
     Returns
     -------
@@ -239,15 +244,18 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     logs_arg = str(logs_dir) if logs_dir is not None else None
     try:
         if backend == "serial":
-            for chunk in _chunks(todo, 0, ensemble or 1):
-                finished(execute_many(model, config, chunk, reducers, logs_arg,
-                                      ensemble is not None))
+            # The units' hosts serve every run of the study (the chunks are single runs).
+            from cosim.master.hosts import UnitHosts
+            with UnitHosts() as hosts:
+                for chunk in _chunks(todo, 0, ensemble or 1):
+                    finished(execute_many(model, config, chunk, reducers, logs_arg,
+                                          ensemble is not None, reuse_units, hosts))
         elif backend == "process":
             _run_pool(model, config, todo, reducers, logs_arg, max_in_flight, ensemble,
-                      finished)
+                      reuse_units, finished)
         else:
             _run_ray(model, config, todo, reducers, logs_arg, max_in_flight, retries, address,
-                     ensemble, finished)
+                     ensemble, reuse_units, finished)
     finally:
         if bar is not None:
             bar.close()
@@ -303,7 +311,7 @@ class _Progress:
 
 
 def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, ensemble,
-              finished) -> None:
+              reuse_units, finished) -> None:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     workers = max_in_flight or os.cpu_count() or 1
     depth = 2 * workers      # the pool runs `workers` chunks at once; the rest wait queued
@@ -313,7 +321,7 @@ def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, ensemble,
         while queue or pending:
             while queue and len(pending) < depth:
                 pending.add(pool.submit(execute_many, model, config, queue.pop(0), reducers,
-                                        logs_dir, ensemble is not None))
+                                        logs_dir, ensemble is not None, reuse_units))
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
                 finished(f.result())
@@ -328,7 +336,7 @@ def _ray_task(retries: int):
 
 
 def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, address,
-             ensemble, finished) -> None:
+             ensemble, reuse_units, finished) -> None:
     import ray
 
     from cluster.ray_backend import ensure_ray
@@ -346,7 +354,7 @@ def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, ad
         while queue and len(pending) < limit:
             chunk = queue.pop(0)
             pending[task.remote(model_ref, config, chunk, reducers, logs_dir,
-                                ensemble is not None)] = chunk
+                                ensemble is not None, reuse_units)] = chunk
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             chunk = pending.pop(ref)

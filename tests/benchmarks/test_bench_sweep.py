@@ -153,3 +153,28 @@ def test_bench_ensemble_of_a_mass_spring_damper_with_pid():
     for name, t in best.items():
         print(f"  {name:<14} {n / t:8.1f} runs/s wall  {n / cpu[name]:8.1f} runs/s CPU")
     print(f"  ensemble vs one by one: {best['one by one'] / best[f'ensemble={ENSEMBLE}']:.2f}x")
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("units", ["zmq", "ray"])
+def test_bench_sweep_of_a_cosimulation_reusing_its_units(ray_session, units):
+    """A study of a co-simulation (3 units in a loop, 60 macro steps) on server processes or
+    Ray actors: units reloaded into the hosts of the run before vs new hosts every run."""
+    points = lhs({"k": (0.5, 3.0), "freq": (0.1, 0.7)}, 8, seed=1)
+    config = sm.cosim_loop_config(units)
+    reducers = {"x_end": final("a/x.out")}
+    sweep(sm.cosim_loop, config, points[:2], reducers, backend="serial")     # warm-up
+    rows = {}
+
+    def study(reuse):
+        return lambda: rows.__setitem__(reuse, sweep(sm.cosim_loop, config, points, reducers,
+                                                     backend="serial", reuse_units=reuse))
+    best = interleaved({"new units": study(False), "reused units": study(True)}, 2)
+    assert [r["x_end"] for r in rows[True]] == [r["x_end"] for r in rows[False]]
+    assert all(r["status"] == "ok" for r in rows[True])
+    n = len(points)
+    print(f"\nsweep of {n} co-simulated runs (3 units on {units}, 60 macro steps each), "
+          f"serial, best of 2 interleaved ({load()}):")
+    for name, t in best.items():
+        print(f"  {name:<14} {n / t:8.2f} runs/s  {t / n * 1e3:8.1f} ms/run")
+    print(f"  reused vs new: {best['new units'] / best['reused units']:.1f}x")
