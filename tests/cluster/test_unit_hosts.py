@@ -5,7 +5,6 @@ run that failed never hands its hosts on."""
 
 import numpy as np
 import pytest
-import zmq
 
 from cluster.codec import decode_batch, encode_batch
 from cluster.sweep import final, listed, sweep
