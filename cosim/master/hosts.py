@@ -84,6 +84,11 @@ class UnitHosts:
         self.started += 1
         return backend, proxies
 
+    @property
+    def kept(self) -> int:
+        """Backends idle, waiting for the next run."""
+        return len(self._idle)
+
     def give_back(self, name: str, cosim_config, backend, healthy: bool) -> None:
         """Keep ``backend`` for the next run (when it can reload units and its run ended
         well), else stop it."""

@@ -155,3 +155,21 @@ def test_a_study_of_cosimulations_reuses_units_with_the_results_of_new_ones(tmp_
              for k in rows}
     assert strip[True] == strip[False]
     assert [r["status"] for r in rows[True]] == ["ok", "failed", "ok", "ok"]
+
+
+@pytest.mark.cluster
+def test_a_chunk_of_a_worker_shares_hosts_and_stops_them_when_done(monkeypatch):
+    from cluster.sweep_design import runs_of
+    from cluster.sweep_worker import execute_many
+    closed = []
+    close = UnitHosts.close
+    monkeypatch.setattr(UnitHosts, "close", lambda self: (closed.append(self), close(self)))
+    runs = runs_of(POINTS)
+    config = sm.cosim_loop_config("zmq")
+    reducers = {"x_end": final("a/x.out")}
+    rows = execute_many(sm.cosim_loop, config, runs, reducers, None)
+    (hosts,) = closed
+    assert hosts.started == 1 and hosts.reused == 2 and hosts.kept == 0
+    fresh = execute_many(sm.cosim_loop, config, runs, reducers, None, reuse_units=False)
+    assert [r["x_end"] for r, _ in rows] == [r["x_end"] for r, _ in fresh]
+    assert all(r["status"] == "ok" for r, _ in rows)
