@@ -225,7 +225,12 @@ class RayBackend(Backend):
     """
 
     PLACEMENT = ("num_cpus", "resources", "node")
-    reloads = True
+
+    @property
+    def reloads(self) -> bool:
+        """Not with fault recovery (``checkpoint_every``): Ray restarts a dead actor with the
+        units it was created with, which after a reload are another run's."""
+        return self.cfg.checkpoint_every is None
 
     def __init__(self, cosim_config):
         self.cfg = cosim_config

@@ -173,3 +173,17 @@ def test_a_chunk_of_a_worker_shares_hosts_and_stops_them_when_done(monkeypatch):
     fresh = execute_many(sm.cosim_loop, config, runs, reducers, None, reuse_units=False)
     assert [r["x_end"] for r, _ in rows] == [r["x_end"] for r, _ in fresh]
     assert all(r["status"] == "ok" for r, _ in rows)
+
+
+@pytest.mark.cluster
+def test_ray_actors_that_recovery_may_restart_are_not_reused(ray_session):
+    from dataclasses import replace
+    config = sm.cosim_loop_config("ray")
+    config = replace(config, cosim=replace(config.cosim, checkpoint_every=10))
+    with UnitHosts() as hosts:
+        first = run(POINTS[0], config, hosts)[1]
+        logs, second = run(POINTS[1], config, hosts)
+        # Ray would restart a dead actor with its first run's units: new actors every run.
+        assert hosts.started == 2 and hosts.reused == 0 and not hosts.fallbacks
+        assert set(first).isdisjoint(second)
+    assert_same(logs, run(POINTS[1], config)[0])
