@@ -102,7 +102,9 @@ class FusedLane:
     def _read(self, key: bytes, batch: bytes) -> tuple | None:
         """``(slot, (t, h, values))`` of one pair that takes the lane, or None."""
         slot = self._slots.get(key)
-        if slot is None or slot.form is None or (step := slot.form.read(batch)) is None:
+        # A unit replaced in the served dict (a reload between runs) is learnt again.
+        if slot is None or slot.form is None or self.units.get(slot.name) is not slot.unit \
+                or (step := slot.form.read(batch)) is None:
             slot = self._learn(key, batch)
             if slot is None:
                 return None
@@ -120,7 +122,7 @@ class FusedLane:
             if form is None:
                 return None
             slot = self._slots.get(key)
-            if slot is None:
+            if slot is None or self.units.get(slot.name) is not slot.unit:
                 name = key.decode("utf-8", "replace")
                 unit = self.units.get(name)
                 step_packed = getattr(unit, "step_packed", None)

@@ -75,10 +75,19 @@ class UnitActor:
     data-plane socket."""
 
     def __init__(self, specs, keys=None):
-        from cosim.master.units import LocalUnit
-        self.units = {s.name: s.factory() if s.factory is not None else
-                      LocalUnit(s.subsystem, s.config, s.name) for s in specs}
+        self.units = _units(specs)
         self.endpoint, _ = serve(self.units, ray.util.get_node_ip_address(), keys)
+
+    def reload(self, specs) -> None:
+        """Host the units of ``specs`` (the same names) instead of the current ones, built
+        as a new actor builds them; between runs (the data plane serves the new ones from
+        its next message on)."""
+        units = _units(specs)
+        if set(units) != set(self.units):
+            raise ModelError(f"the actor hosts {', '.join(self.units)}, not "
+                             f"{', '.join(units)}")
+        self.units.clear()              # the dict the data plane serves: replaced in place
+        self.units.update(units)
 
     def where(self) -> dict:
         """Node id, process id and data-plane endpoint of this actor."""
@@ -88,6 +97,13 @@ class UnitActor:
     def watch(self) -> None:
         """Never returns: its reference fails the moment the actor dies (failure detection)."""
         threading.Event().wait()
+
+
+def _units(specs) -> dict:
+    """The units of ``specs`` (UnitSpec), built in this process, by name."""
+    from cosim.master.units import LocalUnit
+    return {s.name: s.factory() if s.factory is not None else
+            LocalUnit(s.subsystem, s.config, s.name) for s in specs}
 
 
 class RayProxy(Proxy):
@@ -213,9 +229,39 @@ class RayBackend(Backend):
 
     PLACEMENT = ("num_cpus", "resources", "node")
 
+    @property
+    def reloads(self) -> bool:
+        """Not with fault recovery (``checkpoint_every``): Ray restarts a dead actor with the
+        units it was created with, which after a reload are another run's."""
+        return self.cfg.checkpoint_every is None
+
     def __init__(self, cosim_config):
         self.cfg = cosim_config
         self.proxies: dict[str, RayProxy] = {}
+        self._actors: list[tuple] = []          # (actor, group key, unit names)
+
+    def _layout(self, specs) -> tuple[dict, list[tuple]]:
+        """The units of each actor and what a reload must find unchanged: per actor its
+        key, unit names and placement."""
+        groups = process_groups(specs, self.cfg.units, self.cfg.processes)
+        return groups, [(key, tuple(s.name for s in group),
+                         repr(self.cfg.options(group[0].name)))
+                        for key, group in groups.items()]
+
+    def reload(self, specs) -> dict:
+        """Every actor hosts its units of ``specs`` instead of the last run's (see
+        :meth:`Backend.reload <cosim.master.proxy.Backend.reload>`); the proxies, their
+        channels and the actors' liveness watches stay."""
+        groups, layout = self._layout(specs)
+        if layout != [(k, names, opts) for _, k, names, opts in self._actors]:
+            raise ModelError("the units group into other actors or ask for other placements "
+                             "than the last run's")
+        refs = [actor.reload.remote(groups[key]) for actor, key, _, _ in self._actors]
+        try:
+            ray.get(refs, timeout=self.cfg.timeout)
+        except ray.exceptions.RayError as err:
+            raise ModelError(f"an actor did not reload its units: {err}") from err
+        return dict(self.proxies)
 
     def start(self, specs) -> dict:
         ensure_ray(self.cfg.address)
@@ -269,6 +315,8 @@ class RayBackend(Backend):
                                  f"({placement(group[0])}) against the "
                                  "cluster") from None
             conn = Channel(info["endpoint"], RayProxy.POLL, keys=keys, patient=True)
+            self._actors.append((actor, key, tuple(s.name for s in group),
+                                 repr(self.cfg.options(group[0].name))))
             for spec in group:
                 self.proxies[spec.name] = RayProxy(spec.name, actor, conn, self.cfg.timeout,
                                                    alone=len(group) == 1)
@@ -281,3 +329,4 @@ class RayBackend(Backend):
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.proxies = {}
+        self._actors = []

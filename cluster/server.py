@@ -32,7 +32,7 @@ import time
 
 import zmq
 
-from cluster.codec import DEFAULT_MAX_SIZE
+from cluster.codec import DEFAULT_MAX_SIZE, encode_batch
 from cluster.dataplane import Work, guarded, parse, reply, watch
 from cluster.frames import recv_routed, send_routed
 from cluster.lane import FusedLane
@@ -60,6 +60,10 @@ class UnitServer:
     offload_after : float
         A ``DoStep`` expected to take longer (s) runs on a worker thread, so that heartbeats
         and other units are answered meanwhile; a unit's first step always does.
+    reload : callable, optional
+        ``reload(unit_file_text) -> units``: serve :class:`~cosim.master.protocol.Reload`
+        by replacing every unit with those it builds (same names); None (default) refuses
+        Reload, as a server that a team serves its units with must.
     """
 
     offload_after = 0.02
@@ -67,8 +71,9 @@ class UnitServer:
     def __init__(self, units: dict, bind: str = "tcp://127.0.0.1:5555", *,
                  curve_secret_key_file: str | None = None,
                  authorized_keys_dir: str | None = None,
-                 max_message_size: int = DEFAULT_MAX_SIZE):
+                 max_message_size: int = DEFAULT_MAX_SIZE, reload=None):
         self.units = dict(units)
+        self.reload = reload
         self.max_message_size = max_message_size
         self._ctx = zmq.Context()
         self._auth = None
@@ -157,6 +162,10 @@ class UnitServer:
         if failed:
             self.sock.send_multipart(env + failed)
             return
+        if any(isinstance(w, Work) and any(type(r) is P.Reload for r in w.requests)
+               for w in items):
+            self.sock.send_multipart(env + [self._reloaded(items)])
+            return
         # One pass over the requests: simulated time asked of each unit, and whether the
         # message is nothing but heartbeats.
         steps, beats = {}, True
@@ -185,6 +194,35 @@ class UnitServer:
             thread.start()
             return
         self.sock.send_multipart(env + self._reply(items, steps))
+
+    def _reloaded(self, items: list) -> bytes:
+        """The reply to a message with a Reload: every unit replaced by the unit file's, or an
+        ErrorReply (nothing replaced) when the server refuses reloads, the message holds
+        anything else, a unit is busy, or the file's units are not this server's names."""
+        def refuse(kind, why: str) -> bytes:
+            return encode_batch([P.ErrorReply(kind, why)])
+        if self.reload is None:
+            return refuse(P.ErrorKind.UNSUPPORTED, "this server does not reload its units "
+                          "(only a server started with --reloadable does)")
+        if len(items) != 1 or len(items[0].requests) != 1:
+            return refuse(P.ErrorKind.PROTOCOL, "a Reload travels alone in its message")
+        if self._job is not None or self._waiting:
+            return refuse(P.ErrorKind.PROTOCOL, "a unit is still stepping; Reload between "
+                          "runs")
+        try:
+            units = dict(self.reload(items[0].requests[0].unit_file))
+        except Exception as err:  # noqa: BLE001 - the master hears why, the server serves on
+            return refuse(P.ErrorKind.PROTOCOL, f"the unit file cannot be served: "
+                          f"{type(err).__name__}: {err}")
+        if set(units) != set(self.units):
+            return refuse(P.ErrorKind.PROTOCOL, f"the unit file has units "
+                          f"{', '.join(sorted(units))}; this server serves "
+                          f"{', '.join(sorted(self.units))}")
+        self.units.clear()
+        self.units.update(units)
+        self._seconds_per_h.clear()        # new units: their speed is measured again
+        log.info("reloaded units %s", ", ".join(units))
+        return encode_batch([P.Ok()])
 
     def _reply(self, items: list, steps: dict) -> list[bytes]:
         """Serve ``items``, learning how long each unit takes per second simulated."""
@@ -264,7 +302,8 @@ def _peer(fd: int) -> str:
 
 def units_from_file(path: str) -> dict:
     """The units a UNIT_FILE defines: a model file's top-level atomic subsystems (with its
-    ``simulation:`` options), or the one subsystem of a library file."""
+    ``simulation:`` options), or the one subsystem of a library file. ``path`` may be the
+    file's text itself (as :func:`cosim.modelfile.load` reads it)."""
     from cosim.run.atomic import inner_config
     from cosim.config import SimulationConfig
     from cosim.model.evaluate import evaluate
@@ -312,6 +351,9 @@ def main(argv=None) -> int:
     ap.add_argument("--step-deadline", type=float, default=600.0, metavar="SECONDS",
                     help="longest wall time one DoStep may run (default 600); a step past it "
                          "stops with an error naming the limit")
+    ap.add_argument("--reloadable", action="store_true",
+                    help="accept Reload: a master replaces the units with those of a unit "
+                         "file it sends (for a master's own servers, never a team's)")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -320,15 +362,20 @@ def main(argv=None) -> int:
         import importlib
         for module in args.plugin:
             importlib.import_module(module)   # chosen by who runs the server, not the file
-        units = units_from_file(args.unit_file)
-        for unit in units.values():
-            if args.max_ticks is not None and hasattr(unit, "max_ticks"):
-                unit.max_ticks = args.max_ticks
-            if hasattr(unit, "step_deadline"):
-                unit.step_deadline = args.step_deadline
+
+        def limited(units: dict) -> dict:
+            for unit in units.values():
+                if args.max_ticks is not None and hasattr(unit, "max_ticks"):
+                    unit.max_ticks = args.max_ticks
+                if hasattr(unit, "step_deadline"):
+                    unit.step_deadline = args.step_deadline
+            return units
+        units = limited(units_from_file(args.unit_file))
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
                             authorized_keys_dir=args.authorized,
-                            max_message_size=args.max_message_size)
+                            max_message_size=args.max_message_size,
+                            reload=(lambda text: limited(units_from_file(text)))
+                            if args.reloadable else None)
     except Exception as err:  # noqa: BLE001 - a clear message, not a traceback
         print(f"cosim serve: error: {err}", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ fails is NaN in its own column, named in ``reducer_errors``, and the other metri
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import math
 import os
@@ -58,17 +59,18 @@ def _lost(r: Run, reducers, why: str) -> dict:
 
 def _chunks(todo: list[Run], workers: int, ensemble: int | None) -> list[list[Run]]:
     """Runs in chunks, one task each: an ensemble's runs, or chunks that shrink as the runs
-    left do (each about a quarter of the runs left per worker, at most 64 runs, so a lost
-    worker costs little, and at least 3 until the last): few tasks (each costs a round trip)
-    while there is much to do, and small ones at the end, so no worker waits long for
-    another's last chunk (with equal chunks, about half a chunk per study)."""
+    left do (each about half of the runs left per worker, at most 64 runs, so a lost worker
+    costs little, and at least 3 until the last): few tasks while there is much to do (each
+    costs ~2 ms of CPU on the driver and a worker, which on 2 CPUs and runs of 2 ms is
+    worth a run: 400 runs on 2 workers go in 16 chunks instead of 28 with a quarter), and
+    small ones at the end, so no worker waits long for another's last chunk."""
     if ensemble:
         return [todo[i:i + ensemble] for i in range(0, len(todo), ensemble)]
     if workers <= 0:
         return [[r] for r in todo]
     out, i = [], 0
     while i < len(todo):
-        size = max(3, min(64, math.ceil((len(todo) - i) / (4 * workers))))
+        size = max(3, min(64, math.ceil((len(todo) - i) / (2 * workers))))
         out.append(todo[i:i + size])
         i += size
     return out
@@ -128,7 +130,7 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
           out_dir=None, backend: str = "ray", max_in_flight: int | None = None,
           retries: int = 2, address: str | None = None, save_logs: bool = False,
           progress: bool | None = None, if_changed: str = "refuse",
-          ensemble: int | None = None) -> list[dict]:
+          ensemble: int | None = None, reuse_units: bool = True) -> list[dict]:
     """Run ``model`` once per point of ``design``; return the results table (a row per run).
 
     Parameters
@@ -172,6 +174,11 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         pool process runs one ensemble): with a fixed-step explicit solver every run's
         results are bit for bit its own simulation's. Adaptive and implicit solvers, events,
         mode switches, algebraic loops and co-simulations are refused before the first run.
+    reuse_units : bool
+        Co-simulated runs of a chunk (a task) reload their units into the Ray actors or
+        server processes of the run before instead of starting new ones
+        (:mod:`cosim.master.hosts`; results bit for bit those of new units). False starts
+        new ones for every run.
 
     Returns
     -------
@@ -237,15 +244,18 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     logs_arg = str(logs_dir) if logs_dir is not None else None
     try:
         if backend == "serial":
-            for chunk in _chunks(todo, 0, ensemble or 1):
-                finished(execute_many(model, config, chunk, reducers, logs_arg,
-                                      ensemble is not None))
+            # The units' hosts serve every run of the study (the chunks are single runs).
+            from cosim.master.hosts import UnitHosts
+            with UnitHosts() as hosts:
+                for chunk in _chunks(todo, 0, ensemble or 1):
+                    finished(execute_many(model, config, chunk, reducers, logs_arg,
+                                          ensemble is not None, reuse_units, hosts))
         elif backend == "process":
             _run_pool(model, config, todo, reducers, logs_arg, max_in_flight, ensemble,
-                      finished)
+                      reuse_units, finished)
         else:
             _run_ray(model, config, todo, reducers, logs_arg, max_in_flight, retries, address,
-                     ensemble, finished)
+                     ensemble, reuse_units, finished)
     finally:
         if bar is not None:
             bar.close()
@@ -301,7 +311,7 @@ class _Progress:
 
 
 def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, ensemble,
-              finished) -> None:
+              reuse_units, finished) -> None:
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     workers = max_in_flight or os.cpu_count() or 1
     depth = 2 * workers      # the pool runs `workers` chunks at once; the rest wait queued
@@ -311,19 +321,27 @@ def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, ensemble,
         while queue or pending:
             while queue and len(pending) < depth:
                 pending.add(pool.submit(execute_many, model, config, queue.pop(0), reducers,
-                                        logs_dir, ensemble is not None))
+                                        logs_dir, ensemble is not None, reuse_units))
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
                 finished(f.result())
 
 
+@functools.lru_cache(maxsize=4)
+def _ray_task(retries: int):
+    """:func:`execute_many` as a Ray task, made once per process: a new remote function is
+    exported to the cluster and loaded by every worker again (milliseconds each sweep)."""
+    import ray
+    return ray.remote(num_cpus=1, max_retries=retries)(execute_many)
+
+
 def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, address,
-             ensemble, finished) -> None:
+             ensemble, reuse_units, finished) -> None:
     import ray
 
     from cluster.ray_backend import ensure_ray
     ensure_ray(address)
-    task = ray.remote(num_cpus=1, max_retries=retries)(execute_many)
+    task = _ray_task(retries)
     model_ref = ray.put(model) if callable(model) else model
     # Ray runs one task (a chunk of runs) per CPU; by default twice that many are submitted
     # so that no worker waits for the driver between chunks. An explicit bound is the number
@@ -336,7 +354,7 @@ def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, ad
         while queue and len(pending) < limit:
             chunk = queue.pop(0)
             pending[task.remote(model_ref, config, chunk, reducers, logs_dir,
-                                ensemble is not None)] = chunk
+                                ensemble is not None, reuse_units)] = chunk
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             chunk = pending.pop(ref)

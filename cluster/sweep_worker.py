@@ -8,7 +8,10 @@ process and structure (:mod:`cosim.fastpath.cache`), so a worker's runs after it
 the compiled code; more than that, a worker keeps each model's first run built
 (:class:`~cosim.fastpath.rerun.Rerun`) and runs the next ones on it with their parameter
 values, without building a model or a simulator (a run whose parameters change the
-structure, or that fails, is built on its own). Every run reports that structure as a short digest
+structure, or that fails, is built on its own). A co-simulated run's units go into the Ray
+actors or server processes of the chunk's run before (:class:`~cosim.master.hosts.UnitHosts`,
+reloaded with the run's units: bit for bit fresh units) instead of new ones; a structure
+change starts new ones (logged), a failed run's are stopped. Every run reports that structure as a short digest
 (:func:`structure_of`): parameters that change it (a shape, a sample time, a block's form)
 make runs that compile their own code, and the driver names them
 (:func:`structural_parameters`).
@@ -125,8 +128,9 @@ def _rerun_logs(model_source, config, run: Run):
 
 
 def execute(model_source, config, run: Run, reducers: Mapping,
-            logs_dir: str | None) -> tuple[dict, str]:
-    """Run and reduce one run: through its model's Rerun when it can, else built on its own.
+            logs_dir: str | None, hosts=None) -> tuple[dict, str]:
+    """Run and reduce one run: through its model's Rerun when it can, else built on its own
+    (a co-simulation on ``hosts``, a :class:`~cosim.master.hosts.UnitHosts`, when given).
 
     Returns
     -------
@@ -141,7 +145,8 @@ def execute(model_source, config, run: Run, reducers: Mapping,
            "error": "", "wall_time": 0.0, "reducer_errors": ""}
     structure = ""
     try:
-        done = _rerun_logs(model_source, config, run) or _built(model_source, config, run)
+        done = (None if _cosimulated(config) else _rerun_logs(model_source, config, run)) \
+            or _built(model_source, config, run, hosts)
         logs, structure = done
         if logs_dir is not None:
             logs.to_npz(Path(logs_dir) / f"{run.run_id}.npz")
@@ -156,32 +161,57 @@ def execute(model_source, config, run: Run, reducers: Mapping,
     return row, structure
 
 
-def _built(model_source, config, run: Run):
-    """``(logs, structure digest)`` of a run built on its own."""
+def _cosimulated(config) -> bool:
+    """The runs are co-simulations (a model file's own configuration counts as not known:
+    its runs try the Rerun first, which refuses them)."""
+    return config is not None and config.cosim is not None
+
+
+def _built(model_source, config, run: Run, hosts=None):
+    """``(logs, structure digest)`` of a run built on its own (a co-simulation's units on
+    ``hosts`` when given)."""
     from cosim import simulation
     model = build(model_source)
     model.parameters.update(run.params)
-    sim = simulation(model, config if config is not None else model.simulation)
+    cfg = config if config is not None else model.simulation
+    if hosts is not None and cfg is not None and cfg.cosim is not None:
+        from cosim.master.cosimulation import CoSimulation
+        sim = CoSimulation(model, cfg, hosts=hosts)
+    else:
+        sim = simulation(model, cfg)
+    ok = False
     try:
         logs = sim.run()
+        ok = True
     finally:
-        if hasattr(sim, "close"):
+        if hosts is not None and hasattr(sim, "hosts"):
+            sim.close(keep=ok)          # a failed run's hosts are stopped, not handed on
+        elif hasattr(sim, "close"):
             sim.close()
     return logs, structure_of(sim)
 
 
 def execute_many(model_source, config, runs: Sequence[Run], reducers: Mapping,
-                 logs_dir: str | None, ensemble: bool = False) -> list[tuple[dict, str]]:
+                 logs_dir: str | None, ensemble: bool = False, reuse_units: bool = True,
+                 hosts=None) -> list[tuple[dict, str]]:
     """:func:`execute` each run of a chunk, in order; with ``ensemble``, simulate the chunk
     as one ensemble (:mod:`cluster.ensemble`), and when that fails, each run on its own (so
-    every run gets its own row and error)."""
+    every run gets its own row and error). With ``reuse_units``, co-simulated runs share
+    their units' hosts: ``hosts`` (a :class:`~cosim.master.hosts.UnitHosts` the caller
+    closes), else the chunk's own (stopped when the chunk is done)."""
     if ensemble and len(runs) > 1:
         from cluster.ensemble import run_ensemble
         try:
             return run_ensemble(model_source, config, runs, reducers, logs_dir)
         except Exception:  # noqa: BLE001 - a member failed: find which, run by run
             pass
-    return [execute(model_source, config, r, reducers, logs_dir) for r in runs]
+    if not reuse_units:
+        return [execute(model_source, config, r, reducers, logs_dir) for r in runs]
+    if hosts is not None:
+        return [execute(model_source, config, r, reducers, logs_dir, hosts) for r in runs]
+    from cosim.master.hosts import UnitHosts
+    with UnitHosts() as own:
+        return [execute(model_source, config, r, reducers, logs_dir, own) for r in runs]
 
 
 def structural_parameters(runs: Sequence[Run], structures: Mapping[int, str]) -> list[str]:

@@ -147,14 +147,15 @@ class _ServerProcess:
     stops its servers through :meth:`ZmqBackend.stop`.
     """
 
-    def __init__(self, unit_file: Path, plugins=()):
+    def __init__(self, unit_file: Path, plugins=(), reloadable: bool = False):
         self.unit_file = unit_file
         self.plugins = tuple(plugins)
+        self.reloadable = reloadable
         self.generation = 0
         self._start()
 
     def _start(self) -> None:
-        self.proc, self.address = _spawn(self.unit_file, self.plugins)
+        self.proc, self.address = _spawn(self.unit_file, self.plugins, self.reloadable)
         self.generation += 1
 
     def restart(self) -> None:
@@ -205,15 +206,17 @@ class _SpawnedProxy(ZmqProxy):
         super().recover(deadline)
 
 
-def _spawn(unit_file: Path, plugins=()):
-    """Start ``python -m cluster.server UNIT_FILE --bind tcp://127.0.0.1:0``; its address."""
+def _spawn(unit_file: Path, plugins=(), reloadable: bool = False):
+    """Start ``python -m cluster.server UNIT_FILE --bind tcp://127.0.0.1:0`` (with
+    ``--reloadable``: it accepts Reload); its address."""
     # The server's log goes to a file, not a pipe nobody reads once it runs: a pipe would
     # fill after 64 KiB of warnings and block the server mid-run.
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
              "tcp://127.0.0.1:0", "--log-level", "WARNING",
-             *[arg for m in plugins for arg in ("--plugin", m)]],
+             *[arg for m in plugins for arg in ("--plugin", m)],
+             *(["--reloadable"] if reloadable else [])],
             stdout=subprocess.PIPE, stderr=err, text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
             preexec_fn=_die_with_parent)
@@ -296,7 +299,13 @@ class ZmqBackend(Backend):
     it are hosted by one server process (by default each unit has its own). On 2 cores, 8
     small units in 2 processes exchange faster than in 8, while heavy units want a process
     (a core) each.
+
+    The servers accept :class:`~cosim.master.protocol.Reload` (they are this master's own):
+    :meth:`reload` sends each the unit file of the next run's units, which it builds as a
+    new server would.
     """
+
+    reloads = True
 
     def __init__(self, cosim_config):
         self.cfg = cosim_config
@@ -304,8 +313,9 @@ class ZmqBackend(Backend):
         self.servers: list[_ServerProcess] = []
         self.connections: list[Channel] = []
         self._dir = None
+        self._layout: list[tuple] = []
 
-    def start(self, specs) -> dict:
+    def _check(self, specs) -> None:
         for spec in specs:
             if spec.subsystem is None:
                 raise ModelError(f"unit {spec.name!r} cannot run as a server process (it is "
@@ -317,7 +327,19 @@ class ZmqBackend(Backend):
                 names = ", ".join(e.name for e in events)
                 raise ModelError(f"unit {spec.name!r} has events ({names}) that a server "
                                  "process cannot be given; run it on the local or ray backend")
+
+    def _groups(self, specs) -> tuple[dict, list[tuple]]:
+        """The units of each server process, and the layout they make: per process its
+        key, unit names and plugin modules (what a reload must find unchanged)."""
         groups = process_groups(specs, self.cfg.units, self.cfg.processes)
+        layout = [(key, tuple(s.name for s in group),
+                   tuple(sorted({m for s in group for m in _plugins(s.subsystem)})))
+                  for key, group in groups.items()]
+        return groups, layout
+
+    def start(self, specs) -> dict:
+        self._check(specs)
+        groups, self._layout = self._groups(specs)
         for (kind, name), group in groups.items():
             if self._dir is None:
                 self._dir = tempfile.TemporaryDirectory(prefix="cosim-units-")
@@ -325,10 +347,43 @@ class ZmqBackend(Backend):
             path = Path(self._dir.name) / f"{kind}-{name}.yaml"
             _write_unit_file(group, path)
             server = _ServerProcess(path, sorted({m for spec in group
-                                                  for m in _plugins(spec.subsystem)}))
+                                                  for m in _plugins(spec.subsystem)}),
+                                    reloadable=True)
             self.servers.append(server)
             conn = Channel(server.address, _SpawnedProxy.POLL, patient=True)
             self.connections.append(conn)
+            for spec in group:
+                self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn,
+                                                        self.cfg.timeout,
+                                                        self.cfg.connect_timeout)
+        return dict(self.proxies)
+
+    def reload(self, specs) -> dict:
+        """Send every server the unit file of its units in ``specs``; their new proxies
+        (see :meth:`Backend.reload <cosim.master.proxy.Backend.reload>`)."""
+        self._check(specs)
+        groups, layout = self._groups(specs)
+        if layout != self._layout:
+            raise ModelError(f"the units group into other server processes (now "
+                             f"{_describe(layout)}, were {_describe(self._layout)})")
+        for server in self.servers:
+            why = server.gone()
+            if why is not None:
+                raise ModelError(why)
+        sent = []
+        for ((kind, name), group), conn in zip(groups.items(), self.connections):
+            path = Path(self._dir.name) / f"{kind}-{name}.yaml"
+            _write_unit_file(group, path)
+            request = [P.Reload(path.read_text())]
+            conn.submit(group[0].name, request)
+            sent.append((group[0].name, conn, request))
+        for (unit, conn, request), server in zip(sent, self.servers):
+            (reply,) = conn.result_watched(unit, request, server.gone, self.cfg.timeout)
+            if not isinstance(reply, P.Ok):
+                raise ModelError(f"the server of unit {unit!r} did not reload: "
+                                 f"{getattr(reply, 'message', reply)}")
+        self.proxies = {}
+        for group, server, conn in zip(groups.values(), self.servers, self.connections):
             for spec in group:
                 self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn,
                                                         self.cfg.timeout,
@@ -344,6 +399,11 @@ class ZmqBackend(Backend):
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
+
+
+def _describe(layout: list[tuple]) -> str:
+    """A layout (:meth:`ZmqBackend._groups`) as ``"[a, b] [c]"``."""
+    return " ".join(f"[{', '.join(names)}]" for _, names, _ in layout) or "none"
 
 
 def _write_unit_file(group, path: Path) -> None:

@@ -55,6 +55,9 @@ class CoSimulation(PacedRuns):
     model : Model
     config : SimulationConfig
         With ``cosim`` set.
+    hosts : UnitHosts, optional
+        Take the units' backends from these (reloading units into processes a run before
+        started) and hand them back on :meth:`close` (:mod:`cosim.master.hosts`).
 
     Attributes
     ----------
@@ -65,11 +68,13 @@ class CoSimulation(PacedRuns):
         includes starting Ray when none ran.
     """
 
-    def __init__(self, model, config):
+    def __init__(self, model, config, hosts=None):
         from cosim.run.simulator import Simulator
 
         self.model = model
         self.config = config
+        self.hosts = hosts
+        self.backends = {}
         # The monolithic compile and initialize validate the whole model (every problem at
         # once) and give the shapes of the signals that cross between units.
         # Signals inside a unit ("plant/lag.out") are checked by that unit's own compile.
@@ -116,14 +121,17 @@ class CoSimulation(PacedRuns):
         # first).
         classes = {name: get_backend(name)
                    for name in sorted(by_backend, key=lambda b: b != REMOTE_BACKEND)}
-        self.backends = {}
         self.backend_start_seconds = {}
         proxies = {}
         try:
             for name, cls in classes.items():
                 started = time.perf_counter()
-                self.backends[name] = cls(cfg)
-                proxies.update(self.backends[name].start(by_backend[name]))
+                if hosts is not None:
+                    self.backends[name], mine = hosts.start(name, cls, cfg, by_backend[name])
+                else:
+                    self.backends[name] = cls(cfg)
+                    mine = self.backends[name].start(by_backend[name])
+                proxies.update(mine)
                 self.backend_start_seconds[name] = time.perf_counter() - started
         except BaseException:
             self._stop()            # what did start (servers, actors) must not outlive us
@@ -284,16 +292,25 @@ class CoSimulation(PacedRuns):
     def load_checkpoint(self, path) -> None:
         self.master.load_checkpoint(path)
 
-    def close(self) -> None:
-        """Terminate the units and stop the backend (units that already failed are skipped)."""
+    def close(self, keep: bool = True) -> None:
+        """Terminate the units and stop the backend (units that already failed are skipped).
+
+        With :attr:`hosts`, the backends are handed back to them instead, unless ``keep`` is
+        false (the caller saw the run fail) or a unit could not be terminated: a failed
+        run's processes are never handed to the next run.
+        """
         from cosim.errors import CosimError
         self._closed = True
         try:
             if self.master.initialized:
                 self.master.terminate()
         except CosimError:
-            pass                # a failed unit cannot be terminated; the backend stops it
+            keep = False        # a failed unit cannot be terminated; the backend stops it
         finally:
+            if self.hosts is not None and keep:
+                for name, backend in self.backends.items():
+                    self.hosts.give_back(name, self.config.cosim, backend, True)
+                self.backends = {}
             self._stop()
 
     def _stop(self) -> None:

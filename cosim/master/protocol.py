@@ -20,6 +20,7 @@ one fused macro step     :class:`Step`           :class:`Stepped`
 ``collect_logs()``       :class:`CollectLogs`    :class:`LogBatch`
 ``terminate()``          :class:`Terminate`      :class:`Ok`
 liveness probe           :class:`Heartbeat`      :class:`Ok`
+new units, same process  :class:`Reload`         :class:`Ok`
 =======================  ======================  ==========================
 
 In-process units exchange these objects directly; the remote transports send them over the wire
@@ -57,15 +58,15 @@ __all__ = [
     "PROTOCOL_VERSION", "MESSAGE_TYPES", "REPLIES",
     "Message", "Request", "Reply", "PortInfo", "ErrorKind",
     "Hello", "Describe", "Initialize", "SetInputs", "DoStep", "RefreshOutputs", "GetOutputs",
-    "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat", "Step",
+    "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat", "Step", "Reload",
     "Welcome", "UnitDescription", "Ok", "Outputs", "StepDone", "UnitState", "LogBatch",
     "ErrorReply", "Stepped", "FUSED_STEP",
 ]
 
 #: Version of the message set below; both ends of a connection must agree on it (see
 #: ``cluster.codec.check_version``). Version 2 added :class:`RefreshOutputs`, version 3 the
-#: fused macro step (:class:`Step`, :class:`Stepped`).
-PROTOCOL_VERSION = 3
+#: fused macro step (:class:`Step`, :class:`Stepped`), version 4 :class:`Reload`.
+PROTOCOL_VERSION = 4
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -292,6 +293,24 @@ class Terminate(Request):
 @dataclass(frozen=True, slots=True, eq=False)
 class Heartbeat(Request):
     """Liveness probe, valid at any time; answered by :class:`Ok`."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Reload(Request):
+    """Replaces every unit of the process that serves the addressed unit by new ones of the
+    same names, built from ``unit_file``, as a new process started on it would build them;
+    answered by :class:`Ok`. A parameter study runs each run's units in the processes of the
+    run before instead of starting new ones. Only a process started to accept it does
+    (a server a master spawned for itself, never one another team serves).
+
+    Parameters
+    ----------
+    unit_file : str
+        The text of a unit file (a model file whose top-level atomic subsystems are the
+        units).
+    """
+
+    unit_file: str
 
 
 #: The capability (:attr:`UnitDescription.capabilities`) of a unit that serves :class:`Step`.
@@ -572,6 +591,7 @@ MESSAGE_TYPES: MappingProxyType[int, type[Message]] = MappingProxyType({
     11: Heartbeat,
     12: RefreshOutputs,
     13: Step,
+    14: Reload,
     32: Welcome,
     33: UnitDescription,
     34: Ok,
@@ -598,4 +618,5 @@ REPLIES: MappingProxyType[type[Request], type[Reply]] = MappingProxyType({
     Terminate: Ok,
     Heartbeat: Ok,
     Step: Stepped,
+    Reload: Ok,
 })

@@ -126,8 +126,13 @@ class Backend(ABC):
     """Runs units somewhere and hands the master their proxies.
 
     Register a backend under the ``cosim.backends`` entry point group (name -> class); the
-    class is built with the run's ``CosimConfig``.
+    class is built with the run's ``CosimConfig``. A backend that sets :attr:`reloads` and
+    implements :meth:`reload` can host the units of the next run of a parameter study in
+    the processes it started for the last one (:mod:`cosim.master.hosts`).
     """
+
+    #: True when :meth:`reload` can put new units into what :meth:`start` started.
+    reloads: bool = False
 
     @abstractmethod
     def __init__(self, cosim_config) -> None:
@@ -136,6 +141,23 @@ class Backend(ABC):
     @abstractmethod
     def start(self, specs: list) -> dict[str, Proxy]:
         """Start the units of ``specs`` (``UnitSpec``); returns unit name -> proxy."""
+
+    def reload(self, specs: list) -> dict[str, Proxy]:
+        """Replace the units this backend runs by those of ``specs`` (the next run of the
+        same model), in the processes :meth:`start` started; returns their proxies.
+
+        The units are built as :meth:`start` builds them, so a run on reloaded units is bit
+        for bit a run on new ones.
+
+        Raises
+        ------
+        ModelError
+            The units cannot go where the last ones were (another grouping into processes,
+            other placement options: a structure change), naming why; the caller stops this
+            backend and starts a new one.
+        """
+        from cosim.errors import ModelError
+        raise ModelError(f"{type(self).__name__} does not reload units")
 
     @abstractmethod
     def stop(self) -> None:

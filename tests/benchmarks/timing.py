@@ -36,3 +36,39 @@ def table(title: str, rows: list[tuple[str, float]], reference: str | None = Non
     text = "\n".join(lines)
     print(text)
     return text
+
+
+def process_tree_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by this process (``"driver"``) and each of its
+    descendants, summed by command name (Linux ``/proc``; empty elsewhere). Processes that
+    ended in between are not counted: take differences over intervals they live through
+    (Ray's workers and daemons outlive a study)."""
+    import os
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        stats, parent = {}, {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            name = text[text.index("(") + 1:text.rindex(")")]
+            fields = text[text.rindex(")") + 2:].split()
+            parent[int(pid)] = int(fields[1])
+            stats[int(pid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+    except (OSError, ValueError):
+        return {}
+    me = os.getpid()
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    out: dict[str, float] = {}
+    todo = [me]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if pid in stats:
+            name = "driver" if pid == me else stats[pid][0]
+            out[name] = out.get(name, 0.0) + stats[pid][1]
+    return out

@@ -195,3 +195,36 @@ def timed_step():
     m.connect("u.out", "g.in")
     m.connect("g.out", "plant.in")
     return m
+
+
+def cosim_loop(b_name: str = "b"):
+    """Three units in a loop, a parameter in each: plant ``a`` (x' = u - k x), integrator
+    ``b`` that fails from ``t_fail`` on (a run that fails mid-way), and the source of
+    frequency ``freq`` with the error sum (the rest). ``b_name`` renames unit b (another
+    structure: the units group into other processes)."""
+    from blocks import Gain, Integrator, Sine, Sum
+    from tests.cluster.scenarios import Fail
+    m = Model("coloop", parameters={"k": 1.0, "freq": 0.3, "t_fail": 100.0})
+    a = Subsystem("a", atomic=True, dt=0.002, solver="RK4")
+    a.add(Inport("u"), Integrator("x", 1.0), Gain("k", "=-k"), Sum("s", "++"), Outport("y"))
+    a.connect("u.out", "s.in1")
+    a.connect("x.out", "k.in", "y.in")
+    a.connect("k.out", "s.in2")
+    a.connect("s.out", "x.in")
+    b = Subsystem(b_name, atomic=True, dt=0.002, solver="RK4")
+    b.add(Inport("u"), Integrator("x", 0.0), Fail("fail", "=t_fail"), Outport("y"))
+    b.connect("u.out", "x.in")
+    b.connect("x.out", "fail.in")
+    b.connect("fail.out", "y.in")
+    m.add(a, b, Sine("src", frequency="=freq"), Sum("e", "+-"))
+    m.connect("src.out", "e.in1")
+    m.connect(f"{b_name}.y", "e.in2")
+    m.connect("e.out", "a.u")
+    m.connect("a.y", f"{b_name}.u")
+    return m
+
+
+def cosim_loop_config(backend: str) -> SimulationConfig:
+    """:func:`cosim_loop`'s runs: 0.6 s at H = 10 ms, units on ``backend``."""
+    return SimulationConfig(dt=0.002, t_end=0.6, solver="RK4",
+                            cosim=CosimConfig(H=0.01, backend=backend))

@@ -17,7 +17,7 @@ from cluster.codec import (DEFAULT_LIMITS, EXT_NDARRAY, MAX_BATCH, WIRE_DTYPES, 
                            check_version, decode, decode_batch, encode, encode_batch)
 from cosim.errors import CodecError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, CollectLogs, Describe, DoStep,
-                            ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
+                            ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello, Reload,
                             Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
                             SetInputs, SetState, Step, StepDone, Stepped, Terminate,
                             UnitDescription, UnitState, Welcome)
@@ -90,6 +90,7 @@ STRATEGIES = {
     CollectLogs: st.just(CollectLogs()),
     Terminate: st.just(Terminate()),
     Heartbeat: st.just(Heartbeat()),
+    Reload: st.builds(Reload, st.text()),
     Step: st.builds(Step, st.lists(names, max_size=3).map(tuple),
                     st.lists(st.integers(0, 2), max_size=3).map(tuple), st.booleans(), floats,
                     floats, hnp.arrays(np.float64, st.integers(0, 6))),

@@ -14,7 +14,7 @@ from cosim.errors import ModelError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, REPLIES, CollectLogs, Describe,
                             DoStep, ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
                             Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
-                            Reply, Request, SetInputs, SetState, Step, StepDone, Stepped,
+                            Reload, Reply, Request, SetInputs, SetState, Step, StepDone, Stepped,
                             Terminate, UnitDescription, UnitState, Welcome)
 
 DESCRIPTION = UnitDescription(
@@ -40,6 +40,7 @@ SAMPLES = {
     CollectLogs: CollectLogs(),
     Terminate: Terminate(),
     Heartbeat: Heartbeat(),
+    Reload: Reload("model:\n  name: units\n"),
     Step: Step(("u", "d"), (2, 0), False, 0.0, 0.01, np.arange(7.0)),
     Welcome: Welcome(PROTOCOL_VERSION, DESCRIPTION),
     UnitDescription: DESCRIPTION,
@@ -54,10 +55,10 @@ SAMPLES = {
 UNHASHABLE = {SetInputs, SetState, Outputs, UnitState, LogBatch, Step, Stepped}
 ALL = list(MESSAGE_TYPES.values())
 
-# The wire carries fields by position, so this record of version 3 must change together with
+# The wire carries fields by position, so this record of version 4 must change together with
 # PROTOCOL_VERSION. If this test fails you changed the wire format: bump PROTOCOL_VERSION, then
 # record the new schema here.
-SCHEMA_V3 = {
+SCHEMA_V4 = {
     1: "Hello(protocol_version: int, session: str)",
     2: "Describe()",
     3: "Initialize(t0: float)",
@@ -73,6 +74,7 @@ SCHEMA_V3 = {
     12: "RefreshOutputs()",
     13: "Step(inputs: tuple[str, ...], orders: tuple[int, ...], refresh: bool, t: float,"
         " h: float, data: np.ndarray)",
+    14: "Reload(unit_file: str)",
     32: "Welcome(protocol_version: int, unit: UnitDescription)",
     33: "UnitDescription(name: str, inputs: tuple[PortInfo, ...], outputs: tuple[PortInfo, ...],"
         " feedthrough: tuple[tuple[str, tuple[str, ...]], ...], dt: float,"
@@ -98,8 +100,8 @@ def test_wire_schema_matches_protocol_version():
     schema = {tag: _schema(cls) for tag, cls in MESSAGE_TYPES.items()}
     schema["PortInfo"] = _schema(PortInfo)
     schema["ErrorKind"] = ", ".join(k.value for k in ErrorKind)
-    assert PROTOCOL_VERSION == 3
-    assert schema == SCHEMA_V3
+    assert PROTOCOL_VERSION == 4
+    assert schema == SCHEMA_V4
 
 
 def test_registry_holds_every_message_class_once():
