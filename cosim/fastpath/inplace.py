@@ -44,13 +44,13 @@ class Spans:
         View name (``_v<n>``) or index constant (``_k<n>``) -> ``(array, lo, hi)``: the
         slots ``lo .. hi-1`` of ``S``, ``D``, ``C``, ``Z`` or ``K<i>`` it reads (at least).
     preamble : list of str
-        Module-level lines defining the buffers and 0-d constants (run once per fast path).
+        Module-level lines defining the buffers and constants (run once per fast path).
     """
 
     def __init__(self):
         self.span: dict[str, tuple] = {}
         self.preamble: list[str] = []
-        self._zero_d: dict[str, str] = {}
+        self._once: dict[str, str] = {}
         self._buffers: dict[int, list[str]] = {}
         self._free: dict[int, int] = {}
         self._count = 0
@@ -69,13 +69,14 @@ class Spans:
             self.preamble.append(f"{pool[i]} = np.zeros({n})")
         return pool[i]
 
-    def zero_d(self, source: str) -> str:
-        """Name of a 0-d array holding ``source``'s value (a float literal, or ``_asarray``
-        of a parameter: the parameter's array itself when the members differ)."""
-        if source not in self._zero_d:
-            self._zero_d[source] = name = self._name("_z")
+    def once(self, source: str) -> str:
+        """Name of a module-level float array of ``source``'s value, computed once per fast
+        path: a 0-d array for a float (a literal, a parameter the members share), else the
+        array itself (a parameter differing between members, a view)."""
+        if source not in self._once:
+            self._once[source] = name = self._name("_z")
             self.preamble.append(f"{name} = _asarray({source}, dtype=float)")
-        return self._zero_d[source]
+        return self._once[source]
 
     def _name(self, prefix: str) -> str:
         self._count += 1
@@ -162,8 +163,8 @@ def _operand(spans: Spans, node) -> str:
     anything else is written as it is."""
     if _fixed(spans, node):
         if isinstance(node, ast.Constant):
-            return spans.zero_d(repr(float(node.value)))
-        return spans.zero_d(ast.unparse(node))
+            return spans.once(repr(float(node.value)))
+        return spans.once(ast.unparse(node))
     if _gather(spans, node):
         # take: about 30 % faster than indexing on 10,000 slots (into ``out=`` slower still).
         return f"{node.value.id}.take({node.slice.id})"

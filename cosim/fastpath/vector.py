@@ -168,7 +168,10 @@ class Vector(Strategy):
         super().__init__(_groups(plan, kernels), f"<cosim batched plan {plan.name}>")
         self.namespace["np"] = np
         self.namespace.update(inplace.GLOBALS)
-        self.namespace.update({f"K{si}": np.zeros(n_c) for si in range(n_stages)})
+        # The stages' derivatives: rows of one array, so that the final combination scales
+        # them all in one call.
+        self.namespace["KS"] = ks = np.zeros((n_stages, n_c))
+        self.namespace.update({f"K{si}": ks[si] for si in range(n_stages)})
         self.spans = inplace.Spans()
         self.preamble = self.spans.preamble
         if n_c:
@@ -239,11 +242,23 @@ class Vector(Strategy):
             return ["_copyto(Z, C)"] if target == "Z" else []
         lines = [] if self._h_bound else ["_hd[()] = h"]
         self._h_bound = True
-        z = self.spans.zero_d
-        (a, j), rest = terms[0], terms[1:]
-        lines.append(f"_mul({z(repr(float(a)))}, K{j}, Z)")
-        for a, j in rest:
-            lines += [f"_mul({z(repr(float(a)))}, K{j}, _W)", "_add(Z, _W, Z)"]
+        z = self.spans.once
+        stages = [j for _, j in terms]
+        if target == "C" and len(terms) > 1 and stages == list(range(stages[0],
+                                                                     stages[-1] + 1)):
+            # The derivatives are not read again this tick: scaled in place, in one call.
+            coefs = z(f"np.array({[[float(a)] for a, _ in terms]!r})")
+            ks = z(f"KS[{stages[0]}:{stages[-1] + 1}]")           # a view: no copy
+            lines += [f"_mul({coefs}, {ks}, {ks})", f"_add(K{stages[0]}, K{stages[1]}, Z)"]
+            lines += [f"_add(Z, K{j}, Z)" for j in stages[2:]]
+        elif len(terms) == 1 and float(terms[0][0]) == 1.0:
+            # 1.0 * x is x, bit for bit.
+            return lines + [f"_mul(_hd, K{stages[0]}, Z)", f"_add(C, Z, {target})"]
+        else:
+            (a, j), rest = terms[0], terms[1:]
+            lines.append(f"_mul({z(repr(float(a)))}, K{j}, Z)")
+            for a, j in rest:
+                lines += [f"_mul({z(repr(float(a)))}, K{j}, _W)", "_add(Z, _W, Z)"]
         return lines + ["_mul(_hd, Z, Z)", f"_add(C, Z, {target})"]
 
     def chunk_io(self, body: list[str], reads: set,
