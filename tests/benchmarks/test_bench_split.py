@@ -8,12 +8,12 @@ no transport (each calls its unit's ``do_step`` in a loop): what the cores allow
 best, with each part's fixed per-tick cost and the two processes sharing the machine. It
 first prints each part's and the whole model's CPU time per macro step in this process (best
 of 10 interleaved, thread CPU time: insensitive to other processes' load), whose ratio bounds
-the speed-up from the compute alone. The generated vector code of this model cost about 24 us
-per tick whatever its size, 1.9 us a tick at 20,001 blocks for every 1,000 blocks beyond
-(2026-11-25: a part 100 us a tick, the whole 175 us, 57 %); written as ufunc calls into
-buffers allocated once (:mod:`cosim.fastpath.inplace`), about 11 us plus 0.95 us per 1,000
-blocks, (2026-11-26: a part 58 us, the whole 106 us, 55 %): faster by 1.7x, but both parts
-of the cost shrank alike, so the bound stays about 1.8x.
+the speed-up from the compute alone. The generated vector code alone, CPU time per tick
+(best of 10): until 2026-11-25 about 20 us plus 7.7 us per 1,000 blocks (a part 98-100 us,
+the whole 175-180 us: 55-57 %); written as ufunc calls into buffers allocated once
+(:mod:`cosim.fastpath.inplace`, 2026-11-26) about 11 us plus 4.7 us per 1,000 blocks (a part
+56-58 us, the whole 102-106 us: 55 %). Both parts of the cost shrank alike: the bound from
+the compute stays about 1.8x, and the transport's fixed cost per macro step weighs 1.7x more.
 
 Run: ``python -m pytest -m bench -s tests/benchmarks/test_bench_split.py``
 """
