@@ -36,6 +36,8 @@ CHUNK = 1000
 #: ``u_<input>``, ``x_<state>``, ``c_<i>``, ``p_<param>``, ``l_<i>`` in a kernel expression.
 NAME = re.compile(r"\b([uxcpl])_([A-Za-z0-9_]+)\b")
 DT = re.compile(r"\bdt\b")
+#: A kernel expression reading a discrete state.
+STATE = re.compile(r"\bx_")
 T = re.compile(r"\bt\b")
 
 
@@ -48,10 +50,12 @@ class Strategy:
     stage ``i``'s derivatives (indices into the continuous state vector). A strategy writes:
 
     1. :meth:`ref` — the source naming those values (one slot per group member);
-    2. :meth:`assign` — statements assigning several expressions simultaneously;
-    3. :meth:`row` — the statement appending a log row;
-    4. :meth:`stage_sum` — the statements of one Runge–Kutta combination;
-    5. :attr:`prologue` / :attr:`epilogue` — lines loading and storing values around the loop.
+    2. :meth:`set` — statements assigning one expression to such a ref;
+    3. :meth:`assign` — statements assigning several expressions simultaneously;
+    4. :meth:`row` — the statement appending a log row;
+    5. :meth:`stage_sum` — the statements of one Runge–Kutta combination;
+    6. :attr:`prologue` / :attr:`epilogue` — lines loading and storing values around the loop,
+       :attr:`preamble` — module-level lines run once per fast path (its buffers).
 
     The base class holds the groups, the generated function's globals and :meth:`const`.
 
@@ -81,6 +85,7 @@ class Strategy:
         self.namespace = {"math": math, "inf": math.inf, "nan": math.nan}
         self.prologue: list[str] = []
         self.epilogue: list[str] = []
+        self.preamble: list[str] = []
         self.consts: list[tuple] = []
         self._named: dict[tuple, str] = {}      # recipe -> its global's name
 
@@ -107,6 +112,11 @@ class Strategy:
     def ref(self, array: str, slots: list[int]) -> str:
         """Source of the values at ``slots`` of ``array`` (``S``, ``D``, ``C``, ``Z``, ``K<i>``)."""
         raise NotImplementedError
+
+    def set(self, target: str, expr: str) -> list[str]:
+        """Statements giving ``target`` (a :meth:`ref`) the value of ``expr``, which does not
+        read it."""
+        return [f"{target} = {expr}"]
 
     def assign(self, targets: list[str], exprs: list[str]) -> list[str]:
         """Statements giving each target its expression, all evaluated before any is assigned."""
@@ -250,9 +260,10 @@ class _Writer:
 
     def outputs(self, group, cvar: str = "C", tvar: str = "t") -> list[str]:
         """Statements computing ``group``'s outputs."""
-        at, ref = self.layout.signal_at, self.s.ref
-        return [f"{ref('S', [at[(i, p)] for i in group])} = {self.subst(group, text, cvar, tvar)}"
-                for p, text in self.kernels[group[0]].outputs.items()]
+        at, s = self.layout.signal_at, self.s
+        return [st for p, text in self.kernels[group[0]].outputs.items()
+                for st in s.set(s.ref("S", [at[(i, p)] for i in group]),
+                                self.subst(group, text, cvar, tvar))]
 
     def updates(self) -> tuple[list[list], list[list]]:
         """``(guard, statement)`` of the state updates at the end of a tick, per group:
@@ -297,24 +308,32 @@ class _Writer:
                 stmts.append((gd, self.s.row(n, slots[n])))
         return stmts, columns
 
-    def integration(self, config, tab) -> list[str]:
+    def integration(self, config, tab, held: bool) -> list[str]:
         """Statements of one explicit Runge–Kutta step of the continuous state to tick k+1.
 
         Each stage recomputes the outputs of the blocks evaluated between stages (the
         plan's continuous blocks) at the stage's state and time, then their derivatives.
+        The first stage's outputs are those of the tick itself unless a state update changed
+        what they read: continuous states held between solver intervals (``held``), or a
+        discrete state they read, or their task did not run.
         """
         terms, nodes, weights = tab
         plan, at, s = self.plan, self.layout.cont_at, self.s
         minor = [g for g in s.groups if plan.continuous[g[0]]]
         lines = [f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"]
+        current = not held and not any(
+            guard(plan.tasks[plan.task_of[g[0]]]) is not None or
+            any(STATE.search(text) for text in self.kernels[g[0]].outputs.values())
+            for g in minor)
 
         def stage(si: int, cvar: str, tvar: str) -> None:
             for g in minor:
-                lines.extend(self.outputs(g, cvar, tvar))
+                if si or not current:
+                    lines.extend(self.outputs(g, cvar, tvar))
             for g in minor:
                 for j, text in enumerate(self.kernels[g[0]].derivatives):
-                    lines.append(f"{s.ref(f'K{si}', [at[(i, str(j))] for i in g])} = "
-                                 f"{self.subst(g, text, cvar, tvar)}")
+                    lines.extend(s.set(s.ref(f"K{si}", [at[(i, str(j))] for i in g]),
+                                       self.subst(g, text, cvar, tvar)))
 
         stage(0, "C", "t")
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
@@ -333,10 +352,10 @@ class _Writer:
         cont, disc = self.updates()
         if n_c == 0 and sum(map(len, body)) + sum(map(len, disc)) > CHUNK:
             return _chunked_frame(config.t0, config.dt, body, log_stmts, disc, s), columns
-        integ = self.integration(config, tab) if n_c else []
+        integ = self.integration(config, tab, bool(cont)) if n_c else []
         upd = [st for stmts in cont + disc for st in stmts]
         return _frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,
-                      upd, integ, s.prologue, s.epilogue), columns
+                      upd, integ, s.prologue, s.epilogue, s.preamble), columns
 
 
 def _grouped(stmts, indent: int) -> list[str]:
@@ -354,7 +373,8 @@ def _grouped(stmts, indent: int) -> list[str]:
     return out
 
 
-def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue) -> str:
+def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue,
+           preamble) -> str:
     """Source of ``advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log)``.
 
     Per tick ``k`` of ``k .. k_stop-1``: outputs (``body``); logs if
@@ -362,7 +382,8 @@ def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue
     integration (``integ``) to the next tick. Ticks from ``k_full`` on only compute outputs,
     so one call can run a unit's macro step and compute its outputs at the end.
     ``prologue`` / ``epilogue`` load and store the values (the scalar strategy keeps them in
-    locals). An exception leaves with the tick it happened at as its ``cosim_tick`` attribute.
+    locals); ``preamble``, module-level lines, makes the strategy's buffers. An exception
+    leaves with the tick it happened at as its ``cosim_tick`` attribute.
     """
     lines = [*prologue, "    try:", "        while k < k_stop:",
              f"            t = {t0!r} + k * {dt!r}"]
@@ -379,7 +400,7 @@ def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue
     if epilogue:
         lines += ["    finally:", *epilogue]
     lines.append("    return k, last_logged")
-    return "\n".join(_define(ADVANCE, lines)) + "\n"
+    return "\n".join([*preamble, *_define(ADVANCE, lines)]) + "\n"
 
 
 def _chunks(groups) -> list[list[str]]:
@@ -440,7 +461,7 @@ def _chunked_frame(t0: float, dt: float, body, log_stmts, disc, strategy) -> str
         lines += ["                " + c for c in upd_calls]
     lines += ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
               "        raise", "    return k, last_logged"]
-    return "\n".join([*outs, *upds, *_define(ADVANCE, lines)]) + "\n"
+    return "\n".join([*strategy.preamble, *outs, *upds, *_define(ADVANCE, lines)]) + "\n"
 
 
 def _define(signature: str, body: list[str]) -> list[str]:

@@ -7,8 +7,10 @@ generated step function evaluates a group as one vector expression over the flat
 state and continuous-state arrays, indexing them with slices where the members' slots are
 contiguous (else with index constants). Elementwise numpy arithmetic rounds exactly as scalar
 arithmetic does, so results are bit-identical to the reference interpreter (templates calling
-``math.*`` are evaluated member by member, with ``math``, for the same reason). Simultaneous
-assignments go through temporaries; each Runge–Kutta stage is one whole-array expression.
+``math.*`` are evaluated member by member, with ``math``, for the same reason). Statements
+are lowered to ufunc calls writing into their targets or into buffers allocated once
+(:mod:`cosim.fastpath.inplace`): a numpy call's fixed cost, not the group's size, dominates a
+plan of few large groups; each Runge–Kutta combination is a few whole-array calls.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 
 import numpy as np
 
+from cosim.fastpath import inplace
 from cosim.fastpath.emitter import Strategy
 
 __all__ = ["Vector", "worthwhile"]
@@ -141,8 +144,12 @@ class Vector(Strategy):
     """Numpy arrays indexed per group (see :class:`~cosim.fastpath.emitter.Strategy`).
 
     The step function works on the run state's arrays ``S``, ``D`` and ``C`` directly (no
-    prologue or epilogue); stage derivatives live in preallocated global arrays ``K<i>`` of
-    shape ``(n_c,)`` and a stage's continuous state in the local array ``Z``.
+    epilogue). A group's contiguous slots are a view of its array, made once per call of a
+    function (its prologue, or a chunk function's first lines); other slots are gathered by
+    an index constant. Statements are lowered to ufunc calls writing into their targets or
+    into buffers of the generated module (:mod:`cosim.fastpath.inplace`). Stage
+    derivatives live in the module's arrays ``K<i>`` of shape ``(n_c,)``, a stage's
+    continuous state in ``Z``.
 
     Parameters
     ----------
@@ -160,14 +167,63 @@ class Vector(Strategy):
     def __init__(self, plan, kernels, n_c: int, n_stages: int):
         super().__init__(_groups(plan, kernels), f"<cosim batched plan {plan.name}>")
         self.namespace["np"] = np
-        self.namespace.update({f"K{si}": np.zeros(n_c) for si in range(n_stages)})
+        self.namespace.update(inplace.GLOBALS)
+        # The stages' derivatives: rows of one array, so that the final combination scales
+        # them all in one call.
+        self.namespace["KS"] = ks = np.zeros((n_stages, n_c))
+        self.namespace.update({f"K{si}": ks[si] for si in range(n_stages)})
+        self.spans = inplace.Spans()
+        self.preamble = self.spans.preamble
+        if n_c:
+            # Z: a stage's continuous state; W: a product of the Runge-Kutta sums; hd: h.
+            self.preamble += [f"Z = np.zeros({n_c})", f"_W = np.zeros({n_c})",
+                              "_hd = np.zeros(())"]
+        self._views: dict[tuple, str] = {}
+        self._indices: dict[tuple, str] = {}
+        self._local: set[str] = set()       # views of the call's arrays S, D, C
         self._temps = 0
+        self._h_bound = False
 
     def ref(self, array: str, slots: list[int]) -> str:
+        if len(slots) == 1:
+            return f"{array}[{slots[0]}]"
         ix = _index(slots)
-        return f"{array}[{ix if ix is not None else self.const(np.array(slots))}]"
+        if ix is None:
+            # One index constant per (array, slots): Runge–Kutta stages gather alike.
+            key = (array, tuple(slots))
+            if key not in self._indices:
+                idx = self._indices[key] = self.const(np.array(slots))
+                self.spans.span[idx] = (array, min(slots), max(slots) + 1)
+            return f"{array}[{self._indices[key]}]"
+        key = (array, slots[0], slots[-1] + 1)
+        if key not in self._views:
+            name = self._views[key] = f"_v{len(self._views)}"
+            self.spans.span[name] = key
+            line = f"{name} = {array}[{ix}]"
+            if array in "SDC":
+                self._local.add(name)
+                self.prologue.append("    " + line)
+            else:                           # K<i>, Z: arrays of the module
+                self.preamble.append(line)
+        return self._views[key]
+
+    def _members(self, target: str) -> int:
+        """Members of the group a target names (1: a single slot)."""
+        if target in self.spans.span:
+            _, lo, hi = self.spans.span[target]
+            return hi - lo
+        m = re.fullmatch(r"\w+\[(_k\d+)\]", target)
+        return len(self.namespace[m.group(1)]) if m else 1
+
+    def set(self, target: str, expr: str) -> list[str]:
+        n = self._members(target)
+        return inplace.lower(self.spans, [target], [expr], n) if n > 1 else \
+            [f"{target} = {expr}"]
 
     def assign(self, targets: list[str], exprs: list[str]) -> list[str]:
+        n = self._members(targets[0])
+        if n > 1:
+            return inplace.lower(self.spans, targets, exprs, n)
         temps = [f"_t{self._temps + j}" for j in range(len(exprs))]
         self._temps += len(exprs)
         return ([f"{tmp} = {e}" for tmp, e in zip(temps, exprs)] +
@@ -180,7 +236,34 @@ class Vector(Strategy):
         return f"rows[{task}].append({src})"
 
     def stage_sum(self, target: str, terms) -> list[str]:
-        combo = " + ".join(f"{a!r} * K{j}" for a, j in terms)
-        if target == "Z":
-            return [f"Z = C + h * ({combo})" if terms else "Z = C.copy()"]
-        return [f"C[:] = C + h * ({combo})" if terms else "C[:] = C"]
+        # C + h * (a0 * K<j0> + a1 * K<j1> + ...), in this order, summed in Z (free once the
+        # last stage's derivatives are computed when the target is C).
+        if not terms:
+            return ["_copyto(Z, C)"] if target == "Z" else []
+        lines = [] if self._h_bound else ["_hd[()] = h"]
+        self._h_bound = True
+        z = self.spans.once
+        stages = [j for _, j in terms]
+        if target == "C" and len(terms) > 1 and stages == list(range(stages[0],
+                                                                     stages[-1] + 1)):
+            # The derivatives are not read again this tick: scaled in place, in one call.
+            coefs = z(f"np.array({[[float(a)] for a, _ in terms]!r})")
+            ks = z(f"KS[{stages[0]}:{stages[-1] + 1}]")           # a view: no copy
+            lines += [f"_mul({coefs}, {ks}, {ks})", f"_add(K{stages[0]}, K{stages[1]}, Z)"]
+            lines += [f"_add(Z, K{j}, Z)" for j in stages[2:]]
+        elif len(terms) == 1 and float(terms[0][0]) == 1.0:
+            # 1.0 * x is x, bit for bit.
+            return lines + [f"_mul(_hd, K{stages[0]}, Z)", f"_add(C, Z, {target})"]
+        else:
+            (a, j), rest = terms[0], terms[1:]
+            lines.append(f"_mul({z(repr(float(a)))}, K{j}, Z)")
+            for a, j in rest:
+                lines += [f"_mul({z(repr(float(a)))}, K{j}, _W)", "_add(Z, _W, Z)"]
+        return lines + ["_mul(_hd, Z, Z)", f"_add(C, Z, {target})"]
+
+    def chunk_io(self, body: list[str], reads: set,
+                 shared: set) -> tuple[list[str], list[str], list[str]]:
+        # A chunk function makes the views of the call's arrays it uses.
+        used = set(re.findall(r"\b_v\d+\b", "\n".join(body))) & self._local
+        load = [ln for ln in self.prologue if ln.split(" = ")[0].strip() in used]
+        return load, [], []

@@ -5,11 +5,15 @@ repeats; the ratio to the one-process run is printed and checked (>= 1.6x for 2 
 
 The same run also times the two parts stepped in two plain processes at once, no master and
 no transport (each calls its unit's ``do_step`` in a loop): what the cores allow a split at
-best, with each part's fixed per-tick cost and the two processes sharing the machine.
-Measured in thread CPU time (best of 10, 2026-11-25), the generated vector code of this
-model costs about 24 us per tick whatever its size plus about 0.75 us per chain: a part of
-100 chains takes 100 us a tick against 175 us for the whole (57 %), so two perfectly parallel
-parts give at most 1.75x; with 10,000 blocks 64 against 100 us (64 %), at most 1.56x.
+best, with each part's fixed per-tick cost and the two processes sharing the machine. It
+first prints each part's and the whole model's CPU time per macro step in this process (best
+of 10 interleaved, thread CPU time: insensitive to other processes' load), whose ratio bounds
+the speed-up from the compute alone. The generated vector code alone, CPU time per tick
+(best of 10): until 2026-11-25 about 20 us plus 7.7 us per 1,000 blocks (a part 98-100 us,
+the whole 175-180 us: 55-57 %); written as ufunc calls into buffers allocated once
+(:mod:`cosim.fastpath.inplace`, 2026-11-26) about 11 us plus 4.7 us per 1,000 blocks (a part
+56-58 us, the whole 102-106 us: 55 %). Both parts of the cost shrank alike: the bound from
+the compute stays about 1.8x, and the transport's fixed cost per macro step weighs 1.7x more.
 
 Run: ``python -m pytest -m bench -s tests/benchmarks/test_bench_split.py``
 """
@@ -116,6 +120,34 @@ def two_processes(specs) -> float:
             p.join()
 
 
+def cpu_per_macro_step(parts, rounds=10) -> dict:
+    """Thread CPU ms per macro step of the whole model and of each part, in this process."""
+    from cosim.master.units import LocalUnit
+    whole = Simulator(model(), config())
+    whole.run(duration=WARMUP)
+    units = [LocalUnit(spec.subsystem, spec.config, spec.name) for spec in parts]
+    for u in units:
+        u.initialize(0.0)
+    t, k = 0.0, round(WARMUP / DT)
+    for i in range(round(WARMUP / H)):
+        for u in units:
+            u.do_step(t, H)
+        t = (i + 1) * H
+    names = ["whole", *(f"part {j + 1}" for j in range(len(units)))]
+    best = dict.fromkeys(names, float("inf"))
+    for _ in range(rounds):
+        start = time.thread_time()
+        whole.advance_to(k + round(H / DT))
+        best["whole"] = min(best["whole"], time.thread_time() - start)
+        k += round(H / DT)
+        for j, u in enumerate(units):
+            start = time.thread_time()
+            u.do_step(t, H)
+            best[f"part {j + 1}"] = min(best[f"part {j + 1}"], time.thread_time() - start)
+        t += H
+    return {name: 1e3 * s for name, s in best.items()}
+
+
 def test_a_split_into_two_units_on_ray_runs_faster_than_one_process(ray_session):
     cases = {"one process (Simulator)": (None, "local", True),
              "1 unit on Ray (partition=1)": (1, "ray", True),
@@ -124,6 +156,10 @@ def test_a_split_into_two_units_on_ray_runs_faster_than_one_process(ray_session)
     split = CoSimulation(model(), config(2))      # in process: only its parts are used
     parts = split.partition.units
     split.close()
+    cpu = cpu_per_macro_step(parts)
+    print("\nthread CPU ms per macro step (best of 10): "
+          + ", ".join(f"{name} {ms:.2f}" for name, ms in cpu.items())
+          + f"; whole / slowest part {cpu['whole'] / max(cpu['part 1'], cpu['part 2']):.2f}")
     ceiling = "2 plain processes, no transport"
     best = {name: float("inf") for name in [*cases, ceiling]}
     results = {}

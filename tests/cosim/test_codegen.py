@@ -7,6 +7,7 @@ from blocks import (Constant, DiscreteIntegrator, DiscretePID, DiscreteStateSpac
                     Gain, Integrator, Lookup1D, MathFunction, Recorder, Relay, Saturation, Sine,
                     StateSpace, Step, Sum, UnitDelay)
 from cosim import Block, Model, SimulationConfig, Simulator
+from cosim.model.block import Kernel
 
 
 def chain(n, sample_time=None):
@@ -164,6 +165,82 @@ def test_chunked_step_functions_bit_identical(monkeypatch, n, st):
     monkeypatch.setattr(emitter, "CHUNK", 7)
     fp = assert_fast_run_bit_identical(lambda: chain(n, st), dt=0.01, t_end=1.0)
     assert fp.source.count("def _out") > 3
+
+
+def discrete_bank(n):
+    """n copies of a discrete cell: groups of identical blocks per level, in two tasks, whose
+    state updates read what they assign (a delay, a trapezoidal integrator, two states)."""
+    m = Model("dbank")
+    m.add(Sine("src", 1.0, 0.7, 0.1))
+    for i in range(n):
+        m.add(Gain(f"g{i}", 0.5 + 0.01 * i), Sum(f"s{i}", "+-"),
+              UnitDelay(f"d{i}", initial=0.1 * i, sample_time=0.05 if i % 2 else None),
+              DiscreteIntegrator(f"p{i}", 1.3, 0.2, "trapezoidal"),
+              DiscreteStateSpace(f"ss{i}", [[0.5, 0.2], [-0.1, 0.3]], [[1.0], [0.5]],
+                                 [[1.0, -2.0]]))
+        m.connect("src.out", f"g{i}.in")
+        m.connect(f"g{i}.out", f"s{i}.in1")
+        m.connect(f"d{i}.out", f"s{i}.in2")
+        m.connect(f"s{i}.out", f"d{i}.in", f"p{i}.in")
+        m.connect(f"p{i}.out", f"ss{i}.in")
+    m.add(Recorder("rec", 2))
+    m.connect(f"ss{n - 1}.out", "rec.in1")
+    m.connect(f"s{n - 1}.out", "rec.in2")
+    return m
+
+
+def test_chunked_vector_step_functions_bit_identical(small_groups, monkeypatch):
+    """The vector strategy's chunk functions make the views they use of the call's arrays."""
+    from cosim.fastpath import emitter
+    monkeypatch.setattr(emitter, "CHUNK", 7)
+    fp = assert_fast_run_bit_identical(lambda: discrete_bank(16), dt=0.01, t_end=1.0)
+    assert fp.vector and fp.source.count("def _out") > 1
+
+
+class CountingLag(Block):
+    """``tau dc/dt = in - c``, ``out = c + n`` with ``n`` a discrete count of the ticks: a
+    continuous output that reads a discrete state."""
+
+    direct_feedthrough = False
+
+    def __init__(self, name, tau=0.5, **kw):
+        super().__init__(name, **kw)
+        self.tau = float(tau)
+
+    def initialize(self, t0):
+        self.cstate = np.zeros(1)
+        self.state["n"] = np.zeros(1)
+        self.outputs["out"] = np.zeros(1)
+
+    def output_update(self, t, dt):
+        self.outputs["out"] = self.cstate + self.state["n"]
+
+    def state_update(self, t, dt):
+        self.next_state["n"] = self.state["n"] + 1.0
+
+    def derivative(self, t):
+        return (self.inputs["in"] - self.cstate) / self.tau
+
+    def kernel(self):
+        return Kernel({"out": "c_0 + x_n"}, {"n": "x_n + 1.0"}, ("(u_in - c_0) / p_tau",),
+                      params={"tau": self.tau})
+
+
+@pytest.mark.parametrize("n,vector", [(2, False), (24, True)])
+def test_first_stage_sees_outputs_after_the_state_update(small_groups, n, vector):
+    """The first Runge–Kutta stage reuses the tick's outputs only when no state update
+    changed them: here a discrete count read by a continuous output changes them, and a lag
+    downstream integrates the recomputed value."""
+    def model():
+        m = Model("counting")
+        m.add(Sine("src", 1.0, 0.7, 0.1))
+        for i in range(n):
+            m.add(CountingLag(f"c{i}", 0.3 + 0.01 * i), FirstOrderLag(f"f{i}", tau=0.2))
+            m.connect("src.out", f"c{i}.in")
+            m.connect(f"c{i}.out", f"f{i}.in")
+        return m
+    fp = assert_fast_run_bit_identical(model, dt=0.01, t_end=1.0, solver="RK4")
+    assert fp.vector is vector
 
 
 def test_large_plan_starts_on_interpreter_and_switches_bit_identically(monkeypatch):
