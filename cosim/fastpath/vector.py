@@ -142,7 +142,8 @@ class Vector(Strategy):
 
     The step function works on the run state's arrays ``S``, ``D`` and ``C`` directly (no
     prologue or epilogue); stage derivatives live in preallocated global arrays ``K<i>`` of
-    shape ``(n_c,)`` and a stage's continuous state in the local array ``Z``.
+    shape ``(n_c,)`` and a stage's continuous state in the global array ``Z`` (functions of
+    a chunked step function receive them all).
 
     Parameters
     ----------
@@ -161,6 +162,8 @@ class Vector(Strategy):
         super().__init__(_groups(plan, kernels), f"<cosim batched plan {plan.name}>")
         self.namespace["np"] = np
         self.namespace.update({f"K{si}": np.zeros(n_c) for si in range(n_stages)})
+        if n_stages:
+            self.namespace["Z"] = np.zeros(n_c)
         self._temps = 0
 
     def ref(self, array: str, slots: list[int]) -> str:
@@ -182,5 +185,5 @@ class Vector(Strategy):
     def stage_sum(self, target: str, terms) -> list[str]:
         combo = " + ".join(f"{a!r} * K{j}" for a, j in terms)
         if target == "Z":
-            return [f"Z = C + h * ({combo})" if terms else "Z = C.copy()"]
+            return [f"Z[:] = C + h * ({combo})" if terms else "Z[:] = C"]
         return [f"C[:] = C + h * ({combo})" if terms else "C[:] = C"]
