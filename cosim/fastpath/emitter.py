@@ -25,7 +25,7 @@ from cosim.fastpath.runtime import FastPath
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
 
-__all__ = ["CHUNK", "Strategy", "build", "tableau"]
+__all__ = ["CHUNK", "Strategy", "build", "own_globals", "tableau"]
 
 #: The generated step function's name and arguments (see :func:`_frame`).
 ADVANCE = "advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log"
@@ -206,7 +206,7 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
                          for name, recipe, value in entry.consts)
     for code in entry.code:
         exec(code, namespace)
-    _own_globals(namespace)
+    own_globals(namespace)
     flat = FlatValues(layout.signal_slots, layout.state_slots, vector=strategy.vector)
     return FastPath(state, store, entry.source, namespace["advance"], flat,
                     [list(c) for c in entry.columns], solver, len(tab[1]) + 1 if tab else 0)
@@ -485,9 +485,10 @@ def _define(signature: str, body: list[str]) -> list[str]:
     return [f"def {signature}):", *body]
 
 
-def _own_globals(namespace: dict) -> None:
+def own_globals(namespace: dict) -> None:
     """Give each chunk function (see :func:`_chunked_frame`) globals of its own, holding only
-    the names it reads.
+    the names it reads, as ``namespace`` binds them (after the generated code is executed in
+    it, or in a copy given other constants' values).
 
     A global read is specialized (about as fast as a literal) only in a namespace of fewer
     than 65,536 names; a 100,000-block plan has more constants than that.

@@ -211,13 +211,14 @@ class Simulator(pacing.PacedRuns):
         from cosim.fastpath.choose import build
         interp = self.interpreter
         self._fast_at = None
+        # The interpreter's lists are rebuilt if it runs again (a restart, a checkpoint, a
+        # plan the fast path cannot run): dropped first, generating the code reuses their
+        # memory (a large plan's peak is lower by about 300 bytes per block).
+        interp.release()
+        self.state.release_fanout()
         with nogc(freeze=len(self.plan.blocks) >= LAZY_BLOCKS):
             self.fast_path = build(self.plan, self.config, self.state, self.store,
                                    interp.solver, interp.cslices)
-        if self.fast_path is not None:
-            # The interpreter's lists are rebuilt if it runs again (a restart, a checkpoint).
-            interp.release()
-            self.state.release_fanout()
 
     def advance_to(self, k_stop: int, outputs: bool = False) -> None:
         """Run ticks ``k .. k_stop-1`` (stops early at a stopping event); with ``outputs``,
