@@ -15,7 +15,8 @@ For each it prints
   what building the model, compiling it and running its first ten ticks allocated and still
   holds — the model's blocks included — as tracemalloc counts it (the target's measure, KB
   per block), its peak during the same, and the growth of the resident set size (RSS, which
-  adds the allocator's overhead).
+  adds the allocator's overhead); and the RSS growth of the same run on the interpreter only
+  (the model, plan and run state without generated code: RSS interp).
 
 Every run checks the logged output against an oracle: the gains applied in series in Python
 floats, or for the lags the interpreter's run of the same model (its first ticks, bit for
@@ -43,8 +44,8 @@ SIZES = (1_000, 10_000, 100_000)
 SHAPES = {"chain": chain, "wide": wide, "lags": lags}
 
 
-def build(model):
-    return Simulator(model, SimulationConfig(dt=DT, t_end=1e6, log=[last(model)]))
+def build(model, fast=True):
+    return Simulator(model, SimulationConfig(dt=DT, t_end=1e6, log=[last(model)], fast=fast))
 
 
 def timed(shape: str, n: int) -> dict:
@@ -82,9 +83,10 @@ def timed(shape: str, n: int) -> dict:
 
 
 def memory_per_block(shape: str, n: int) -> dict:
-    """Held and peak bytes per block, by tracemalloc and by RSS, each in a fresh process."""
+    """Held and peak bytes per block, by tracemalloc and by RSS, and the RSS of the run on the
+    interpreter only, each in a fresh process."""
     out = {}
-    for mode in ("trace", "rss"):
+    for mode in ("trace", "rss", "interp"):
         cmd = [sys.executable, "-m", "tests.benchmarks.scale_memory", shape, str(n), mode]
         done = subprocess.run(cmd, capture_output=True, text=True, check=True,
                               cwd=Path(__file__).parents[2])
@@ -101,10 +103,10 @@ def test_bench_scale_growth(shape):
              "ticks, model included; tracemalloc, its peak, and RSS growth)",
              f"{'blocks':>8} {'strategy':>8} {'compile s':>10} {'first step s':>13} "
              f"{'switch s':>9} {'us/block-step':>14} {'KB/block':>9} {'peak KB':>8} "
-             f"{'RSS KB':>7}"]
+             f"{'RSS KB':>7} {'RSS interp KB':>14}"]
     for n, r, mem in rows:
         lines.append(f"{r['blocks']:>8} {r['strategy']:>8} {r['compile']:10.3f} "
                      f"{r['first']:13.3f} {r['switch']:9.3f} {r['us']:14.4f} "
                      f"{mem['trace'][0] / 1024:9.2f} {mem['trace'][1] / 1024:8.2f} "
-                     f"{mem['rss'][0] / 1024:7.2f}")
+                     f"{mem['rss'][0] / 1024:7.2f} {mem['interp'][0] / 1024:14.2f}")
     print("\n".join(lines))
