@@ -1,14 +1,14 @@
-"""The caches of generated code: one source and code object per structure of plan.
+"""The caches of generated code: one source and its code objects per structure of plan.
 
 Generated source names every parameter instead of spelling it
 (:mod:`cosim.fastpath.params`), so plans that differ only in parameter values (a sweep, a
 re-run with a retuned gain) generate the same source. A plan whose structural fingerprint
-(:mod:`cosim.fastpath.structure`) was seen before takes its source, code object and the
+(:mod:`cosim.fastpath.structure`) was seen before takes its source, code objects and the
 recipe of its constants from :func:`emitted` without writing anything (writing the source
 costs about as much as a small model's run); a plan of new structure writes its source, and
-its code object comes from :func:`code_for` when the same source was compiled before
-(compiling costs about 5 µs per block). The code object is executed in a fresh namespace
-holding the new values.
+its code objects (one per piece of the source) come from :func:`code_for` when the same
+source was compiled before (compiling costs about 5 µs per block). The code objects are
+executed in a fresh namespace holding the new values.
 """
 
 from __future__ import annotations

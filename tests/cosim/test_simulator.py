@@ -205,8 +205,8 @@ def test_import_cosim_stays_light():
 
 
 def test_giving_free_heap_memory_back_is_harmless():
-    """``heap.trim`` returns the C allocator's free memory (glibc) or does nothing; a run
-    after it goes on as before."""
+    """``heap.trim`` returns the C allocator's free memory (glibc) or does nothing, without
+    raising, however often it is called."""
     from cosim.run import heap
     heap.trim()
     heap.trim()
