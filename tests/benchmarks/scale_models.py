@@ -46,13 +46,15 @@ def lags(n: int) -> Model:
     (about ``n`` blocks, as many continuous-state components as lags).
 
     The saturations test their values (``min``/``max``): each is a group of its own, so the
-    plan runs on the scalar strategy with inline Runge–Kutta stages.
+    plan runs on the scalar strategy with inline Runge–Kutta stages. The lags start at 0.5:
+    from zero, the values far down the chain would be subnormal for hundreds of steps (a
+    hundred times slower arithmetic, whatever runs it).
     """
     m = Model("lags")
     m.add(Sine("src", 1.0, 0.5))
     prev = "src.out"
     for i in range((n - 1) // 2):
-        m.add(FirstOrderLag(f"f{i}", tau=0.02 + 0.001 * (i % 7), gain=1.2),
+        m.add(FirstOrderLag(f"f{i}", tau=0.02 + 0.001 * (i % 7), gain=1.2, initial=0.5),
               Saturation(f"q{i}", -0.9, 0.9))
         m.connect(prev, f"f{i}.in")
         m.connect(f"f{i}.out", f"q{i}.in")
