@@ -26,6 +26,9 @@ _PREFIX = {"S": "s", "D": "x", "C": "c", "Z": "z"}
 #: (``s12``, ``x3``, ``c0``, ``z0``) or stage derivative (``k1_0``).
 _LOCAL = re.compile(r"\b(?:([sxcz])(\d+)|k(\d+)_(\d+))\b")
 
+#: The name of such a local, whole.
+_NAME = re.compile(r"\b(?:[sxcz]\d+|k\d+_\d+)\b")
+
 #: The targets of an assignment in a chunk function (indent 4: unguarded).
 _ASSIGNED = re.compile(r"^( +)((?:(?:[sxcz]\d+|k\d+_\d+), )*(?:[sxcz]\d+|k\d+_\d+)) = ")
 
@@ -82,11 +85,11 @@ class Scalar(Strategy):
         # Every value read before it is assigned, and every value assigned under a guard
         # first (signals and states of slower tasks: when the guard is false, the store
         # writes back the value held).
-        return _scan(lines)[0]
+        return _scan(lines)
 
     def chunk_io(self, body: list[str], reads: set,
                  shared: set) -> tuple[list[str], list[str], list[str]]:
-        assigned = sorted(_scan(body)[1])
+        assigned = sorted(_assigned(body))
         load = _runs(sorted(reads), lambda names, src: f"    {names} = {src}")
         store = _runs([v for v in assigned if v in shared],
                       lambda names, src: f"    {src} = {names}", store=True)
@@ -119,26 +122,27 @@ def _value(groups) -> tuple[str, int]:
     return (_ARRAY[prefix], int(j)) if prefix else (f"K{stage}", int(jk))
 
 
-def _scan(lines: list[str]) -> tuple[set, set]:
-    """``(values read, values assigned)`` by chunk lines (indent 4: unguarded), each value
-    ``(array, slot)``; read are those whose first use is a read or an assignment under a
-    guard."""
-    reads, seen, assigned = set(), set(), set()
+def _scan(lines: list[str]) -> set:
+    """Values ``(array, slot)`` chunk lines (indent 4: unguarded) read: those whose first use
+    is a read or an assignment under a guard."""
+    reads, seen = set(), set()
     for line in lines:
         m = _ASSIGNED.match(line)
-        rhs = line[m.end():] if m else line
-        for g in _LOCAL.findall(rhs):
-            v = _value(g)
-            if v not in seen:
-                reads.add(v)
-                seen.add(v)
+        names = _NAME.findall(line[m.end():] if m else line)
+        reads.update(v for v in names if v not in seen)
+        seen.update(names)
         if m:
-            targets = {_value(g) for g in _LOCAL.findall(m.group(2))}
+            targets = m.group(2).split(", ")
             if len(m.group(1)) != 4:
-                reads |= targets - seen
-            seen |= targets
-            assigned |= targets
-    return reads, assigned
+                reads.update(v for v in targets if v not in seen)
+            seen.update(targets)
+    return {_value(_LOCAL.match(v).groups()) for v in reads}
+
+
+def _assigned(lines: list[str]) -> set:
+    """Values ``(array, slot)`` chunk lines assign."""
+    return {_value(_LOCAL.match(v).groups()) for line in lines
+            if (m := _ASSIGNED.match(line)) for v in m.group(2).split(", ")}
 
 
 def _runs(values, line, store: bool = False) -> list[str]:
