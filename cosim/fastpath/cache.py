@@ -1,14 +1,14 @@
-"""The caches of generated code: one source and code object per structure of plan.
+"""The caches of generated code: one source and its code objects per structure of plan.
 
 Generated source names every parameter instead of spelling it
 (:mod:`cosim.fastpath.params`), so plans that differ only in parameter values (a sweep, a
 re-run with a retuned gain) generate the same source. A plan whose structural fingerprint
-(:mod:`cosim.fastpath.structure`) was seen before takes its source, code object and the
+(:mod:`cosim.fastpath.structure`) was seen before takes its source, code objects and the
 recipe of its constants from :func:`emitted` without writing anything (writing the source
 costs about as much as a small model's run); a plan of new structure writes its source, and
-its code object comes from :func:`code_for` when the same source was compiled before
-(compiling costs about 5 µs per block). The code object is executed in a fresh namespace
-holding the new values.
+its code objects (one per piece of the source) come from :func:`code_for` when the same
+source was compiled before (compiling costs about 5 µs per block). The code objects are
+executed in a fresh namespace holding the new values.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ __all__ = ["Emitted", "by_source", "code_for", "emitted", "remember"]
 #: tens of megabytes, so only a few are kept.
 CAPACITY = 8
 
-_codes: OrderedDict[tuple[str, bytes], CodeType] = OrderedDict()
+_codes: OrderedDict[tuple, tuple[CodeType, ...]] = OrderedDict()
 _emitted: OrderedDict[tuple, Emitted] = OrderedDict()
 
 
@@ -36,8 +36,9 @@ class Emitted:
     ----------
     source : str
         The generated Python source.
-    code : CodeType
-        Its compiled code.
+    code : tuple of CodeType
+        Its compiled code, one module code object per piece (see :func:`code_for`), executed
+        in order.
     columns : tuple of tuple of (str, int)
         Per task, ``(log key, column)`` of each value in a logged row.
     consts : tuple of (str, tuple or None, object)
@@ -48,7 +49,7 @@ class Emitted:
     """
 
     source: str
-    code: CodeType
+    code: tuple
     columns: tuple
     consts: tuple
 
@@ -83,20 +84,42 @@ def remember(key: tuple, entry: Emitted) -> None:
     _put(_emitted, key, entry)
 
 
-def code_for(source: str, label: str) -> CodeType:
-    """The compiled code of ``source`` (``label``: its pseudo file name), from the cache when
-    the same source was compiled before.
+def code_for(pieces: list[str], label: str) -> tuple[CodeType, ...]:
+    """The compiled code of the module source ``pieces`` (``label``: its pseudo file name),
+    one code object per piece, from the cache when the same source was compiled before.
+
+    Each piece is compiled on its own and its syntax tree dropped before the next is
+    compiled: compiling takes about 3 kB per block of syntax tree and compiler state, which
+    the allocator keeps once the process has grown to hold it, so a large plan's pieces (one
+    function each, see :data:`~cosim.fastpath.emitter.CHUNK`) bound that peak by one piece.
+    Line numbers are those of the joined source.
 
     Parameters
     ----------
-    source : str
-        Python source of a module.
+    pieces : list of str
+        Python source of a module, in consecutive parts of whole top-level statements.
     label : str
-        File name shown in tracebacks (part of the key: it is in the code object).
+        File name shown in tracebacks (part of the key: it is in the code objects).
     """
-    key = (label, hashlib.blake2b(source.encode(), digest_size=20).digest())
-    code = _get(_codes, key)
-    if code is None:
-        code = compile(source, label, "exec")
-        _put(_codes, key, code)
-    return code
+    digest = hashlib.blake2b(digest_size=20)
+    for piece in pieces:
+        digest.update(piece.encode())
+    key = (label, len(pieces), digest.digest())
+    codes = _get(_codes, key)
+    if codes is None:
+        codes, line = [], 0
+        for piece in pieces:
+            codes.append(_from_line(compile(piece, label, "exec"), line))
+            line += piece.count("\n")
+        codes = tuple(codes)
+        _put(_codes, key, codes)
+    return codes
+
+
+def _from_line(code: CodeType, offset: int) -> CodeType:
+    """``code`` (and the code objects it defines) with line numbers ``offset`` later."""
+    if not offset:
+        return code
+    consts = tuple(_from_line(c, offset) if isinstance(c, CodeType) else c
+                   for c in code.co_consts)
+    return code.replace(co_firstlineno=code.co_firstlineno + offset, co_consts=consts)

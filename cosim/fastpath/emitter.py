@@ -25,13 +25,16 @@ from cosim.fastpath.runtime import FastPath
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
 
-__all__ = ["CHUNK", "Strategy", "build", "tableau"]
+__all__ = ["CHUNK", "Strategy", "build", "own_globals", "tableau"]
 
 #: The generated step function's name and arguments (see :func:`_frame`).
 ADVANCE = "advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log"
 
 #: Statements per generated function of a large plan (see :func:`_chunked_frame`).
 CHUNK = 1000
+
+#: Name prefixes of the functions of a chunked step function (see :func:`_chunked_frame`).
+CHUNK_PREFIXES = ("_out", "_upd", "_rk")
 
 #: ``u_<input>``, ``x_<state>``, ``c_<i>``, ``p_<param>``, ``l_<i>`` in a kernel expression.
 NAME = re.compile(r"\b([uxcpl])_([A-Za-z0-9_]+)\b")
@@ -145,6 +148,13 @@ class Strategy:
         everything it assigns at the last tick of a call (none by default)."""
         return [], [], []
 
+    def chunk_state(self, n_stages: int) -> tuple[list[str], list[str]]:
+        """Lines of a chunked step function with continuous state (see
+        :func:`_chunked_frame`) before its loop and in its ``finally`` clause: they bind what
+        its functions receive as ``C``, ``Z`` and ``K0`` .. ``K<n_stages-1>`` (none by
+        default: the arrays :meth:`ref` names are the run state's and the strategy's own)."""
+        return [], []
+
     def direct(self, statement: str) -> str:
         """``statement`` reading ``S`` itself instead of values held elsewhere (identity by
         default)."""
@@ -193,17 +203,20 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
                                 state.X.size, CHUNK)
     entry = cache.emitted(key)
     if entry is None:
-        source, columns = _Writer(plan, layout, kernels, strategy).source(config, store, tab,
-                                                                           state.X.size)
-        entry = cache.Emitted(source, cache.code_for(source, strategy.label),
-                              tuple(map(tuple, columns)), tuple(strategy.consts))
+        pieces, columns = _Writer(plan, layout, kernels, strategy).pieces(config, store, tab,
+                                                                          state.X.size)
+        codes = cache.code_for(pieces, strategy.label)
+        entry = cache.Emitted("".join(pieces), codes, tuple(map(tuple, columns)),
+                              tuple(strategy.consts))
+        del pieces
         cache.remember(key, entry)
     else:
         # The same structure: the source is the one written before; only the values differ.
         namespace.update((name, value if recipe is None else _recipe_value(recipe, kernels))
                          for name, recipe, value in entry.consts)
-    exec(entry.code, namespace)
-    _own_globals(namespace)
+    for code in entry.code:
+        exec(code, namespace)
+    own_globals(namespace)
     flat = FlatValues(layout.signal_slots, layout.state_slots, vector=strategy.vector)
     return FastPath(state, store, entry.source, namespace["advance"], flat,
                     [list(c) for c in entry.columns], solver, len(tab[1]) + 1 if tab else 0)
@@ -308,8 +321,10 @@ class _Writer:
                 stmts.append((gd, self.s.row(n, slots[n])))
         return stmts, columns
 
-    def integration(self, config, tab, held: bool) -> list[str]:
-        """Statements of one explicit Runge–Kutta step of the continuous state to tick k+1.
+    def integration(self, config, tab, held: bool) -> list[tuple[str | None, list[str]]]:
+        """One explicit Runge–Kutta step of the continuous state to tick k+1, in segments
+        ``(line, statements)``: a line of the step function itself (the step ``h``, a stage's
+        time ``ts``; None: none), then statements a chunked frame may split into functions.
 
         Each stage recomputes the outputs of the blocks evaluated between stages (the
         plan's continuous blocks) at the stage's state and time, then their derivatives.
@@ -320,13 +335,13 @@ class _Writer:
         terms, nodes, weights = tab
         plan, at, s = self.plan, self.layout.cont_at, self.s
         minor = [g for g in s.groups if plan.continuous[g[0]]]
-        lines = [f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"]
         current = not held and not any(
             guard(plan.tasks[plan.task_of[g[0]]]) is not None or
             any(STATE.search(text) for text in self.kernels[g[0]].outputs.values())
             for g in minor)
 
-        def stage(si: int, cvar: str, tvar: str) -> None:
+        def stage(si: int, cvar: str, tvar: str) -> list[str]:
+            lines = []
             for g in minor:
                 if si or not current:
                     lines.extend(self.outputs(g, cvar, tvar))
@@ -334,28 +349,33 @@ class _Writer:
                 for j, text in enumerate(self.kernels[g[0]].derivatives):
                     lines.extend(s.set(s.ref(f"K{si}", [at[(i, str(j))] for i in g]),
                                        self.subst(g, text, cvar, tvar)))
+            return lines
 
-        stage(0, "C", "t")
+        segments = [(f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t", stage(0, "C", "t"))]
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
-            lines += s.stage_sum("Z", tm)
-            lines.append(f"ts = t + {node!r} * h")
-            stage(si, "Z", "ts")
-        lines += s.stage_sum("C", weights)
-        return lines
+            segments.append((None, s.stage_sum("Z", tm)))
+            segments.append((f"ts = t + {node!r} * h", stage(si, "Z", "ts")))
+        segments.append((None, s.stage_sum("C", weights)))
+        return segments
 
-    def source(self, config, store, tab, n_c: int) -> tuple[str, list]:
-        """Source of the step function and its per-task log columns."""
+    def pieces(self, config, store, tab, n_c: int) -> tuple[list[str], list]:
+        """Source of the step function in pieces of whole functions (compiled one by one,
+        see :func:`~cosim.fastpath.cache.code_for`), and its per-task log columns."""
         plan, s = self.plan, self.s
         body = [[(guard(plan.tasks[plan.task_of[g[0]]]), st) for st in self.outputs(g)]
                 for g in s.groups]
         log_stmts, columns = self.logs(store)
         cont, disc = self.updates()
-        if n_c == 0 and sum(map(len, body)) + sum(map(len, disc)) > CHUNK:
-            return _chunked_frame(config.t0, config.dt, body, log_stmts, disc, s), columns
         integ = self.integration(config, tab, bool(cont)) if n_c else []
+        size = sum(len(x) for part in (body, cont, disc) for x in part)
+        if size + sum(len(stmts) for _, stmts in integ) > CHUNK:
+            n_stages = len(tab[1]) + 1 if n_c else 0
+            return _chunked_frame(config.t0, config.dt, body, log_stmts, cont + disc, integ, s,
+                                  n_stages), columns
+        lines = [ln for line, stmts in integ for ln in ([line] if line else []) + stmts]
         upd = [st for stmts in cont + disc for st in stmts]
-        return _frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,
-                      upd, integ, s.prologue, s.epilogue, s.preamble), columns
+        return [_frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,
+                       upd, lines, s.prologue, s.epilogue, s.preamble)], columns
 
 
 def _grouped(stmts, indent: int) -> list[str]:
@@ -417,51 +437,70 @@ def _chunks(groups) -> list[list[str]]:
     return [_grouped(stmts, 4) for stmts in chunks]
 
 
-def _chunk_defs(prefix: str, bodies, reads, shared,
-                strategy) -> tuple[list[str], list[str]]:
-    """Source lines of functions ``<prefix><n>(k, t, S, D, last)`` of ``bodies`` (reading
-    ``reads``, see :meth:`Strategy.chunk_io`), and the call of each."""
-    lines, calls = [], []
-    for n, (body, rd) in enumerate(zip(bodies, reads)):
-        load, store, final = strategy.chunk_io(body, rd, shared)
-        fn = [*load, *body, *store]
-        if final:
-            fn += ["    if last:", *("    " + ln for ln in final)]
-        lines += _define(f"{prefix}{n}(k, t, S, D, last", fn)
-        calls.append(f"{prefix}{n}(k, t, S, D, last)")
-    return lines, calls
-
-
-def _chunked_frame(t0: float, dt: float, body, log_stmts, disc, strategy) -> str:
-    """Source of ``advance`` (see :func:`_frame`) for a large plan without continuous state:
-    outputs and state updates run in functions of at most about :data:`CHUNK` statements each.
+def _chunked_frame(t0: float, dt: float, body, log_stmts, upd, integ, strategy,
+                   n_stages: int) -> list[str]:
+    """Pieces of ``advance`` (see :func:`_frame`) for a large plan: outputs, state updates
+    and each segment of the integration (see :meth:`_Writer.integration`) run in functions
+    of at most about :data:`CHUNK` statements each, the last piece defining ``advance``.
 
     Python's compiler and the first calls of a function (bytecode specialization) cost more
     than linearly in the function's size; bounded functions keep a 100,000-block plan's
     compile time linear. A function's values live in locals only while it runs: it loads what
-    it reads from ``S`` and ``D``, stores every tick what another function reads, and all it
-    assigns at the last tick of the call (see :meth:`Strategy.chunk_io`); the logs read ``S``
-    itself.
+    it reads from ``S`` and ``D`` (and with continuous state ``C``, the stage state ``Z`` and
+    derivatives ``K<i>``), stores every tick what some function reads, and all it assigns at
+    its last call of the step (see :meth:`Strategy.chunk_io`); the logs read ``S`` itself.
+    The functions take ``(k, t, S, D, last)``, with continuous state
+    ``(k, t, ts, h, S, D, C, Z, K0, .., last)``.
     """
-    out_bodies, upd_bodies = _chunks(body), _chunks(disc)
-    out_reads = [strategy.chunk_reads(b) for b in out_bodies]
-    upd_reads = [strategy.chunk_reads(b) for b in upd_bodies]
-    shared = set(strategy.chunk_reads([st for _, st in log_stmts])).union(*out_reads,
-                                                                          *upd_reads)
-    outs, out_calls = _chunk_defs("_out", out_bodies, out_reads, shared, strategy)
-    upds, upd_calls = _chunk_defs("_upd", upd_bodies, upd_reads, shared, strategy)
-    lines = ["    try:", "        while k < k_stop:", f"            t = {t0!r} + k * {dt!r}",
+    phases = [("_out", body), ("_upd", upd)]
+    phases += [("_rk", [[(None, st)] for st in stmts]) for _, stmts in integ]
+    bodies = [_chunks(groups) for _, groups in phases]
+    reads = [[strategy.chunk_reads(b) for b in chunks] for chunks in bodies]
+    shared = set(strategy.chunk_reads([st for _, st in log_stmts]))
+    for rs in reads:
+        shared = shared.union(*rs)
+    args = "k, t, S, D, last"
+    if n_stages:
+        args = f"k, t, ts, h, S, D, C, Z, {''.join(f'K{i}, ' for i in range(n_stages))}last"
+    pieces, calls = [], []
+    for (prefix, _), chunks, rs in zip(phases, bodies, reads):
+        calls.append([])
+        for chunk, rd in zip(chunks, rs):
+            load, store, final = strategy.chunk_io(chunk, rd, shared)
+            fn = [*load, *chunk, *store]
+            if final:
+                fn += ["    if last:", *("    " + ln for ln in final)]
+            name = f"{prefix}{len(pieces)}"
+            pieces.append("\n".join(_define(f"{name}({args}", fn)) + "\n")
+            # Functions after the outputs run only up to k_full: their last call is there.
+            calls[-1].append(f"{name}({args if prefix == '_out' else args[:-4] + 'end'})")
+    enter, leave = [], []
+    if n_stages:
+        # Every function takes the step and stage time; the outputs' ignore them.
+        enter, leave = strategy.chunk_state(n_stages)
+        enter = ["    h = ts = 0.0", *enter]
+    lines = [*enter, "    try:", "        while k < k_stop:", f"            t = {t0!r} + k * {dt!r}",
              "            last = k + 1 == k_stop"]
-    lines += ["            " + c for c in out_calls]
+    lines += ["            " + c for c in calls[0]]
     lines.append("            if last_logged < k < k_log:")
     lines += _grouped([(g, strategy.direct(st)) for g, st in log_stmts], 16)
     lines.append("                last_logged = k")
-    if upd_calls:
-        lines.append("            if k < k_full:")
-        lines += ["                " + c for c in upd_calls]
+    if any(calls[1:]):
+        lines += ["            if k < k_full:", "                end = last or k + 1 == k_full"]
+        lines += ["                " + c for c in calls[1]]
+        for (line, _), cs in zip(integ, calls[2:]):
+            lines += [f"                {line}"] if line else []
+            lines += ["                " + c for c in cs]
     lines += ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
-              "        raise", "    return k, last_logged"]
-    return "\n".join([*strategy.preamble, *outs, *upds, *_define(ADVANCE, lines)]) + "\n"
+              "        raise"]
+    if leave:
+        lines += ["    finally:", *leave]
+    lines.append("    return k, last_logged")
+    pieces.append("\n".join(_define(ADVANCE, lines)) + "\n")
+    if strategy.preamble:
+        # Module-level buffers, made before any function runs (known once all are written).
+        pieces.insert(0, "\n".join(strategy.preamble) + "\n")
+    return pieces
 
 
 def _define(signature: str, body: list[str]) -> list[str]:
@@ -470,14 +509,15 @@ def _define(signature: str, body: list[str]) -> list[str]:
     return [f"def {signature}):", *body]
 
 
-def _own_globals(namespace: dict) -> None:
+def own_globals(namespace: dict) -> None:
     """Give each chunk function (see :func:`_chunked_frame`) globals of its own, holding only
-    the names it reads.
+    the names it reads, as ``namespace`` binds them (after the generated code is executed in
+    it, or in a copy given other constants' values).
 
     A global read is specialized (about as fast as a literal) only in a namespace of fewer
     than 65,536 names; a 100,000-block plan has more constants than that.
     """
-    chunks = [k for k in namespace if k.startswith(("_out", "_upd"))]
+    chunks = [k for k in namespace if k.startswith(CHUNK_PREFIXES)]
     if not chunks:
         return
     shared = {k: v for k, v in namespace.items()

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from cosim.fastpath import cache
+from cosim.fastpath.emitter import own_globals
 from cosim.fastpath.ensemble_run import Members, const_values, reusable
 
 __all__ = ["Rerun"]
@@ -81,6 +82,8 @@ class Rerun:
         differ = self.members.of([params])
         ns = dict(self.globals)
         const_values(self.consts, ns, self.members.ref_kernels, differ, 1)
+        # A chunked step function's functions read the run's constants from their own globals.
+        own_globals(ns)
         fn = types.FunctionType(self.code, ns, "advance")
         S, D, X = list(self.S0), list(self.D0), self.X0.copy()
         for i, (_, states, cstates) in differ.items():

@@ -19,17 +19,21 @@ __all__ = ["Scalar"]
 #: Continuous states up to this many are stored back item by item (see ``Scalar``).
 _ITEMWISE = 8
 
-#: Local-variable prefix of each array the emitter names.
+#: Local-variable prefix of each array the emitter names (stage derivatives ``K<i>``: ``k<i>_``).
 _PREFIX = {"S": "s", "D": "x", "C": "c", "Z": "z"}
 
-#: A signal or discrete-state local (``s12``, ``x3``).
-_LOCAL = re.compile(r"\b([sx])(\d+)\b")
+#: A local holding a value: a signal, discrete state, continuous state, stage state
+#: (``s12``, ``x3``, ``c0``, ``z0``) or stage derivative (``k1_0``).
+_LOCAL = re.compile(r"\b(?:([sxcz])(\d+)|k(\d+)_(\d+))\b")
+
+#: The name of such a local, whole.
+_NAME = re.compile(r"\b(?:[sxcz]\d+|k\d+_\d+)\b")
 
 #: The targets of an assignment in a chunk function (indent 4: unguarded).
-_ASSIGNED = re.compile(r"^( +)((?:[sx]\d+, )*[sx]\d+) = ")
+_ASSIGNED = re.compile(r"^( +)((?:(?:[sxcz]\d+|k\d+_\d+), )*(?:[sxcz]\d+|k\d+_\d+)) = ")
 
 #: The array each local prefix is loaded from and stored to.
-_ARRAY = {"s": "S", "x": "D"}
+_ARRAY = {v: k for k, v in _PREFIX.items()}
 
 
 class Scalar(Strategy):
@@ -62,9 +66,7 @@ class Scalar(Strategy):
 
     def ref(self, array: str, slots: list[int]) -> str:
         (j,) = slots
-        if array in _PREFIX:
-            return f"{_PREFIX[array]}{j}"
-        return f"k{array[1:]}_{j}"          # K<i>: stage i's derivative of component j
+        return _name(array, j)
 
     def assign(self, targets: list[str], exprs: list[str]) -> list[str]:
         return [f"{', '.join(targets)} = {', '.join(exprs)}"]
@@ -80,15 +82,14 @@ class Scalar(Strategy):
                 for g in range(self.n_c)]
 
     def chunk_reads(self, lines: list[str]) -> set:
-        # Every state read, and every signal read that is not assigned unguarded first
-        # (signals of other functions, and of slower tasks whose guard may be false: the
-        # store writes back the value held).
-        used = {(a, int(j)) for a, j in _LOCAL.findall("\n".join(lines))}
-        return used - _assigned(lines)[0]
+        # Every value read before it is assigned, and every value assigned under a guard
+        # first (signals and states of slower tasks: when the guard is false, the store
+        # writes back the value held).
+        return _scan(lines)
 
     def chunk_io(self, body: list[str], reads: set,
                  shared: set) -> tuple[list[str], list[str], list[str]]:
-        assigned = sorted(_assigned(body)[1])
+        assigned = sorted(_assigned(body))
         load = _runs(sorted(reads), lambda names, src: f"    {names} = {src}")
         store = _runs([v for v in assigned if v in shared],
                       lambda names, src: f"    {src} = {names}", store=True)
@@ -96,38 +97,68 @@ class Scalar(Strategy):
                       lambda names, src: f"    {src} = {names}", store=True)
         return load, store, final
 
+    def chunk_state(self, n_stages: int) -> tuple[list[str], list[str]]:
+        # The functions' locals come from lists: the continuous state's floats (stored back
+        # into the run state's vector at the end), and the stages' values.
+        n = f"[0.0] * {self.n_c}"
+        enter = ["    X_, C = C, C.tolist()", f"    Z = {n}",
+                 *(f"    K{i} = {n}" for i in range(n_stages))]
+        return enter, ["        X_[:] = C"]
+
     def direct(self, statement: str) -> str:
-        return _LOCAL.sub(lambda m: f"{_ARRAY[m.group(1)]}[{m.group(2)}]", statement)
+        return _LOCAL.sub(lambda m: "{}[{}]".format(*_value(m.groups())), statement)
 
 
-def _assigned(lines: list[str]) -> tuple[set, set]:
-    """``(signals assigned unguarded, everything assigned)`` by chunk lines (indent 4)."""
-    first, assigned = set(), set()
+def _name(array: str, j: int) -> str:
+    """The local holding slot ``j`` of ``array`` (``S``, ``D``, ``C``, ``Z``, ``K<i>``)."""
+    if array in _PREFIX:
+        return f"{_PREFIX[array]}{j}"
+    return f"k{array[1:]}_{j}"          # K<i>: stage i's derivative of component j
+
+
+def _value(groups) -> tuple[str, int]:
+    """``(array, slot)`` of a match of :data:`_LOCAL`."""
+    prefix, j, stage, jk = groups
+    return (_ARRAY[prefix], int(j)) if prefix else (f"K{stage}", int(jk))
+
+
+def _scan(lines: list[str]) -> set:
+    """Values ``(array, slot)`` chunk lines (indent 4: unguarded) read: those whose first use
+    is a read or an assignment under a guard."""
+    reads, seen = set(), set()
     for line in lines:
         m = _ASSIGNED.match(line)
-        if m is None:
-            continue
-        targets = {(a, int(j)) for a, j in _LOCAL.findall(m.group(2))}
-        assigned |= targets
-        if len(m.group(1)) == 4 and all(a == "s" for a, _ in targets):
-            first |= targets
-    return first, assigned
+        names = _NAME.findall(line[m.end():] if m else line)
+        reads.update(v for v in names if v not in seen)
+        seen.update(names)
+        if m:
+            targets = m.group(2).split(", ")
+            if len(m.group(1)) != 4:
+                reads.update(v for v in targets if v not in seen)
+            seen.update(targets)
+    return {_value(_LOCAL.match(v).groups()) for v in reads}
 
 
-def _runs(names, line, store: bool = False) -> list[str]:
-    """Lines moving locals ``[(prefix, slot)]`` (sorted) from or to their array: a slice per
-    run of consecutive slots, one item otherwise."""
+def _assigned(lines: list[str]) -> set:
+    """Values ``(array, slot)`` chunk lines assign."""
+    return {_value(_LOCAL.match(v).groups()) for line in lines
+            if (m := _ASSIGNED.match(line)) for v in m.group(2).split(", ")}
+
+
+def _runs(values, line, store: bool = False) -> list[str]:
+    """Lines moving locals of ``values`` ``[(array, slot)]`` (sorted) from or to their
+    array: a slice per run of consecutive slots, one item otherwise."""
     out, i = [], 0
-    while i < len(names):
-        a, j = names[i]
+    while i < len(values):
+        a, j = values[i]
         n = i + 1
-        while n < len(names) and names[n] == (a, j + n - i):
+        while n < len(values) and values[n] == (a, j + n - i):
             n += 1
         if n - i == 1:
-            out.append(line(f"{a}{j}", f"{_ARRAY[a]}[{j}]"))
+            out.append(line(_name(a, j), f"{a}[{j}]"))
         else:
-            locals_ = ", ".join(f"{a}{j + m}" for m in range(n - i))
-            ix = f"{_ARRAY[a]}[{j}:{j + n - i}]"
+            locals_ = ", ".join(_name(a, j + m) for m in range(n - i))
+            ix = f"{a}[{j}:{j + n - i}]"
             out.append(line(f"[{locals_}]" if store else f"{locals_},", ix))
         i = n
     return out

@@ -149,7 +149,7 @@ class Vector(Strategy):
     an index constant. Statements are lowered to ufunc calls writing into their targets or
     into buffers of the generated module (:mod:`cosim.fastpath.inplace`). Stage
     derivatives live in the module's arrays ``K<i>`` of shape ``(n_c,)``, a stage's
-    continuous state in ``Z``.
+    continuous state in ``Z`` (functions of a chunked step function receive them all).
 
     Parameters
     ----------

@@ -11,7 +11,9 @@ counted):
 - ``MODE = trace``: bytes allocated and still held (tracemalloc: Python objects and numpy
   buffers), and the peak during the same, from just before the model is built;
 - ``MODE = rss``: growth of the resident set size over the same (``/proc/self/statm``),
-  which adds the allocator's overhead and fragmentation; and the peak RSS growth.
+  which adds the allocator's overhead and fragmentation; and the peak RSS growth;
+- ``MODE = interp``: as ``rss``, the run on the interpreter only (``fast=False``): what the
+  model, its plan and run state cost without generated code.
 """
 
 from __future__ import annotations
@@ -28,15 +30,15 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _run(shape: str, n: int):
+def _run(shape: str, n: int, fast: bool = True):
     from cosim.run.simulator import LAZY_TICKS
     from tests.benchmarks.scale_models import last
     from tests.benchmarks.test_bench_scale import SHAPES, build
     model = SHAPES[shape](n)
-    sim = build(model)
+    sim = build(model, fast)
     sim.initialize()
     sim.advance_to(LAZY_TICKS + 1)
-    assert sim.fast_path is not None
+    assert (sim.fast_path is not None) is fast
     assert last(model)
     return model, sim
 
@@ -47,7 +49,8 @@ def measure(shape: str, n: int, mode: str) -> dict:
 
     # A small model of the same shape first: modules imported on first use are not the
     # model's (its code is another structure's: nothing of it is reused).
-    _run(shape, 300)
+    fast = mode != "interp"
+    _run(shape, 300, fast)
     gc.collect()
     if mode == "trace":
         tracemalloc.start()
@@ -58,7 +61,7 @@ def measure(shape: str, n: int, mode: str) -> dict:
     else:
         base = _rss()
         base_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        model, sim = _run(shape, n)
+        model, sim = _run(shape, n, fast)
         gc.collect()
         held = _rss() - base
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_peak

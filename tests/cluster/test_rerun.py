@@ -41,6 +41,20 @@ def test_reruns_are_bit_identical_to_runs_built_on_their_own(case):
         assert np.array_equal(mine.time, alone.time)
 
 
+def test_reruns_of_a_chunked_step_function_are_bit_identical(monkeypatch):
+    """A large plan's step function is split into functions with globals of their own: a
+    rerun binds its constants in those too."""
+    from cosim.fastpath import emitter
+    monkeypatch.setattr(emitter, "CHUNK", 3)
+    factory, config, points = CASES["pi_loop"]
+    rerun = Rerun(factory(), config)
+    assert rerun.sim.fast_path.source.count("def _rk") > 3
+    for params in points:
+        mine, alone = rerun.run(params), own_run(factory, config, params)
+        for key in alone:
+            assert np.array_equal(mine[key], alone[key]), (params, key)
+
+
 def test_a_parameter_that_changes_the_structure_is_refused():
     rerun = Rerun(sm.timed_step(), sm.CONFIG)
     with pytest.raises(Unsupported, match="change the structure of u"):

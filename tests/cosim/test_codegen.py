@@ -243,6 +243,77 @@ def test_first_stage_sees_outputs_after_the_state_update(small_groups, n, vector
     assert fp.vector is vector
 
 
+@pytest.mark.parametrize("solver", ["RK4", "Euler", "SSPRK33"])
+@pytest.mark.parametrize("make,chunk,vector", [
+    (lambda: grid(3), 7, False),            # one statement per block: many stage functions
+    (lambda: pi_loop(sample_time=0.05), 2, False),
+    (lambda: grid(12), 3, True),            # numpy groups
+], ids=["grid-scalar", "pi-scalar", "grid-vector"])
+def test_chunked_continuous_step_functions_bit_identical(small_groups, monkeypatch, make,
+                                                         chunk, vector, solver):
+    """A large continuous plan's outputs, state updates and each Runge–Kutta stage run in
+    functions of bounded size: the stage values cross function boundaries (continuous state,
+    stage states and derivatives, minor outputs recomputed per stage)."""
+    from cosim.fastpath import emitter
+    monkeypatch.setattr(emitter, "CHUNK", chunk)
+    fp = assert_fast_run_bit_identical(make, dt=0.01, t_end=2.0, solver=solver)
+    assert fp.vector is vector
+    assert fp.source.count("def _rk") >= 2 and fp.source.count("def advance") == 1
+
+
+class Tally(Block):
+    """``out = 2 in``; a state ``n = 3 in`` that nothing reads (not even its update)."""
+
+    def __init__(self, name, **kw):
+        super().__init__(name, **kw)
+        self.input_shapes["in"] = (1,)
+
+    def initialize(self, t0):
+        self.state["n"] = np.zeros(1)
+        self.outputs["out"] = np.zeros(1)
+
+    def output_update(self, t, dt):
+        self.outputs["out"] = self.inputs["in"] * 2.0
+
+    def state_update(self, t, dt):
+        self.next_state["n"] = self.inputs["in"] * 3.0
+
+    def kernel(self):
+        from cosim.model.block import Kernel
+        return Kernel({"out": "u_in * 2.0"}, {"n": "u_in * 3.0"})
+
+
+@pytest.mark.parametrize("chunk", [3, 1000])
+def test_chunked_macro_steps_leave_every_value_as_the_interpreter(monkeypatch, chunk):
+    """A unit's macro steps (``advance_to(k, outputs=True)``: the last tick computes
+    outputs only) of a chunked continuous plan leave the blocks' outputs and states, values
+    no function reads again included, as the interpreter does."""
+    from cosim.fastpath import emitter
+    monkeypatch.setattr(emitter, "CHUNK", chunk)
+
+    def model():
+        m = pi_loop(sample_time=0.05)
+        m.add(Tally("tally"), Tally("tally2", sample_time=0.03))
+        m.connect("plant.out", "tally.in", "tally2.in")
+        return m
+    sims = {}
+    for fast in (False, True):
+        sim = sims[fast] = Simulator(model(), SimulationConfig(fast=fast, dt=0.01, t_end=1.0,
+                                                               solver="RK4"))
+        sim.initialize()
+        for k in range(1, 40, 3):
+            sim.advance_to(k, outputs=True)
+        sim.state.blocks_current()
+    assert sims[True].fast_path is not None
+    assert (sims[True].fast_path.source.count("def _") > 3) is (chunk == 3)
+    for b_ref, b in zip(sims[False].plan.blocks, sims[True].plan.blocks):
+        for p in b_ref.outputs:
+            np.testing.assert_array_equal(b_ref.outputs[p], b.outputs[p], err_msg=b.name)
+        for n in b_ref.state:
+            np.testing.assert_array_equal(b_ref.state[n], b.state[n], err_msg=b.name)
+    np.testing.assert_array_equal(sims[False].state.X, sims[True].state.X)
+
+
 def test_large_plan_starts_on_interpreter_and_switches_bit_identically(monkeypatch):
     from cosim.run import simulator
     monkeypatch.setattr(simulator, "LAZY_BLOCKS", 10)

@@ -202,3 +202,11 @@ def test_import_cosim_stays_light():
     code = "import sys, cosim, blocks; print(any(m in sys.modules for m in ('ray', 'zmq')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_giving_free_heap_memory_back_is_harmless():
+    """``heap.trim`` returns the C allocator's free memory (glibc) or does nothing, without
+    raising, however often it is called."""
+    from cosim.run import heap
+    heap.trim()
+    heap.trim()
