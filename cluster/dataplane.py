@@ -498,22 +498,14 @@ class Channel:
         """
         if self._queued or self._in_flight:
             return False
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                send_frames(self._sock, frames)
-                return True
-            except zmq.Again:
-                why = gone()
-                if why is None and time.monotonic() < deadline:
-                    continue
-                self.reconnect()
-                raise TransportError(unit, "Step", why or f"cannot send to {self.address}: no "
-                                     f"connection within {timeout:g} s", t=t) from None
-            except zmq.ZMQError as err:
-                self.reconnect()
-                raise TransportError(unit, "Step", f"cannot send to {self.address}: {err}",
-                                     t=t) from err
+        try:
+            self._patiently(lambda: send_frames(self._sock, frames), unit, gone, timeout, t,
+                            "cannot send to {address}: no connection")
+        except zmq.ZMQError as err:     # (not Again: that is waited on)
+            self.reconnect()
+            raise TransportError(unit, "Step", f"cannot send to {self.address}: {err}",
+                                 t=t) from err
+        return True
 
     def collect(self, n: int, unit: str, gone, timeout: float, t: float) -> list[bytes]:
         """The ``n`` reply batches to the message :meth:`post` sent, awaited as
@@ -525,18 +517,8 @@ class Channel:
             Naming ``unit`` (a Step at ``t``): no reply in time, the peer is gone, or not
             ``n`` batches; the channel is then reset.
         """
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                frames = recv_frames(self._sock)
-                break
-            except zmq.Again:
-                why = gone()
-                if why is None and time.monotonic() < deadline:
-                    continue
-                self.reconnect()
-                raise TransportError(unit, "Step", why or f"no reply from {self.address} "
-                                     f"within {timeout:g} s", t=t) from None
+        frames = self._patiently(lambda: recv_frames(self._sock), unit, gone, timeout, t,
+                                 "no reply from {address}")
         if not self._answered:
             self._answered = True
             self._unwatch()
@@ -547,6 +529,24 @@ class Channel:
             raise TransportError(unit, "Step", f"{self.address} answered {len(frames)} "
                                  f"batches to {n}", t=t)
         return frames
+
+    def _patiently(self, op, unit: str, gone, timeout: float, t: float, silence: str):
+        """``op()`` (a send or receive of the lane's), tried again at every poll interval
+        while the socket is not ready, until ``gone()`` gives why the peer cannot answer or
+        ``timeout`` s passed: then the channel is reset and a TransportError names ``unit``
+        (a Step at ``t``) and the reason (``silence``: what did not happen in time, a format
+        of ``address``; formatted only then, as this is the per-step path)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return op()
+            except zmq.Again:
+                why = gone()
+                if why is None and time.monotonic() < deadline:
+                    continue
+                self.reconnect()
+                why = why or f"{silence.format(address=self.address)} within {timeout:g} s"
+                raise TransportError(unit, "Step", why, t=t) from None
 
     def close(self) -> None:
         self._unwatch()
