@@ -69,7 +69,8 @@ class UnitCalls:
         Raises
         ------
         TransportError, SimulationError, ModelError
-            For the first ErrorReply, naming the unit and the request.
+            For the first failure in unit order (an ErrorReply names the unit and the
+            request), once every unit's replies are read.
         """
         if self.tracing:
             for u, reqs in batch.items():
@@ -86,8 +87,15 @@ class UnitCalls:
             proxies[u].flush()      # all units' requests are queued: send (one per server)
         sent = clock()
         out = {}
+        # Every unit's replies are read before any failure is raised (the first in unit
+        # order): a reply left unread would be taken for the answer to that unit's next call.
+        failure = None
         for u, h in handles.items():
-            replies = proxies[u].result(h)
+            try:
+                replies = proxies[u].result(h)
+            except Exception as err:  # noqa: BLE001 - raised below, after the others' replies
+                failure = failure or err
+                continue
             reqs = batch[u]
             for r in reqs:
                 if type(r) in _STEPS:
@@ -99,7 +107,8 @@ class UnitCalls:
                     break
             for req, rep in zip(reqs, replies):
                 if isinstance(rep, P.ErrorReply):
-                    raise_error(u, req, rep, t)
+                    failure = failure or unit_error(u, req, rep, t)
+                    break
                 elif type(rep) is P.StepDone or type(rep) is P.Stepped:
                     self.next_event[u] = rep.next_event
                     # The latest step decides (a rolled-back one that stopped does not count).
@@ -108,6 +117,8 @@ class UnitCalls:
                     else:
                         self.stopped.pop(u, None)
             out[u] = replies
+        if failure is not None:
+            raise failure
         return out
 
     def stepped_without_events(self, units) -> None:
@@ -119,11 +130,16 @@ class UnitCalls:
 
 
 def raise_error(unit: str, req: P.Request, rep: P.ErrorReply, t: float):
-    """Turn a unit's ErrorReply into the cosim error of its kind, naming unit and call."""
+    """Raise :func:`unit_error`."""
+    raise unit_error(unit, req, rep, t)
+
+
+def unit_error(unit: str, req: P.Request, rep: P.ErrorReply, t: float) -> Exception:
+    """A unit's ErrorReply as the cosim error of its kind, naming unit and call."""
     call = type(req).__name__
     at = rep.t if rep.t is not None else t
     if rep.kind in (P.ErrorKind.CODEC, P.ErrorKind.INTERNAL):
-        raise TransportError(unit, call, rep.message, t=at)
+        return TransportError(unit, call, rep.message, t=at)
     if rep.kind in (P.ErrorKind.SIMULATION, P.ErrorKind.CONVERGENCE):
-        raise SimulationError(f"unit {unit!r}, {call}: {rep.message}", t=at)
-    raise ModelError(f"unit {unit!r}, {call} at t={at:.9g}: {rep.message}")
+        return SimulationError(f"unit {unit!r}, {call}: {rep.message}", t=at)
+    return ModelError(f"unit {unit!r}, {call} at t={at:.9g}: {rep.message}")

@@ -136,3 +136,26 @@ def test_twenty_kills_at_random_points_all_replay_identically(tmp_path):
         np.testing.assert_array_equal(logs[key], ref[key], err_msg=key)
     print(f"\n20 kills, 20 recoveries, bit-identical; unfailed run {base:.2f} s, failed run "
           f"{wall:.2f} s: {(wall - base) / 20:.2f} s per recovery")
+
+
+@pytest.mark.parametrize("partition", [None, 1])
+def test_a_failing_unit_leaves_no_reply_unread(partition):
+    """Unit b raises while the unit after it has answered too: that answer is read before
+    the error is raised, so the calls after the failure (the logs, terminating) get their
+    own replies, not the stale step's, and the logs end where the failure stopped the run."""
+    from cosim import SimulationError
+    from tests.cluster.scenarios import failing
+    sim = CoSimulation(failing(0.5), SimulationConfig(
+        dt=0.002, t_end=1.0, cosim=CosimConfig(backend="zmq", H=0.02, feedthrough="delay",
+                                               extrapolation=1, processes=partition)))
+    try:
+        with pytest.raises(SimulationError, match="gave up"):
+            sim.run()
+        logs = sim.logs
+        t_failed = sim.t
+        # Every unit's samples, up to the end of the step it took when b failed.
+        assert {k.split("/")[0] for k in logs if "/" in k} == {"a", "b"} and "e.out" in logs
+        for key in logs:
+            assert t_failed - 0.02 <= logs.time_of(key)[-1] <= t_failed + 0.02 + 1e-12, key
+    finally:
+        sim.close()
