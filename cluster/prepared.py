@@ -346,7 +346,12 @@ class SteppedReader:
 
     __slots__ = ("n", "size", "_head", "_at")
 
-    _START = _BATCH_STEPPED
+    #: The batch's first four bytes (a batch of one, a Stepped of 5 fields, its tag, a
+    #: float 64 marker), t_reached, event, a float 64 marker, next_event: one read, then
+    #: two comparisons.
+    _START = struct.Struct(">4sdBBd")
+    _FIXED = bytes([0x91, 0x95, _STEPPED_TAG, _F64])
+    _DTYPE = np.dtype(np.float64)
 
     def __init__(self, n: int):
         self.n = n
@@ -360,8 +365,11 @@ class SteppedReader:
         if (type(data) is not bytes or len(data) != self.size
                 or not data.startswith(self._head, self._START.size)):
             return None
-        batch, stepped, tag, f1, t, event, f2, nxt = self._START.unpack_from(data)
-        if (batch != 0x91 or stepped != 0x95 or tag != _STEPPED_TAG or f1 != _F64
-                or f2 != _F64 or (event != _TRUE and event != _FALSE)):
+        fixed, t, event, f2, nxt = self._START.unpack_from(data)
+        if fixed != self._FIXED or f2 != _F64:
             return None
-        return t, event == _TRUE, nxt, np.frombuffer(data, np.float64, self.n, self._at)
+        if event == _FALSE:
+            return t, False, nxt, np.frombuffer(data, self._DTYPE, self.n, self._at)
+        if event == _TRUE:
+            return t, True, nxt, np.frombuffer(data, self._DTYPE, self.n, self._at)
+        return None
