@@ -24,17 +24,14 @@ _SNDMORE = int(zmq.SNDMORE)
 
 def send_frames(sock: zmq.Socket, frames: list) -> None:
     """``sock.send_multipart(frames)`` (frames: bytes-like, copied)."""
-    last = len(frames) - 1
-    for i in range(last):
-        _send(sock, frames[i], _SNDMORE)
-    _send(sock, frames[last], 0)
+    for f in frames[:-1]:
+        _send(sock, f, _SNDMORE)
+    _send(sock, frames[-1], 0)
 
 
 def send_routed(sock: zmq.Socket, envelope: list, frames: list) -> None:
     """``sock.send_multipart(envelope + frames)`` (``frames`` not empty)."""
-    for f in envelope:
-        _send(sock, f, _SNDMORE)
-    send_frames(sock, frames)
+    send_frames(sock, envelope + frames)
 
 
 def recv_frames(sock: zmq.Socket, flags: int = 0) -> list[bytes]:

@@ -110,8 +110,9 @@ class FusedLane:
     def _read(self, key: bytes, batch: bytes) -> tuple | None:
         """``(slot, (t, h, values))`` of one pair that takes the lane, or None."""
         slot = self._slots.get(key)
-        # A unit replaced in the served dict (a reload between runs) is learnt again.
-        if slot is None or slot.form is None or self.units.get(slot.name) is not slot.unit \
+        # A unit replaced in the served dict (a reload between runs) is learnt again. (A
+        # slot is remembered with its form.)
+        if slot is None or self.units.get(slot.name) is not slot.unit \
                 or (step := slot.form.read(batch)) is None:
             slot = self._learn(key, batch)
             if slot is None:
