@@ -499,8 +499,11 @@ class Channel:
         if self._queued or self._in_flight:
             return False
         try:
-            self._patiently(lambda: send_frames(self._sock, frames), unit, gone, timeout, t,
-                            "cannot send to {address}: no connection")
+            try:
+                send_frames(self._sock, frames)
+            except zmq.Again:               # not connected yet: waited for
+                self._patiently(lambda: send_frames(self._sock, frames), unit, gone, timeout,
+                                t, "cannot send to {address}: no connection")
         except zmq.ZMQError as err:     # (not Again: that is waited on)
             self.reconnect()
             raise TransportError(unit, "Step", f"cannot send to {self.address}: {err}",
@@ -517,8 +520,11 @@ class Channel:
             Naming ``unit`` (a Step at ``t``): no reply in time, the peer is gone, or not
             ``n`` batches; the channel is then reset.
         """
-        frames = self._patiently(lambda: recv_frames(self._sock), unit, gone, timeout, t,
-                                 "no reply from {address}")
+        try:
+            frames = recv_frames(self._sock)
+        except zmq.Again:                   # not in yet (the socket waits one poll interval)
+            frames = self._patiently(lambda: recv_frames(self._sock), unit, gone, timeout, t,
+                                     "no reply from {address}")
         if not self._answered:
             self._answered = True
             self._unwatch()
@@ -531,22 +537,23 @@ class Channel:
         return frames
 
     def _patiently(self, op, unit: str, gone, timeout: float, t: float, silence: str):
-        """``op()`` (a send or receive of the lane's), tried again at every poll interval
-        while the socket is not ready, until ``gone()`` gives why the peer cannot answer or
-        ``timeout`` s passed: then the channel is reset and a TransportError names ``unit``
-        (a Step at ``t``) and the reason (``silence``: what did not happen in time, a format
-        of ``address``; formatted only then, as this is the per-step path)."""
+        """``op()`` (a send or receive of the lane's, which just raised ``zmq.Again`` once:
+        the first try is the caller's, off this path's cost), tried again at every poll
+        interval while the socket is not ready, until ``gone()`` gives why the peer cannot
+        answer or ``timeout`` s passed: then the channel is reset and a TransportError names
+        ``unit`` (a Step at ``t``) and the reason (``silence``: what did not happen in time,
+        a format of ``address``; formatted only then)."""
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                return op()
-            except zmq.Again:
-                why = gone()
-                if why is None and time.monotonic() < deadline:
-                    continue
+            why = gone()
+            if why is not None or time.monotonic() >= deadline:
                 self.reconnect()
                 why = why or f"{silence.format(address=self.address)} within {timeout:g} s"
                 raise TransportError(unit, "Step", why, t=t) from None
+            try:
+                return op()
+            except zmq.Again:
+                continue
 
     def close(self) -> None:
         self._unwatch()

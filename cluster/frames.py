@@ -7,6 +7,8 @@ pyzmq's multipart helpers are Python: every frame costs a flag computed as an ``
 macro step sends 2 to 4 small frames per unit and message, so both sides of the data plane
 use these instead: the same frames on the wire, the same exceptions (``zmq.Again`` on a
 timeout, ``zmq.ZMQError``), only plain ``int`` flags and the socket's own (Cython) methods.
+Whether more frames follow is read from the received frame itself (``Frame.more``, a field of
+the message) rather than asked of the socket (``getsockopt(RCVMORE)``, ~0.5 µs more a frame).
 """
 
 from __future__ import annotations
@@ -18,38 +20,39 @@ __all__ = ["recv_frames", "recv_routed", "send_frames", "send_routed"]
 
 _send = zmq.backend.Socket.send            # the Cython method, not pyzmq's Python override
 _SNDMORE = int(zmq.SNDMORE)
-_RCVMORE = int(zmq.RCVMORE)
 
 
 def send_frames(sock: zmq.Socket, frames: list) -> None:
     """``sock.send_multipart(frames)`` (frames: bytes-like, copied)."""
-    last = len(frames) - 1
-    for i in range(last):
-        _send(sock, frames[i], _SNDMORE)
-    _send(sock, frames[last], 0)
+    for f in frames[:-1]:
+        _send(sock, f, _SNDMORE)
+    _send(sock, frames[-1], 0)
 
 
 def send_routed(sock: zmq.Socket, envelope: list, frames: list) -> None:
     """``sock.send_multipart(envelope + frames)`` (``frames`` not empty)."""
-    for f in envelope:
-        _send(sock, f, _SNDMORE)
-    send_frames(sock, frames)
+    send_frames(sock, envelope + frames)
 
 
-def recv_frames(sock: zmq.Socket) -> list[bytes]:
-    """``sock.recv_multipart()``."""
-    recv, get = sock.recv, sock.get
-    frames = [recv(0)]
-    while get(_RCVMORE):
-        frames.append(recv(0))
+def recv_frames(sock: zmq.Socket, flags: int = 0) -> list[bytes]:
+    """``sock.recv_multipart(flags)``."""
+    recv = sock.recv
+    f = recv(flags, False)
+    frames = [f.bytes]
+    while f.more:
+        f = recv(0, False)
+        frames.append(f.bytes)
     return frames
 
 
 def recv_routed(sock: zmq.Socket, flags: int = 0) -> list[bytes]:
     """``sock.recv_multipart(flags)`` on a ROUTER socket: its first frame (the peer's
-    identity) is always followed by the peer's own frames, so it needs no ``RCVMORE``."""
-    recv, get = sock.recv, sock.get
-    frames = [recv(flags), recv(0)]
-    while get(_RCVMORE):
-        frames.append(recv(0))
+    identity) is always followed by the peer's own frames, so it needs no ``more``."""
+    recv = sock.recv
+    frames = [recv(flags)]
+    f = recv(0, False)
+    frames.append(f.bytes)
+    while f.more:
+        f = recv(0, False)
+        frames.append(f.bytes)
     return frames

@@ -22,6 +22,8 @@ from cosim.master.units import error_reply
 
 __all__ = ["FusedLane"]
 
+_INF = math.inf
+
 
 class _Slot:
     """One unit of the lane: its latest Step form and its Stepped writer."""
@@ -68,6 +70,19 @@ class FusedLane:
         Raises nothing: a unit that fails answers its ErrorReply.
         """
         n = len(frames)
+        rates = self.rates
+        if n == start + 2:                  # a unit per process: no bookkeeping by name
+            got = self._read(frames[start], frames[start + 1])
+            if got is None:
+                return None
+            slot, step = got
+            if slot.form.size > self.max_size:
+                return None
+            t0 = time.perf_counter()
+            out = [self._serve(slot, step, frames, start)]
+            if rates is not None and step[1] > 0:   # (a Step of h <= 0 was refused)
+                rates[slot.name] = (time.perf_counter() - t0) / step[1]
+            return out
         if n <= start or (n - start) % 2:
             return None
         work = []
@@ -80,14 +95,7 @@ class FusedLane:
             work.append((got, i))
         if size > self.max_size:
             return None
-        rates = self.rates
         t0 = time.perf_counter()
-        if len(work) == 1:                  # a unit per process: no bookkeeping by name
-            (slot, step), i = work[0]
-            out = [self._serve(slot, step, frames, i)]
-            if rates is not None and step[1] > 0:   # (a Step of h <= 0 was refused)
-                rates[slot.name] = (time.perf_counter() - t0) / step[1]
-            return out
         out = [self._serve(slot, step, frames, i) for (slot, step), i in work]
         if rates is not None:
             elapsed = time.perf_counter() - t0
@@ -102,15 +110,16 @@ class FusedLane:
     def _read(self, key: bytes, batch: bytes) -> tuple | None:
         """``(slot, (t, h, values))`` of one pair that takes the lane, or None."""
         slot = self._slots.get(key)
-        # A unit replaced in the served dict (a reload between runs) is learnt again.
-        if slot is None or slot.form is None or self.units.get(slot.name) is not slot.unit \
+        # A unit replaced in the served dict (a reload between runs) is learnt again. (A
+        # slot is remembered with its form.)
+        if slot is None or self.units.get(slot.name) is not slot.unit \
                 or (step := slot.form.read(batch)) is None:
             slot = self._learn(key, batch)
             if slot is None:
                 return None
             step = slot.form.read(batch)
         rates = self.rates
-        if rates is not None and rates.get(slot.name, math.inf) * step[1] > self.offload_after:
+        if rates is not None and rates.get(slot.name, _INF) * step[1] > self.offload_after:
             return None
         return slot, step
 

@@ -237,7 +237,7 @@ class StepForm:
         Bytes of every batch of this form.
     """
 
-    __slots__ = ("head", "fields", "n", "size", "_at", "_vhead", "_vat", "_floats")
+    __slots__ = ("head", "fields", "n", "size", "_at", "_vhead", "_times", "_fat", "_floats")
 
     def __init__(self, head: bytes, fields: tuple, n: int):
         self.head = head                       # the batch up to t
@@ -245,20 +245,21 @@ class StepForm:
         self.n = n
         self._at = len(head)
         self._vhead = _vector_head(n)
-        self._vat = self._at + _TH.size
+        # t, h and the vector's header in one read.
+        self._times = struct.Struct(f"{_TH.format}{len(self._vhead)}s")
+        self._fat = self._at + self._times.size
         self._floats = struct.Struct(f"<{n}d")
-        self.size = self._vat + len(self._vhead) + 8 * n
+        self.size = self._fat + 8 * n
 
     def read(self, data: bytes) -> tuple | None:
         """``(t, h, values)`` (values: a tuple of floats) if ``data`` is exactly a batch of
         one Step of this form, else None (the same answer as :func:`step_values`)."""
-        if (len(data) != self.size or not data.startswith(self.head)
-                or not data.startswith(self._vhead, self._vat)):
+        if len(data) != self.size or not data.startswith(self.head):
             return None
-        f1, t, f2, h = _TH.unpack_from(data, self._at)
-        if f1 != _F64 or f2 != _F64:
+        f1, t, f2, h, vhead = self._times.unpack_from(data, self._at)
+        if f1 != _F64 or f2 != _F64 or vhead != self._vhead:
             return None
-        return t, h, self._floats.unpack_from(data, self._vat + len(self._vhead))
+        return t, h, self._floats.unpack_from(data, self._fat)
 
 
 def step_form(data: bytes, max_elements: int) -> StepForm | None:
@@ -346,7 +347,12 @@ class SteppedReader:
 
     __slots__ = ("n", "size", "_head", "_at")
 
-    _START = _BATCH_STEPPED
+    #: The batch's first four bytes (a batch of one, a Stepped of 5 fields, its tag, a
+    #: float 64 marker), t_reached, event, a float 64 marker, next_event: one read, then
+    #: two comparisons.
+    _START = struct.Struct(">4sdBBd")
+    _FIXED = bytes([0x91, 0x95, _STEPPED_TAG, _F64])
+    _DTYPE = np.dtype(np.float64)
 
     def __init__(self, n: int):
         self.n = n
@@ -360,8 +366,11 @@ class SteppedReader:
         if (type(data) is not bytes or len(data) != self.size
                 or not data.startswith(self._head, self._START.size)):
             return None
-        batch, stepped, tag, f1, t, event, f2, nxt = self._START.unpack_from(data)
-        if (batch != 0x91 or stepped != 0x95 or tag != _STEPPED_TAG or f1 != _F64
-                or f2 != _F64 or (event != _TRUE and event != _FALSE)):
+        fixed, t, event, f2, nxt = self._START.unpack_from(data)
+        if fixed != self._FIXED or f2 != _F64:
             return None
-        return t, event == _TRUE, nxt, np.frombuffer(data, np.float64, self.n, self._at)
+        if event == _FALSE:
+            return t, False, nxt, np.frombuffer(data, self._DTYPE, self.n, self._at)
+        if event == _TRUE:
+            return t, True, nxt, np.frombuffer(data, self._DTYPE, self.n, self._at)
+        return None

@@ -79,6 +79,7 @@ class Master:
         self.T = config.t0
         self._checkpoint = None
         self._provisional = None    # (capture, records) before a provisional step, see run()
+        self._direct = None         # the FusedRounds a macro step is, see initialize()
         self._initialized = False
 
     @property
@@ -151,6 +152,11 @@ class Master:
         # from the values (no message object per unit) when all of them have lanes.
         self.plain = [u for u in self.names if u not in self.coupling_of]
         self.rounds = FusedRounds.build(self, self.plain)
+        # A macro step that is nothing but the rounds (no coupling to iterate, no output to
+        # refresh, no step size to control): step() goes straight to them.
+        self._direct = self.rounds if (self.rounds is not None and not self.couplings
+                                       and not self.refresh_levels
+                                       and not self.cfg.adaptive) else None
         self._initialized = True
         if self.cfg.checkpoint_every:
             self._checkpoint = self._capture()
@@ -171,6 +177,14 @@ class Master:
         """One accepted macro step from ``T`` (adaptive: retried until accepted); returns H."""
         H = self.H if H is None else H
         T = self.T
+        direct = self._direct
+        if direct is not None:
+            # What the loop below does for such a step, without its checks.
+            outputs: dict = {}
+            if direct.step(T, H, self.values, outputs):
+                self.step_log.append(StepRecord(T, H))
+                self._accept(H, outputs)
+                return H
         while True:
             snaps = None
             if self.cfg.adaptive:

@@ -126,24 +126,26 @@ class FusedRounds:
                     parts.append(v)
                 loads.append(b"".join(parts))
             payloads.append(loads)
-        sent, failures = [], []
-        for (batch, members), loads in zip(self.groups, payloads):
+        groups = self.groups
+        failures = []
+        for i, ((batch, members), loads) in enumerate(zip(groups, payloads)):
             try:
                 batch.send(T, H, loads)
             except Exception as err:  # noqa: BLE001 - raised below, after the others
                 failures.append((members[0].index, err))
+                groups = groups[:i]         # those sent before it are still answered
                 break
-            sent.append((batch, members))
-        started = time.perf_counter()
+        clock = time.perf_counter
+        started = clock()
         calls = self.calls
         next_event, stopped = calls.next_event, calls.stopped
-        for batch, members in sent:
+        for batch, members in groups:
             try:
                 replies = batch.receive(T)
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
                 failures.append((members[0].index, err))
                 continue
-            elapsed = time.perf_counter() - started
+            elapsed = clock() - started
             for m, rep in zip(members, replies):
                 ts, secs = m.times
                 ts.append(T)
@@ -159,7 +161,7 @@ class FusedRounds:
                 next_event[m.name] = nxt
                 if event:
                     stopped[m.name] = t_reached
-                else:
+                elif stopped:
                     stopped.pop(m.name, None)
                 whole = m.whole
                 if whole is not None:
