@@ -176,7 +176,8 @@ def tableau(solver):
     return solver.stage_terms, solver.nodes, solver.weight_terms
 
 
-def build(plan, config, state, store, solver, layout, kernels, tab, strategy) -> FastPath:
+def build(plan, config, state, store, solver, layout, kernels, tab, strategy,
+          release: bool = False) -> FastPath:
     """Generate, compile and bind the step function of ``plan`` written by ``strategy``.
 
     Parameters
@@ -197,7 +198,28 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
     tab : tuple or None
         The solver's tableau (see :func:`tableau`); None without continuous state.
     strategy : Strategy
+    release : bool
+        The caller runs the step function next (the blocks' dicts may go stale now): the
+        flat values are the truth from here on and the blocks' output and input dicts are
+        emptied before the code is written, not at its first call, so the memory they free
+        is reused while it is written (a large plan's peak, which the allocator keeps, is
+        lower by about 0.2 kB per block); they are filled again if it fails.
     """
+    flat = FlatValues(layout.signal_slots, layout.state_slots, vector=strategy.vector)
+    if not release:
+        return _build(plan, config, state, store, solver, layout, kernels, tab, strategy, flat)
+    state.flat = flat
+    state.mark_stale()
+    try:
+        return _build(plan, config, state, store, solver, layout, kernels, tab, strategy, flat)
+    except BaseException:
+        state.blocks_current()
+        state.drop_flat()
+        raise
+
+
+def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, flat):
+    """:func:`build` once the flat values ``flat`` hold the run's values."""
     namespace = strategy.namespace
     key = structure.fingerprint(plan, config, store, layout, kernels, tab, strategy,
                                 state.X.size, CHUNK)
@@ -217,7 +239,6 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
     for code in entry.code:
         exec(code, namespace)
     own_globals(namespace)
-    flat = FlatValues(layout.signal_slots, layout.state_slots, vector=strategy.vector)
     return FastPath(state, store, entry.source, namespace["advance"], flat,
                     [list(c) for c in entry.columns], solver, len(tab[1]) + 1 if tab else 0)
 

@@ -54,8 +54,8 @@ def initialize_blocks(plan, interp, t0: float) -> None:
             _solve_init_loop(plan, lp, t0)
         for m in group:
             done.add(id(m))
-            j = plan.index[plan.path_of[id(m)]]
-            _check_outputs(plan, m, t0)
+            j = i if lp is None else plan.index[plan.path_of[id(m)]]
+            _check_outputs(plan.names[j], m, t0)
             _check_shapes(plan, out_wires[j], t0)
             for w in fanout[j]:
                 w[0][w[1]] = w[2][w[3]]
@@ -101,8 +101,7 @@ def _solve_init_loop(plan, lp, t0: float) -> None:
                               f"{err}", t=t0, block=plan.path_of.get(id(blk))) from err
 
 
-def _check_outputs(plan, b, t0: float) -> None:
-    path = plan.path_of[id(b)]
+def _check_outputs(path: str, b, t0: float) -> None:
     for p in b.output_names:
         v = b.outputs.get(p)
         if not isinstance(v, np.ndarray) or v.dtype != np.float64:
