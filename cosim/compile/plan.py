@@ -68,6 +68,8 @@ class Plan:
         In execution (topological) order.
     names : tuple of str
         Path name of each block (``"sub/inner"`` inside virtual subsystems).
+    positions : tuple of int
+        ``0 .. len(blocks) - 1``, as the objects the tasks hold.
     index : dict of str to int
         Position of each block by path name.
     path_of : dict of int to str
@@ -102,7 +104,14 @@ class Plan:
         self.tasks = tasks
         self.task_of = task_of
         self.wires = wires
-        self.index = {n: i for i, n in enumerate(self.names)}
+        # The position ints the tasks and wires hold, not a new one per block (28 bytes a
+        # copy, and the fast path names positions too).
+        positions = list(range(len(blocks)))
+        for task in tasks:
+            for j in task.blocks:
+                positions[j] = j
+        self.positions = tuple(positions)
+        self.index = dict(zip(self.names, self.positions))
         periods = [task.period * dt for task in tasks]      # one float per task, shared
         self.sample_period = tuple(periods[n] for n in task_of)
 
@@ -150,12 +159,21 @@ class Plan:
 
 
 def _check_drivers(paths, blocks, wires, attempted, problems) -> None:
-    drivers: dict[tuple[int, str], list[str]] = {}
-    for s, sp, d, dp in wires:
-        drivers.setdefault((d, dp), []).append(f"{paths[s]}.{sp}")
+    # The wire driving each input; the names of its drivers are spelt only for an input
+    # driven more than once (a list and a string per wire would cost 120 bytes each).
+    driver: dict[tuple[int, str], tuple] = {}
+    more: dict[tuple[int, str], list] = {}
+    for w in wires:
+        key = (w[2], w[3])
+        if key in driver:
+            more.setdefault(key, [driver[key]]).append(w)
+        else:
+            driver[key] = w
     for i, b in enumerate(blocks):
         for p in b.input_names:
-            srcs = drivers.get((i, p), [])
+            key = (i, p)
+            found = more.get(key) or ([driver[key]] if key in driver else [])
+            srcs = [f"{paths[s]}.{sp}" for s, sp, _, _ in found]
             if not srcs and p not in b.optional_inputs and (paths[i], p) not in attempted:
                 problems.append(Problem(f"input {paths[i]}.{p} is not connected; drive it from "
                                         "an output (a Constant block gives a fixed value)",
@@ -166,12 +184,21 @@ def _check_drivers(paths, blocks, wires, attempted, problems) -> None:
                                         "(use a Sum to add signals)", paths[i], p))
 
 
-def feedthrough_graph(blocks, wires) -> list[set[int]]:
-    """Successor sets of the direct-feedthrough graph: ``s -> d`` when ``d`` has feedthrough."""
-    succ = [set() for _ in blocks]
+def feedthrough_graph(blocks, wires) -> list:
+    """Successors of each block in the direct-feedthrough graph: ``s -> d`` when ``d`` has
+    feedthrough; a successor may be listed more than once (the graph algorithms accept it).
+
+    Lists, and one shared empty tuple for blocks without successors: a set per block would
+    cost 216 bytes each while the plan is compiled.
+    """
+    succ: list = [()] * len(blocks)
     for s, _, d, _ in wires:
         if blocks[d].direct_feedthrough:
-            succ[s].add(d)
+            out = succ[s]
+            if not out:
+                succ[s] = [d]
+            elif out[-1] != d:
+                out.append(d)
     return succ
 
 
@@ -202,6 +229,9 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     by_name = {p: i for i, p in enumerate(paths)}
     wires = [(by_name[s], sp, by_name[d], dp) for s, sp, d, dp in flat.wires]
     _check_drivers(paths, blocks, wires, flat.attempted, problems)
+    # The wires by path name are not needed any more: freed before the graph is built,
+    # whose memory reuses theirs (a large plan's peak, kept by the allocator, is lower).
+    del flat
 
     # Sample times -> integer (period, offset) ticks. With continuous state in the model, blocks
     # that inherit their rate are evaluated at every solver stage too (as in bdsim/Simulink).
