@@ -9,6 +9,7 @@ independent) and into tasks by sample time. Nothing here mutates the model.
 
 from __future__ import annotations
 
+import array
 import functools
 from dataclasses import dataclass
 
@@ -75,7 +76,12 @@ class Plan:
     path_of : dict of int to str
         Path name of each block by ``id(block)``.
     levels : list of tuple of Block
-        ``levels[i]`` holds blocks whose feedthrough inputs come only from lower levels.
+        ``levels[i]`` holds blocks whose feedthrough inputs come only from lower levels
+        (built when first asked for, from :attr:`level`).
+    level : array of int
+        Each block's level.
+    n_levels : int
+        Number of levels.
     tasks : tuple of Task
         One per distinct (period, offset), fastest first.
     task_of : tuple of int
@@ -92,7 +98,7 @@ class Plan:
         model with continuous state).
     """
 
-    def __init__(self, name, dt, blocks, levels, tasks, task_of, wires, loops=(),
+    def __init__(self, name, dt, blocks, level, tasks, task_of, wires, loops=(),
                  continuous=None, names=None):
         self.name = name
         self.names = names if names is not None else tuple(b.name for b in blocks)
@@ -100,7 +106,10 @@ class Plan:
         self.continuous = continuous if continuous is not None else (False,) * len(blocks)
         self.dt = dt
         self.blocks = blocks
-        self.levels = levels
+        # Levels as one int per block (a chain has a level per block: a tuple each would
+        # cost 56 bytes).
+        self.level = array.array("q", level)
+        self.n_levels = max(self.level, default=-1) + 1
         self.tasks = tasks
         self.task_of = task_of
         self.wires = wires
@@ -122,13 +131,20 @@ class Plan:
         reads."""
         return {id(b): n for b, n in zip(self.blocks, self.names)}
 
+    @functools.cached_property
+    def levels(self) -> list[tuple]:
+        """Blocks by level (see the class docstring)."""
+        levels = [[] for _ in range(self.n_levels)]
+        for b, lv in zip(self.blocks, self.level):
+            levels[lv].append(b)
+        return [tuple(lv) for lv in levels]
+
     def table(self) -> str:
         """The plan as a text table: order, level, block, type, rate, feedthrough."""
-        level_of = {id(b): lv for lv, blocks in enumerate(self.levels) for b in blocks}
         rows = [("#", "level", "block", "type", "period", "offset", "feedthrough")]
         for i, b in enumerate(self.blocks):
             task = self.tasks[self.task_of[i]]
-            rows.append((str(i), str(level_of[id(b)]), self.names[i], type(b).__name__,
+            rows.append((str(i), str(self.level[i]), self.names[i], type(b).__name__,
                          f"{task.period * self.dt:g}", f"{task.offset * self.dt:g}",
                          "yes" if b.direct_feedthrough else "no"))
         widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
@@ -154,7 +170,7 @@ class Plan:
         return "\n".join(out) + "\n"
 
     def __repr__(self) -> str:
-        return (f"Plan({self.name!r}, {len(self.blocks)} blocks, {len(self.levels)} levels, "
+        return (f"Plan({self.name!r}, {len(self.blocks)} blocks, {self.n_levels} levels, "
                 f"{len(self.tasks)} tasks)")
 
 
@@ -306,10 +322,6 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     pos = {old: ints[new] for new, old in enumerate(order)}
     loops = tuple(tuple(pos[i] for i in comp) for comp in comps if is_cycle(comp, succ))
     ordered = tuple(blocks[i] for i in order)
-    levels = [[] for _ in range(max(level, default=-1) + 1)]
-    for i in order:
-        levels[level[i]].append(blocks[i])
-    levels = [tuple(lv) for lv in levels]       # a chain has one level per block: compact
 
     keys = sorted({rates[i] for i in range(len(blocks))})
     task_index = {k: n for n, k in enumerate(keys)}
@@ -317,6 +329,6 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     tasks = tuple(Task(p, o, tuple(j for j in ints if task_of[j] == n))
                   for n, (p, o) in enumerate(keys))
     resolved = tuple(Wire(pos[s], sp, pos[d], dp) for s, sp, d, dp in wires)
-    return Plan(model.name, dt, ordered, levels, tasks, task_of, resolved,
+    return Plan(model.name, dt, ordered, [level[i] for i in order], tasks, task_of, resolved,
                 names=tuple(paths[i] for i in order),
                 loops=tuple(sorted(loops)), continuous=tuple(continuous[i] for i in order))
