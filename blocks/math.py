@@ -44,9 +44,10 @@ class Gain(Block):
         p = Params(self, name)
         super().__init__(name, **kw)
         scalar = np.ndim(k) == 0
-        k = p.array("k", k)
+        k_given, k = k, p.array("k", k)
         if scalar:
-            self.k = float(k[0])
+            # A float given is kept (the same value, not a copy per block).
+            self.k = k_given if type(k_given) is float else float(k[0])
         elif k.ndim == 2:
             self.k = k
             self.input_shapes["in"] = (k.shape[1],)

@@ -96,7 +96,7 @@ def cmd_check(args) -> int:
     if problems:
         raise CompileError(sorted(problems, key=_position), reading.filename)
     print(f"OK: {args.model} (model {model.name!r}: {len(plan.blocks)} blocks in "
-          f"{len(plan.levels)} levels, {len(plan.tasks)} rate"
+          f"{plan.n_levels} levels, {len(plan.tasks)} rate"
           f"{'s' if len(plan.tasks) != 1 else ''}"
           + (f"; co-simulation units: {', '.join(units)}" if units is not None else "") + ")")
     return EXIT_OK

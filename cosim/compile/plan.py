@@ -9,6 +9,8 @@ independent) and into tasks by sample time. Nothing here mutates the model.
 
 from __future__ import annotations
 
+import array
+import functools
 from dataclasses import dataclass
 
 from cosim.compile.flatten import ALL_OUTPUTS, flatten, split_ref
@@ -67,8 +69,19 @@ class Plan:
         In execution (topological) order.
     names : tuple of str
         Path name of each block (``"sub/inner"`` inside virtual subsystems).
+    positions : tuple of int
+        ``0 .. len(blocks) - 1``, as the objects the tasks hold.
+    index : dict of str to int
+        Position of each block by path name.
+    path_of : dict of int to str
+        Path name of each block by ``id(block)``.
     levels : list of tuple of Block
-        ``levels[i]`` holds blocks whose feedthrough inputs come only from lower levels.
+        ``levels[i]`` holds blocks whose feedthrough inputs come only from lower levels
+        (built when first asked for, from :attr:`level`).
+    level : array of int
+        Each block's level.
+    n_levels : int
+        Number of levels.
     tasks : tuple of Task
         One per distinct (period, offset), fastest first.
     task_of : tuple of int
@@ -85,7 +98,7 @@ class Plan:
         model with continuous state).
     """
 
-    def __init__(self, name, dt, blocks, levels, tasks, task_of, wires, loops=(),
+    def __init__(self, name, dt, blocks, level, tasks, task_of, wires, loops=(),
                  continuous=None, names=None):
         self.name = name
         self.names = names if names is not None else tuple(b.name for b in blocks)
@@ -93,22 +106,45 @@ class Plan:
         self.continuous = continuous if continuous is not None else (False,) * len(blocks)
         self.dt = dt
         self.blocks = blocks
-        self.levels = levels
+        # Levels as one int per block (a chain has a level per block: a tuple each would
+        # cost 56 bytes).
+        self.level = array.array("q", level)
+        self.n_levels = max(self.level, default=-1) + 1
         self.tasks = tasks
         self.task_of = task_of
         self.wires = wires
-        self.index = {n: i for i, n in enumerate(self.names)}
-        self.path_of = {id(b): n for b, n in zip(blocks, self.names)}
+        # The position ints the tasks and wires hold, not a new one per block (28 bytes a
+        # copy, and the fast path names positions too).
+        positions = list(range(len(blocks)))
+        for task in tasks:
+            for j in task.blocks:
+                positions[j] = j
+        self.positions = tuple(positions)
+        self.index = dict(zip(self.names, self.positions))
         periods = [task.period * dt for task in tasks]      # one float per task, shared
         self.sample_period = tuple(periods[n] for n in task_of)
 
+    @functools.cached_property
+    def path_of(self) -> dict[int, str]:
+        """``id(block)`` -> its path name; built when first asked for (error messages,
+        continuous blocks): about 85 bytes per block that a run of discrete blocks never
+        reads."""
+        return {id(b): n for b, n in zip(self.blocks, self.names)}
+
+    @functools.cached_property
+    def levels(self) -> list[tuple]:
+        """Blocks by level (see the class docstring)."""
+        levels = [[] for _ in range(self.n_levels)]
+        for b, lv in zip(self.blocks, self.level):
+            levels[lv].append(b)
+        return [tuple(lv) for lv in levels]
+
     def table(self) -> str:
         """The plan as a text table: order, level, block, type, rate, feedthrough."""
-        level_of = {id(b): lv for lv, blocks in enumerate(self.levels) for b in blocks}
         rows = [("#", "level", "block", "type", "period", "offset", "feedthrough")]
         for i, b in enumerate(self.blocks):
             task = self.tasks[self.task_of[i]]
-            rows.append((str(i), str(level_of[id(b)]), self.names[i], type(b).__name__,
+            rows.append((str(i), str(self.level[i]), self.names[i], type(b).__name__,
                          f"{task.period * self.dt:g}", f"{task.offset * self.dt:g}",
                          "yes" if b.direct_feedthrough else "no"))
         widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
@@ -134,17 +170,26 @@ class Plan:
         return "\n".join(out) + "\n"
 
     def __repr__(self) -> str:
-        return (f"Plan({self.name!r}, {len(self.blocks)} blocks, {len(self.levels)} levels, "
+        return (f"Plan({self.name!r}, {len(self.blocks)} blocks, {self.n_levels} levels, "
                 f"{len(self.tasks)} tasks)")
 
 
 def _check_drivers(paths, blocks, wires, attempted, problems) -> None:
-    drivers: dict[tuple[int, str], list[str]] = {}
-    for s, sp, d, dp in wires:
-        drivers.setdefault((d, dp), []).append(f"{paths[s]}.{sp}")
+    # The wire driving each input; the names of its drivers are spelt only for an input
+    # driven more than once (a list and a string per wire would cost 120 bytes each).
+    driver: dict[tuple[int, str], tuple] = {}
+    more: dict[tuple[int, str], list] = {}
+    for w in wires:
+        key = (w[2], w[3])
+        if key in driver:
+            more.setdefault(key, [driver[key]]).append(w)
+        else:
+            driver[key] = w
     for i, b in enumerate(blocks):
         for p in b.input_names:
-            srcs = drivers.get((i, p), [])
+            key = (i, p)
+            found = more.get(key) or ([driver[key]] if key in driver else [])
+            srcs = [f"{paths[s]}.{sp}" for s, sp, _, _ in found]
             if not srcs and p not in b.optional_inputs and (paths[i], p) not in attempted:
                 problems.append(Problem(f"input {paths[i]}.{p} is not connected; drive it from "
                                         "an output (a Constant block gives a fixed value)",
@@ -155,12 +200,21 @@ def _check_drivers(paths, blocks, wires, attempted, problems) -> None:
                                         "(use a Sum to add signals)", paths[i], p))
 
 
-def feedthrough_graph(blocks, wires) -> list[set[int]]:
-    """Successor sets of the direct-feedthrough graph: ``s -> d`` when ``d`` has feedthrough."""
-    succ = [set() for _ in blocks]
+def feedthrough_graph(blocks, wires) -> list:
+    """Successors of each block in the direct-feedthrough graph: ``s -> d`` when ``d`` has
+    feedthrough; a successor may be listed more than once (the graph algorithms accept it).
+
+    Lists, and one shared empty tuple for blocks without successors: a set per block would
+    cost 216 bytes each while the plan is compiled.
+    """
+    succ: list = [()] * len(blocks)
     for s, _, d, _ in wires:
         if blocks[d].direct_feedthrough:
-            succ[s].add(d)
+            out = succ[s]
+            if not out:
+                succ[s] = [d]
+            elif out[-1] != d:
+                out.append(d)
     return succ
 
 
@@ -191,6 +245,9 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     by_name = {p: i for i, p in enumerate(paths)}
     wires = [(by_name[s], sp, by_name[d], dp) for s, sp, d, dp in flat.wires]
     _check_drivers(paths, blocks, wires, flat.attempted, problems)
+    # The wires by path name are not needed any more: freed before the graph is built,
+    # whose memory reuses theirs (a large plan's peak, kept by the allocator, is lower).
+    del flat
 
     # Sample times -> integer (period, offset) ticks. With continuous state in the model, blocks
     # that inherit their rate are evaluated at every solver stage too (as in bdsim/Simulink).
@@ -265,10 +322,6 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     pos = {old: ints[new] for new, old in enumerate(order)}
     loops = tuple(tuple(pos[i] for i in comp) for comp in comps if is_cycle(comp, succ))
     ordered = tuple(blocks[i] for i in order)
-    levels = [[] for _ in range(max(level, default=-1) + 1)]
-    for i in order:
-        levels[level[i]].append(blocks[i])
-    levels = [tuple(lv) for lv in levels]       # a chain has one level per block: compact
 
     keys = sorted({rates[i] for i in range(len(blocks))})
     task_index = {k: n for n, k in enumerate(keys)}
@@ -276,6 +329,6 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     tasks = tuple(Task(p, o, tuple(j for j in ints if task_of[j] == n))
                   for n, (p, o) in enumerate(keys))
     resolved = tuple(Wire(pos[s], sp, pos[d], dp) for s, sp, d, dp in wires)
-    return Plan(model.name, dt, ordered, levels, tasks, task_of, resolved,
+    return Plan(model.name, dt, ordered, [level[i] for i in order], tasks, task_of, resolved,
                 names=tuple(paths[i] for i in order),
                 loops=tuple(sorted(loops)), continuous=tuple(continuous[i] for i in order))

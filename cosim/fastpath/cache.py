@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import CodeType
 
-__all__ = ["Emitted", "by_source", "code_for", "emitted", "remember"]
+__all__ = ["Consts", "Emitted", "by_source", "code_for", "emitted", "remember"]
 
 #: Entries kept per cache (least recently used dropped first): a 100,000-block plan's code is
 #: tens of megabytes, so only a few are kept.
@@ -26,6 +27,37 @@ CAPACITY = 8
 
 _codes: OrderedDict[tuple, tuple[CodeType, ...]] = OrderedDict()
 _emitted: OrderedDict[tuple, Emitted] = OrderedDict()
+
+
+class Consts(Sequence):
+    """The constants of generated code in order of creation, each read as ``(global name,
+    recipe, value)`` (see :attr:`Emitted.consts`), held as three parallel lists: a tuple
+    per constant would cost 64 bytes more each, and a scalar plan has one per block.
+    """
+
+    __slots__ = ("names", "recipes", "values")
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.recipes: list = []
+        self.values: list = []
+
+    def append(self, name: str, recipe, value) -> None:
+        """Add the constant ``name`` (its recipe, or its value when it has none)."""
+        self.names.append(name)
+        self.recipes.append(recipe)
+        self.values.append(value)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(zip(self.names[i], self.recipes[i], self.values[i]))
+        return self.names[i], self.recipes[i], self.values[i]
+
+    def __iter__(self):
+        return zip(self.names, self.recipes, self.values)
 
 
 @dataclass(frozen=True)
@@ -41,7 +73,7 @@ class Emitted:
         in order.
     columns : tuple of tuple of (str, int)
         Per task, ``(log key, column)`` of each value in a logged row.
-    consts : tuple of (str, tuple or None, object)
+    consts : Consts
         The generated code's constants in order of creation: ``(global name, recipe, value)``;
         a recipe (see :meth:`~cosim.fastpath.emitter.Strategy.const`) names a parameter or
         live value of the plan, and ``value`` is then None; without a recipe the value is
@@ -51,7 +83,7 @@ class Emitted:
     source: str
     code: tuple
     columns: tuple
-    consts: tuple
+    consts: Consts
 
 
 def _get(cache: OrderedDict, key):

@@ -10,7 +10,7 @@ from cosim.fastpath.scalar import Scalar
 __all__ = ["build"]
 
 
-def build(plan, config, state, store, solver, cslices) -> FastPath | None:
+def build(plan, config, state, store, solver, cslices, release: bool = False) -> FastPath | None:
     """The fast path of an initialized plan, or None when the interpreter must run it.
 
     Every block must return a :class:`~cosim.model.block.Kernel` and every signal and state
@@ -31,6 +31,9 @@ def build(plan, config, state, store, solver, cslices) -> FastPath | None:
         The continuous solver (its tableau is inlined).
     cslices : list of (Block, slice)
         Each continuous block's slice of ``state.X``.
+    release : bool
+        The caller runs the fast path next: the blocks' values may move to it before its code
+        is written (see :func:`~cosim.fastpath.emitter.build`).
     """
     tab = None
     if state.X.size:
@@ -48,6 +51,7 @@ def build(plan, config, state, store, solver, cslices) -> FastPath | None:
         layout = Layout(plan, cslices)
         strategy = Scalar(plan, layout, n_c)
     try:
-        return emitter.build(plan, config, state, store, solver, layout, kernels, tab, strategy)
+        return emitter.build(plan, config, state, store, solver, layout, kernels, tab, strategy,
+                             release)
     except Unsupported:
         return None

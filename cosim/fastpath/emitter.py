@@ -74,8 +74,9 @@ class Strategy:
     ----------
     namespace : dict
         Globals of the generated function (``math``, ``inf``, ``nan`` and constants).
-    consts : list of (str, tuple or None, object)
-        The constants in order of creation (see :meth:`const`).
+    consts : Consts
+        The constants in order of creation, ``(str, tuple or None, object)`` each (see
+        :meth:`const`).
     vector : bool
         Whether the run state holds the flat values as numpy arrays (else Python lists).
     """
@@ -89,7 +90,7 @@ class Strategy:
         self.prologue: list[str] = []
         self.epilogue: list[str] = []
         self.preamble: list[str] = []
-        self.consts: list[tuple] = []
+        self.consts = cache.Consts()
         self._named: dict[tuple, str] = {}      # recipe -> its global's name
 
     def const(self, value, recipe: tuple | None = None) -> str:
@@ -109,7 +110,7 @@ class Strategy:
         if recipe is not None:
             self._named[recipe] = name
         self.namespace[name] = value
-        self.consts.append((name, recipe, None if recipe else value))
+        self.consts.append(name, recipe, None if recipe else value)
         return name
 
     def ref(self, array: str, slots: list[int]) -> str:
@@ -176,7 +177,8 @@ def tableau(solver):
     return solver.stage_terms, solver.nodes, solver.weight_terms
 
 
-def build(plan, config, state, store, solver, layout, kernels, tab, strategy) -> FastPath:
+def build(plan, config, state, store, solver, layout, kernels, tab, strategy,
+          release: bool = False) -> FastPath:
     """Generate, compile and bind the step function of ``plan`` written by ``strategy``.
 
     Parameters
@@ -197,7 +199,28 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
     tab : tuple or None
         The solver's tableau (see :func:`tableau`); None without continuous state.
     strategy : Strategy
+    release : bool
+        The caller runs the step function next (the blocks' dicts may go stale now): the
+        flat values are the truth from here on and the blocks' output and input dicts are
+        emptied before the code is written, not at its first call, so the memory they free
+        is reused while it is written (a large plan's peak, which the allocator keeps, is
+        lower by about 0.2 kB per block); they are filled again if it fails.
     """
+    flat = FlatValues(layout.signal_slots, layout.state_slots, vector=strategy.vector)
+    if not release:
+        return _build(plan, config, state, store, solver, layout, kernels, tab, strategy, flat)
+    state.flat = flat
+    state.mark_stale()
+    try:
+        return _build(plan, config, state, store, solver, layout, kernels, tab, strategy, flat)
+    except BaseException:
+        state.blocks_current()
+        state.drop_flat()
+        raise
+
+
+def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, flat):
+    """:func:`build` once the flat values ``flat`` hold the run's values."""
     namespace = strategy.namespace
     key = structure.fingerprint(plan, config, store, layout, kernels, tab, strategy,
                                 state.X.size, CHUNK)
@@ -207,7 +230,7 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
                                                                           state.X.size)
         codes = cache.code_for(pieces, strategy.label)
         entry = cache.Emitted("".join(pieces), codes, tuple(map(tuple, columns)),
-                              tuple(strategy.consts))
+                              strategy.consts)
         del pieces
         cache.remember(key, entry)
     else:
@@ -217,7 +240,6 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy) ->
     for code in entry.code:
         exec(code, namespace)
     own_globals(namespace)
-    flat = FlatValues(layout.signal_slots, layout.state_slots, vector=strategy.vector)
     return FastPath(state, store, entry.source, namespace["advance"], flat,
                     [list(c) for c in entry.columns], solver, len(tab[1]) + 1 if tab else 0)
 
@@ -423,18 +445,24 @@ def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue
     return "\n".join([*preamble, *_define(ADVANCE, lines)]) + "\n"
 
 
-def _chunks(groups) -> list[list[str]]:
+def _chunks(groups: list) -> list[list[str]]:
     """Bodies (source lines, indented 4) of functions running ``groups`` (lists of
-    ``(guard, statement)``, never split) in order, about :data:`CHUNK` statements each."""
+    ``(guard, statement)``, never split) in order, about :data:`CHUNK` statements each.
+
+    Consumes ``groups`` (its entries become None): each chunk's statements are freed once
+    its lines are written, so a large plan's statements and lines are not all held at once
+    (about 200 bytes per block less at the peak of generating its code).
+    """
     chunks, cur = [], []
-    for stmts in groups:
+    for n, stmts in enumerate(groups):
+        groups[n] = None
         if cur and len(cur) + len(stmts) > CHUNK:
-            chunks.append(cur)
+            chunks.append(_grouped(cur, 4))
             cur = []
         cur.extend(stmts)
     if cur:
-        chunks.append(cur)
-    return [_grouped(stmts, 4) for stmts in chunks]
+        chunks.append(_grouped(cur, 4))
+    return chunks
 
 
 def _chunked_frame(t0: float, dt: float, body, log_stmts, upd, integ, strategy,

@@ -2,12 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from cosim.fastpath.params import lift
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["Layout", "kernels_of"]
+__all__ = ["Layout", "Singletons", "kernels_of"]
+
+
+class Singletons(Sequence):
+    """The groups ``[0], [1], ..., [n - 1]``: every block of a plan alone (the scalar
+    strategy's groups), each made when it is read (a list of 100,000 one-element lists
+    holds about 100 bytes per block while the code is written).
+
+    Parameters
+    ----------
+    positions : tuple of int
+        The plan's :attr:`~cosim.compile.plan.Plan.positions` (``0 .. n - 1``).
+    """
+
+    __slots__ = ("positions",)
+
+    def __init__(self, positions: tuple[int, ...]):
+        self.positions = positions
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, i):
+        r = self.positions[i]
+        return [r] if isinstance(r, int) else [[j] for j in r]
+
+    def __iter__(self):
+        return ([i] for i in self.positions)
 
 
 def _scalar(a) -> bool:
@@ -68,7 +97,7 @@ class Layout:
     def __init__(self, plan, cslices, groups: list[list[int]] | None = None):
         blocks = plan.blocks
         if groups is None:
-            groups = [[i] for i in range(len(blocks))]
+            groups = Singletons(plan.positions)
         self.signal_slots, self.signal_at = [], {}
         self.state_slots, self.state_at = [], {}
         for g in groups:

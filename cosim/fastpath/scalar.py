@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from cosim.fastpath.emitter import Strategy
+from cosim.fastpath.layout import Singletons
 
 __all__ = ["Scalar"]
 
@@ -49,7 +50,7 @@ class Scalar(Strategy):
     """
 
     def __init__(self, plan, layout, n_c: int):
-        super().__init__([[i] for i in range(len(plan.blocks))], f"<cosim plan {plan.name}>")
+        super().__init__(Singletons(plan.positions), f"<cosim plan {plan.name}>")
         self.n_c = n_c
         loaded = [(v, src) for v, src in (
             ([f"s{j}" for j in range(len(layout.signal_slots))], "S"),

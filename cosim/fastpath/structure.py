@@ -14,6 +14,8 @@ import hashlib
 import io
 import pickle
 
+from cosim.fastpath.layout import Singletons
+
 __all__ = ["DIGEST_BLOCKS", "fingerprint"]
 
 #: Plans of more blocks are keyed by a digest of their fingerprint: the fingerprint itself
@@ -70,11 +72,21 @@ def fingerprint(plan, config, store, layout, kernels, tab, strategy, n_c: int,
     tuple or bytes
         The fingerprint, or its digest for a plan of more than :data:`DIGEST_BLOCKS` blocks.
     """
+    # Blocks spelt alike share one lifted kernel (:func:`~cosim.fastpath.params.lift`), and
+    # then one template here (not five tuples per block).
+    templates: dict[int, tuple] = {}
+    for k in kernels:
+        if id(k) not in templates:
+            templates[id(k)] = _template(k)
+    # Every block alone is spelt by the count (not a tuple per block).
+    groups = strategy.groups
+    groups = ("singletons", len(groups)) if isinstance(groups, Singletons) \
+        else tuple(map(tuple, groups))
     # Floats the source spells are keyed by their spelling: 0.0 == -0.0 and 1 == 1.0, yet
     # they are spelt (and may compute) differently.
     key = (type(strategy).__name__, strategy.label, chunk, n_c, repr(config.t0),
-           repr(config.dt), repr(tab), tuple(map(tuple, strategy.groups)),
-           tuple(_template(k) for k in kernels), tuple(map(repr, plan.sample_period)),
+           repr(config.dt), repr(tab), groups,
+           tuple(templates[id(k)] for k in kernels), tuple(map(repr, plan.sample_period)),
            tuple(plan.task_of), tuple(plan.continuous),
            tuple((t.period, t.offset) for t in plan.tasks),
            tuple(layout.signal_at.items()), tuple(layout.state_at.items()),

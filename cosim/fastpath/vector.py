@@ -104,17 +104,15 @@ def _vectorizable(kern, shared) -> bool:
 def _groups(plan, kernels) -> list[list[int]]:
     """Blocks grouped by (level, task, stage-evaluated, template, shared parameter values), in
     level order."""
-    level = {id(b): lv for lv, blocks in enumerate(plan.levels) for b in blocks}
     groups: dict = {}
     info: dict = {}         # template -> (shared, vectorizable): a chain of 1000 lags parses one
-    for i, b in enumerate(plan.blocks):
-        kern = kernels[i]
+    for i, kern in enumerate(kernels):
         tpl = _template(kern)
         if tpl not in info:
             shared = _shared(kern)
             info[tpl] = (shared, _vectorizable(kern, shared))
         shared, vec = info[tpl]
-        key = (level[id(b)], plan.task_of[i], plan.continuous[i], tpl,
+        key = (plan.level[i], plan.task_of[i], plan.continuous[i], tpl,
                tuple(sorted((n, kern.params[n[2:]]) for n in shared)))
         # Live values change between calls: their blocks stay singletons.
         if kern.live is not None or not vec:
@@ -126,7 +124,7 @@ def _groups(plan, kernels) -> list[list[int]]:
 def worthwhile(plan, kernels) -> bool:
     """True when grouping makes the plan much shorter than one statement per block."""
     n = len(plan.blocks)
-    if len(plan.levels) * MIN_MEAN_GROUP > n:
+    if plan.n_levels * MIN_MEAN_GROUP > n:
         return False            # at least one group per level: a chain never is
     return n >= 2 * MIN_MEAN_GROUP and n / max(1, len(_groups(plan, kernels))) >= MIN_MEAN_GROUP
 

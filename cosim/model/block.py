@@ -39,19 +39,22 @@ def _recording(init):
     (``"=2*wn"``) is *deferred*: it is built with the evaluated values during the evaluation
     phase, once the workspaces are known.
     """
+    # Attributes, not ``self.__dict__`` entries: reading an instance's ``__dict__`` makes
+    # Python give it a dict object of its own (64 bytes per block more than the attribute
+    # values it keeps otherwise).
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
-        if "_spec_args" not in self.__dict__:
+        if self._spec_args is None:
             # No keywords (most blocks): None, not an empty dict per block.
-            self.__dict__["_spec_args"] = (args, kwargs or None)
-            self.__dict__["_spec_init"] = init
+            self._spec_args = (args, kwargs or None)
+            self._spec_init = init
             if has_expression((args[1:], kwargs)):
                 name = args[0] if args else kwargs.get("name")
                 if not isinstance(name, str) or not NAME_RE.match(name):
                     raise ModelError(f"block name {name!r} is invalid: use letters, digits "
                                      "and '_', starting with a letter")
-                self.__dict__["name"] = name
-                self.__dict__["_deferred"] = True
+                self.name = name
+                self._deferred = True
                 return
         init(self, *args, **kwargs)
     return __init__
@@ -59,13 +62,13 @@ def _recording(init):
 
 def is_deferred(block) -> bool:
     """True if ``block`` waits for the evaluation phase (it was given parameter expressions)."""
-    return block.__dict__.get("_deferred", False)
+    return getattr(block, "_deferred", False)
 
 
 def has_spec(block) -> bool:
     """True if ``block`` was made through its class's constructor, so :meth:`Block.spec`
     gives its parameters (and :meth:`Block.rebuild` can remake it)."""
-    return "_spec_init" in block.__dict__
+    return getattr(block, "_spec_init", None) is not None
 
 
 def as_signal(value) -> np.ndarray:
@@ -247,6 +250,12 @@ class Block:
     #: The block runs a plan of its own whose signals are logged under the block's path
     #: (``"path/inner.port"``; atomic subsystems).
     nests_plan: ClassVar[bool] = False
+    #: How the block was made, ``((args, kwargs or None), the class's own __init__)``: set
+    #: on the instance by its constructor (see ``_recording``); None on a block made without.
+    _spec_args = None
+    _spec_init = None
+    #: True while the block waits for the evaluation phase (see :func:`is_deferred`).
+    _deferred = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -395,10 +404,10 @@ class Block:
 
         Values may be parameter expressions (``"=k/m"``); see :meth:`build`.
         """
-        init = self.__dict__.get("_spec_init")
+        init = self._spec_init
         if init is None:
             return {}
-        args, kwargs = self.__dict__["_spec_args"]
+        args, kwargs = self._spec_args
         sig = _signature(init)
         bound = sig.bind(self, *args, **(kwargs or {})).arguments
         out = {}
@@ -415,7 +424,7 @@ class Block:
     def spec_has_expression(self) -> bool:
         """True when a construction argument is a parameter expression (``"=k/m"``); cheaper
         than looking into :meth:`spec` (no signature binding), for every block of a model."""
-        args = self.__dict__.get("_spec_args")
+        args = self._spec_args
         return args is not None and has_expression(args)
 
     def rebuild(self, params: dict[str, object]) -> None:
@@ -424,9 +433,9 @@ class Block:
         The specification (what the user wrote, expressions included) is kept, so a later
         evaluation with other parameter values builds it again.
         """
-        init = self.__dict__["_spec_init"]
+        init = self._spec_init
         init(self, self.name, **params)
-        self.__dict__["_deferred"] = False
+        self._deferred = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

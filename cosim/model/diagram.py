@@ -23,7 +23,7 @@ __all__ = ["Connection", "Diagram", "From", "Goto", "Inport", "Model", "Outport"
 VISIBILITIES = ("local", "scoped", "global")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Connection:
     """A wire from an output port to an input port, both written ``"block.port"``."""
 

@@ -156,11 +156,17 @@ def condensation_levels(nodes: Sequence[Hashable], comps: Sequence[Sequence[Hash
     """
     pos = {v: i for i, v in enumerate(nodes)}
     comp_of = {v: c for c, comp in enumerate(comps) for v in comp}
-    csucc: list[set[int]] = [set() for _ in comps]
+    # Lists (a set per component would cost 216 bytes each, for a plan of blocks one per
+    # block); an edge repeated is counted in and out as often, so the levels are the same.
+    csucc: list = [()] * len(comps)
     for v in nodes:
         for w in succ[v]:
-            if comp_of[v] != comp_of[w]:
-                csucc[comp_of[v]].add(comp_of[w])
+            c, d = comp_of[v], comp_of[w]
+            if c != d:
+                if csucc[c]:
+                    csucc[c].append(d)
+                else:
+                    csucc[c] = [d]
     indeg = [0] * len(comps)
     for targets in csucc:
         for d in targets:

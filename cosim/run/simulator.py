@@ -210,8 +210,9 @@ class Simulator(pacing.PacedRuns):
             else:
                 self._build_fast()
 
-    def _build_fast(self) -> None:
-        """Attach the generated fast path (None when the plan cannot have one)."""
+    def _build_fast(self, lazy: bool = False) -> None:
+        """Attach the generated fast path (None when the plan cannot have one); ``lazy``:
+        from :meth:`advance_to`, which runs it next (the blocks' dicts may go stale)."""
         from cosim.fastpath.choose import build
         interp = self.interpreter
         self._fast_at = None
@@ -222,7 +223,7 @@ class Simulator(pacing.PacedRuns):
         self.state.release_fanout()
         with nogc(freeze=len(self.plan.blocks) >= LAZY_BLOCKS):
             self.fast_path = build(self.plan, self.config, self.state, self.store,
-                                   interp.solver, interp.cslices)
+                                   interp.solver, interp.cslices, release=lazy)
         if len(self.plan.blocks) >= TRIM_BLOCKS:
             heap.trim()
 
@@ -248,7 +249,7 @@ class Simulator(pacing.PacedRuns):
             if self.state.k < self._fast_at or self.state.t_stop is not None \
                     or self.state.stop_requested:
                 return
-            self._build_fast()
+            self._build_fast(lazy=True)
             if self.state.k >= k_stop:
                 return
         if self.fast_path is not None:

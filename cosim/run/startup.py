@@ -33,13 +33,17 @@ def initialize_blocks(plan, interp, t0: float) -> None:
         b.state.clear()
         b.next_state.clear()
         b.cstate = None
-    # Each block's outgoing wires, found once (a scan of every wire per block is quadratic).
-    out_wires = [[] for _ in plan.blocks]
+    # Each block's outgoing wires, found once (a scan of every wire per block is quadratic);
+    # one shared empty tuple for blocks without (a list per block costs 56 bytes).
+    out_wires: list = [()] * len(plan.blocks)
     for w in plan.wires:
-        out_wires[w.src].append(w)
-    done = set()
+        if out_wires[w.src]:
+            out_wires[w.src].append(w)
+        else:
+            out_wires[w.src] = [w]
+    done = set()            # members of loops initialized with their loop
     for i, b in enumerate(plan.blocks):
-        if id(b) in done:
+        if done and id(b) in done:
             continue
         lp = interp.loop_of.get(id(b))
         if lp is None:
@@ -53,9 +57,10 @@ def initialize_blocks(plan, interp, t0: float) -> None:
                 m.outputs.setdefault(p, np.zeros(_tear_shape(plan, m, p)))
             _solve_init_loop(plan, lp, t0)
         for m in group:
-            done.add(id(m))
-            j = plan.index[plan.path_of[id(m)]]
-            _check_outputs(plan, m, t0)
+            if lp is not None:
+                done.add(id(m))
+            j = i if lp is None else plan.index[plan.path_of[id(m)]]
+            _check_outputs(plan.names[j], m, t0)
             _check_shapes(plan, out_wires[j], t0)
             for w in fanout[j]:
                 w[0][w[1]] = w[2][w[3]]
@@ -101,8 +106,7 @@ def _solve_init_loop(plan, lp, t0: float) -> None:
                               f"{err}", t=t0, block=plan.path_of.get(id(blk))) from err
 
 
-def _check_outputs(plan, b, t0: float) -> None:
-    path = plan.path_of[id(b)]
+def _check_outputs(path: str, b, t0: float) -> None:
     for p in b.output_names:
         v = b.outputs.get(p)
         if not isinstance(v, np.ndarray) or v.dtype != np.float64:
