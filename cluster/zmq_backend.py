@@ -149,16 +149,33 @@ class _ServerProcess:
     stops its servers through :meth:`ZmqBackend.stop`.
     """
 
-    def __init__(self, unit_file: Path, plugins=(), reloadable: bool = False):
+    def __init__(self, unit_file: Path, plugins=(), reloadable: bool = False, *,
+                 wait: bool = True):
         self.unit_file = unit_file
         self.plugins = tuple(plugins)
         self.reloadable = reloadable
         self.generation = 0
-        self._start()
+        self._launch()
+        if wait:
+            self.ready()
+
+    def _launch(self) -> None:
+        self.proc, self._err = _launch(self.unit_file, self.plugins, self.reloadable)
+        self.address = None
+
+    def ready(self) -> None:
+        """Wait until the process serves (its address known); raise ModelError if it
+        cannot. A backend launches all its processes first, then waits for each: they
+        start (import, build their units) side by side."""
+        if self.address is None:
+            err, self._err = self._err, None
+            with err:
+                self.address = _address_of(self.proc, err, self.unit_file)
+            self.generation += 1
 
     def _start(self) -> None:
-        self.proc, self.address = _spawn(self.unit_file, self.plugins, self.reloadable)
-        self.generation += 1
+        self._launch()
+        self.ready()
 
     def restart(self) -> None:
         self.proc.kill()
@@ -174,6 +191,9 @@ class _ServerProcess:
         return f"its server process (pid {self.proc.pid}) died ({how})"
 
     def stop(self) -> None:
+        if self._err is not None:
+            self._err.close()
+            self._err = None
         self.proc.terminate()
         try:
             self.proc.wait(timeout=5)
@@ -208,26 +228,32 @@ class _SpawnedProxy(ZmqProxy):
         super().recover(deadline)
 
 
-def _spawn(unit_file: Path, plugins=(), reloadable: bool = False):
+def _launch(unit_file: Path, plugins=(), reloadable: bool = False):
     """Start ``python -m cluster.server UNIT_FILE --bind tcp://127.0.0.1:0`` (with
-    ``--reloadable``: it accepts Reload); its address."""
+    ``--reloadable``: it accepts Reload); the process and the file its log goes to (read by
+    :func:`_address_of`)."""
     # The server's log goes to a file, not a pipe nobody reads once it runs: a pipe would
     # fill after 64 KiB of warnings and block the server mid-run.
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
-             "tcp://127.0.0.1:0", "--log-level", "WARNING",
-             *[arg for m in plugins for arg in ("--plugin", m)],
-             *(["--reloadable"] if reloadable else [])],
-            stdout=subprocess.PIPE, stderr=err, text=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-            preexec_fn=_die_with_parent)
-        line = proc.stdout.readline()
-        if not line.startswith("serving "):
-            proc.wait()
-            err.seek(0)
-            raise ModelError(f"unit server for {unit_file} did not start: {line}{err.read()}")
-    return proc, line.strip().rsplit(" on ", 1)[1]
+    err = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
+         "tcp://127.0.0.1:0", "--log-level", "WARNING",
+         *[arg for m in plugins for arg in ("--plugin", m)],
+         *(["--reloadable"] if reloadable else [])],
+        stdout=subprocess.PIPE, stderr=err, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        preexec_fn=_die_with_parent)
+    return proc, err
+
+
+def _address_of(proc, err, unit_file: Path) -> str:
+    """The address a launched server serves on, once it does (its first line)."""
+    line = proc.stdout.readline()
+    if not line.startswith("serving "):
+        proc.wait()
+        err.seek(0)
+        raise ModelError(f"unit server for {unit_file} did not start: {line}{err.read()}")
+    return line.strip().rsplit(" on ", 1)[1]
 
 
 def _die_with_parent() -> None:
@@ -358,10 +384,12 @@ class ZmqBackend(Backend):
             data = unit_file_data(group, path.stem)
             emit(data, path)
             self._structures.append(split_parameters(data)[0])
-            server = _ServerProcess(path, sorted({m for spec in group
-                                                  for m in _plugins(spec.subsystem)}),
-                                    reloadable=True)
-            self.servers.append(server)
+            self.servers.append(_ServerProcess(path, sorted({m for spec in group
+                                                             for m in _plugins(spec.subsystem)}),
+                                               reloadable=True, wait=False))
+        # Launched all before any is awaited: they import and build their units side by side.
+        for group, server in zip(groups.values(), self.servers):
+            server.ready()
             conn = Channel(server.address, _SpawnedProxy.POLL, patient=True)
             self.connections.append(conn)
             for spec in group:
@@ -416,6 +444,9 @@ class ZmqBackend(Backend):
     def stop(self) -> None:
         for conn in self.connections:
             conn.close()
+        # All told first, then awaited: each takes up to its poll interval to notice.
+        for server in self.servers:
+            server.proc.terminate()
         for server in self.servers:
             server.stop()
         self.proxies, self.servers, self.connections = {}, [], []
