@@ -22,6 +22,7 @@ from cluster.dataplane import Channel, RunKeys, serve
 from cosim.errors import ModelError, TransportError
 from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
+from cosim.modelfile.writer import emit
 
 __all__ = ["RayBackend", "RayProxy", "ensure_ray", "notices_beside_progress_bars", "unplaceable"]
 
@@ -74,15 +75,28 @@ class UnitActor:
     """Hosts units (one, or several that share a ``process``) and serves them on its
     data-plane socket."""
 
-    def __init__(self, specs, keys=None):
+    def __init__(self, specs, keys=None, unit_file: str | None = None):
         self.units = _units(specs)
         self.endpoint, _ = serve(self.units, ray.util.get_node_ip_address(), keys)
+        self.template = _template(unit_file)
 
-    def reload(self, specs) -> None:
+    def reload(self, specs, unit_file: str | None = None) -> None:
         """Host the units of ``specs`` (the same names) instead of the current ones, built
         as a new actor builds them; between runs (the data plane serves the new ones from
-        its next message on)."""
-        units = _units(specs)
+        its next message on). ``unit_file``, the text of a unit file of those units, is kept
+        parsed for :meth:`reparameterize`."""
+        self._replace(_units(specs))
+        self.template = _template(unit_file)
+
+    def reparameterize(self, parameters: dict) -> None:
+        """Host the units of the last unit file given with these parameter values instead
+        of the current ones (:class:`~cluster.unit_files.UnitTemplate`): bit for bit the
+        units of :meth:`reload` with the file of these values."""
+        if self.template is None:
+            raise ModelError("the actor was given no unit file to build units from")
+        self._replace(self.template.units(parameters))
+
+    def _replace(self, units: dict) -> None:
         if set(units) != set(self.units):
             raise ModelError(f"the actor hosts {', '.join(self.units)}, not "
                              f"{', '.join(units)}")
@@ -97,6 +111,26 @@ class UnitActor:
     def watch(self) -> None:
         """Never returns: its reference fails the moment the actor dies (failure detection)."""
         threading.Event().wait()
+
+
+def _template(unit_file: str | None):
+    from cluster.unit_files import UnitTemplate
+    return UnitTemplate(unit_file) if unit_file is not None else None
+
+
+def _unit_file(group, key) -> tuple[dict, dict, dict] | None:
+    """``(structure, parameter values, data)`` of the unit file of ``group``'s units
+    (:mod:`cluster.unit_files`), or None when they cannot be written as one (a unit made by
+    a factory, events, a block a model file cannot hold): those are always reloaded whole."""
+    from cluster.unit_files import split_parameters, unit_file_data
+    if any(s.subsystem is None or s.factory is not None or getattr(s.subsystem, "events", ())
+           for s in group):
+        return None
+    try:
+        data = unit_file_data(group, f"{key[0]}-{key[1]}")
+    except ModelError:
+        return None
+    return (*split_parameters(data), data)
 
 
 def _units(specs) -> dict:
@@ -239,6 +273,11 @@ class RayBackend(Backend):
         self.cfg = cosim_config
         self.proxies: dict[str, RayProxy] = {}
         self._actors: list[tuple] = []          # (actor, group key, unit names)
+        #: Per actor (group key), the structure of the unit file it keeps (see
+        #: :func:`~cluster.unit_files.split_parameters`), or None.
+        self._structures: dict = {}
+        #: Actors' reloads that sent parameter values only, and those that sent units.
+        self.reparameterized = self.reloaded = 0
 
     def _layout(self, specs) -> tuple[dict, list[tuple]]:
         """The units of each actor and what a reload must find unchanged: per actor its
@@ -256,11 +295,24 @@ class RayBackend(Backend):
         if layout != [(k, names, opts) for _, k, names, opts in self._actors]:
             raise ModelError("the units group into other actors or ask for other placements "
                              "than the last run's")
-        refs = [actor.reload.remote(groups[key]) for actor, key, _, _ in self._actors]
+        refs, files = [], {}
+        for actor, key, _, _ in self._actors:
+            files[key] = _unit_file(groups[key], key)
+            if files[key] is not None and files[key][0] == self._structures.get(key):
+                # Only parameter values changed: the actor builds its kept file with them.
+                refs.append(actor.reparameterize.remote(files[key][1]))
+                self.reparameterized += 1
+            else:
+                self.reloaded += 1
+                text = emit(files[key][2]) if files[key] is not None else None
+                refs.append(actor.reload.remote(groups[key], text))
+        self._structures.clear()        # not known while (or if) an actor fails to reload
         try:
             ray.get(refs, timeout=self.cfg.timeout)
         except ray.exceptions.RayError as err:
             raise ModelError(f"an actor did not reload its units: {err}") from err
+        for key, file in files.items():
+            self._structures[key] = file[0] if file is not None else None
         return dict(self.proxies)
 
     def start(self, specs) -> dict:
@@ -301,7 +353,10 @@ class RayBackend(Backend):
             if opts.node is not None:
                 options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
                     opts.node, soft=False)
-            actors[key] = (UnitActor.options(**options).remote(group, keys), group)
+            file = _unit_file(group, key) if self.reloads else None
+            self._structures[key] = file[0] if file is not None else None
+            text = emit(file[2]) if file is not None else None
+            actors[key] = (UnitActor.options(**options).remote(group, keys, text), group)
         # Actors start in parallel; wait for all of them (placement failures surface here).
         refs = {key: a.where.remote() for key, (a, _) in actors.items()}
         for key, ref in refs.items():
@@ -330,3 +385,4 @@ class RayBackend(Backend):
                 pass
         self.proxies = {}
         self._actors = []
+        self._structures = {}

@@ -64,6 +64,10 @@ class UnitServer:
         ``reload(unit_file_text) -> units``: serve :class:`~cosim.master.protocol.Reload`
         by replacing every unit with those it builds (same names); None (default) refuses
         Reload, as a server that a team serves its units with must.
+    reparameterize : callable, optional
+        ``reparameterize(parameters) -> units``: serve
+        :class:`~cosim.master.protocol.SetParameters` likewise (the last unit file's units
+        with these parameter values); None refuses it.
     """
 
     offload_after = 0.02
@@ -71,9 +75,10 @@ class UnitServer:
     def __init__(self, units: dict, bind: str = "tcp://127.0.0.1:5555", *,
                  curve_secret_key_file: str | None = None,
                  authorized_keys_dir: str | None = None,
-                 max_message_size: int = DEFAULT_MAX_SIZE, reload=None):
+                 max_message_size: int = DEFAULT_MAX_SIZE, reload=None, reparameterize=None):
         self.units = dict(units)
         self.reload = reload
+        self.reparameterize = reparameterize
         self.max_message_size = max_message_size
         self._ctx = zmq.Context()
         self._auth = None
@@ -162,7 +167,7 @@ class UnitServer:
         if failed:
             self.sock.send_multipart(env + failed)
             return
-        if any(isinstance(w, Work) and any(type(r) is P.Reload for r in w.requests)
+        if any(isinstance(w, Work) and any(type(r) in _NEW_UNITS for r in w.requests)
                for w in items):
             self.sock.send_multipart(env + [self._reloaded(items)])
             return
@@ -196,21 +201,27 @@ class UnitServer:
         self.sock.send_multipart(env + self._reply(items, steps))
 
     def _reloaded(self, items: list) -> bytes:
-        """The reply to a message with a Reload: every unit replaced by the unit file's, or an
-        ErrorReply (nothing replaced) when the server refuses reloads, the message holds
-        anything else, a unit is busy, or the file's units are not this server's names."""
+        """The reply to a message with a Reload or SetParameters: every unit replaced by the
+        unit file's (with the parameter values), or an ErrorReply (nothing replaced) when the
+        server refuses reloads, the message holds anything else, a unit is busy, or the new
+        units are not this server's names."""
         def refuse(kind, why: str) -> bytes:
             return encode_batch([P.ErrorReply(kind, why)])
-        if self.reload is None:
-            return refuse(P.ErrorKind.UNSUPPORTED, "this server does not reload its units "
+        request = next(r for w in items if isinstance(w, Work) for r in w.requests
+                       if type(r) in _NEW_UNITS)
+        kind = type(request).__name__
+        build = self.reload if type(request) is P.Reload else self.reparameterize
+        if build is None:
+            return refuse(P.ErrorKind.UNSUPPORTED, f"this server does not serve {kind} "
                           "(only a server started with --reloadable does)")
         if len(items) != 1 or len(items[0].requests) != 1:
-            return refuse(P.ErrorKind.PROTOCOL, "a Reload travels alone in its message")
+            return refuse(P.ErrorKind.PROTOCOL, f"a {kind} travels alone in its message")
         if self._job is not None or self._waiting:
-            return refuse(P.ErrorKind.PROTOCOL, "a unit is still stepping; Reload between "
+            return refuse(P.ErrorKind.PROTOCOL, f"a unit is still stepping; {kind} between "
                           "runs")
         try:
-            units = dict(self.reload(items[0].requests[0].unit_file))
+            units = dict(build(request.unit_file if type(request) is P.Reload
+                               else request.parameters))
         except Exception as err:  # noqa: BLE001 - the master hears why, the server serves on
             return refuse(P.ErrorKind.PROTOCOL, f"the unit file cannot be served: "
                           f"{type(err).__name__}: {err}")
@@ -300,35 +311,17 @@ def _peer(fd: int) -> str:
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
 
 
+#: The requests that replace a server's units.
+_NEW_UNITS = (P.Reload, P.SetParameters)
+
+
 def units_from_file(path: str) -> dict:
     """The units a UNIT_FILE defines: a model file's top-level atomic subsystems (with its
     ``simulation:`` options), or the one subsystem of a library file. ``path`` may be the
     file's text itself (as :func:`cosim.modelfile.load` reads it)."""
-    from cosim.run.atomic import inner_config
-    from cosim.config import SimulationConfig
-    from cosim.model.evaluate import evaluate
-    from cosim.model.diagram import Model, Subsystem
-    from cosim.master.units import LocalUnit
+    from cluster.unit_files import units_of
     from cosim.modelfile import load
-    obj = load(path)
-    if isinstance(obj, Subsystem):
-        if not obj.atomic or obj.dt is None:
-            raise ValueError(f"{path}: a served subsystem must be atomic with its own dt")
-        parent = Model(obj.name)
-        parent.add(obj)
-        evaluate(parent)
-        # A unit is driven by do_step: t_end is not used.
-        cfg = SimulationConfig(dt=obj.dt, t_end=0.0)
-        return {obj.name: LocalUnit(obj, inner_config(obj, cfg))}
-    evaluate(obj)
-    cfg = getattr(obj, "simulation", None) or SimulationConfig(dt=0.01, t_end=0.0)
-    units = {b.name: LocalUnit(b, inner_config(b, cfg)) for b in obj.blocks
-             if isinstance(b, Subsystem) and b.atomic}
-    # Blocks that are units by themselves (an FMU block) are served as such.
-    units.update({b.name: b.as_unit(b.name, cfg) for b in obj.blocks if hasattr(b, "as_unit")})
-    if not units:
-        raise ValueError(f"{path} has no top-level atomic subsystem or FMU block to serve")
-    return units
+    return units_of(load(path))
 
 
 def main(argv=None) -> int:
@@ -370,12 +363,28 @@ def main(argv=None) -> int:
                 if hasattr(unit, "step_deadline"):
                     unit.step_deadline = args.step_deadline
             return units
-        units = limited(units_from_file(args.unit_file))
+        if args.reloadable:
+            # The file is kept parsed: SetParameters builds its units with other values.
+            from cluster.unit_files import UnitTemplate
+            kept = [UnitTemplate(args.unit_file, limited)]
+            units = kept[0].units()
+
+            def reload(text: str) -> dict:
+                template = UnitTemplate(text, limited)
+                new = template.units()
+                if set(new) != set(server.units):
+                    raise ValueError(f"the unit file has units {', '.join(sorted(new))}; "
+                                     f"this server serves {', '.join(sorted(server.units))}")
+                kept[0] = template      # only a file the server serves replaces the last
+                return new
+
+            extra = {"reload": reload,
+                     "reparameterize": lambda values: kept[0].units(values)}
+        else:
+            units, extra = limited(units_from_file(args.unit_file)), {}
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
                             authorized_keys_dir=args.authorized,
-                            max_message_size=args.max_message_size,
-                            reload=(lambda text: limited(units_from_file(text)))
-                            if args.reloadable else None)
+                            max_message_size=args.max_message_size, **extra)
     except Exception as err:  # noqa: BLE001 - a clear message, not a traceback
         print(f"cosim serve: error: {err}", file=sys.stderr)
         return 2

@@ -23,10 +23,12 @@ import uuid
 from pathlib import Path
 
 from cluster.dataplane import Channel
+from cluster.unit_files import split_parameters, unit_file_data
 from cosim.errors import ModelError, TransportError
 from cosim.master import protocol as P
 from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
+from cosim.modelfile.writer import emit
 
 __all__ = ["CONNECT_TIMEOUT", "RemoteUnits", "ZmqBackend", "ZmqProxy"]
 
@@ -147,16 +149,33 @@ class _ServerProcess:
     stops its servers through :meth:`ZmqBackend.stop`.
     """
 
-    def __init__(self, unit_file: Path, plugins=(), reloadable: bool = False):
+    def __init__(self, unit_file: Path, plugins=(), reloadable: bool = False, *,
+                 wait: bool = True):
         self.unit_file = unit_file
         self.plugins = tuple(plugins)
         self.reloadable = reloadable
         self.generation = 0
-        self._start()
+        self._launch()
+        if wait:
+            self.ready()
+
+    def _launch(self) -> None:
+        self.proc, self._err = _launch(self.unit_file, self.plugins, self.reloadable)
+        self.address = None
+
+    def ready(self) -> None:
+        """Wait until the process serves (its address known); raise ModelError if it
+        cannot. A backend launches all its processes first, then waits for each: they
+        start (import, build their units) side by side."""
+        if self.address is None:
+            err, self._err = self._err, None
+            with err:
+                self.address = _address_of(self.proc, err, self.unit_file)
+            self.generation += 1
 
     def _start(self) -> None:
-        self.proc, self.address = _spawn(self.unit_file, self.plugins, self.reloadable)
-        self.generation += 1
+        self._launch()
+        self.ready()
 
     def restart(self) -> None:
         self.proc.kill()
@@ -172,6 +191,9 @@ class _ServerProcess:
         return f"its server process (pid {self.proc.pid}) died ({how})"
 
     def stop(self) -> None:
+        if self._err is not None:
+            self._err.close()
+            self._err = None
         self.proc.terminate()
         try:
             self.proc.wait(timeout=5)
@@ -206,26 +228,32 @@ class _SpawnedProxy(ZmqProxy):
         super().recover(deadline)
 
 
-def _spawn(unit_file: Path, plugins=(), reloadable: bool = False):
+def _launch(unit_file: Path, plugins=(), reloadable: bool = False):
     """Start ``python -m cluster.server UNIT_FILE --bind tcp://127.0.0.1:0`` (with
-    ``--reloadable``: it accepts Reload); its address."""
+    ``--reloadable``: it accepts Reload); the process and the file its log goes to (read by
+    :func:`_address_of`)."""
     # The server's log goes to a file, not a pipe nobody reads once it runs: a pipe would
     # fill after 64 KiB of warnings and block the server mid-run.
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
-             "tcp://127.0.0.1:0", "--log-level", "WARNING",
-             *[arg for m in plugins for arg in ("--plugin", m)],
-             *(["--reloadable"] if reloadable else [])],
-            stdout=subprocess.PIPE, stderr=err, text=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-            preexec_fn=_die_with_parent)
-        line = proc.stdout.readline()
-        if not line.startswith("serving "):
-            proc.wait()
-            err.seek(0)
-            raise ModelError(f"unit server for {unit_file} did not start: {line}{err.read()}")
-    return proc, line.strip().rsplit(" on ", 1)[1]
+    err = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
+         "tcp://127.0.0.1:0", "--log-level", "WARNING",
+         *[arg for m in plugins for arg in ("--plugin", m)],
+         *(["--reloadable"] if reloadable else [])],
+        stdout=subprocess.PIPE, stderr=err, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        preexec_fn=_die_with_parent)
+    return proc, err
+
+
+def _address_of(proc, err, unit_file: Path) -> str:
+    """The address a launched server serves on, once it does (its first line)."""
+    line = proc.stdout.readline()
+    if not line.startswith("serving "):
+        proc.wait()
+        err.seek(0)
+        raise ModelError(f"unit server for {unit_file} did not start: {line}{err.read()}")
+    return line.strip().rsplit(" on ", 1)[1]
 
 
 def _die_with_parent() -> None:
@@ -302,7 +330,10 @@ class ZmqBackend(Backend):
 
     The servers accept :class:`~cosim.master.protocol.Reload` (they are this master's own):
     :meth:`reload` sends each the unit file of the next run's units, which it builds as a
-    new server would.
+    new server would; when the file differs from the server's last only in its parameter
+    values (the rule in a parameter study), the values alone
+    (:class:`~cosim.master.protocol.SetParameters`: the server builds its units from the file
+    it keeps parsed, :class:`~cluster.unit_files.UnitTemplate`).
     """
 
     reloads = True
@@ -314,6 +345,11 @@ class ZmqBackend(Backend):
         self.connections: list[Channel] = []
         self._dir = None
         self._layout: list[tuple] = []
+        #: Per server, the structure of the unit file it builds its units from (what a
+        #: SetParameters keeps: :func:`~cluster.unit_files.split_parameters`).
+        self._structures: list[dict] = []
+        #: Reloads that sent parameter values only, and those that sent unit files.
+        self.reparameterized = self.reloaded = 0
 
     def _check(self, specs) -> None:
         for spec in specs:
@@ -345,11 +381,15 @@ class ZmqBackend(Backend):
                 self._dir = tempfile.TemporaryDirectory(prefix="cosim-units-")
             # Kind in the name: unit "a" and a process called "a" must not share a file.
             path = Path(self._dir.name) / f"{kind}-{name}.yaml"
-            _write_unit_file(group, path)
-            server = _ServerProcess(path, sorted({m for spec in group
-                                                  for m in _plugins(spec.subsystem)}),
-                                    reloadable=True)
-            self.servers.append(server)
+            data = unit_file_data(group, path.stem)
+            emit(data, path)
+            self._structures.append(split_parameters(data)[0])
+            self.servers.append(_ServerProcess(path, sorted({m for spec in group
+                                                             for m in _plugins(spec.subsystem)}),
+                                               reloadable=True, wait=False))
+        # Launched all before any is awaited: they import and build their units side by side.
+        for group, server in zip(groups.values(), self.servers):
+            server.ready()
             conn = Channel(server.address, _SpawnedProxy.POLL, patient=True)
             self.connections.append(conn)
             for spec in group:
@@ -371,17 +411,28 @@ class ZmqBackend(Backend):
             if why is not None:
                 raise ModelError(why)
         sent = []
-        for ((kind, name), group), conn in zip(groups.items(), self.connections):
+        for i, (((kind, name), group), conn) in enumerate(zip(groups.items(),
+                                                              self.connections)):
             path = Path(self._dir.name) / f"{kind}-{name}.yaml"
-            _write_unit_file(group, path)
-            request = [P.Reload(path.read_text())]
+            data = unit_file_data(group, path.stem)
+            structure, values = split_parameters(data)
+            if structure == self._structures[i]:
+                request = [P.SetParameters(values)]     # the server's file, other values
+            else:
+                request = [P.Reload(emit(data, path))]
             conn.submit(group[0].name, request)
-            sent.append((group[0].name, conn, request))
-        for (unit, conn, request), server in zip(sent, self.servers):
+            sent.append((group[0].name, conn, request, structure))
+        for i, ((unit, conn, request, structure), server) in enumerate(zip(sent,
+                                                                           self.servers)):
             (reply,) = conn.result_watched(unit, request, server.gone, self.cfg.timeout)
             if not isinstance(reply, P.Ok):
                 raise ModelError(f"the server of unit {unit!r} did not reload: "
                                  f"{getattr(reply, 'message', reply)}")
+            self._structures[i] = structure
+            if type(request[0]) is P.SetParameters:
+                self.reparameterized += 1
+            else:
+                self.reloaded += 1
         self.proxies = {}
         for group, server, conn in zip(groups.values(), self.servers, self.connections):
             for spec in group:
@@ -393,9 +444,13 @@ class ZmqBackend(Backend):
     def stop(self) -> None:
         for conn in self.connections:
             conn.close()
+        # All told first, then awaited: each takes up to its poll interval to notice.
+        for server in self.servers:
+            server.proc.terminate()
         for server in self.servers:
             server.stop()
         self.proxies, self.servers, self.connections = {}, [], []
+        self._structures = []
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
@@ -405,34 +460,3 @@ def _describe(layout: list[tuple]) -> str:
     """A layout (:meth:`ZmqBackend._groups`) as ``"[a, b] [c]"``."""
     return " ".join(f"[{', '.join(names)}]" for _, names, _ in layout) or "none"
 
-
-def _write_unit_file(group, path: Path) -> None:
-    """A model file whose top-level atomic subsystems are ``group``'s units.
-
-    The file's ``simulation:`` is the first unit's configuration without its log selection;
-    every unit carries the fields in which its own differs, and its log selection, as
-    subsystem options, so that the server derives exactly each unit's configuration (a unit's
-    plan takes no log selection from its parent's).
-    """
-    from dataclasses import fields, replace
-
-    from cosim.model.diagram import Model
-    base = replace(group[0].config, log=None)
-    wrapper = Model(f"units_{path.stem}", parameters=dict(group[0].workspace or {}))
-    saved = []
-    for spec in group:
-        sub = spec.subsystem
-        saved.append((sub, sub.options))
-        sub.atomic, sub.dt = True, spec.config.dt
-        sub.solver = sub.solver or spec.config.solver
-        diff = {f.name: getattr(spec.config, f.name) for f in fields(base)
-                if f.name not in ("dt", "solver")
-                and getattr(spec.config, f.name) != getattr(base, f.name)}
-        sub.options = {**sub.options, **diff}
-        wrapper.blocks.append(sub)
-    try:
-        wrapper.to_yaml(path, simulation=base)
-    finally:
-        wrapper.blocks.clear()
-        for sub, options in saved:
-            sub.options = options

@@ -21,6 +21,7 @@ one fused macro step     :class:`Step`           :class:`Stepped`
 ``terminate()``          :class:`Terminate`      :class:`Ok`
 liveness probe           :class:`Heartbeat`      :class:`Ok`
 new units, same process  :class:`Reload`         :class:`Ok`
+same, new values         :class:`SetParameters`  :class:`Ok`
 =======================  ======================  ==========================
 
 In-process units exchange these objects directly; the remote transports send them over the wire
@@ -59,14 +60,15 @@ __all__ = [
     "Message", "Request", "Reply", "PortInfo", "ErrorKind",
     "Hello", "Describe", "Initialize", "SetInputs", "DoStep", "RefreshOutputs", "GetOutputs",
     "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat", "Step", "Reload",
-    "Welcome", "UnitDescription", "Ok", "Outputs", "StepDone", "UnitState", "LogBatch",
-    "ErrorReply", "Stepped", "FUSED_STEP",
+    "SetParameters", "Welcome", "UnitDescription", "Ok", "Outputs", "StepDone", "UnitState",
+    "LogBatch", "ErrorReply", "Stepped", "FUSED_STEP",
 ]
 
 #: Version of the message set below; both ends of a connection must agree on it (see
 #: ``cluster.codec.check_version``). Version 2 added :class:`RefreshOutputs`, version 3 the
-#: fused macro step (:class:`Step`, :class:`Stepped`), version 4 :class:`Reload`.
-PROTOCOL_VERSION = 4
+#: fused macro step (:class:`Step`, :class:`Stepped`), version 4 :class:`Reload`, version 5
+#: :class:`SetParameters`.
+PROTOCOL_VERSION = 5
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -311,6 +313,27 @@ class Reload(Request):
     """
 
     unit_file: str
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SetParameters(Request):
+    """Replaces every unit of the process that serves the addressed unit by new ones built
+    from the unit file of the last :class:`Reload` (or the one the process started on) with
+    these values of its top-level ``parameters:``, as a :class:`Reload` of that file with
+    these values written in would build them, without sending or reading the file again;
+    answered by :class:`Ok`. A parameter study sends it instead of a Reload when only
+    parameter values change between its runs. Only a process that accepts Reload does.
+
+    Parameters
+    ----------
+    parameters : dict of str to Any
+        Every top-level parameter of the file (the same names), each a value as a model file
+        holds it: a number, a string, a bool or nested lists of them.
+    """
+
+    parameters: dict[str, Any]
+
+    __hash__ = None
 
 
 #: The capability (:attr:`UnitDescription.capabilities`) of a unit that serves :class:`Step`.
@@ -592,6 +615,7 @@ MESSAGE_TYPES: MappingProxyType[int, type[Message]] = MappingProxyType({
     12: RefreshOutputs,
     13: Step,
     14: Reload,
+    15: SetParameters,
     32: Welcome,
     33: UnitDescription,
     34: Ok,
@@ -619,4 +643,5 @@ REPLIES: MappingProxyType[type[Request], type[Reply]] = MappingProxyType({
     Heartbeat: Ok,
     Step: Stepped,
     Reload: Ok,
+    SetParameters: Ok,
 })

@@ -16,7 +16,7 @@ from cosim.model.block import has_spec
 from cosim.model.diagram import Diagram, Model, Reference, Subsystem
 from cosim.modelfile.scalars import CoreResolver
 
-__all__ = ["FORMAT_VERSION", "dump_model", "dump_subsystem"]
+__all__ = ["FORMAT_VERSION", "dump_model", "dump_subsystem", "emit", "model_data"]
 
 FORMAT_VERSION = 1
 
@@ -175,7 +175,9 @@ def _flat(v) -> bool:
                                                           else v))
 
 
-def _emit(data: dict, path) -> str:
+def emit(data: dict, path=None) -> str:
+    """The YAML text of a model file's data (:func:`model_data`), written to ``path`` when
+    given."""
     text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=None,
                      width=100, allow_unicode=True)
     if path is not None:
@@ -210,6 +212,12 @@ def dump_model(model: Model, path=None, *, simulation=None) -> str:
         Listing everything that cannot be written (functions, unregistered block classes,
         references to factory functions, events with callbacks).
     """
+    return emit(model_data(model, path, simulation=simulation), path)
+
+
+def model_data(model: Model, path=None, *, simulation=None) -> dict:
+    """What :func:`dump_model` writes, as the plain data (dicts, lists, scalars) before it
+    becomes YAML text (:func:`emit`); same parameters, same errors."""
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     w = _Writer(base)
     data: dict = {"version": FORMAT_VERSION, "model": model.name}
@@ -227,7 +235,7 @@ def dump_model(model: Model, path=None, *, simulation=None) -> str:
     if w.problems:
         raise ModelError(f"model {model.name!r} cannot be written as a model file:\n" +
                          "\n".join(f"  {i + 1}. {p}" for i, p in enumerate(w.problems)))
-    return _emit(data, path)
+    return data
 
 
 def _event_data(w: _Writer, ev) -> dict:
@@ -273,4 +281,4 @@ def dump_subsystem(sub: Subsystem, path=None) -> str:
     if w.problems:
         raise ModelError(f"subsystem {sub.name!r} cannot be written as a library file:\n" +
                          "\n".join(f"  {i + 1}. {p}" for i, p in enumerate(w.problems)))
-    return _emit(data, path)
+    return emit(data, path)

@@ -19,8 +19,8 @@ from cosim.errors import CodecError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, CollectLogs, Describe, DoStep,
                             ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello, Reload,
                             Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
-                            SetInputs, SetState, Step, StepDone, Stepped, Terminate,
-                            UnitDescription, UnitState, Welcome)
+                            SetInputs, SetParameters, SetState, Step, StepDone, Stepped,
+                            Terminate, UnitDescription, UnitState, Welcome)
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -91,6 +91,7 @@ STRATEGIES = {
     Terminate: st.just(Terminate()),
     Heartbeat: st.just(Heartbeat()),
     Reload: st.builds(Reload, st.text()),
+    SetParameters: st.builds(SetParameters, st.dictionaries(names, trees, max_size=4)),
     Step: st.builds(Step, st.lists(names, max_size=3).map(tuple),
                     st.lists(st.integers(0, 2), max_size=3).map(tuple), st.booleans(), floats,
                     floats, hnp.arrays(np.float64, st.integers(0, 6))),

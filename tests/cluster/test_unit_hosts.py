@@ -1,7 +1,10 @@
 """Co-simulated runs of a study reuse their units' hosts (cosim.master.hosts): the Ray actors
-or server processes of a run before get the next run's units (Reload), which run bit for bit
-as on new hosts; a structure change or a host that died starts new ones (reported), and a
-run that failed never hands its hosts on."""
+or server processes of a run before get the next run's units (Reload, or only the parameter
+values when nothing else changed: SetParameters), which run bit for bit as on new hosts; a
+structure change or a host that died starts new ones (reported), and a run that failed never
+hands its hosts on."""
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,9 +27,20 @@ def model(params, b_name="b"):
     return m
 
 
-def run(params, config, hosts=None, b_name="b"):
+def with_x0(params, x0):
+    """:func:`model` with unit a's integrator starting at ``x0`` (a literal: another unit
+    file for a's process, the same processes)."""
+    from blocks import Integrator
+    m = model(params)
+    a = m["a"]
+    a.blocks[[b.name for b in a.blocks].index("x")] = Integrator("x", x0)
+    return m
+
+
+def run(params, config, hosts=None, b_name="b", x0=None):
     """The run's logs, and where its units ran (process ids)."""
-    sim = CoSimulation(model(params, b_name), config, hosts=hosts)
+    sim = CoSimulation(model(params, b_name) if x0 is None else with_x0(params, x0), config,
+                       hosts=hosts)
     ok = False
     try:
         logs = sim.run()
@@ -69,6 +83,24 @@ def test_reloaded_units_run_bit_for_bit_as_new_ones(backend):
         assert where[0] == where[1] == where[2]        # the same processes served every run
     # The parameters did reach the units: the runs differ.
     assert not np.array_equal(run(POINTS[0], config)[0]["a/x.out"], run(POINTS[1], config)[0]["a/x.out"])
+
+
+@pytest.mark.cluster
+def test_runs_that_change_only_parameter_values_send_the_values_alone(backend):
+    config = sm.cosim_loop_config(backend)
+    with UnitHosts() as hosts:
+        backends = []
+        for p, x0 in ((POINTS[0], 1.0), (POINTS[1], 1.0), (POINTS[2], 2.0), (POINTS[0], 2.0)):
+            sim = CoSimulation(with_x0(p, x0), config, hosts=hosts)
+            logs = sim.run()
+            sim.close()
+            backends.append(sim.backend)
+            assert_same(logs, run(p, config, x0=x0)[0])
+        assert all(b is backends[0] for b in backends)
+        assert hosts.started == 1 and hosts.reused == 3 and not hosts.fallbacks
+        # Three processes (a, b, the rest): run 2 sends values to all; run 3 a's new unit
+        # file (its integrator changed) and values to the others; run 4 values again.
+        assert (backends[0].reparameterized, backends[0].reloaded) == (3 + 2 + 3, 1)
 
 
 @pytest.mark.cluster
@@ -136,6 +168,86 @@ def test_only_a_reloadable_server_reloads_and_only_units_of_its_names(tmp_path):
         finally:
             proc.kill()
             proc.wait()
+
+
+def served_unit_file(tmp_path, k: float, freq: float) -> Path:
+    """A unit file of one unit with two parameters, as a master writes one."""
+    from blocks import Gain, Sine
+    from cosim import Model, Outport, SimulationConfig, Subsystem
+    m = Model("units_g", parameters={"k": k, "freq": freq})
+    g = Subsystem("g", atomic=True, dt=0.002, solver="RK4")
+    g.add(Sine("src", frequency="=freq"), Gain("gain", "=k"), Outport("y"))
+    g.connect("src.out", "gain.in")
+    g.connect("gain.out", "y.in")
+    m.add(g)
+    path = tmp_path / f"g-{k}-{freq}.yaml"
+    m.to_yaml(path, simulation=SimulationConfig(dt=0.002, t_end=0.0))
+    return path
+
+
+def outputs_of(sock, steps: int = 20) -> list:
+    """The unit's output after each of ``steps`` macro steps from 0."""
+    assert decode_batch(ask_raw(sock, "g", [P.Initialize(0.0)])) == [P.Ok()]
+    out = []
+    for i in range(steps):
+        done, outs = decode_batch(ask_raw(sock, "g", [P.DoStep(i * 0.01, 0.01),
+                                                      P.GetOutputs()]))
+        out.append(outs.values["y"].copy())
+    return out
+
+
+@pytest.mark.cluster
+def test_set_parameters_builds_the_units_of_the_file_with_the_values_and_refuses_the_rest(
+        tmp_path):
+    first = served_unit_file(tmp_path, 1.5, 0.4)
+    proc, address = serve(first)                    # not --reloadable
+    try:
+        (reply,) = decode_batch(ask_raw(client(address), "g", [P.SetParameters(
+            {"k": 2.0, "freq": 0.1})]))
+        assert reply.kind is P.ErrorKind.UNSUPPORTED and "--reloadable" in reply.message
+    finally:
+        proc.kill()
+        proc.wait()
+    fresh, address = serve(served_unit_file(tmp_path, -0.75, 0.9))
+    proc, reloadable = serve(first, "--reloadable")
+    try:
+        expected = outputs_of(client(address))
+        sock = client(reloadable)
+        before = outputs_of(sock)                   # the units of the file as written
+        refused = [
+            [P.SetParameters({"k": 2.0})],                          # a parameter missing
+            [P.SetParameters({"k": 2.0, "freq": 0.1, "z": 1.0})],   # one the file lacks
+            [P.SetParameters({"k": "=nope", "freq": 0.1})],         # a name not defined
+            [P.SetParameters({"k": {"a": 1.0}, "freq": 0.1})],      # a value of no kind
+            [P.SetParameters({"k": [[1.0, 2.0], [3.0]], "freq": 0.1})],
+            [P.Heartbeat(), P.SetParameters({"k": 2.0, "freq": 0.1})],   # not alone
+        ]
+        for requests in refused:
+            replies = decode_batch(ask_raw(sock, "g", requests))
+            assert isinstance(replies[-1], P.ErrorReply), (requests, replies)
+            assert decode_batch(ask_raw(sock, "g", [P.Heartbeat()])) == [P.Ok()]
+        # Bytes that are no longer a message at all: each answered, the server lives on.
+        rng = np.random.default_rng(3)
+        seed = encode_batch([P.SetParameters({"k": 2.0, "freq": 0.1})])
+        for _ in range(300):
+            data = bytearray(seed)
+            for _ in range(rng.integers(1, 5)):
+                j = rng.integers(len(data))
+                data[j] ^= 1 << rng.integers(8)
+            sock.send_multipart([b"g", bytes(data)])
+            sock.recv_multipart()
+            assert proc.poll() is None
+        # The values of the fresh server's file: bit for bit its outputs.
+        assert decode_batch(ask_raw(sock, "g", [P.SetParameters(
+            {"k": -0.75, "freq": 0.9})])) == [P.Ok()]
+        got = outputs_of(sock)
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a, b, strict=True)
+        assert not np.array_equal(before[5], got[5])
+    finally:
+        for p in (proc, fresh):
+            p.kill()
+            p.wait()
 
 
 def ask_raw(sock, unit, requests) -> bytes:

@@ -14,7 +14,7 @@ from cosim.errors import ModelError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, REPLIES, CollectLogs, Describe,
                             DoStep, ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
                             Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
-                            Reload, Reply, Request, SetInputs, SetState, Step, StepDone, Stepped,
+                            Reload, Reply, Request, SetInputs, SetParameters, SetState, Step, StepDone, Stepped,
                             Terminate, UnitDescription, UnitState, Welcome)
 
 DESCRIPTION = UnitDescription(
@@ -41,6 +41,7 @@ SAMPLES = {
     Terminate: Terminate(),
     Heartbeat: Heartbeat(),
     Reload: Reload("model:\n  name: units\n"),
+    SetParameters: SetParameters({"k": 1.5, "gains": [[1.0, 2.0]], "name": "=k * 2"}),
     Step: Step(("u", "d"), (2, 0), False, 0.0, 0.01, np.arange(7.0)),
     Welcome: Welcome(PROTOCOL_VERSION, DESCRIPTION),
     UnitDescription: DESCRIPTION,
@@ -52,13 +53,14 @@ SAMPLES = {
     ErrorReply: ErrorReply(ErrorKind.SIMULATION, "block 'gain' failed", 0.5),
     Stepped: Stepped(0.01, False, np.inf, np.zeros(7)),
 }
-UNHASHABLE = {SetInputs, SetState, Outputs, UnitState, LogBatch, Step, Stepped}
+UNHASHABLE = {SetInputs, SetState, Outputs, UnitState, LogBatch, Step, Stepped,
+              SetParameters}
 ALL = list(MESSAGE_TYPES.values())
 
-# The wire carries fields by position, so this record of version 4 must change together with
+# The wire carries fields by position, so this record of version 5 must change together with
 # PROTOCOL_VERSION. If this test fails you changed the wire format: bump PROTOCOL_VERSION, then
 # record the new schema here.
-SCHEMA_V4 = {
+SCHEMA_V5 = {
     1: "Hello(protocol_version: int, session: str)",
     2: "Describe()",
     3: "Initialize(t0: float)",
@@ -75,6 +77,7 @@ SCHEMA_V4 = {
     13: "Step(inputs: tuple[str, ...], orders: tuple[int, ...], refresh: bool, t: float,"
         " h: float, data: np.ndarray)",
     14: "Reload(unit_file: str)",
+    15: "SetParameters(parameters: dict[str, Any])",
     32: "Welcome(protocol_version: int, unit: UnitDescription)",
     33: "UnitDescription(name: str, inputs: tuple[PortInfo, ...], outputs: tuple[PortInfo, ...],"
         " feedthrough: tuple[tuple[str, tuple[str, ...]], ...], dt: float,"
@@ -100,8 +103,8 @@ def test_wire_schema_matches_protocol_version():
     schema = {tag: _schema(cls) for tag, cls in MESSAGE_TYPES.items()}
     schema["PortInfo"] = _schema(PortInfo)
     schema["ErrorKind"] = ", ".join(k.value for k in ErrorKind)
-    assert PROTOCOL_VERSION == 4
-    assert schema == SCHEMA_V4
+    assert PROTOCOL_VERSION == 5
+    assert schema == SCHEMA_V5
 
 
 def test_registry_holds_every_message_class_once():
