@@ -3,8 +3,11 @@
 Every remote transport (ZeroMQ, Ray when it crosses machines) sends messages through
 :func:`encode` and :func:`decode`; nothing else touches the wire, and nothing is ever pickled.
 
-Wire format (``PROTOCOL_VERSION`` 2)
-------------------------------------
+Wire format
+-----------
+(The same for every protocol version so far: versions add or change messages, not this
+mapping; :data:`~cosim.master.protocol.PROTOCOL_VERSION` is checked at Hello.)
+
 A message is one msgpack array ``[tag, field_1, ..., field_n]``: the tag from
 ``MESSAGE_TYPES``, then the dataclass fields in declaration order. Field values map as follows,
 driven by each field's type annotation, so a new message type needs no codec change as long as
