@@ -19,6 +19,12 @@ earliest step (the first unit in the master's order on a tie) is raised. (Units 
 ahead stay ahead: after a failure or a stop event their own state may be past the macro point
 the master reports; the central logs are cut at a stop as on the lockstep path.)
 
+A unit whose proxy offers a :class:`~cosim.master.proxy.Lane` and whose inputs hold their
+value over the step (extrapolation order 0) takes its fused steps through a lane batch of its
+own (:class:`_LaneSteps`): its ``Step`` written from a prepared header and the driving
+outputs' float64 buffers, its ``Stepped`` read in place — the bytes of the ``Step`` message,
+without the message objects and the codec (as :mod:`cosim.master.rounds` does in lockstep).
+
 Used for plain Jacobi macro steps (no algebraic coupling, no refresh at macro points, not
 adaptive, not traced) when every unit's proxy may be driven from its own thread
 (:attr:`Proxy.concurrent <cosim.master.proxy.Proxy.concurrent>`); the master steps the rest
@@ -27,15 +33,19 @@ through the protocol.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from array import array
+
+import numpy as np
 
 from cosim.config import Scheme
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
 from cosim.master.compiled import Chunk
 from cosim.master.extrapolation import KEPT, PortHistory
+from cosim.master.rounds import unusual_reply
 
 __all__ = ["Pipeline"]
 
@@ -68,6 +78,8 @@ class Pipeline:
         self.t0 = master.config.t0
         self.quantum = float(quantum)
         self.nq_step = nq_step
+        self.lanes = {u: lane for u in self.names
+                      if (lane := _LaneSteps.build(master, u)) is not None}
 
     @classmethod
     def build(cls, master):
@@ -190,40 +202,28 @@ class _Run:
         """Step ``i`` of unit ``u``: its inputs from the macro points before it, the requests
         of the lockstep path, its outputs added to the series; False past the last step."""
         pipe = self.pipe
-        ports = pipe.inputs[u]
-        view = PortHistory(pipe.history.order, pipe.history.period)
+        lane = pipe.lanes.get(u)
         with self.cond:
             self.cond.wait_for(lambda: self._ready(u, i))
             if i > self.stop_at:
                 return False
-            view.points = {key: self.series[key][max(0, self.base[key] + i + 1 - KEPT):
-                                                 self.base[key] + i + 1]
-                           for _, key in ports}
-        T, H = self.starts[i], pipe.H
-        values = {key: pts[-1][1] for key, pts in view.points.items()}
-        fused = pipe.fused.get(u)
-        if fused is not None:
-            reqs = [fused.request(view, values, T, H, {}, pipe.delayed)]
+            if lane is not None:
+                held = [self.series[key][self.base[key] + i][1] for key in lane.keys]
+            else:
+                view = PortHistory(pipe.history.order, pipe.history.period)
+                view.points = {key: self.series[key][max(0, self.base[key] + i + 1 - KEPT):
+                                                     self.base[key] + i + 1]
+                               for _, key in pipe.inputs[u]}
+        T = self.starts[i]
+        payload = None if lane is None else lane.payload(held)
+        if payload is not None:
+            event, outputs = self._lane_step(u, lane, T, payload)
         else:
-            reqs = [view.inputs(ports, values, H, {}, {}), P.DoStep(T, H)]
-            if pipe.delayed:
-                reqs.append(P.RefreshOutputs())
-            reqs.append(P.GetOutputs())
-        proxy = pipe.proxies[u]
-        started = time.perf_counter()
-        handle = proxy.submit(reqs)
-        proxy.flush()
-        replies = proxy.result(handle)
-        ts, secs = self.times[u]
-        ts.append(T)
-        secs.append(time.perf_counter() - started)
-        event = self._check(u, reqs, replies, T)
+            if lane is not None:            # a value of another size: the ordinary path
+                view = PortHistory(pipe.history.order, pipe.history.period)
+                view.points = {key: [(T, v)] for key, v in zip(lane.keys, held)}
+            event, outputs = self._protocol_step(u, view, T)
         t_next = self.starts[i + 1]
-        if fused is not None:
-            outputs = {}
-            fused.outputs(replies[-1], outputs)
-        else:
-            outputs = {(u, p): v for p, v in replies[-1].values.items()}
         with self.cond:
             for key, v in outputs.items():
                 self.series[key].append((t_next, v))
@@ -237,6 +237,52 @@ class _Run:
             self.cond.notify_all()
         return True
 
+    def _lane_step(self, u: str, lane: _LaneSteps, T: float, payload) -> tuple:
+        """Unit ``u``'s fused step through its lane: the time it stopped at (or None) and its
+        outputs."""
+        started = time.perf_counter()
+        lane.batch.send(T, self.pipe.H, [payload])
+        rep = lane.batch.receive(T)[0]
+        ts, secs = self.times[u]
+        ts.append(T)
+        secs.append(time.perf_counter() - started)
+        if type(rep) is tuple:
+            t_reached, event, nxt, out = rep
+        else:
+            t_reached, event, nxt, out = unusual_reply(u, lane.fused, rep, T)
+        self.next_event[u] = nxt
+        return (t_reached if event else None), lane.outputs(out)
+
+    def _protocol_step(self, u: str, view: PortHistory, T: float) -> tuple:
+        """Unit ``u``'s step as protocol requests through its proxy: the time it stopped at
+        (or None) and its outputs."""
+        pipe = self.pipe
+        H = pipe.H
+        values = {key: pts[-1][1] for key, pts in view.points.items()}
+        fused = pipe.fused.get(u)
+        if fused is not None:
+            reqs = [fused.request(view, values, T, H, {}, pipe.delayed)]
+        else:
+            reqs = [view.inputs(pipe.inputs[u], values, H, {}, {}), P.DoStep(T, H)]
+            if pipe.delayed:
+                reqs.append(P.RefreshOutputs())
+            reqs.append(P.GetOutputs())
+        proxy = pipe.proxies[u]
+        started = time.perf_counter()
+        handle = proxy.submit(reqs)
+        proxy.flush()
+        replies = proxy.result(handle)
+        ts, secs = self.times[u]
+        ts.append(T)
+        secs.append(time.perf_counter() - started)
+        event = self._check(u, reqs, replies, T)
+        if fused is not None:
+            outputs = {}
+            fused.outputs(replies[-1], outputs)
+        else:
+            outputs = {(u, p): v for p, v in replies[-1].values.items()}
+        return event, outputs
+
     def _check(self, u: str, reqs: list, replies: list, T: float) -> float | None:
         """Raise the error of an ErrorReply (as the lockstep call does); the time the unit
         stopped at in this step, or None."""
@@ -248,3 +294,66 @@ class _Run:
                 self.next_event[u] = rep.next_event
                 stopped = rep.t_reached if rep.event else None
         return stopped
+
+
+class _LaneSteps:
+    """One unit's fused steps through a lane batch of its own (see the module notes)."""
+
+    __slots__ = ("batch", "fused", "keys", "sizes", "layout", "whole")
+
+    def __init__(self, batch, fused, sizes: list):
+        self.batch = batch
+        self.fused = fused
+        self.keys = fused.keys              # the outputs driving its inputs, in order
+        self.sizes = sizes                  # values each of them packs into the Step
+        unit = fused.unit
+        self.layout = [((unit, name), shape, a, b) for name, shape, a, b in fused.layout]
+        # A single output of shape (n,) is the reply's array itself.
+        key, shape, a, b = self.layout[0] if len(self.layout) == 1 else (None, None, 0, 0)
+        self.whole = key if shape == (b - a,) else None
+
+    @classmethod
+    def build(cls, master, u: str) -> _LaneSteps | None:
+        """Unit ``u``'s lane steps, or None when it takes no fused steps, its inputs are
+        extrapolated, its proxy has no lane or the lane cannot carry its layout."""
+        fused = master.fused.get(u)
+        if fused is None or master.history.order != 0:
+            return None
+        lane = master.proxies[u].lane()
+        if lane is None:
+            return None
+        out_sizes = {(v, p.name): math.prod(p.shape) for v, d in master.desc.items()
+                     for p in d.outputs}
+        shapes = {p.name: p.shape for p in master.desc[u].inputs}
+        sizes = []
+        for name, key in fused.ports:
+            if name not in shapes or math.prod(shapes[name]) != out_sizes.get(key):
+                return None                 # the ordinary path reports what is wrong
+            sizes.append(out_sizes[key])
+        batch = lane.batch([(u, fused.names, master.delayed, sum(sizes), fused.size)])
+        return None if batch is None else cls(batch, fused, sizes)
+
+    def payload(self, held: list):
+        """The Step's input values from the driving outputs ``held`` (in :attr:`keys`
+        order): a C-contiguous float64 buffer, or None when one has not its input's size."""
+        if len(held) == 1:
+            return _plain(held[0], self.sizes[0])
+        parts = []
+        for v, n in zip(held, self.sizes):
+            if (v := _plain(v, n)) is None:
+                return None
+            parts.append(v)
+        return b"".join(parts)
+
+    def outputs(self, out) -> dict:
+        """The unit's outputs by key from a Stepped's packed ``out`` (views of it)."""
+        if self.whole is not None:
+            return {self.whole: out}
+        return {key: out[a:b].reshape(shape) for key, shape, a, b in self.layout}
+
+
+def _plain(value, n: int):
+    """``value`` as the float64 values a Step carries (itself when it is such an array), or
+    None when it has not ``n`` values."""
+    v = np.ascontiguousarray(value, dtype=np.float64).reshape(-1)
+    return v if v.size == n else None

@@ -76,7 +76,8 @@ class Proxy(ABC):
 class Lane(ABC):
     """Fused macro steps, values only (:class:`~cosim.master.protocol.Step` of order 0), of
     the units on one connection, without a message object per unit: what
-    :mod:`cosim.master.rounds` drives when every unit of a Jacobi step has one.
+    :mod:`cosim.master.rounds` drives when every unit of a Jacobi step has one, and
+    :mod:`cosim.master.pipeline` for each unit it drives from a thread of its own.
 
     How to write a lane
     -------------------
