@@ -24,6 +24,13 @@ value over the step (extrapolation order 0) takes its fused steps through a lane
 own (:class:`_LaneSteps`): its ``Step`` written from a prepared header and the driving
 outputs' float64 buffers, its ``Stepped`` read in place — the bytes of the ``Step`` message,
 without the message objects and the codec (as :mod:`cosim.master.rounds` does in lockstep).
+When the lane offers a stream (:meth:`Lane.stream <cosim.master.proxy.Lane.stream>`, a
+connection of the unit's own), step ``n + 1`` is sent as soon as its inputs are in, while
+step ``n`` is still computed: the unit finds it waiting when it is done, instead of idling
+for a round trip through the master (and, on a busy machine, for the master's thread to be
+scheduled) every step. The unit then has run one step further than the master reports when
+it or another unit fails or stops (its state, as the notes above say; that step's reply is
+received and dropped).
 
 Used for plain Jacobi macro steps (no algebraic coupling, no refresh at macro points, not
 adaptive, not traced) when every unit's proxy may be driven from its own thread
@@ -187,42 +194,102 @@ class _Run:
 
     def _drive(self, index: int, u: str) -> None:
         """Unit ``u``'s steps, each once its drivers reported its start (a thread)."""
-        i = 0
+        at = [0]                            # the step a failure is of
+        lane = self.pipe.lanes.get(u)
         try:
+            if lane is not None:
+                self._stream(u, lane, at)
+                return
             for i in range(self.steps):
+                at[0] = i
                 if not self._step(u, i):
                     return
         except BaseException as err:  # noqa: BLE001 - raised by the master, in order
             with self.cond:
-                self.failures.append((i, index, err))
-                self.stop_at = min(self.stop_at, i)
+                self.failures.append((at[0], index, err))
+                self.stop_at = min(self.stop_at, at[0])
                 self.cond.notify_all()
 
     def _step(self, u: str, i: int) -> bool:
         """Step ``i`` of unit ``u``: its inputs from the macro points before it, the requests
         of the lockstep path, its outputs added to the series; False past the last step."""
         pipe = self.pipe
-        lane = pipe.lanes.get(u)
+        view = PortHistory(pipe.history.order, pipe.history.period)
         with self.cond:
             self.cond.wait_for(lambda: self._ready(u, i))
             if i > self.stop_at:
                 return False
-            if lane is not None:
-                held = [self.series[key][self.base[key] + i][1] for key in lane.keys]
-            else:
-                view = PortHistory(pipe.history.order, pipe.history.period)
-                view.points = {key: self.series[key][max(0, self.base[key] + i + 1 - KEPT):
-                                                     self.base[key] + i + 1]
-                               for _, key in pipe.inputs[u]}
-        T = self.starts[i]
-        payload = None if lane is None else lane.payload(held)
-        if payload is not None:
-            event, outputs = self._lane_step(u, lane, T, payload)
-        else:
-            if lane is not None:            # a value of another size: the ordinary path
-                view = PortHistory(pipe.history.order, pipe.history.period)
-                view.points = {key: [(T, v)] for key, v in zip(lane.keys, held)}
-            event, outputs = self._protocol_step(u, view, T)
+            view.points = {key: self.series[key][max(0, self.base[key] + i + 1 - KEPT):
+                                                 self.base[key] + i + 1]
+                           for _, key in pipe.inputs[u]}
+        self._done(u, i, *self._protocol_step(u, view, self.starts[i]))
+        return True
+
+    def _stream(self, u: str, lane: _LaneSteps, at: list) -> None:
+        """Unit ``u``'s steps through its lane: step ``i + 1`` is sent while step ``i`` is
+        still in flight when its inputs are in (up to the lane's depth), so that the unit
+        finds it waiting when it is done; replies are taken in order. Every reply is
+        received before this returns or raises (nothing of this unit is left in flight)."""
+        batch, H = lane.batch, self.pipe.H
+        flight: list = []                   # (step, T, when sent), oldest first
+        i = 0                               # the next step to send
+        last = 0.0                          # when the last reply came
+        try:
+            while i < self.steps or flight:
+                held = None
+                if i < self.steps and len(flight) < lane.depth:
+                    with self.cond:
+                        if not flight:
+                            self.cond.wait_for(lambda: self._ready(u, i))
+                        if i <= self.stop_at and self._ready(u, i):
+                            held = [self.series[key][self.base[key] + i][1]
+                                    for key in lane.keys]
+                        elif not flight:
+                            return          # past the last step that may be taken
+                if held is not None:
+                    payload = lane.payload(held)
+                    if payload is not None:
+                        T = self.starts[i]
+                        at[0] = i
+                        batch.send(T, H, [payload])
+                        flight.append((i, T, time.perf_counter()))
+                        i += 1
+                        continue
+                    if not flight:          # a value of another size: the ordinary path
+                        at[0] = i
+                        view = PortHistory(self.pipe.history.order, self.pipe.history.period)
+                        view.points = {key: [(self.starts[i], v)]
+                                       for key, v in zip(lane.keys, held)}
+                        self._done(u, i, *self._protocol_step(u, view, self.starts[i]))
+                        i += 1
+                        continue
+                j, T, sent = flight[0]
+                at[0] = j
+                rep = batch.receive(T)[0]
+                del flight[0]
+                now = time.perf_counter()
+                ts, secs = self.times[u]
+                ts.append(T)
+                secs.append(now - max(sent, last))   # not the wait behind the step before
+                last = now
+                if type(rep) is tuple:
+                    t_reached, event, nxt, out = rep
+                else:
+                    t_reached, event, nxt, out = unusual_reply(u, lane.fused, rep, T)
+                self.next_event[u] = nxt
+                if j > self.stop_at:
+                    continue                # sent before another unit failed or stopped
+                self._done(u, j, t_reached if event else None, lane.outputs(out))
+        finally:
+            for j, T, _ in flight:          # after a failure: drained, answers dropped
+                try:
+                    batch.receive(T)
+                except Exception:  # noqa: BLE001 - the first failure is the one raised
+                    break
+
+    def _done(self, u: str, i: int, event: float | None, outputs: dict) -> None:
+        """Step ``i`` of unit ``u`` reported: its outputs at the next macro point, and the
+        time it stopped at (None: it did not)."""
         t_next = self.starts[i + 1]
         with self.cond:
             for key, v in outputs.items():
@@ -235,23 +302,6 @@ class _Run:
                 self.stopped[u] = event
                 self.stop_at = i
             self.cond.notify_all()
-        return True
-
-    def _lane_step(self, u: str, lane: _LaneSteps, T: float, payload) -> tuple:
-        """Unit ``u``'s fused step through its lane: the time it stopped at (or None) and its
-        outputs."""
-        started = time.perf_counter()
-        lane.batch.send(T, self.pipe.H, [payload])
-        rep = lane.batch.receive(T)[0]
-        ts, secs = self.times[u]
-        ts.append(T)
-        secs.append(time.perf_counter() - started)
-        if type(rep) is tuple:
-            t_reached, event, nxt, out = rep
-        else:
-            t_reached, event, nxt, out = unusual_reply(u, lane.fused, rep, T)
-        self.next_event[u] = nxt
-        return (t_reached if event else None), lane.outputs(out)
 
     def _protocol_step(self, u: str, view: PortHistory, T: float) -> tuple:
         """Unit ``u``'s step as protocol requests through its proxy: the time it stopped at
@@ -299,10 +349,15 @@ class _Run:
 class _LaneSteps:
     """One unit's fused steps through a lane batch of its own (see the module notes)."""
 
-    __slots__ = ("batch", "fused", "keys", "sizes", "layout", "whole")
+    __slots__ = ("batch", "depth", "fused", "keys", "sizes", "layout", "whole")
 
-    def __init__(self, batch, fused, sizes: list):
+    #: Steps of a unit in flight at once when its lane offers a stream: the next one waits
+    #: at the unit while it computes the current one.
+    DEPTH = 2
+
+    def __init__(self, batch, depth: int, fused, sizes: list):
         self.batch = batch
+        self.depth = depth
         self.fused = fused
         self.keys = fused.keys              # the outputs driving its inputs, in order
         self.sizes = sizes                  # values each of them packs into the Step
@@ -330,8 +385,12 @@ class _LaneSteps:
             if name not in shapes or math.prod(shapes[name]) != out_sizes.get(key):
                 return None                 # the ordinary path reports what is wrong
             sizes.append(out_sizes[key])
-        batch = lane.batch([(u, fused.names, master.delayed, sum(sizes), fused.size)])
-        return None if batch is None else cls(batch, fused, sizes)
+        spec = [(u, fused.names, master.delayed, sum(sizes), fused.size)]
+        batch = lane.stream(spec, cls.DEPTH)
+        if batch is not None:
+            return cls(batch, cls.DEPTH, fused, sizes)
+        batch = lane.batch(spec)
+        return None if batch is None else cls(batch, 1, fused, sizes)
 
     def payload(self, held: list):
         """The Step's input values from the driving outputs ``held`` (in :attr:`keys`

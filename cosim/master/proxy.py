@@ -94,6 +94,14 @@ class Lane(ABC):
         float64 input values and of output values of its ``Stepped``; None when this lane
         cannot carry them (the master then sends Step messages)."""
 
+    def stream(self, units: list, depth: int) -> LaneBatch | None:
+        """A batch as :meth:`batch` makes (the same ``units``), on a connection of its own
+        on which up to ``depth`` messages may be in flight: :meth:`LaneBatch.send` may be
+        called that many times before the first :meth:`LaneBatch.receive`, the replies come
+        in order. Its caller receives every reply before it sends anything else to these
+        units. None (the default): not offered."""
+        return None
+
 
 class LaneBatch(ABC):
     """One message per macro step to the units of a :class:`Lane` (see there)."""

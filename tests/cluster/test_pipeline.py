@@ -48,6 +48,8 @@ def test_pipelined_steps_are_bit_identical_to_lockstep_and_in_process(ray_sessio
     assert sim.master.pipeline is not None and lockstep.master.pipeline is None
     lanes = set() if cosim.get("extrapolation") else set(sim.master.names)
     assert set(sim.master.pipeline.lanes) == lanes
+    # a unit's next step waits at its actor while it computes the current one
+    assert all(lane.depth == 2 for lane in sim.master.pipeline.lanes.values())
     assert_same(local, logs)
     assert_same(ref, logs)
     assert [r.t for r in sim.step_log] == [r.t for r in lockstep.step_log]
