@@ -39,6 +39,7 @@ class StepLane(Lane):
     def __init__(self, channel):
         self.channel = channel
         self.watch = None           # (gone, timeout) of the channel's units, see watched
+        self.streams: dict = {}     # unit names -> the latest StepStream stepping them
 
     def watched(self, gone, timeout: float) -> StepLane:
         """This lane, awaiting replies for ``timeout`` s and asking ``gone()`` why the peer
@@ -55,11 +56,18 @@ class StepLane(Lane):
             return None                 # a layout only the strict encoder can refuse
 
     def stream(self, units: list, depth: int) -> StepStream | None:
+        """See :meth:`Lane.stream <cosim.master.proxy.Lane.stream>`; a stream made before for
+        the same units (the last run's, when a study reuses the units' hosts) is closed."""
         gone, timeout = self.watch or (lambda: None, 60.0)
         try:
-            return StepStream(self.channel, units, gone, timeout, depth)
+            stream = StepStream(self.channel, units, gone, timeout, depth)
         except CodecError:
             return None
+        old = self.streams.pop(tuple(stream.names), None)
+        if old is not None:
+            old.close()
+        self.streams[tuple(stream.names)] = stream
+        return stream
 
 
 class StepBatch(LaneBatch):
@@ -168,6 +176,10 @@ class StepStream(StepBatch):
             self._drop()
             why = why or f"{silence.format(self.channel.address)} within {self.timeout:g} s"
             raise TransportError(self.first, "Step", why, t=T) from None
+
+    def close(self) -> None:
+        """Close the socket (messages in flight are dropped); a later send opens another."""
+        self._drop()
 
     def _drop(self) -> None:
         if self.sock is not None:

@@ -15,6 +15,15 @@ the whole 175-180 us: 55-57 %); written as ufunc calls into buffers allocated on
 56-58 us, the whole 102-106 us: 55 %). Both parts of the cost shrank alike: the bound from
 the compute stays about 1.8x, and the transport's fixed cost per macro step weighs 1.7x more.
 
+The table also gives the CPU time per macro step of this process (the master's threads, zmq
+and Ray's own) and of the units' actors. Since 2026-11-26 the pipelined run sends each unit
+its next macro step while it computes the current one (:mod:`cosim.master.pipeline`, a lane
+stream): an actor no longer idles for a round trip through the master every step (its wait
+for the next request, 90th percentile, load 4-6: 0.8-5.4 ms before, 0.04-0.06 ms after). The
+actors' serving thread costs what ``do_step`` costs in process (within the noise); the
+master's process about 0.2-0.3 ms per macro step (half of it zmq's I/O thread, CURVE), Ray's
+own processes (raylet, GCS, agents, the actors' main threads) a few percent of a core.
+
 Run: ``python -m pytest -m bench -s tests/benchmarks/test_bench_split.py``
 """
 
