@@ -298,29 +298,44 @@ class Channel:
         self._events: set[int] = set()
         self._answered = False
         self._lane = None           # a StepLane, made on first use
+        self._dealers: list = []    # see dealer
         self._connect()
 
     def _connect(self) -> None:
-        self._sock = self._ctx.socket(zmq.REQ)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        # A receive timeout rather than poll-then-recv: one call per reply, not two. A send
-        # timeout too: a REQ socket whose handshake failed has no pipe, and a send then
-        # blocks until one exists, i.e. forever for a refused key.
-        self._sock.RCVTIMEO = self._sock.SNDTIMEO = int(self.timeout * 1000)
-        server_pub, client_keys = self._curve
-        if self._keys is not None:
-            k = self._keys
-            self._sock.curve_serverkey = k.server_public
-            self._sock.curve_publickey, self._sock.curve_secretkey = (k.client_public,
-                                                                      k.client_secret)
-        elif server_pub:
-            from zmq import auth
-            self._sock.curve_serverkey = auth.load_certificate(server_pub)[0]
-            pub, sec = auth.load_certificate(client_keys)
-            self._sock.curve_publickey, self._sock.curve_secretkey = pub, sec
+        self._sock = self._socket(zmq.REQ)
         if not self._answered:
             self._monitor = watch(self._sock, _WATCHED)
         self._sock.connect(self.address)
+
+    def _socket(self, kind: int) -> zmq.Socket:
+        """A socket of ``kind`` with this channel's keys and timeouts, not connected."""
+        sock = self._ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        # A receive timeout rather than poll-then-recv: one call per reply, not two. A send
+        # timeout too: a REQ socket whose handshake failed has no pipe, and a send then
+        # blocks until one exists, i.e. forever for a refused key.
+        sock.RCVTIMEO = sock.SNDTIMEO = int(self.timeout * 1000)
+        server_pub, client_keys = self._curve
+        if self._keys is not None:
+            k = self._keys
+            sock.curve_serverkey = k.server_public
+            sock.curve_publickey, sock.curve_secretkey = k.client_public, k.client_secret
+        elif server_pub:
+            from zmq import auth
+            sock.curve_serverkey = auth.load_certificate(server_pub)[0]
+            pub, sec = auth.load_certificate(client_keys)
+            sock.curve_publickey, sock.curve_secretkey = pub, sec
+        return sock
+
+    def dealer(self) -> zmq.Socket:
+        """A DEALER socket of its own to this channel's server, with the channel's keys and
+        timeouts: several messages (each ``[b"", unit, batch, ...]``) may be in flight on
+        it, answered in order. The channel closes it when it reconnects or closes (its
+        owner then sees ``closed`` and asks for another)."""
+        sock = self._socket(zmq.DEALER)
+        sock.connect(self.address)
+        self._dealers = [d for d in self._dealers if not d.closed] + [sock]
+        return sock
 
     def connection_trouble(self, final: bool) -> str | None:
         """Why this channel's server has not answered yet, from its socket's connection
@@ -369,9 +384,11 @@ class Channel:
             self._monitor = None
 
     def reconnect(self, address: str | None = None) -> None:
-        """A fresh socket (a REQ socket that lost its reply cannot send again)."""
+        """A fresh socket (a REQ socket that lost its reply cannot send again); the dealers
+        are closed (their replies are lost too)."""
         self._unwatch()
         self._sock.close(linger=0)
+        self._close_dealers()
         self._queued, self._in_flight, self._replies = [], [], {}
         if address is not None:
             self.address = address
@@ -555,6 +572,12 @@ class Channel:
             except zmq.Again:
                 continue
 
+    def _close_dealers(self) -> None:
+        for d in self._dealers:
+            d.close(linger=0)
+        self._dealers = []
+
     def close(self) -> None:
         self._unwatch()
         self._sock.close(linger=0)
+        self._close_dealers()

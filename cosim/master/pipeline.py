@@ -19,6 +19,19 @@ earliest step (the first unit in the master's order on a tie) is raised. (Units 
 ahead stay ahead: after a failure or a stop event their own state may be past the macro point
 the master reports; the central logs are cut at a stop as on the lockstep path.)
 
+A unit whose proxy offers a :class:`~cosim.master.proxy.Lane` and whose inputs hold their
+value over the step (extrapolation order 0) takes its fused steps through a lane batch of its
+own (:class:`_LaneSteps`): its ``Step`` written from a prepared header and the driving
+outputs' float64 buffers, its ``Stepped`` read in place — the bytes of the ``Step`` message,
+without the message objects and the codec (as :mod:`cosim.master.rounds` does in lockstep).
+When the lane offers a stream (:meth:`Lane.stream <cosim.master.proxy.Lane.stream>`, a
+connection of the unit's own), step ``n + 1`` is sent as soon as its inputs are in, while
+step ``n`` is still computed: the unit finds it waiting when it is done, instead of idling
+for a round trip through the master (and, on a busy machine, for the master's thread to be
+scheduled) every step. The unit then has run one step further than the master reports when
+it or another unit fails or stops (its state, as the notes above say; that step's reply is
+received and dropped).
+
 Used for plain Jacobi macro steps (no algebraic coupling, no refresh at macro points, not
 adaptive, not traced) when every unit's proxy may be driven from its own thread
 (:attr:`Proxy.concurrent <cosim.master.proxy.Proxy.concurrent>`); the master steps the rest
@@ -27,15 +40,19 @@ through the protocol.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from array import array
+
+import numpy as np
 
 from cosim.config import Scheme
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
 from cosim.master.compiled import Chunk
 from cosim.master.extrapolation import KEPT, PortHistory
+from cosim.master.rounds import unusual_reply
 
 __all__ = ["Pipeline"]
 
@@ -68,6 +85,8 @@ class Pipeline:
         self.t0 = master.config.t0
         self.quantum = float(quantum)
         self.nq_step = nq_step
+        self.lanes = {u: lane for u in self.names
+                      if (lane := _LaneSteps.build(master, u)) is not None}
 
     @classmethod
     def build(cls, master):
@@ -175,22 +194,26 @@ class _Run:
 
     def _drive(self, index: int, u: str) -> None:
         """Unit ``u``'s steps, each once its drivers reported its start (a thread)."""
-        i = 0
+        at = [0]                            # the step a failure is of
+        lane = self.pipe.lanes.get(u)
         try:
+            if lane is not None:
+                self._stream(u, lane, at)
+                return
             for i in range(self.steps):
+                at[0] = i
                 if not self._step(u, i):
                     return
         except BaseException as err:  # noqa: BLE001 - raised by the master, in order
             with self.cond:
-                self.failures.append((i, index, err))
-                self.stop_at = min(self.stop_at, i)
+                self.failures.append((at[0], index, err))
+                self.stop_at = min(self.stop_at, at[0])
                 self.cond.notify_all()
 
     def _step(self, u: str, i: int) -> bool:
         """Step ``i`` of unit ``u``: its inputs from the macro points before it, the requests
         of the lockstep path, its outputs added to the series; False past the last step."""
         pipe = self.pipe
-        ports = pipe.inputs[u]
         view = PortHistory(pipe.history.order, pipe.history.period)
         with self.cond:
             self.cond.wait_for(lambda: self._ready(u, i))
@@ -198,14 +221,99 @@ class _Run:
                 return False
             view.points = {key: self.series[key][max(0, self.base[key] + i + 1 - KEPT):
                                                  self.base[key] + i + 1]
-                           for _, key in ports}
-        T, H = self.starts[i], pipe.H
+                           for _, key in pipe.inputs[u]}
+        self._done(u, i, *self._protocol_step(u, view, self.starts[i]))
+        return True
+
+    def _stream(self, u: str, lane: _LaneSteps, at: list) -> None:
+        """Unit ``u``'s steps through its lane: step ``i + 1`` is sent while step ``i`` is
+        still in flight when its inputs are in (up to the lane's depth), so that the unit
+        finds it waiting when it is done; replies are taken in order. Every reply is
+        received before this returns or raises (nothing of this unit is left in flight)."""
+        batch, H = lane.batch, self.pipe.H
+        flight: list = []                   # (step, T, when sent), oldest first
+        i = 0                               # the next step to send
+        last = 0.0                          # when the last reply came
+        try:
+            while i < self.steps or flight:
+                held = None
+                if i < self.steps and len(flight) < lane.depth:
+                    with self.cond:
+                        if not flight:
+                            self.cond.wait_for(lambda: self._ready(u, i))
+                        if i <= self.stop_at and self._ready(u, i):
+                            held = [self.series[key][self.base[key] + i][1]
+                                    for key in lane.keys]
+                        elif not flight:
+                            return          # past the last step that may be taken
+                if held is not None:
+                    payload = lane.payload(held)
+                    if payload is not None:
+                        T = self.starts[i]
+                        at[0] = i
+                        batch.send(T, H, [payload])
+                        flight.append((i, T, time.perf_counter()))
+                        i += 1
+                        continue
+                    if not flight:          # a value of another size: the ordinary path
+                        at[0] = i
+                        view = PortHistory(self.pipe.history.order, self.pipe.history.period)
+                        view.points = {key: [(self.starts[i], v)]
+                                       for key, v in zip(lane.keys, held)}
+                        self._done(u, i, *self._protocol_step(u, view, self.starts[i]))
+                        i += 1
+                        continue
+                j, T, sent = flight[0]
+                at[0] = j
+                rep = batch.receive(T)[0]
+                del flight[0]
+                now = time.perf_counter()
+                ts, secs = self.times[u]
+                ts.append(T)
+                secs.append(now - max(sent, last))   # not the wait behind the step before
+                last = now
+                if type(rep) is tuple:
+                    t_reached, event, nxt, out = rep
+                else:
+                    t_reached, event, nxt, out = unusual_reply(u, lane.fused, rep, T)
+                self.next_event[u] = nxt
+                if j > self.stop_at:
+                    continue                # sent before another unit failed or stopped
+                self._done(u, j, t_reached if event else None, lane.outputs(out))
+        finally:
+            for j, T, _ in flight:          # after a failure: drained, answers dropped
+                try:
+                    batch.receive(T)
+                except Exception:  # noqa: BLE001 - the first failure is the one raised
+                    break
+
+    def _done(self, u: str, i: int, event: float | None, outputs: dict) -> None:
+        """Step ``i`` of unit ``u`` reported: its outputs at the next macro point, and the
+        time it stopped at (None: it did not)."""
+        t_next = self.starts[i + 1]
+        with self.cond:
+            for key, v in outputs.items():
+                self.series[key].append((t_next, v))
+            self.done[u] = i + 1
+            if event is not None and i <= self.stop_at:
+                if self.stop_step is None or i < self.stop_step:
+                    self.stopped = {}
+                self.stop_step = i
+                self.stopped[u] = event
+                self.stop_at = i
+            self.cond.notify_all()
+
+    def _protocol_step(self, u: str, view: PortHistory, T: float) -> tuple:
+        """Unit ``u``'s step as protocol requests through its proxy: the time it stopped at
+        (or None) and its outputs."""
+        pipe = self.pipe
+        H = pipe.H
         values = {key: pts[-1][1] for key, pts in view.points.items()}
         fused = pipe.fused.get(u)
         if fused is not None:
             reqs = [fused.request(view, values, T, H, {}, pipe.delayed)]
         else:
-            reqs = [view.inputs(ports, values, H, {}, {}), P.DoStep(T, H)]
+            reqs = [view.inputs(pipe.inputs[u], values, H, {}, {}), P.DoStep(T, H)]
             if pipe.delayed:
                 reqs.append(P.RefreshOutputs())
             reqs.append(P.GetOutputs())
@@ -218,24 +326,12 @@ class _Run:
         ts.append(T)
         secs.append(time.perf_counter() - started)
         event = self._check(u, reqs, replies, T)
-        t_next = self.starts[i + 1]
         if fused is not None:
             outputs = {}
             fused.outputs(replies[-1], outputs)
         else:
             outputs = {(u, p): v for p, v in replies[-1].values.items()}
-        with self.cond:
-            for key, v in outputs.items():
-                self.series[key].append((t_next, v))
-            self.done[u] = i + 1
-            if event is not None and i <= self.stop_at:
-                if self.stop_step is None or i < self.stop_step:
-                    self.stopped = {}
-                self.stop_step = i
-                self.stopped[u] = event
-                self.stop_at = i
-            self.cond.notify_all()
-        return True
+        return event, outputs
 
     def _check(self, u: str, reqs: list, replies: list, T: float) -> float | None:
         """Raise the error of an ErrorReply (as the lockstep call does); the time the unit
@@ -248,3 +344,75 @@ class _Run:
                 self.next_event[u] = rep.next_event
                 stopped = rep.t_reached if rep.event else None
         return stopped
+
+
+class _LaneSteps:
+    """One unit's fused steps through a lane batch of its own (see the module notes)."""
+
+    __slots__ = ("batch", "depth", "fused", "keys", "sizes", "layout", "whole")
+
+    #: Steps of a unit in flight at once when its lane offers a stream: the next one waits
+    #: at the unit while it computes the current one.
+    DEPTH = 2
+
+    def __init__(self, batch, depth: int, fused, sizes: list):
+        self.batch = batch
+        self.depth = depth
+        self.fused = fused
+        self.keys = fused.keys              # the outputs driving its inputs, in order
+        self.sizes = sizes                  # values each of them packs into the Step
+        unit = fused.unit
+        self.layout = [((unit, name), shape, a, b) for name, shape, a, b in fused.layout]
+        # A single output of shape (n,) is the reply's array itself.
+        key, shape, a, b = self.layout[0] if len(self.layout) == 1 else (None, None, 0, 0)
+        self.whole = key if shape == (b - a,) else None
+
+    @classmethod
+    def build(cls, master, u: str) -> _LaneSteps | None:
+        """Unit ``u``'s lane steps, or None when it takes no fused steps, its inputs are
+        extrapolated, its proxy has no lane or the lane cannot carry its layout."""
+        fused = master.fused.get(u)
+        if fused is None or master.history.order != 0:
+            return None
+        lane = master.proxies[u].lane()
+        if lane is None:
+            return None
+        out_sizes = {(v, p.name): math.prod(p.shape) for v, d in master.desc.items()
+                     for p in d.outputs}
+        shapes = {p.name: p.shape for p in master.desc[u].inputs}
+        sizes = []
+        for name, key in fused.ports:
+            if name not in shapes or math.prod(shapes[name]) != out_sizes.get(key):
+                return None                 # the ordinary path reports what is wrong
+            sizes.append(out_sizes[key])
+        spec = [(u, fused.names, master.delayed, sum(sizes), fused.size)]
+        batch = lane.stream(spec, cls.DEPTH)
+        if batch is not None:
+            return cls(batch, cls.DEPTH, fused, sizes)
+        batch = lane.batch(spec)
+        return None if batch is None else cls(batch, 1, fused, sizes)
+
+    def payload(self, held: list):
+        """The Step's input values from the driving outputs ``held`` (in :attr:`keys`
+        order): a C-contiguous float64 buffer, or None when one has not its input's size."""
+        if len(held) == 1:
+            return _plain(held[0], self.sizes[0])
+        parts = []
+        for v, n in zip(held, self.sizes):
+            if (v := _plain(v, n)) is None:
+                return None
+            parts.append(v)
+        return b"".join(parts)
+
+    def outputs(self, out) -> dict:
+        """The unit's outputs by key from a Stepped's packed ``out`` (views of it)."""
+        if self.whole is not None:
+            return {self.whole: out}
+        return {key: out[a:b].reshape(shape) for key, shape, a, b in self.layout}
+
+
+def _plain(value, n: int):
+    """``value`` as the float64 values a Step carries (itself when it is such an array), or
+    None when it has not ``n`` values."""
+    v = np.ascontiguousarray(value, dtype=np.float64).reshape(-1)
+    return v if v.size == n else None

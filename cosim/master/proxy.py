@@ -76,7 +76,8 @@ class Proxy(ABC):
 class Lane(ABC):
     """Fused macro steps, values only (:class:`~cosim.master.protocol.Step` of order 0), of
     the units on one connection, without a message object per unit: what
-    :mod:`cosim.master.rounds` drives when every unit of a Jacobi step has one.
+    :mod:`cosim.master.rounds` drives when every unit of a Jacobi step has one, and
+    :mod:`cosim.master.pipeline` for each unit it drives from a thread of its own.
 
     How to write a lane
     -------------------
@@ -92,6 +93,14 @@ class Lane(ABC):
         the unit, its inputs in order (as ``Step.inputs``), ``Step.refresh``, the number of
         float64 input values and of output values of its ``Stepped``; None when this lane
         cannot carry them (the master then sends Step messages)."""
+
+    def stream(self, units: list, depth: int) -> LaneBatch | None:
+        """A batch as :meth:`batch` makes (the same ``units``), on a connection of its own
+        on which up to ``depth`` messages may be in flight: :meth:`LaneBatch.send` may be
+        called that many times before the first :meth:`LaneBatch.receive`, the replies come
+        in order. Its caller receives every reply before it sends anything else to these
+        units. None (the default): not offered."""
+        return None
 
 
 class LaneBatch(ABC):

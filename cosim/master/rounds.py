@@ -22,7 +22,7 @@ from cosim.errors import TransportError
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
 
-__all__ = ["FusedRounds"]
+__all__ = ["FusedRounds", "unusual_reply"]
 
 _F64 = np.dtype(np.float64)
 
@@ -154,7 +154,8 @@ class FusedRounds:
                     t_reached, event, nxt, out = rep
                 else:
                     try:
-                        t_reached, event, nxt, out = self._unusual(m, rep, T)
+                        t_reached, event, nxt, out = unusual_reply(m.name, m.fused,
+                                                                   rep, T)
                     except Exception as err:  # noqa: BLE001 - raised below, in unit order
                         failures.append((m.index, err))
                         continue
@@ -185,15 +186,28 @@ class FusedRounds:
         self.plain[key] = v
         return v
 
-    @staticmethod
-    def _unusual(m: _Member, rep, T: float) -> tuple:
-        """A reply that is not a plain Stepped of the expected size: its error, or its
-        values (a Stepped the master checks as the protocol path does)."""
-        if isinstance(rep, P.ErrorReply):
-            raise_error(m.name, P.Step((), (), False, T, 0.0, np.zeros(0)), rep, T)
-        if type(rep) is not P.Stepped:
-            raise TransportError(m.name, "Step", f"answered {type(rep).__name__} to a Step",
-                                 t=T)
-        out: dict = {}
-        m.fused.outputs(rep, out)               # raises for outputs of the wrong size
-        return rep.t_reached, rep.event, rep.next_event, rep.outputs
+
+def unusual_reply(name: str, fused, rep, T: float) -> tuple:
+    """A lane's reply that is not a plain Stepped of the expected size (see
+    :meth:`LaneBatch.receive <cosim.master.proxy.LaneBatch.receive>`): its error raised, or
+    ``(t_reached, event, next_event, outputs)`` of a Stepped the master checks as the
+    protocol path does.
+
+    Parameters
+    ----------
+    name : str
+        The unit.
+    fused : FusedStep
+        Its fused step (the outputs' layout).
+    rep : Reply
+        The decoded reply.
+    T : float
+        Start of the macro step, s.
+    """
+    if isinstance(rep, P.ErrorReply):
+        raise_error(name, P.Step((), (), False, T, 0.0, np.zeros(0)), rep, T)
+    if type(rep) is not P.Stepped:
+        raise TransportError(name, "Step", f"answered {type(rep).__name__} to a Step", t=T)
+    out: dict = {}
+    fused.outputs(rep, out)                     # raises for outputs of the wrong size
+    return rep.t_reached, rep.event, rep.next_event, rep.outputs

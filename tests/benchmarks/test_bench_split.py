@@ -15,6 +15,15 @@ the whole 175-180 us: 55-57 %); written as ufunc calls into buffers allocated on
 56-58 us, the whole 102-106 us: 55 %). Both parts of the cost shrank alike: the bound from
 the compute stays about 1.8x, and the transport's fixed cost per macro step weighs 1.7x more.
 
+The table also gives the CPU time per macro step of this process (the master's threads, zmq
+and Ray's own) and of the units' actors. Since 2026-11-26 the pipelined run sends each unit
+its next macro step while it computes the current one (:mod:`cosim.master.pipeline`, a lane
+stream): an actor no longer idles for a round trip through the master every step (its wait
+for the next request, 90th percentile, load 4-6: 0.8-5.4 ms before, 0.04-0.06 ms after). The
+actors' serving thread costs what ``do_step`` costs in process (within the noise); the
+master's process about 0.2-0.3 ms per macro step (half of it zmq's I/O thread, CURVE), Ray's
+own processes (raylet, GCS, agents, the actors' main threads) a few percent of a core.
+
 Run: ``python -m pytest -m bench -s tests/benchmarks/test_bench_split.py``
 """
 
@@ -66,15 +75,37 @@ def config(k=None, backend="local", pipelined=True):
 WARMUP = 0.1
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time of process ``pid`` so far, s (every thread's, from ``schedstat``: ns, where
+    ``stat`` counts 10 ms ticks)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass                            # a thread that ended meanwhile
+    return total * 1e-9
+
+
 def timed(k, backend, pipelined=True):
-    """Seconds of the run after :data:`WARMUP` (units started, initialized and warm)."""
+    """Seconds of the run after :data:`WARMUP` (units started, initialized and warm), its
+    logs, and the CPU seconds this process and the units' processes (Ray actors) spent on
+    it: ``{"driver": s, "units": s}``."""
     sim = Simulator(model(), config()) if k is None else CoSimulation(
         model(), config(k, backend, pipelined))
     try:
         sim.run(duration=WARMUP)
+        pids = [] if k is None or backend != "ray" else \
+            [p.where()["pid"] for p in sim.master.proxies.values()]
+        units = sum(cpu_seconds(p) for p in pids)
+        driver = cpu_seconds(os.getpid())
         start = time.perf_counter()
         logs = sim.run()
-        return time.perf_counter() - start, logs
+        seconds = time.perf_counter() - start
+        cpu = {"driver": cpu_seconds(os.getpid()) - driver,
+               "units": sum(cpu_seconds(p) for p in pids) - units}
+        return seconds, logs, cpu
     finally:
         if k is not None:
             sim.close()
@@ -162,20 +193,27 @@ def test_a_split_into_two_units_on_ray_runs_faster_than_one_process(ray_session)
           + f"; whole / slowest part {cpu['whole'] / max(cpu['part 1'], cpu['part 2']):.2f}")
     ceiling = "2 plain processes, no transport"
     best = {name: float("inf") for name in [*cases, ceiling]}
+    cpus = {name: {"driver": float("inf"), "units": float("inf")} for name in cases}
     results = {}
     for _ in range(REPEATS):                       # interleaved: load hits every case alike
         for name, (k, backend, pipelined) in cases.items():
-            seconds, logs = timed(k, backend, pipelined)
+            seconds, logs, cpu = timed(k, backend, pipelined)
             best[name] = min(best[name], seconds)
+            cpus[name] = {key: min(v, cpu[key]) for key, v in cpus[name].items()}
             results[name] = logs
         best[ceiling] = min(best[ceiling], two_processes(parts))
     mono = best["one process (Simulator)"]
     steps = round((T - WARMUP) / H)
     print(f"\n{CHAINS * LENGTH + 1} blocks, dt {DT}, H {H}, {steps} macro steps, best of "
-          f"{REPEATS}")
-    print(f"{'run':<32} {'s':>8} {'ms/macro step':>14} {'speed-up':>9}")
+          f"{REPEATS}; CPU ms per macro step (best of {REPEATS}) of this process (driver: "
+          "the master, or the whole model in one process) and of the units' actors")
+    print(f"{'run':<32} {'s':>8} {'ms/macro step':>14} {'speed-up':>9} {'driver CPU':>11} "
+          f"{'units CPU':>10}")
     for name, s in best.items():
-        print(f"{name:<32} {s:8.3f} {1e3 * s / steps:14.2f} {mono / s:8.2f}x")
+        cpu = cpus.get(name, {})
+        driver = f"{1e3 * cpu['driver'] / steps:11.2f}" if name in cpus else f"{'':>11}"
+        units = f"{1e3 * cpu['units'] / steps:10.2f}" if cpu.get("units") else f"{'':>10}"
+        print(f"{name:<32} {s:8.3f} {1e3 * s / steps:14.2f} {mono / s:8.2f}x {driver} {units}")
     print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}")
     # the split run is the same model, to first order in H (cut signals are held over the
     # macro step)
