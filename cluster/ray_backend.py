@@ -18,7 +18,8 @@ import time
 
 import ray
 
-from cluster.dataplane import Channel, RunKeys, serve
+from cluster.channel import Channel
+from cluster.dataplane import RunKeys, serve
 from cosim.errors import ModelError, TransportError
 from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy

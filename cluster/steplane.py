@@ -1,4 +1,4 @@
-"""The master's side of fused steps over a :class:`~cluster.dataplane.Channel`: a
+"""The master's side of fused steps over a :class:`~cluster.channel.Channel`: a
 :class:`~cosim.master.proxy.Lane` writing every unit's ``Step`` from a prepared header.
 
 Per macro step and server: one message ``[unit, batch, unit, batch, ...]`` whose batches are
@@ -9,7 +9,7 @@ units), and one reply message whose plain ``Stepped`` batches are read in place
 format is the ordinary path's, byte for byte.
 
 :class:`StepStream` sends the same messages on a DEALER socket of its own (the channel's
-:meth:`~cluster.dataplane.Channel.dealer`), so that the next macro step's message can wait
+:meth:`~cluster.channel.Channel.dealer`), so that the next macro step's message can wait
 at the server while it serves the current one (the pipeline's, :mod:`cosim.master.pipeline`).
 """
 

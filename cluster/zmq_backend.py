@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from cluster.dataplane import Channel
+from cluster.channel import Channel
 from cluster.unit_files import split_parameters, unit_file_data
 from cosim.errors import ModelError, TransportError
 from cosim.master import protocol as P

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from cluster.dataplane import Channel, serve
+from cluster.channel import Channel
+from cluster.dataplane import serve
 from cosim import SimulationConfig
 from cosim.master import protocol as P
 from cosim.master.units import LocalUnit

@@ -94,7 +94,7 @@ def test_a_request_sent_after_the_handshake_was_refused_fails_at_once(keys):
     under load, when the refusal came before the Hello went out)."""
     from zmq.auth.thread import ThreadAuthenticator
 
-    from cluster.dataplane import Channel
+    from cluster.channel import Channel
     from cosim.master import protocol as P
     ctx = zmq.Context.instance()
     auth = ThreadAuthenticator(ctx)
