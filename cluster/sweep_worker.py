@@ -109,8 +109,12 @@ def _rerun_logs(model_source, config, run: Run):
         # The reference is this run: a study whose first run fails tries again with the next.
         try:
             model = build(model_source)
-            model.parameters.update(run.params)
-            rerun = Rerun(model, config if config is not None else model.simulation)
+            cfg = config if config is not None else model.simulation
+            if _cosimulated(cfg):
+                rerun = None        # a model file's own co-simulation: every run built
+            else:
+                model.parameters.update(run.params)
+                rerun = Rerun(model, cfg)
         except Unsupported:
             rerun = None
         except Exception:  # noqa: BLE001 - the run fails: built on its own, it says why
@@ -162,8 +166,8 @@ def execute(model_source, config, run: Run, reducers: Mapping,
 
 
 def _cosimulated(config) -> bool:
-    """The runs are co-simulations (a model file's own configuration counts as not known:
-    its runs try the Rerun first, which refuses them)."""
+    """The runs are co-simulations (a model file's own configuration is not known before
+    the file is read: its first run finds out, and the answer is kept)."""
     return config is not None and config.cosim is not None
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cluster.sweep import final, grid, lhs, sweep
-from cosim import SimulationConfig, Simulator
+from cosim import CoSimulation, SimulationConfig, Simulator
 from cosim.fastpath.rerun import Rerun
 from cosim.fastpath.runtime import Unsupported
 
@@ -98,3 +98,28 @@ def test_a_model_file_changed_between_studies_is_read_again(tmp_path):
 def _load(path):
     from cosim import Model
     return Model.from_yaml(path)
+
+
+def test_a_model_file_with_its_own_cosimulation_is_read_once_per_run(tmp_path, monkeypatch):
+    """Its runs are built on their own (a co-simulation has no Rerun); that is found out
+    once, not by building the model an extra time for every run."""
+    from cluster import sweep_worker
+    path = tmp_path / "loop.yaml"
+    m = sm.cosim_lag()
+    m.simulation = sm.COSIM_CONFIG
+    m.to_yaml(path)
+    reads = []
+    build = sweep_worker.build
+    monkeypatch.setattr(sweep_worker, "build", lambda src: reads.append(src) or build(src))
+    points = grid({"gain": [1.0, 2.0, 3.0]})
+    rows = sweep(path, None, points, {"y": final("plant.y")}, backend="serial")
+    assert [r["status"] for r in rows] == ["ok"] * 3
+    assert len(reads) == 3 + 1              # one per run, and one to find out
+    for row, params in zip(rows, points, strict=True):
+        alone = sm.cosim_lag()
+        alone.parameters.update(params)
+        sim = CoSimulation(alone, sm.COSIM_CONFIG)
+        try:
+            assert row["y"] == float(sim.run()["plant.y"][-1, 0]), params
+        finally:
+            sim.close()
