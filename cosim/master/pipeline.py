@@ -40,19 +40,17 @@ through the protocol.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from array import array
-
-import numpy as np
 
 from cosim.config import Scheme
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
 from cosim.master.compiled import Chunk
 from cosim.master.extrapolation import KEPT, PortHistory
-from cosim.master.rounds import unusual_reply
+from cosim.master.rounds import (lane_spec, output_layout, output_sizes, step_values,
+                                 unusual_reply)
 
 __all__ = ["Pipeline"]
 
@@ -361,11 +359,7 @@ class _LaneSteps:
         self.fused = fused
         self.keys = fused.keys              # the outputs driving its inputs, in order
         self.sizes = sizes                  # values each of them packs into the Step
-        unit = fused.unit
-        self.layout = [((unit, name), shape, a, b) for name, shape, a, b in fused.layout]
-        # A single output of shape (n,) is the reply's array itself.
-        key, shape, a, b = self.layout[0] if len(self.layout) == 1 else (None, None, 0, 0)
-        self.whole = key if shape == (b - a,) else None
+        self.layout, self.whole = output_layout(fused)
 
     @classmethod
     def build(cls, master, u: str) -> _LaneSteps | None:
@@ -377,29 +371,25 @@ class _LaneSteps:
         lane = master.proxies[u].lane()
         if lane is None:
             return None
-        out_sizes = {(v, p.name): math.prod(p.shape) for v, d in master.desc.items()
-                     for p in d.outputs}
-        shapes = {p.name: p.shape for p in master.desc[u].inputs}
-        sizes = []
-        for name, key in fused.ports:
-            if name not in shapes or math.prod(shapes[name]) != out_sizes.get(key):
-                return None                 # the ordinary path reports what is wrong
-            sizes.append(out_sizes[key])
-        spec = [(u, fused.names, master.delayed, sum(sizes), fused.size)]
-        batch = lane.stream(spec, cls.DEPTH)
+        out_sizes = output_sizes(master)
+        spec = lane_spec(master, u, out_sizes)
+        if spec is None:
+            return None                     # the ordinary path reports what is wrong
+        sizes = [out_sizes[key] for key in fused.keys]
+        batch = lane.stream([spec], cls.DEPTH)
         if batch is not None:
             return cls(batch, cls.DEPTH, fused, sizes)
-        batch = lane.batch(spec)
+        batch = lane.batch([spec])
         return None if batch is None else cls(batch, 1, fused, sizes)
 
     def payload(self, held: list):
         """The Step's input values from the driving outputs ``held`` (in :attr:`keys`
         order): a C-contiguous float64 buffer, or None when one has not its input's size."""
         if len(held) == 1:
-            return _plain(held[0], self.sizes[0])
+            return step_values(held[0], self.sizes[0])
         parts = []
         for v, n in zip(held, self.sizes):
-            if (v := _plain(v, n)) is None:
+            if (v := step_values(v, n)) is None:
                 return None
             parts.append(v)
         return b"".join(parts)
@@ -410,9 +400,3 @@ class _LaneSteps:
             return {self.whole: out}
         return {key: out[a:b].reshape(shape) for key, shape, a, b in self.layout}
 
-
-def _plain(value, n: int):
-    """``value`` as the float64 values a Step carries (itself when it is such an array), or
-    None when it has not ``n`` values."""
-    v = np.ascontiguousarray(value, dtype=np.float64).reshape(-1)
-    return v if v.size == n else None

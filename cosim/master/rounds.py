@@ -22,7 +22,8 @@ from cosim.errors import TransportError
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
 
-__all__ = ["FusedRounds", "unusual_reply"]
+__all__ = ["FusedRounds", "lane_spec", "output_layout", "output_sizes", "step_values",
+           "unusual_reply"]
 
 _F64 = np.dtype(np.float64)
 
@@ -32,15 +33,12 @@ class _Member:
 
     __slots__ = ("name", "index", "keys", "one", "layout", "whole", "times", "fused")
 
-    def __init__(self, name, index, keys, layout, times, fused):
+    def __init__(self, name, index, times, fused):
         self.name = name
         self.index = index                  # in the master's unit order (errors)
-        self.keys = keys                    # the outputs driving its inputs, in order
-        self.one = keys[0] if len(keys) == 1 else None
-        self.layout = layout                # (key, shape, start, end) per output
-        # A single output of shape (n,) is the reply's array itself.
-        self.whole = layout[0][0] if len(layout) == 1 and layout[0][1] == (
-            layout[0][3] - layout[0][2],) else None
+        self.keys = fused.keys              # the outputs driving its inputs, in order
+        self.one = self.keys[0] if len(self.keys) == 1 else None
+        self.layout, self.whole = output_layout(fused)
         self.times = times                  # UnitCalls.step_times[name]
         self.fused = fused
 
@@ -65,25 +63,18 @@ class FusedRounds:
         if (cfg.scheme is not Scheme.JACOBI or cfg.adaptive or cfg.trace or not units
                 or master.history.order != 0 or any(u not in master.fused for u in units)):
             return None
-        sizes = {(u, p.name): math.prod(p.shape) for u, d in master.desc.items()
-                 for p in d.outputs}
+        sizes = output_sizes(master)
         lanes: dict[int, tuple] = {}
-        for i, u in enumerate(units):
+        for u in units:
             lane = master.proxies[u].lane()
             if lane is None:
                 return None
             fused = master.fused[u]
-            shapes = {p.name: p.shape for p in master.desc[u].inputs}
-            n_in = 0
-            for name, key in fused.ports:
-                if name not in shapes or math.prod(shapes[name]) != sizes.get(key):
-                    return None             # the ordinary path reports what is wrong
-                n_in += sizes[key]
+            spec = lane_spec(master, u, sizes)
+            if spec is None:
+                return None                 # the ordinary path reports what is wrong
             times = master.calls.step_times.setdefault(u, (array("d"), array("d")))
-            member = _Member(u, master.names.index(u), fused.keys,
-                             [((u, name), shape, a, b) for name, shape, a, b in fused.layout],
-                             times, fused)
-            spec = (u, fused.names, master.delayed, n_in, fused.size)
+            member = _Member(u, master.names.index(u), times, fused)
             lanes.setdefault(id(lane), (lane, [], []))
             lanes[id(lane)][1].append(member)
             lanes[id(lane)][2].append(spec)
@@ -180,11 +171,47 @@ class FusedRounds:
     def _plain(self, key, value):
         """``value`` as the float64 values a Step carries, or None if it has not the size of
         the input it drives (kept: the next round sends it as it is)."""
-        v = np.ascontiguousarray(value, dtype=_F64).reshape(-1)
-        if v.size != self.sizes[key]:
-            return None
-        self.plain[key] = v
+        v = step_values(value, self.sizes[key])
+        if v is not None:
+            self.plain[key] = v
         return v
+
+
+def output_sizes(master) -> dict:
+    """Every unit output's key -> the number of values it packs into a Step."""
+    return {(u, p.name): math.prod(p.shape) for u, d in master.desc.items()
+            for p in d.outputs}
+
+
+def lane_spec(master, u: str, sizes: dict) -> tuple | None:
+    """Unit ``u``'s spec for :meth:`Lane.batch <cosim.master.proxy.Lane.batch>`,
+    ``(unit, input names, delayed, input values, output values)``, or None when an input's
+    size is not that of the output driving it (``sizes``: :func:`output_sizes`)."""
+    fused = master.fused[u]
+    shapes = {p.name: p.shape for p in master.desc[u].inputs}
+    n_in = 0
+    for name, key in fused.ports:
+        if name not in shapes or math.prod(shapes[name]) != sizes.get(key):
+            return None
+        n_in += sizes[key]
+    return (u, fused.names, master.delayed, n_in, fused.size)
+
+
+def output_layout(fused) -> tuple[list, tuple | None]:
+    """Where a unit's outputs sit in its Stepped's packed values: ``(key, shape, start,
+    end)`` per output, and the key of a single output of shape ``(n,)`` (the packed array
+    itself), else None."""
+    layout = [((fused.unit, name), shape, a, b) for name, shape, a, b in fused.layout]
+    whole = layout[0][0] if len(layout) == 1 and layout[0][1] == (
+        layout[0][3] - layout[0][2],) else None
+    return layout, whole
+
+
+def step_values(value, n: int):
+    """``value`` as the float64 values a Step carries (itself when it is such an array), or
+    None when it has not ``n`` values."""
+    v = np.ascontiguousarray(value, dtype=_F64).reshape(-1)
+    return v if v.size == n else None
 
 
 def unusual_reply(name: str, fused, rep, T: float) -> tuple:
