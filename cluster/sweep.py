@@ -2,8 +2,9 @@
 
 Each run is a whole simulation (or co-simulation) of the model with parameter overrides
 applied through the evaluation phase (:attr:`cosim.Model.parameters`), so a sweep needs no
-change to the model. Runs go to Ray tasks (the embedded local Ray, or ``address=``), a process
-pool, or run serially; at most ``max_in_flight`` at once, each retried when its worker dies.
+change to the model. Runs go to Ray (the embedded local Ray, or ``address=``: a long-lived
+task per CPU pulls chunks of runs from the driver, :mod:`cluster.sweep_ray`), a process pool,
+or run serially; at most ``max_in_flight`` at once, each retried when its worker dies.
 Finished runs are appended to ``results.csv`` in synced batches, so a sweep that is killed and
 started again with the same output directory skips the runs already written; the final table
 is sorted by run index and equals an uninterrupted sweep's. ``sweep.json`` fingerprints the
@@ -24,7 +25,6 @@ fails is NaN in its own column, named in ``reducer_errors``, and the other metri
 from __future__ import annotations
 
 import difflib
-import functools
 import logging
 import math
 import os
@@ -58,14 +58,11 @@ def _lost(r: Run, reducers, why: str) -> dict:
 
 
 def _chunks(todo: list[Run], workers: int, ensemble: int | None) -> list[list[Run]]:
-    """Runs in chunks, one task each: an ensemble's runs, or chunks that shrink as the runs
-    left do (guided self-scheduling: each the runs left over the workers, at most 100, so a
-    lost worker costs little, and at least 4 until the last). A Ray task costs ~4 ms of CPU
-    in the driver, the raylet and the worker (measured: a no-op task pipelined 4 deep),
-    about two 10-block runs on 2 CPUs, so the fewer chunks the better as long as the last
-    ones are small: 400 runs on 2 workers go in 9 chunks (100, 100, 100, 50, 25, 13, 6, 4,
-    2) instead of 17 with a quarter of the runs left per chunk; each worker's share still
-    ends with chunks of a few runs, so neither waits long for the other's last one."""
+    """Runs in chunks, one process-pool task each (``workers`` 0: single runs): an
+    ensemble's runs, or chunks that shrink as the runs left do (guided self-scheduling: each
+    the runs left over the workers, at most 100, so a lost worker costs little, and at least
+    4 until the last, as each task's arguments and rows cross a pipe). Ray's pullers cut
+    their own (:func:`cluster.sweep_ray.chunks`)."""
     if ensemble:
         return [todo[i:i + ensemble] for i in range(0, len(todo), ensemble)]
     if workers <= 0:
@@ -157,12 +154,12 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         ``"ray"`` (tasks on the embedded local Ray or ``address``), ``"process"`` (a process
         pool) or ``"serial"``.
     max_in_flight : int, optional
-        Most runs at once (default: one per CPU of the pool or the Ray cluster). By
-        default a worker has its next run queued before the current one finishes (twice as
-        many submitted as can run), which keeps 2 CPUs 1.85x faster than serial instead of
-        1.6x here; an explicit bound is kept strictly.
+        Most runs at once (default: one per CPU of the pool or the Ray cluster; on Ray,
+        the number of pullers). The pool has a worker's next chunk queued before the
+        current one finishes (twice as many submitted as can run).
     retries : int
-        Times a run is retried when its worker process dies (Ray).
+        Times a chunk of runs is run again when its worker process dies (Ray); then its
+        runs are rows ``failed`` ("worker lost after N retries").
     save_logs : bool
         Keep each run's full logs.
     progress : bool, optional
@@ -256,8 +253,12 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
             _run_pool(model, config, todo, reducers, logs_arg, max_in_flight, ensemble,
                       reuse_units, finished)
         else:
-            _run_ray(model, config, todo, reducers, logs_arg, max_in_flight, retries, address,
-                     ensemble, reuse_units, finished)
+            from cluster.sweep_ray import run_on_ray
+            run_on_ray(model, config, todo, reducers, logs_arg, max_in_flight, retries,
+                       address, ensemble, reuse_units, finished,
+                       lambda chunk, err: [(_lost(r, reducers, f"worker lost after {retries} "
+                                                  f"retries: {type(err).__name__}"), "")
+                                           for r in chunk])
     finally:
         if bar is not None:
             bar.close()
@@ -327,44 +328,6 @@ def _run_pool(model, config, todo, reducers, logs_dir, max_in_flight, ensemble,
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
                 finished(f.result())
-
-
-@functools.lru_cache(maxsize=4)
-def _ray_task(retries: int):
-    """:func:`execute_many` as a Ray task, made once per process: a new remote function is
-    exported to the cluster and loaded by every worker again (milliseconds each sweep)."""
-    import ray
-    return ray.remote(num_cpus=1, max_retries=retries)(execute_many)
-
-
-def _run_ray(model, config, todo, reducers, logs_dir, max_in_flight, retries, address,
-             ensemble, reuse_units, finished) -> None:
-    import ray
-
-    from cluster.ray_backend import ensure_ray
-    ensure_ray(address)
-    task = _ray_task(retries)
-    model_ref = ray.put(model) if callable(model) else model
-    # Ray runs one task (a chunk of runs) per CPU; by default twice that many are submitted
-    # so that no worker waits for the driver between chunks. An explicit bound is the number
-    # submitted.
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    limit = max_in_flight or 2 * cpus
-    queue = _chunks(todo, min(limit, cpus), ensemble)
-    pending = {}
-    while queue or pending:
-        while queue and len(pending) < limit:
-            chunk = queue.pop(0)
-            pending[task.remote(model_ref, config, chunk, reducers, logs_dir,
-                                ensemble is not None, reuse_units)] = chunk
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for ref in ready:
-            chunk = pending.pop(ref)
-            try:
-                finished(ray.get(ref))
-            except ray.exceptions.RayError as err:
-                finished([(_lost(r, reducers, f"worker lost after {retries} retries: "
-                                              f"{type(err).__name__}"), "") for r in chunk])
 
 
 # -- command line -----------------------------------------------------------------------------
