@@ -15,7 +15,7 @@ import pytest
 from cluster.sweep import final, lhs, sweep
 from cosim import SimulationConfig, Simulator
 
-from tests.benchmarks.timing import process_tree_cpu
+from tests.benchmarks.timing import cpu_used, process_tree_cpu
 from tests.cluster import sweep_models as sm
 
 #: A short run on the interpreter: 2 s at 1 ms, tens of milliseconds each.
@@ -27,8 +27,8 @@ def interleaved(fns: dict, repeat: int, cpu: dict | None = None,
     """Best wall time of each callable, the callables interleaved (the machine drifts);
     with ``cpu``, also the best CPU time of this process in it (the machine is shared: a
     serial run's CPU time is what it costs on a core of its own); with ``tree``, the CPU
-    time of this process and its descendants (Ray's workers and daemons) by process name,
-    of the repeat that used least in all."""
+    time of this process and its descendants (Ray's workers and daemons) by role
+    (:func:`~tests.benchmarks.timing.cpu_used`), of the repeat that used least in all."""
     best = dict.fromkeys(fns, float("inf"))
     if cpu is not None:
         cpu.update(dict.fromkeys(fns, float("inf")))
@@ -41,8 +41,7 @@ def interleaved(fns: dict, repeat: int, cpu: dict | None = None,
             if cpu is not None:
                 cpu[name] = min(cpu[name], time.process_time() - c0)
             if tree is not None:
-                after = process_tree_cpu()
-                used = {k: v - before.get(k, 0.0) for k, v in after.items()}
+                used = cpu_used(before, process_tree_cpu())
                 if name not in tree or sum(used.values()) < sum(tree[name].values()):
                     tree[name] = used
     return best
@@ -126,7 +125,7 @@ def test_bench_sweep_of_a_pi_loop(ray_session, tmp_path):
     if tree.get("ray") and tree.get("serial"):
         ray_cpu = sum(tree["ray"].values())
         parts = ", ".join(f"{k} {v / n * 1e3:.3f}" for k, v in
-                          sorted(tree["ray"].items(), key=lambda kv: -kv[1]) if v > 0)
+                          sorted(tree["ray"].items(), key=lambda kv: -kv[1]) if v > 5e-5 * n)
         print(f"  CPU per run: serial {cpu['serial'] / n * 1e3:.3f} ms (its process), Ray "
               f"{ray_cpu / n * 1e3:.3f} ms in all processes ({parts}); "
               f"2 x serial / Ray = {2 * cpu['serial'] / ray_cpu:.2f}x")

@@ -38,37 +38,64 @@ def table(title: str, rows: list[tuple[str, float]], reference: str | None = Non
     return text
 
 
-def process_tree_cpu() -> dict[str, float]:
-    """CPU seconds (user + system) used so far by this process (``"driver"``) and each of its
-    descendants, summed by command name (Linux ``/proc``; empty elsewhere). Processes that
-    ended in between are not counted: take differences over intervals they live through
-    (Ray's workers and daemons outlive a study)."""
+def _role(pid: int, name: str, me: int) -> str:
+    """What a process of the tree is, for CPU accounting: Ray's workers are renamed by the
+    task they run (``ray::IDLE``, ``ray::pull``), so they are counted together."""
+    if pid == me:
+        return "driver"
+    if name.startswith("ray::") and name not in ("ray::DashboardA", "ray::RuntimeEnv"):
+        return "ray workers"
+    return name
+
+
+def process_tree_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds used so far by this process and each of its descendants, by process id:
+    ``(role, seconds)``, the role ``"driver"`` (this process), ``"ray workers"`` or the
+    command name; the sum over the process's threads of their time on a CPU
+    (``/proc/<pid>/task/<tid>/schedstat``, nanoseconds; Linux only, empty elsewhere).
+    Take differences over intervals the processes live through (:func:`cpu_used`)."""
     import os
     try:
-        tick = os.sysconf("SC_CLK_TCK")
-        stats, parent = {}, {}
+        parent, names = {}, {}
         for pid in filter(str.isdigit, os.listdir("/proc")):
             try:
                 with open(f"/proc/{pid}/stat") as fh:
                     text = fh.read()
             except OSError:
                 continue
-            name = text[text.index("(") + 1:text.rindex(")")]
-            fields = text[text.rindex(")") + 2:].split()
-            parent[int(pid)] = int(fields[1])
-            stats[int(pid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+            names[int(pid)] = text[text.index("(") + 1:text.rindex(")")]
+            parent[int(pid)] = int(text[text.rindex(")") + 2:].split()[1])
     except (OSError, ValueError):
         return {}
     me = os.getpid()
     children: dict[int, list[int]] = {}
     for pid, ppid in parent.items():
         children.setdefault(ppid, []).append(pid)
-    out: dict[str, float] = {}
+    out: dict[int, tuple[str, float]] = {}
     todo = [me]
     while todo:
         pid = todo.pop()
         todo += children.get(pid, [])
-        if pid in stats:
-            name = "driver" if pid == me else stats[pid][0]
-            out[name] = out.get(name, 0.0) + stats[pid][1]
+        ns = 0
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                        ns += int(fh.read().split()[0])
+                except OSError:
+                    continue            # a thread that ended meanwhile
+        except OSError:
+            continue                    # the process ended meanwhile
+        out[pid] = (_role(pid, names[pid], me), ns / 1e9)
     return out
+
+
+def cpu_used(before: dict, after: dict) -> dict[str, float]:
+    """CPU seconds used between two :func:`process_tree_cpu` snapshots, by role (a process
+    started in between counts whole)."""
+    used: dict[str, float] = {}
+    for pid, (role, seconds) in after.items():
+        spent = seconds - before.get(pid, (role, 0.0))[1]
+        if spent > 0:
+            used[role] = used.get(role, 0.0) + spent
+    return used
