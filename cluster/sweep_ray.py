@@ -140,7 +140,7 @@ class _Pullers:
         host = ray.util.get_node_ip_address()
         port = self.sock.bind_to_random_port(f"tcp://{host}")
         self.endpoint, self.public = f"tcp://{host}:{port}", public
-        self.spec = ray.put(spec)
+        self.spec = spec          # small (the model's factory by reference): inline, no put
 
     def start(self) -> None:
         """A new puller with the next waiting chunk."""
@@ -171,8 +171,7 @@ class _Pullers:
         if kind != DONE or held is None or held[0] != int(number):
             return                  # a puller found lost already: its chunk is run again
         del self.holding[name]
-        self.finished(pickle.loads(payload))
-        del self.runs[held[0]]
+        # The puller's next chunk first: it runs while the driver writes the rows.
         if self.waiting:
             number, losses = self.waiting.popleft()
             self.holding[name] = (number, losses)
@@ -180,6 +179,8 @@ class _Pullers:
                                                                 protocol=5)])
         else:
             self.sock.send_multipart([name, STOP])
+        del self.runs[held[0]]
+        self.finished(pickle.loads(payload))
 
     def check(self) -> None:
         """Pullers whose task ended: a failed one's chunk waits again (or, lost more than
