@@ -193,11 +193,31 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         a signal the model does not log (both named, with close matches), or a name clashes.
     """
     reducers = dict(reducers or {})
+    if backend not in ("ray", "process", "serial"):
+        raise ModelError(f"unknown sweep backend {backend!r}; use ray, process or serial")
+    pullers = None
+    if backend == "ray":
+        import ray
+
+        from cluster.sweep_ray import Pullers
+        pullers = Pullers(model, config, reducers, ensemble, reuse_units, max_in_flight,
+                          retries, address)
+        if ray.is_initialized():
+            pullers.start()         # Ray's task start-up overlaps the checks below
+    try:
+        return _sweep(model, config, design, reducers, out_dir, backend, max_in_flight,
+                      save_logs, progress, if_changed, ensemble, reuse_units, pullers)
+    finally:
+        if pullers is not None:
+            pullers.close()
+
+
+def _sweep(model, config, design, reducers, out_dir, backend, max_in_flight, save_logs,
+           progress, if_changed, ensemble, reuse_units, pullers) -> list[dict]:
+    """:func:`sweep` once its pullers (Ray) are started or made."""
     runs = runs_of(design)
     if not runs:
         raise ModelError("the design has no points")
-    if backend not in ("ray", "process", "serial"):
-        raise ModelError(f"unknown sweep backend {backend!r}; use ray, process or serial")
     names = list(dict.fromkeys(k for r in runs for k in r.params))
     _check_names(names, reducers)
     columns = ["run_id", "index", *names, "status", "error", "wall_time", *reducers,
@@ -226,9 +246,7 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     results: dict[str, dict] = {}
     structures: dict[int, str] = {}
     if backend == "ray" and todo:
-        # Ray first: its start-up notices are printed before the bar is drawn.
-        from cluster.ray_backend import ensure_ray
-        ensure_ray(address)
+        pullers.start()         # Ray first: its start-up notices come before the bar
     bar = _Progress.open(len(runs), len(runs) - len(todo), progress)
 
     def finished(done: list[tuple[dict, str]]):
@@ -253,12 +271,11 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
             _run_pool(model, config, todo, reducers, logs_arg, max_in_flight, ensemble,
                       reuse_units, finished)
         else:
-            from cluster.sweep_ray import run_on_ray
-            run_on_ray(model, config, todo, reducers, logs_arg, max_in_flight, retries,
-                       address, ensemble, reuse_units, finished,
-                       lambda chunk, err: [(_lost(r, reducers, f"worker lost after {retries} "
-                                                  f"retries: {type(err).__name__}"), "")
-                                           for r in chunk])
+            pullers.run(todo, logs_arg, finished,
+                        lambda chunk, err: [(_lost(r, reducers, f"worker lost after "
+                                                   f"{pullers.retries} retries: "
+                                                   f"{type(err).__name__}"), "")
+                                            for r in chunk])
     finally:
         if bar is not None:
             bar.close()

@@ -1,13 +1,13 @@
 """A sweep on Ray: one long-lived puller per CPU that asks the driver for its next chunk.
 
 A Ray task costs ~2 ms of CPU over the driver, the raylet and the worker (measured with the
-sweep's own arguments), a tenth of a 10-block run's; a task per chunk made the chunks large
+sweep's own arguments), as much as a 10-block run; a task per chunk made the chunks large
 and the last ones few. Here the driver starts one Ray task per CPU (a *puller*, on Ray's
-pooled worker processes, which keep their compiled code and reruns between studies) with a
-first chunk in its arguments; when it has run a chunk, the puller sends the chunk's rows to
-the driver over ZeroMQ and gets its next chunk in the reply (~0.2 ms a round trip), until the
-driver says stop. The chunks shrink as the runs left do (:func:`chunks`), so both CPUs finish
-within a run or two of each other.
+pooled worker processes, which keep their compiled code and reruns between studies) while it
+checks the model and reads the results file; a puller asks the driver for a chunk over
+ZeroMQ, and when it has run it, sends the chunk's rows and gets its next chunk in the reply
+(~0.2 ms a round trip), until the driver says stop. The chunks shrink as the runs left do
+(:func:`chunks`), so both CPUs finish within a run or two of each other.
 
 A puller that dies (its worker process lost, or the task failing) is found through its task:
 the chunk it held is run again by a new puller, at most ``retries`` times, then its runs are
@@ -16,7 +16,8 @@ socket is bound on its node's address with CURVE encryption; its public key (and
 to connect) travels to the pullers in their task arguments only.
 
 Wire protocol (DEALER puller -> ROUTER driver, pickled payloads, both ends this module):
-puller ``[DONE, chunk number, rows]`` -> driver ``[CHUNK, (number, runs)]`` or ``[STOP]``.
+puller ``[READY]`` or ``[DONE, chunk number, rows]`` -> driver
+``[CHUNK, (number, runs, logs_dir)]`` or ``[STOP]``.
 """
 
 from __future__ import annotations
@@ -31,12 +32,20 @@ from collections.abc import Callable, Sequence
 from cluster.sweep_design import Run
 from cluster.sweep_worker import execute_many
 
-__all__ = ["chunks", "pull", "run_on_ray"]
+__all__ = ["Pullers", "chunks", "pull"]
 
-DONE, CHUNK, STOP = b"done", b"chunk", b"stop"
+READY, DONE, CHUNK, STOP = b"ready", b"done", b"chunk", b"stop"
 
 #: How often (s) the driver asks Ray whether a puller's task ended, while rows arrive.
 CHECK_EVERY = 0.05
+
+#: Longest (s) a puller waits for the driver's answer before it ends on its own (a driver
+#: that stopped without telling it; the driver starts a new one if it still has chunks).
+PATIENCE = 60.0
+
+#: Longest (s) the driver waits, when it closes, for pullers still starting to ask for a
+#: chunk (and be told to stop); those that have not are cancelled.
+STARTING = 10.0
 
 #: Most runs of a chunk: a lost worker costs at most these, and their rows wait for the
 #: chunk's end before they are written.
@@ -59,10 +68,9 @@ def chunks(todo: Sequence[Run], pullers: int) -> list[list[Run]]:
     return out
 
 
-def pull(endpoint: str, server_key: bytes, name: bytes, first: tuple[int, list[Run]],
-         spec: tuple) -> None:
-    """A puller (a Ray task): run ``first``, then the chunks the driver answers with, each
-    chunk's rows sent back, until the driver says stop.
+def pull(endpoint: str, server_key: bytes, name: bytes, spec: tuple) -> None:
+    """A puller (a Ray task): say it is ready, then run the chunks the driver answers with,
+    each chunk's rows sent back, until the driver says stop.
 
     Parameters
     ----------
@@ -72,33 +80,34 @@ def pull(endpoint: str, server_key: bytes, name: bytes, first: tuple[int, list[R
         The driver's CURVE public key (Z85).
     name : bytes
         This puller's identity on the driver's socket.
-    first : (int, list of Run)
-        The first chunk's number and runs.
     spec : tuple
-        ``(model, config, reducers, logs_dir, ensemble, reuse_units)`` as
-        :func:`~cluster.sweep_worker.execute_many` takes them.
+        ``(model, config, reducers, ensemble, reuse_units)`` as
+        :func:`~cluster.sweep_worker.execute_many` takes them (a chunk brings its
+        ``logs_dir``).
     """
     import zmq
 
     from cosim.master.hosts import UnitHosts
-    model, config, reducers, logs_dir, ensemble, reuse_units = spec
+    model, config, reducers, ensemble, reuse_units = spec
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)          # nothing is left to send after the stop
     sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
     sock.curve_serverkey = server_key
     sock.setsockopt(zmq.IDENTITY, name)
-    sock.connect(endpoint)                  # while the first chunk runs
+    sock.connect(endpoint)
     hosts = UnitHosts()                     # a co-simulation's units, kept between chunks
     try:
-        number, runs = first
+        sock.send_multipart([READY])        # queued until connected: never blocks
         while True:
-            rows = execute_many(model, config, runs, reducers, logs_dir, ensemble,
-                                reuse_units, hosts)
-            sock.send_multipart([DONE, b"%d" % number, pickle.dumps(rows, protocol=5)])
+            if not sock.poll(int(PATIENCE * 1000)):
+                return
             reply = sock.recv_multipart()
             if reply[0] == STOP:
                 return
-            number, runs = pickle.loads(reply[1])
+            number, runs, logs_dir = pickle.loads(reply[1])
+            rows = execute_many(model, config, runs, reducers, logs_dir, ensemble,
+                                reuse_units, hosts)
+            sock.send_multipart([DONE, b"%d" % number, pickle.dumps(rows, protocol=5)])
     finally:
         hosts.close()
         sock.close()
@@ -113,49 +122,87 @@ def _puller_task():
     return ray.remote(num_cpus=1, max_retries=0)(pull)
 
 
-class _Pullers:
-    """The driver's side: its socket, the pullers alive and the chunk each holds, the
-    chunks waiting (each with the times it was lost)."""
+class Pullers:
+    """The driver's side of a Ray sweep: its socket, the pullers alive and the chunk each
+    holds, the chunks waiting (each with the times it was lost).
 
-    def __init__(self, parts: list[list[Run]], pullers: int, retries: int, spec: tuple,
-                 finished: Callable, lost: Callable):
-        import ray
-        import zmq
+    The pullers can be started (:meth:`start`) before the runs are known, while the driver
+    checks the model and reads the results file: Ray's task start-up (~4 ms here until a
+    worker runs) then overlaps it. They wait for chunks until :meth:`run`, and
+    :meth:`close` stops them whatever happened in between.
+
+    Parameters
+    ----------
+    model, config, reducers, ensemble, reuse_units
+        As :func:`cluster.sweep.sweep` takes them (``ensemble`` the runs per ensemble).
+    pullers : int, optional
+        Pullers (runs at once); default: one per CPU of the cluster.
+    retries : int
+        Times a chunk lost with its puller is run again.
+    address : str, optional
+        The Ray cluster to join when Ray is not started yet.
+    """
+
+    def __init__(self, model, config, reducers, ensemble: int | None, reuse_units: bool,
+                 pullers: int | None, retries: int, address: str | None):
+        self.spec = (model, config, reducers, ensemble is not None, reuse_units)
+        self.ensemble = ensemble
         self.most = pullers
         self.retries = retries
-        self.finished = finished
-        self.lost = lost
-        self.runs = dict(enumerate(parts))                    # chunk number -> runs
-
-        self.waiting = deque((n, 0) for n in self.runs)      # (number, times lost)
+        self.address = address
+        self.runs: dict[int, list[Run]] = {}                 # chunk number -> runs
+        self.waiting: deque = deque()                         # (number, times lost)
         self.holding: dict[bytes, tuple[int, int]] = {}      # puller -> (number, losses)
         self.tasks: dict = {}                                 # task ref -> puller
+        self.stopped: set[bytes] = set()                      # pullers told to stop
         self.started = 0
+        self.logs_dir = None
+        self.finished = self.lost = None
+        self.sock = None
+
+    def start(self) -> None:
+        """Bind the socket and start the pullers (Ray is started or joined first); once."""
+        if self.sock is not None:
+            return
+        import ray
+        import zmq
+
+        from cluster.ray_backend import ensure_ray
+        ensure_ray(self.address)
+        if self.most is None:
+            self.most = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.ctx = zmq.Context()                # its own: no ZAP handler of other servers
         self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 0)
+        # Closing sends what is queued (the last stops) first; to a peer gone, nothing.
+        self.sock.setsockopt(zmq.LINGER, 1000)
         public, secret = zmq.curve_keypair()
         self.sock.curve_secretkey, self.sock.curve_publickey = secret, public
         self.sock.curve_server = True
         host = ray.util.get_node_ip_address()
         port = self.sock.bind_to_random_port(f"tcp://{host}")
         self.endpoint, self.public = f"tcp://{host}:{port}", public
-        self.spec = spec          # small (the model's factory by reference): inline, no put
+        for _ in range(self.most):
+            self.launch()
 
-    def start(self) -> None:
-        """A new puller with the next waiting chunk."""
-        number, losses = self.waiting.popleft()
+    def launch(self) -> None:
+        """A new puller (it asks for a chunk when it is up)."""
         name = b"p%d" % self.started
         self.started += 1
-        self.holding[name] = (number, losses)
-        ref = _puller_task().remote(self.endpoint, self.public, name,
-                                    (number, self.runs[number]), self.spec)
-        self.tasks[ref] = name
+        # The arguments are small (the model's factory by reference): inline, no put.
+        self.tasks[_puller_task().remote(self.endpoint, self.public, name, self.spec)] = name
 
-    def run(self) -> None:
-        """Feed the chunks to the pullers until every chunk's rows are in."""
-        while self.waiting and len(self.tasks) < self.most:
-            self.start()
+    def run(self, todo: list[Run], logs_dir: str | None, finished: Callable,
+            lost: Callable) -> None:
+        """Feed ``todo`` in chunks to the pullers until every chunk's rows are in:
+        ``finished(rows)`` gets each chunk's ``(row, structure)`` pairs as they come,
+        ``lost(runs, err)`` makes the rows of a chunk lost more than ``retries`` times."""
+        self.start()
+        e = self.ensemble
+        parts = [todo[i:i + e] for i in range(0, len(todo), e)] if e else \
+            chunks(todo, self.most)
+        self.runs = dict(enumerate(parts))
+        self.waiting = deque((n, 0) for n in self.runs)
+        self.logs_dir, self.finished, self.lost = logs_dir, finished, lost
         checked = time.monotonic()
         while self.holding or self.waiting:
             if self.sock.poll(int(CHECK_EVERY * 1000)):
@@ -165,73 +212,77 @@ class _Pullers:
                 checked = time.monotonic()
 
     def answer(self) -> None:
-        """Take a puller's rows and send it its next chunk, or stop."""
-        name, kind, number, payload = self.sock.recv_multipart()
-        held = self.holding.get(name)
-        if kind != DONE or held is None or held[0] != int(number):
+        """Take a puller's rows (if it brings any) and send it its next chunk, or stop."""
+        name, kind, *rest = self.sock.recv_multipart()
+        if name not in self.tasks.values() or name in self.stopped:
             return                  # a puller found lost already: its chunk is run again
-        del self.holding[name]
+        held = self.holding.pop(name, None)
+        if (kind == DONE) != (held is not None) or (held and held[0] != int(rest[0])):
+            return
         # The puller's next chunk first: it runs while the driver writes the rows.
         if self.waiting:
             number, losses = self.waiting.popleft()
             self.holding[name] = (number, losses)
-            self.sock.send_multipart([name, CHUNK, pickle.dumps((number, self.runs[number]),
-                                                                protocol=5)])
+            self.sock.send_multipart([name, CHUNK, pickle.dumps(
+                (number, self.runs[number], self.logs_dir), protocol=5)])
         else:
             self.sock.send_multipart([name, STOP])
-        del self.runs[held[0]]
-        self.finished(pickle.loads(payload))
+            self.stopped.add(name)
+        if held is not None:
+            del self.runs[held[0]]
+            self.finished(pickle.loads(rest[1]))
 
     def check(self) -> None:
         """Pullers whose task ended: a failed one's chunk waits again (or, lost more than
         ``retries`` times, its runs are failed rows); a new puller takes the next chunk."""
         import ray
-        if not self.tasks:
-            return
-        ended, _ = ray.wait(list(self.tasks), num_returns=len(self.tasks), timeout=0)
+        ended = ray.wait(list(self.tasks), num_returns=len(self.tasks), timeout=0)[0] \
+            if self.tasks else []
         for ref in ended:
             name = self.tasks.pop(ref)
+            self.stopped.discard(name)
+            held = self.holding.pop(name, None)
             try:
                 ray.get(ref)
-            except ray.exceptions.RayError as err:
-                held = self.holding.pop(name, None)
-                if held is not None:
-                    number, losses = held
-                    if losses < self.retries:
-                        self.waiting.appendleft((number, losses + 1))
-                    else:
-                        self.finished(self.lost(self.runs.pop(number), err))
+                err = None
+            except ray.exceptions.RayError as error:
+                err = error
+            if held is None:
+                continue
+            number, losses = held
+            if err is None:                 # it ended on its own, before its chunk came
+                self.waiting.appendleft((number, losses))
+            elif losses < self.retries:
+                self.waiting.appendleft((number, losses + 1))
+            else:
+                self.finished(self.lost(self.runs.pop(number), err))
         while self.waiting and len(self.tasks) < self.most:
-            self.start()
+            self.launch()
 
     def close(self) -> None:
-        """Close the socket; pullers still holding a chunk (the sweep failed in the driver)
-        are stopped (the others were told to stop and end on their own)."""
+        """Stop the pullers still alive and close the socket: those holding a chunk (the
+        sweep failed in the driver) are killed, the others are told to stop when they ask
+        for a chunk (within :data:`STARTING` s; then cancelled, as not started)."""
+        if self.sock is None:
+            return
         import ray
         for ref, name in self.tasks.items():
             if name in self.holding:
                 ray.cancel(ref, force=True)
+                self.stopped.add(name)
+        deadline = time.monotonic() + STARTING
+        while set(self.tasks.values()) - self.stopped and time.monotonic() < deadline:
+            if self.sock.poll(int(CHECK_EVERY * 1000)):
+                name = self.sock.recv_multipart()[0]
+                if name in self.tasks.values() and name not in self.stopped:
+                    self.sock.send_multipart([name, STOP])
+                    self.stopped.add(name)
+            ended, _ = ray.wait(list(self.tasks), num_returns=len(self.tasks), timeout=0)
+            for ref in ended:
+                self.stopped.add(self.tasks.pop(ref))
+        for ref, name in self.tasks.items():
+            if name not in self.stopped:
+                ray.cancel(ref)
         self.sock.close()
         self.ctx.term()
-
-
-def run_on_ray(model, config, todo: list[Run], reducers, logs_dir: str | None,
-               max_in_flight: int | None, retries: int, address: str | None,
-               ensemble: int | None, reuse_units: bool, finished: Callable,
-               lost: Callable) -> None:
-    """Run ``todo`` on Ray pullers, one per CPU of the cluster (or ``max_in_flight``);
-    ``finished(rows)`` gets each chunk's ``(row, structure)`` pairs as they come,
-    ``lost(runs, err)`` makes the rows of a chunk lost more than ``retries`` times."""
-    import ray
-
-    from cluster.ray_backend import ensure_ray
-    ensure_ray(address)
-    pullers = max_in_flight or max(1, int(ray.cluster_resources().get("CPU", 1)))
-    parts = [todo[i:i + ensemble] for i in range(0, len(todo), ensemble)] if ensemble \
-        else chunks(todo, pullers)
-    spec = (model, config, reducers, logs_dir, ensemble is not None, reuse_units)
-    feed = _Pullers(parts, pullers, retries, spec, finished, lost)
-    try:
-        feed.run()
-    finally:
-        feed.close()
+        self.sock = None

@@ -1,12 +1,14 @@
 """Sweeps on Ray pullers: chunks, and workers lost in the middle of a chunk."""
 
 import os
+import time
 
 import pytest
 
 from cluster.sweep import final, grid, sweep
 from cluster.sweep_design import runs_of
 from cluster.sweep_ray import chunks
+from cosim.errors import ModelError
 
 from tests.cluster import sweep_faults as sf
 from tests.cluster import sweep_models as sm
@@ -54,3 +56,33 @@ def test_a_chunk_lost_more_than_retries_times_is_failed_rows(ray_session, alone,
             assert "worker lost after 1 retries" in r["error"], r["error"]
         else:
             assert r["status"] == "ok" and r["y"] == y
+
+
+def cpus_free_within(ray, seconds: float) -> bool:
+    """Every CPU of the cluster is free again within ``seconds`` (no puller left running)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if ray.available_resources().get("CPU", 0) == ray.cluster_resources()["CPU"]:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.cluster
+def test_pullers_started_before_the_checks_stop_when_a_check_fails(ray_session, alone):
+    with pytest.raises(ModelError, match="gian"):
+        sweep(sm.lag, sm.CONFIG, [{"gian": 1.0}], {"y": final("plant.out")}, backend="ray")
+    assert cpus_free_within(ray_session, 5.0)
+    rows = sweep(sm.lag, sm.CONFIG, POINTS, {"y": final("plant.out")}, backend="ray")
+    assert [r["y"] for r in rows] == alone
+
+
+@pytest.mark.cluster
+def test_a_finished_study_run_again_starts_no_run_and_leaves_no_puller(ray_session, alone,
+                                                                         tmp_path):
+    reducers = {"y": final("plant.out")}
+    first = sweep(sm.lag, sm.CONFIG, POINTS, reducers, backend="ray", out_dir=tmp_path)
+    again = sweep(sm.lag, sm.CONFIG, POINTS, reducers, backend="ray", out_dir=tmp_path)
+    assert again == first                           # every row read back, none run again
+    assert [r["y"] for r in again] == alone
+    assert cpus_free_within(ray_session, 5.0)
