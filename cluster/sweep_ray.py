@@ -58,7 +58,7 @@ def chunks(todo: Sequence[Run], pullers: int) -> list[list[Run]]:
     last chunks are of a run or two and neither waits long for the other's.
 
     >>> [len(c) for c in chunks(list(range(400)), 2)][:6]
-    [100, 75, 57, 43, 32, 24]
+    [100, 75, 57, 42, 32, 24]
     """
     out, i = [], 0
     while i < len(todo):
