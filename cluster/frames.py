@@ -16,7 +16,7 @@ from __future__ import annotations
 import zmq
 import zmq.backend
 
-__all__ = ["recv_frames", "recv_routed", "send_frames", "send_routed"]
+__all__ = ["recv_frames", "send_frames", "send_pair", "send_reply"]
 
 _send = zmq.backend.Socket.send            # the Cython method, not pyzmq's Python override
 _SNDMORE = int(zmq.SNDMORE)
@@ -29,9 +29,19 @@ def send_frames(sock: zmq.Socket, frames: list) -> None:
     _send(sock, frames[-1], 0)
 
 
-def send_routed(sock: zmq.Socket, envelope: list, frames: list) -> None:
-    """``sock.send_multipart(envelope + frames)`` (``frames`` not empty)."""
-    send_frames(sock, envelope + frames)
+def send_pair(sock: zmq.Socket, first, second) -> None:
+    """``sock.send_multipart([first, second])``: nothing is sent if ``first`` is not (a
+    message's later frames always go where its first went)."""
+    _send(sock, first, _SNDMORE)
+    _send(sock, second, 0)
+
+
+def send_reply(sock: zmq.Socket, peer: bytes, batch) -> None:
+    """``sock.send_multipart([peer, b"", batch])``: one reply batch to a REQ peer of a
+    ROUTER socket."""
+    _send(sock, peer, _SNDMORE)
+    _send(sock, b"", _SNDMORE)
+    _send(sock, batch, 0)
 
 
 def recv_frames(sock: zmq.Socket, flags: int = 0) -> list[bytes]:
@@ -39,19 +49,6 @@ def recv_frames(sock: zmq.Socket, flags: int = 0) -> list[bytes]:
     recv = sock.recv
     f = recv(flags, False)
     frames = [f.bytes]
-    while f.more:
-        f = recv(0, False)
-        frames.append(f.bytes)
-    return frames
-
-
-def recv_routed(sock: zmq.Socket, flags: int = 0) -> list[bytes]:
-    """``sock.recv_multipart(flags)`` on a ROUTER socket: its first frame (the peer's
-    identity) is always followed by the peer's own frames, so it needs no ``more``."""
-    recv = sock.recv
-    frames = [recv(flags)]
-    f = recv(0, False)
-    frames.append(f.bytes)
     while f.more:
         f = recv(0, False)
         frames.append(f.bytes)
