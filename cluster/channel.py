@@ -11,7 +11,7 @@ import zmq
 
 from cluster.codec import decode_batch, encode_batch
 from cluster.dataplane import RunKeys, watch
-from cluster.frames import recv_frames, send_frames, send_pair
+from cluster.frames import SNDMORE, recv_frames, send, send_frames
 from cluster.sololane import SoloLane
 from cosim.errors import TransportError
 
@@ -328,7 +328,8 @@ class Channel:
                 return None
             return self.collect(1, unit, gone, timeout, t)[0]
         try:
-            send_pair(sock, key, batch)
+            send(sock, key, SNDMORE)        # (the batch goes where the key went)
+            send(sock, batch, 0)
         except zmq.Again:                   # nothing went out: post waits for a connection
             self.post([key, batch], unit, gone, timeout, t)
             return self.collect(1, unit, gone, timeout, t)[0]

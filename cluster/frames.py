@@ -16,10 +16,12 @@ from __future__ import annotations
 import zmq
 import zmq.backend
 
-__all__ = ["recv_frames", "send_frames", "send_pair", "send_reply"]
+__all__ = ["SNDMORE", "recv_frames", "send", "send_frames", "send_reply"]
 
-_send = zmq.backend.Socket.send            # the Cython method, not pyzmq's Python override
-_SNDMORE = int(zmq.SNDMORE)
+#: ``send(sock, frame, flags)``: the socket's Cython method, not pyzmq's Python override.
+send = _send = zmq.backend.Socket.send
+#: The flag of a frame that more frames follow, as a plain int.
+SNDMORE = _SNDMORE = int(zmq.SNDMORE)
 
 
 def send_frames(sock: zmq.Socket, frames: list) -> None:
@@ -27,13 +29,6 @@ def send_frames(sock: zmq.Socket, frames: list) -> None:
     for f in frames[:-1]:
         _send(sock, f, _SNDMORE)
     _send(sock, frames[-1], 0)
-
-
-def send_pair(sock: zmq.Socket, first, second) -> None:
-    """``sock.send_multipart([first, second])``: nothing is sent if ``first`` is not (a
-    message's later frames always go where its first went)."""
-    _send(sock, first, _SNDMORE)
-    _send(sock, second, 0)
 
 
 def send_reply(sock: zmq.Socket, peer: bytes, batch) -> None:

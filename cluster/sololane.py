@@ -3,9 +3,9 @@
 A unit alone on its server (a process per unit, or one unit in all) needs none of the
 bookkeeping of a message to several units: :class:`SoloBatch` writes its ``Step`` batch, and
 :meth:`Channel.exchange <cluster.channel.Channel.exchange>` sends the ``[unit, batch]``
-pair and receives the one reply batch, read in place. The same bytes, waits and errors as
-:class:`~cluster.steplane.StepBatch`, which it is for everything else (sending and
-receiving apart, streams).
+pair and receives the one reply batch, read in place; sent and received apart (several
+connections stepped at once) likewise without the loops over units. The same bytes, waits
+and errors as :class:`~cluster.steplane.StepBatch`, which it is for everything else.
 """
 
 from __future__ import annotations
@@ -37,6 +37,17 @@ class SoloBatch(StepBatch):
     def __init__(self, channel, units: list, gone, timeout: float):
         super().__init__(channel, units, gone, timeout)
         (self.key,), (self.writer,), (self.reader,) = self.keys, self.writers, self.readers
+
+    def send(self, T: float, H: float, payloads: list) -> None:
+        if not self.channel.post([self.key, self.writer.write(T, H, payloads[0])], self.first,
+                                 self.gone, self.timeout, T):
+            raise TransportError(self.first, "Step", f"{self.channel.address}: requests of "
+                                 "the ordinary way are still pending", t=T)
+
+    def receive(self, T: float) -> list:
+        (data,) = self.channel.collect(1, self.first, self.gone, self.timeout, T)
+        got = self.reader.read(data)
+        return [got if got is not None else self._read([data], T)[0]]
 
     def exchange(self, T: float, H: float, payload) -> tuple:
         data = self.channel.exchange(self.key, self.writer.write(T, H, payload), self.first,
