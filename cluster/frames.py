@@ -16,7 +16,7 @@ from __future__ import annotations
 import zmq
 import zmq.backend
 
-__all__ = ["SNDMORE", "recv_frames", "send", "send_frames", "send_reply"]
+__all__ = ["SNDMORE", "recv_frames", "send", "send_frames"]
 
 #: ``send(sock, frame, flags)``: the socket's Cython method, not pyzmq's Python override.
 send = _send = zmq.backend.Socket.send
@@ -29,14 +29,6 @@ def send_frames(sock: zmq.Socket, frames: list) -> None:
     for f in frames[:-1]:
         _send(sock, f, _SNDMORE)
     _send(sock, frames[-1], 0)
-
-
-def send_reply(sock: zmq.Socket, peer: bytes, batch) -> None:
-    """``sock.send_multipart([peer, b"", batch])``: one reply batch to a REQ peer of a
-    ROUTER socket."""
-    _send(sock, peer, _SNDMORE)
-    _send(sock, b"", _SNDMORE)
-    _send(sock, batch, 0)
 
 
 def recv_frames(sock: zmq.Socket, flags: int = 0) -> list[bytes]:

@@ -20,7 +20,7 @@ import zmq
 from cluster import prepared
 from cluster.codec import DEFAULT_LIMITS, encode_batch
 from cluster.dataplane import guarded, parse, reply
-from cluster.frames import send_frames, send_reply
+from cluster.frames import SNDMORE, send, send_frames
 from cosim.master.units import error_reply
 
 __all__ = ["FusedLane"]
@@ -31,7 +31,7 @@ _INF = math.inf
 class _Slot:
     """One unit of the lane: its latest Step form and its Stepped writer."""
 
-    __slots__ = ("name", "unit", "step", "form", "out")
+    __slots__ = ("name", "unit", "step", "form", "out", "write")
 
     def __init__(self, name: str, unit, step_packed):
         self.name = name
@@ -39,6 +39,7 @@ class _Slot:
         self.step = step_packed
         self.form = None            # StepForm of the unit's latest Step
         self.out = None             # SteppedForm of its latest reply
+        self.write = None           # its write
 
 
 class FusedLane:
@@ -118,23 +119,24 @@ class FusedLane:
         slot = self._slots.get(key)
         if slot is None or self.units.get(slot.name) is not slot.unit:
             return None
-        form = slot.form
-        step = form.read(batch)
-        if step is None:
+        args = slot.form.arguments(batch)
+        if args is None:
             return None
-        t, h, values = step
+        h = args[1]
         rates = self.rates
         if rates is not None and rates.get(slot.name, _INF) * h > self.offload_after:
             return None
-        inputs, orders, refresh = form.fields
         t0 = time.perf_counter()
         try:
-            done = slot.step(t, h, refresh, inputs, orders, values)
+            done = slot.step(*args)
         except Exception as err:  # noqa: BLE001 - answered as Unit.handle answers it
             done = err
         if done is None:
             return None                     # not for the generated path (nothing done)
-        out = self._write(slot, done)
+        try:
+            out = slot.write(*done)         # a Stepped of the unit's outputs, as the last
+        except Exception:  # noqa: BLE001 - anything else: _write answers it
+            out = self._write(slot, done)
         if rates is not None and h > 0:
             rates[slot.name] = (time.perf_counter() - t0) / h
         return out
@@ -145,19 +147,19 @@ class FusedLane:
         came within the socket's timeout), else its frames, for the ordinary way.
 
         The frames of a one-unit message are received one by one, without a list, and its
-        reply sent as :func:`cluster.frames.send_reply` sends it.
+        reply sent behind the peer's envelope frame by frame.
         """
+        recv = sock.recv
         try:
-            peer = sock.recv(0)             # a ROUTER's peer identity: frames always follow
+            peer = recv(0)                  # a ROUTER's peer identity: frames always follow
         except zmq.Again:
             return None
-        frames = [peer]
-        f = sock.recv(0, False)
+        f = recv(0, False)
         if f.more and not f.bytes:          # a REQ peer's delimiter: the unit, its batch
-            f = sock.recv(0, False)
+            f = recv(0, False)
             if f.more:
                 key = f.bytes
-                f = sock.recv(0, False)
+                f = recv(0, False)
                 if not f.more:
                     batch = f.bytes
                     out = self.one(key, batch)
@@ -166,14 +168,18 @@ class FusedLane:
                         if fast is None:
                             return [peer, b"", key, batch]
                         out = fast[0]
-                    send_reply(sock, peer, out)
+                    send(sock, peer, SNDMORE)
+                    send(sock, b"", SNDMORE)
+                    send(sock, out, 0)
                     return None
-                frames += [b"", key]
+                frames = [peer, b"", key]
             else:
-                frames.append(b"")
+                frames = [peer, b""]
+        else:
+            frames = [peer]
         frames.append(f.bytes)
         while f.more:
-            f = sock.recv(0, False)
+            f = recv(0, False)
             frames.append(f.bytes)
         if len(frames) >= 4 and not frames[1]:
             fast = self.replies(frames, 2)
@@ -243,6 +249,7 @@ class FusedLane:
         out = slot.out
         if out is None or out.n != len(done[3]):
             out = slot.out = prepared.SteppedForm(len(done[3]))
+            slot.write = out.write
         try:
             return out.write(*done)
         except Exception as err:  # noqa: BLE001 - logged and answered by guarded

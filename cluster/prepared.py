@@ -255,12 +255,19 @@ class StepForm:
     def read(self, data: bytes) -> tuple | None:
         """``(t, h, values)`` (values: a tuple of floats) if ``data`` is exactly a batch of
         one Step of this form, else None (the same answer as :func:`step_values`)."""
+        got = self.arguments(data)
+        return None if got is None else (got[0], got[1], got[5])
+
+    def arguments(self, data: bytes) -> tuple | None:
+        """What :meth:`read` reads, as the arguments of ``LocalUnit.step_packed``: ``(t, h,
+        refresh, inputs, orders, values)``; or None."""
         if len(data) != self.size:
             return None
         head, f1, t, f2, h, vhead = self._start.unpack_from(data)
         if (head, f1, f2, vhead) != self._fixed:
             return None
-        return t, h, self._floats.unpack_from(data, self._fat)
+        inputs, orders, refresh = self.fields
+        return t, h, refresh, inputs, orders, self._floats.unpack_from(data, self._fat)
 
 
 def step_form(data: bytes, max_elements: int) -> StepForm | None:
