@@ -63,7 +63,7 @@ class FmuBlock(Block):
 
     def __init__(self, name: str, path: str, sample_time: float = 0.01,
                  start_values: dict | None = None):
-        from cosim.fmi.unit import read_fmu
+        from cosim.fmi.description import read_fmu
         from cosim.fmi.variables import ports_of
         md = read_fmu(path)
         where = f"FmuBlock {name!r} ({path})"
@@ -145,7 +145,7 @@ class ModelExchangeFmuBlock(Block):
     """
 
     def __init__(self, name: str, path: str, start_values: dict | None = None):
-        from cosim.fmi.unit import read_fmu
+        from cosim.fmi.description import read_fmu
         from cosim.fmi.variables import clocks_of, ports_of
         md = read_fmu(path, "me")
         where = f"ModelExchangeFmuBlock {name!r} ({path})"
@@ -172,7 +172,7 @@ class ModelExchangeFmuBlock(Block):
         from pathlib import Path
 
         from cosim.fmi.exchange import ModelExchangeFmu
-        from cosim.fmi.unit import start_value_setter
+        from cosim.fmi.description import start_value_setter
         if self._fmu is None:
             self._fmu = ModelExchangeFmu(Path(self.path), self._md, self.name, self._ins,
                                          self._outs)

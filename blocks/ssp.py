@@ -332,7 +332,7 @@ def _build(name: str, r: _Reading, inputs: dict, t0: float, t_end, step, where) 
     from blocks.fmu import FmuBlock
     from blocks.math import Gain, Sum
     from blocks.sources import Constant
-    from cosim.fmi.unit import read_fmu
+    from cosim.fmi.description import read_fmu
 
     mds = {p: read_fmu(c.fmu) for p, c in r.components.items()}
     if step is None:

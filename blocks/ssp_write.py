@@ -43,7 +43,7 @@ def save_ssp(model: Model, path, simulation: SimulationConfig | None = None) -> 
     from blocks.fmu import FmuBlock
     from blocks.math import Gain
     from blocks.sources import Constant
-    from cosim.fmi.unit import read_fmu
+    from cosim.fmi.description import read_fmu
 
     sim = simulation or model.simulation
     if sim is None:

@@ -11,8 +11,8 @@ import zmq
 
 from cluster.codec import decode_batch, encode_batch
 from cluster.dataplane import RunKeys, watch
-from cluster.frames import recv_frames, send_frames
-from cluster.steplane import StepLane
+from cluster.frames import SNDMORE, recv_frames, send, send_frames
+from cluster.sololane import SoloLane
 from cosim.errors import TransportError
 
 __all__ = ["Channel", "NoReplyYet"]
@@ -270,9 +270,10 @@ class Channel:
             self._replies[u] = replies
 
     def lane(self):
-        """This channel's :class:`cluster.steplane.StepLane` (one per channel)."""
+        """This channel's :class:`cluster.steplane.StepLane` (one per channel; a
+        :class:`cluster.sololane.SoloLane`, which steps a unit alone in one call)."""
         if self._lane is None:
-            self._lane = StepLane(self)
+            self._lane = SoloLane(self)
         return self._lane
 
     def post(self, frames: list, unit: str, gone, timeout: float, t: float) -> bool:
@@ -314,6 +315,38 @@ class Channel:
         except zmq.Again:                   # not in yet (the socket waits one poll interval)
             frames = self._patiently(lambda: recv_frames(self._sock), unit, gone, timeout, t,
                                      "no reply from {address}")
+        return self._batches(frames, n, unit, t)
+
+    def exchange(self, key: bytes, batch: bytes, unit: str, gone, timeout: float,
+                 t: float) -> bytes | None:
+        """:meth:`post` of the one pair ``[key, batch]``, then :meth:`collect` of its reply
+        batch, in one call (a lane of one unit; the same frames, waits and errors); None
+        (nothing sent) while requests of the ordinary way are pending."""
+        sock = self._sock
+        if not self._answered or self._queued or self._in_flight:
+            if not self.post([key, batch], unit, gone, timeout, t):
+                return None
+            return self.collect(1, unit, gone, timeout, t)[0]
+        try:
+            send(sock, key, SNDMORE)        # (the batch goes where the key went)
+            send(sock, batch, 0)
+        except zmq.Again:                   # nothing went out: post waits for a connection
+            self.post([key, batch], unit, gone, timeout, t)
+            return self.collect(1, unit, gone, timeout, t)[0]
+        except zmq.ZMQError as err:
+            self.reconnect()
+            raise TransportError(unit, "Step", f"cannot send to {self.address}: {err}",
+                                 t=t) from err
+        try:
+            f = sock.recv(0, False)
+        except zmq.Again:
+            return self.collect(1, unit, gone, timeout, t)[0]
+        if f.more:
+            return self._batches([f.bytes, *recv_frames(sock)], 1, unit, t)[0]
+        return f.bytes
+
+    def _batches(self, frames: list, n: int, unit: str, t: float) -> list[bytes]:
+        """The ``n`` reply batches ``frames`` are (see :meth:`collect`)."""
         if not self._answered:
             self._answered = True
             self._unwatch()

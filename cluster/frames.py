@@ -16,10 +16,12 @@ from __future__ import annotations
 import zmq
 import zmq.backend
 
-__all__ = ["recv_frames", "recv_routed", "send_frames", "send_routed"]
+__all__ = ["SNDMORE", "recv_frames", "send", "send_frames"]
 
-_send = zmq.backend.Socket.send            # the Cython method, not pyzmq's Python override
-_SNDMORE = int(zmq.SNDMORE)
+#: ``send(sock, frame, flags)``: the socket's Cython method, not pyzmq's Python override.
+send = _send = zmq.backend.Socket.send
+#: The flag of a frame that more frames follow, as a plain int.
+SNDMORE = _SNDMORE = int(zmq.SNDMORE)
 
 
 def send_frames(sock: zmq.Socket, frames: list) -> None:
@@ -29,29 +31,11 @@ def send_frames(sock: zmq.Socket, frames: list) -> None:
     _send(sock, frames[-1], 0)
 
 
-def send_routed(sock: zmq.Socket, envelope: list, frames: list) -> None:
-    """``sock.send_multipart(envelope + frames)`` (``frames`` not empty)."""
-    send_frames(sock, envelope + frames)
-
-
 def recv_frames(sock: zmq.Socket, flags: int = 0) -> list[bytes]:
     """``sock.recv_multipart(flags)``."""
     recv = sock.recv
     f = recv(flags, False)
     frames = [f.bytes]
-    while f.more:
-        f = recv(0, False)
-        frames.append(f.bytes)
-    return frames
-
-
-def recv_routed(sock: zmq.Socket, flags: int = 0) -> list[bytes]:
-    """``sock.recv_multipart(flags)`` on a ROUTER socket: its first frame (the peer's
-    identity) is always followed by the peer's own frames, so it needs no ``more``."""
-    recv = sock.recv
-    frames = [recv(flags)]
-    f = recv(0, False)
-    frames.append(f.bytes)
     while f.more:
         f = recv(0, False)
         frames.append(f.bytes)

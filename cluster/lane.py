@@ -15,9 +15,12 @@ from __future__ import annotations
 import math
 import time
 
+import zmq
+
 from cluster import prepared
 from cluster.codec import DEFAULT_LIMITS, encode_batch
 from cluster.dataplane import guarded, parse, reply
+from cluster.frames import SNDMORE, send, send_frames
 from cosim.master.units import error_reply
 
 __all__ = ["FusedLane"]
@@ -28,7 +31,7 @@ _INF = math.inf
 class _Slot:
     """One unit of the lane: its latest Step form and its Stepped writer."""
 
-    __slots__ = ("name", "unit", "step", "form", "out")
+    __slots__ = ("name", "unit", "step", "form", "out", "write")
 
     def __init__(self, name: str, unit, step_packed):
         self.name = name
@@ -36,6 +39,7 @@ class _Slot:
         self.step = step_packed
         self.form = None            # StepForm of the unit's latest Step
         self.out = None             # SteppedForm of its latest reply
+        self.write = None           # its write
 
 
 class FusedLane:
@@ -72,12 +76,13 @@ class FusedLane:
         n = len(frames)
         rates = self.rates
         if n == start + 2:                  # a unit per process: no bookkeeping by name
+            out = self.one(frames[start], frames[start + 1])
+            if out is not None:
+                return [out]
             got = self._read(frames[start], frames[start + 1])
             if got is None:
                 return None
             slot, step = got
-            if slot.form.size > self.max_size:
-                return None
             t0 = time.perf_counter()
             out = [self._serve(slot, step, frames, start)]
             if rates is not None and step[1] > 0:   # (a Step of h <= 0 was refused)
@@ -107,6 +112,82 @@ class FusedLane:
                     rates[name] = elapsed / h
         return out
 
+    def one(self, key: bytes, batch: bytes) -> bytes | None:
+        """The reply batch to the one pair ``[key, batch]`` when it is a Step of its unit's
+        latest form that takes the lane (:meth:`replies` for it, without its lookups and
+        learning), else None: nothing was done."""
+        slot = self._slots.get(key)
+        if slot is None or self.units.get(slot.name) is not slot.unit:
+            return None
+        args = slot.form.arguments(batch)
+        if args is None:
+            return None
+        h = args[1]
+        rates = self.rates
+        if rates is not None and rates.get(slot.name, _INF) * h > self.offload_after:
+            return None
+        t0 = time.perf_counter()
+        try:
+            done = slot.step(*args)
+        except Exception as err:  # noqa: BLE001 - answered as Unit.handle answers it
+            done = err
+        if done is None:
+            return None                     # not for the generated path (nothing done)
+        try:
+            out = slot.write(*done)         # a Stepped of the unit's outputs, as the last
+        except Exception:  # noqa: BLE001 - anything else: _write answers it
+            out = self._write(slot, done)
+        if rates is not None and h > 0:
+            rates[slot.name] = (time.perf_counter() - t0) / h
+        return out
+
+    def answer(self, sock) -> list | None:
+        """Receive the next message on the ROUTER socket ``sock`` (``[peer, delimiter, unit,
+        batch, ...]``) and answer it here when it takes the lane: None (answered, or nothing
+        came within the socket's timeout), else its frames, for the ordinary way.
+
+        The frames of a one-unit message are received one by one, without a list, and its
+        reply sent behind the peer's envelope frame by frame.
+        """
+        recv = sock.recv
+        try:
+            peer = recv(0)                  # a ROUTER's peer identity: frames always follow
+        except zmq.Again:
+            return None
+        f = recv(0, False)
+        if f.more and not f.bytes:          # a REQ peer's delimiter: the unit, its batch
+            f = recv(0, False)
+            if f.more:
+                key = f.bytes
+                f = recv(0, False)
+                if not f.more:
+                    batch = f.bytes
+                    out = self.one(key, batch)
+                    if out is None:
+                        fast = self.replies([key, batch], 0)
+                        if fast is None:
+                            return [peer, b"", key, batch]
+                        out = fast[0]
+                    send(sock, peer, SNDMORE)
+                    send(sock, b"", SNDMORE)
+                    send(sock, out, 0)
+                    return None
+                frames = [peer, b"", key]
+            else:
+                frames = [peer, b""]
+        else:
+            frames = [peer]
+        frames.append(f.bytes)
+        while f.more:
+            f = recv(0, False)
+            frames.append(f.bytes)
+        if len(frames) >= 4 and not frames[1]:
+            fast = self.replies(frames, 2)
+            if fast is not None:
+                send_frames(sock, frames[:2] + fast)
+                return None
+        return frames
+
     def _read(self, key: bytes, batch: bytes) -> tuple | None:
         """``(slot, (t, h, values))`` of one pair that takes the lane, or None."""
         slot = self._slots.get(key)
@@ -128,8 +209,8 @@ class FusedLane:
         cannot take the lane or ``batch`` is not a fused Step in a remembered layout."""
         try:
             form = prepared.step_form(batch, DEFAULT_LIMITS.max_elements)
-            if form is None:
-                return None
+            if form is None or form.size > self.max_size:
+                return None                 # (the ordinary way refuses an oversized one)
             slot = self._slots.get(key)
             if slot is None or self.units.get(slot.name) is not slot.unit:
                 name = key.decode("utf-8", "replace")
@@ -152,15 +233,23 @@ class FusedLane:
         try:
             done = slot.step(t, h, refresh, inputs, orders, values)
         except Exception as err:  # noqa: BLE001 - answered as Unit.handle answers it
-            unit = slot.unit
-            return guarded(lambda err=err: [encode_batch([error_reply(err, unit.t)])])[0]
+            done = err
         if done is None:                    # not for the generated path: the ordinary way
             return guarded(lambda: reply(parse(self.units, frames[i:i + 2], self.max_size),
                                          self.max_size))[0]
-        outs = done[3]
+        return self._write(slot, done)
+
+    @staticmethod
+    def _write(slot: _Slot, done) -> bytes:
+        """The reply batch to a step of ``slot``'s unit that gave ``done``: its
+        ``(t_reached, event, next_event, outputs)``, or the exception it raised."""
+        if isinstance(done, Exception):
+            unit = slot.unit
+            return guarded(lambda: [encode_batch([error_reply(done, unit.t)])])[0]
         out = slot.out
-        if out is None or out.n != len(outs):
-            out = slot.out = prepared.SteppedForm(len(outs))
+        if out is None or out.n != len(done[3]):
+            out = slot.out = prepared.SteppedForm(len(done[3]))
+            slot.write = out.write
         try:
             return out.write(*done)
         except Exception as err:  # noqa: BLE001 - logged and answered by guarded

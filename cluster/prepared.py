@@ -237,29 +237,37 @@ class StepForm:
         Bytes of every batch of this form.
     """
 
-    __slots__ = ("head", "fields", "n", "size", "_at", "_vhead", "_times", "_fat", "_floats")
+    __slots__ = ("head", "fields", "n", "size", "_start", "_fixed", "_fat", "_floats")
 
     def __init__(self, head: bytes, fields: tuple, n: int):
         self.head = head                       # the batch up to t
         self.fields = fields
         self.n = n
-        self._at = len(head)
-        self._vhead = _vector_head(n)
-        # t, h and the vector's header in one read.
-        self._times = struct.Struct(f"{_TH.format}{len(self._vhead)}s")
-        self._fat = self._at + self._times.size
+        vhead = _vector_head(n)
+        # The header, t, h and the vector's header in one read, then one comparison (the
+        # header, both float 64 markers and the vector's header at once).
+        self._start = struct.Struct(f">{len(head)}sBdBd{len(vhead)}s")
+        self._fixed = (head, _F64, _F64, vhead)
+        self._fat = self._start.size
         self._floats = struct.Struct(f"<{n}d")
         self.size = self._fat + 8 * n
 
     def read(self, data: bytes) -> tuple | None:
         """``(t, h, values)`` (values: a tuple of floats) if ``data`` is exactly a batch of
         one Step of this form, else None (the same answer as :func:`step_values`)."""
-        if len(data) != self.size or not data.startswith(self.head):
+        got = self.arguments(data)
+        return None if got is None else (got[0], got[1], got[5])
+
+    def arguments(self, data: bytes) -> tuple | None:
+        """What :meth:`read` reads, as the arguments of ``LocalUnit.step_packed``: ``(t, h,
+        refresh, inputs, orders, values)``; or None."""
+        if len(data) != self.size:
             return None
-        f1, t, f2, h, vhead = self._times.unpack_from(data, self._at)
-        if f1 != _F64 or f2 != _F64 or vhead != self._vhead:
+        head, f1, t, f2, h, vhead = self._start.unpack_from(data)
+        if (head, f1, f2, vhead) != self._fixed:
             return None
-        return t, h, self._floats.unpack_from(data, self._fat)
+        inputs, orders, refresh = self.fields
+        return t, h, refresh, inputs, orders, self._floats.unpack_from(data, self._fat)
 
 
 def step_form(data: bytes, max_elements: int) -> StepForm | None:
@@ -340,34 +348,40 @@ class StepWriter:
         self.tail = _vector_head(n)
         self.n = n
 
+    def write(self, t: float, h: float, values) -> bytes:
+        """The batch of the Step over ``[t, t+h]`` carrying ``values``."""
+        return b"".join((self.head, _TH.pack(_F64, t, _F64, h), self.tail, values))
+
 
 class SteppedReader:
     """Reads batches of one Stepped of ``n`` outputs (what :func:`decode_one` reads, for one
     ``n``, without looking anything up)."""
 
-    __slots__ = ("n", "size", "_head", "_at")
+    __slots__ = ("n", "size", "_start", "_fixed", "_at")
 
-    #: The batch's first four bytes (a batch of one, a Stepped of 5 fields, its tag, a
-    #: float 64 marker), t_reached, event, a float 64 marker, next_event: one read, then
-    #: two comparisons.
-    _START = struct.Struct(">4sdBBd")
-    _FIXED = bytes([0x91, 0x95, _STEPPED_TAG, _F64])
     _DTYPE = np.dtype(np.float64)
+    #: The batch's first four bytes: a batch of one, a Stepped of 5 fields, its tag, a float
+    #: 64 marker.
+    _FIXED = bytes([0x91, 0x95, _STEPPED_TAG, _F64])
 
     def __init__(self, n: int):
         self.n = n
-        self._head = _vector_head(n)
-        self._at = self._START.size + len(self._head)
+        head = _vector_head(n)
+        # Everything before the values in one read: the fixed bytes, t_reached, the event,
+        # a float 64 marker, next_event and the vector's header; then one comparison (the
+        # fixed bytes, the marker and the header at once).
+        self._start = struct.Struct(f">4sdB1sd{len(head)}s")
+        self._fixed = (self._FIXED, bytes([_F64]), head)
+        self._at = self._start.size
         self.size = self._at + 8 * n
 
     def read(self, data) -> tuple | None:
         """``(t_reached, event, next_event, outputs)`` (outputs: a read-only float64 view of
         ``data``) if ``data`` is exactly such a batch, else None (then decode strictly)."""
-        if (type(data) is not bytes or len(data) != self.size
-                or not data.startswith(self._head, self._START.size)):
+        if type(data) is not bytes or len(data) != self.size:
             return None
-        fixed, t, event, f2, nxt = self._START.unpack_from(data)
-        if fixed != self._FIXED or f2 != _F64:
+        fixed, t, event, f2, nxt, head = self._start.unpack_from(data)
+        if (fixed, f2, head) != self._fixed:
             return None
         if event == _FALSE:
             return t, False, nxt, np.frombuffer(data, self._DTYPE, self.n, self._at)

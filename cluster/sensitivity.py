@@ -93,7 +93,8 @@ class SensitivityDesign:
         ------
         ModelError
             The table is not this design's (run count or parameter values differ), or a run
-            failed or its metric is NaN (the estimators need every run).
+            failed or its metric is NaN (the estimators need every run), or (Sobol') the
+            metric is the same in every run.
         """
         rows = sorted(rows, key=lambda r: r["index"])
         if len(rows) != len(self.points):
@@ -113,6 +114,11 @@ class SensitivityDesign:
             raise ModelError(f"{len(bad)} run(s) have no {metric} (failed or NaN), e.g. "
                              f"{', '.join(bad[:5])}: the {self.method} estimators need every "
                              "run; fix them and sweep again into the same directory")
+        if self.method == "sobol" and np.ptp(y) == 0:
+            # Sobol' indices are shares of the output's variance: with none, 0/0 (SALib
+            # prints warnings and zeros, which would read as "no parameter matters").
+            raise ModelError(f"{metric} is {y[0]:g} in every run: it does not vary, so its "
+                             "Sobol' indices (shares of its variance) are undefined")
         return y
 
     def analyze(self, rows: Sequence[Mapping], metric: str, *, resamples: int = 1000,

@@ -34,7 +34,6 @@ import zmq
 
 from cluster.codec import DEFAULT_MAX_SIZE, encode_batch
 from cluster.dataplane import Work, guarded, parse, reply, watch
-from cluster.frames import recv_routed, send_routed
 from cluster.lane import FusedLane
 from cosim.master import protocol as P
 
@@ -135,17 +134,10 @@ class UnitServer:
                     if self._waiting:
                         self._take(*self._waiting.popleft())
                         continue
-                    try:
-                        frames = recv_routed(sock)
-                    except zmq.Again:
-                        continue
-                    # The fast lane first: [peer, delimiter, unit, fused step, ...].
-                    if len(frames) >= 4 and not frames[1]:
-                        fast = lane.replies(frames, 2)
-                        if fast is not None:
-                            send_routed(sock, frames[:2], fast)
-                            continue
-                    self._take(*_envelope(frames))
+                    # The fast lane first: it answers fused steps and hands on the rest.
+                    frames = lane.answer(sock)
+                    if frames is not None:
+                        self._take(*_envelope(frames))
                 else:
                     # A long step runs on the worker: answer what can be answered meanwhile,
                     # and send its reply as soon as it is done.

@@ -130,12 +130,20 @@ def _signals(diagram, prefix: str, outputs: set, recorded: set) -> None:
     from cosim.model.diagram import Diagram
     for b in diagram.blocks:
         path = f"{prefix}{b.name}"
-        # A subsystem's own ports log under its path (atomic ones), its blocks under path/...
-        outputs.update(f"{path}.{p}" for p in getattr(b, "output_names", ()))
+        # An atomic subsystem's own ports log under its path, a virtual one's do not (they
+        # are wires through it: the signal is its driver's); their blocks under path/...
+        if not isinstance(b, Diagram) or getattr(b, "atomic", True):
+            outputs.update(f"{path}.{p}" for p in getattr(b, "output_names", ()))
         if isinstance(b, Block) and getattr(b, "records_inputs", False):
             recorded.update(f"{path}.{p}" for p in b.input_names)
         if isinstance(b, Diagram):
             _signals(b, path + "/", outputs, recorded)
+
+
+def _virtual_ports(model) -> dict[str, str]:
+    """Each virtual subsystem port of ``model`` -> the block output logged for its signal."""
+    from cosim.compile.flatten import flatten
+    return flatten(model, virtual=True).virtual
 
 
 def check_signals(model, config, reducers: Mapping) -> None:
@@ -166,7 +174,7 @@ def check_signals(model, config, reducers: Mapping) -> None:
         known = (set(logged) & outputs) | recorded
     else:
         known = signals
-    problems = []
+    problems, virtual = [], None
     for name, reduce in reducers.items():
         for key in getattr(reduce, "signals", ()):
             if key in known:
@@ -174,6 +182,14 @@ def check_signals(model, config, reducers: Mapping) -> None:
             if key in signals:
                 problems.append(f"reducer {name!r} reads {key!r}, which is not logged: add it "
                                 f"to SimulationConfig.log")
+                continue
+            if virtual is None:         # flattened only when a name is not found
+                virtual = _virtual_ports(model)
+            if key in virtual:
+                sub = key.rpartition(".")[0]
+                problems.append(f"reducer {name!r} reads {key!r}, a port of virtual subsystem "
+                                f"{sub!r}, which runs do not log under that name: the signal "
+                                f"it carries is logged as {virtual[key]!r}; read that")
                 continue
             close = difflib.get_close_matches(key, sorted(signals), n=3, cutoff=0.6)
             hint = f"did you mean {', '.join(map(repr, close))}?" if close else \

@@ -9,7 +9,7 @@ subsystems stay one block (:class:`~cosim.run.atomic.AtomicSubsystem`). Every pr
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cosim.model.block import is_deferred
 from cosim.model.diagram import Diagram, From, Goto, Inport, Outport, Reference, Subsystem
@@ -47,6 +47,10 @@ class Flat:
     attempted : set of (str, str)
         Inputs whose wire is broken (already reported), so they are not reported again as
         unconnected.
+    virtual : dict of str to str
+        Only with ``flatten(model, virtual=True)``: each port of a virtual subsystem
+        (``"plant.y"``, inputs and outputs) -> the real block output whose signal it carries
+        (``"plant/lag.out"``), which is what runs log; ports without a driver left out.
     """
 
     paths: list
@@ -54,14 +58,17 @@ class Flat:
     wires: list
     problems: list
     attempted: set
+    virtual: dict = field(default_factory=dict)
 
 
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def flatten(model: Diagram) -> Flat:
-    """Flatten ``model`` (evaluated: no Reference left, no deferred block)."""
+def flatten(model: Diagram, virtual: bool = False) -> Flat:
+    """Flatten ``model`` (evaluated: no Reference left, no deferred block); with ``virtual``,
+    also say which signal each virtual subsystem port carries (:attr:`Flat.virtual`: kept
+    out of compilation, which does not need it, for the memory of large models)."""
     paths, blocks, problems = [], [], []
     edges = []          # (src endpoint, dst endpoint, where) ; endpoints are tuples
     gotos = []          # (diagram path, Goto, block path)
@@ -218,7 +225,25 @@ def flatten(model: Diagram) -> Flat:
                 break
         if cur is not None:
             wires.append((cur[1], cur[2], dst[1], dst[2]))
-    return Flat(paths, blocks, wires, problems, attempted)
+    ports = {}
+    if virtual:
+        for ep in driver:
+            if ep[0] == "sub" and (src := _source(driver, ep)) is not None:
+                ports[f"{ep[1]}.{ep[2]}"] = f"{src[1]}.{src[2]}"
+    return Flat(paths, blocks, wires, problems, attempted, ports)
+
+
+def _source(driver: dict, ep):
+    """The real block output that virtual endpoint ``ep`` carries, or None (a chain that
+    ends unconnected or loops: flattening reports those where a block reads them)."""
+    for _ in range(10001):
+        up = driver.get(ep)
+        if up is None:
+            return None
+        ep = up[0]
+        if ep[0] == "blk":
+            return ep
+    return None
 
 
 def _describe(ep) -> str:

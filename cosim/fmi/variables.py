@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cosim.errors import ModelError
+from cosim.errors import ModelError, SimulationError
 
-__all__ = ["Clock", "FmuVariable", "clocks_of", "ports_of", "shape_of", "structural_values"]
+__all__ = ["Clock", "FmuVariable", "clocks_of", "exact_cast", "ports_of", "shape_of",
+           "structural_values"]
 
 #: FMI type -> numpy dtype of its port.
 DTYPES = {
@@ -194,3 +195,14 @@ def clocks_of(md, path, where: str, problems: list | None = None) -> list[Clock]
             raise ModelError(f"{where}: " + "; ".join(bad))
         problems.extend(bad)
     return found
+
+
+def exact_cast(values: np.ndarray, v, where: str) -> np.ndarray:
+    """``values`` as ``v``'s dtype, refusing values that type cannot hold exactly."""
+    if v.dtype == np.float64:
+        return values
+    out = values.astype(v.dtype)
+    if not np.array_equal(out.astype(np.float64), values):
+        raise SimulationError(f"{where}: input {v.name!r} is an FMI {v.type}; the value "
+                              f"{values.tolist()} is not exactly one (convert it upstream)")
+    return out

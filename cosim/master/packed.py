@@ -19,6 +19,8 @@ from cosim.numerics.timegrid import EXCHANGE_RTOL
 
 __all__ = ["PackedSteps"]
 
+_INF = math.inf
+
 
 class PackedSteps:
     """Consecutive fused steps of one unit through its generated function.
@@ -44,6 +46,7 @@ class PackedSteps:
         # The layout of the latest values-only Step (see _write) and its inputs' live values.
         self._inputs = self._orders = None
         self._targets: list = []
+        self._n = 0
         # Derivatives each Inport holds (settle gives them back).
         self.orders = {p: len(blk.derivatives) for p, blk in unit.inports.items()}
         sim = unit.sim
@@ -62,57 +65,60 @@ class PackedSteps:
         """One fused step (see :meth:`LocalUnit.step_packed
         <cosim.master.units.LocalUnit.step_packed>`); None when it must be served the
         ordinary way (nothing was changed then)."""
-        k, dt = self.k, self.dt
+        k = self.k
+        dt = self.dt
         now = self.t0 + k * dt
-        # same_time(now, t, EXCHANGE_RTOL), inline: this runs once per message.
-        if not (h > 0.0 and abs(now - t) <= EXCHANGE_RTOL * max(1.0, abs(t))):
+        # same_time(now, t, EXCHANGE_RTOL), inline: this runs once per message (and the
+        # master's time is mostly the unit's, to the bit).
+        if not (h > 0.0 and (t == now or abs(now - t) <= EXCHANGE_RTOL * max(1.0, abs(t)))):
             return None
         n = (t + h - self.cfg_t0) / dt - k
         m = round(n)
         if m < 1 or abs(m - n) > 1e-6 or m > self.max_ticks:
             return None
-        if inputs is self._inputs and orders is self._orders:
-            # The layout of the previous step (values only, checked then): as Inport.set
-            # (value, (), t) mirrors it into the live values.
-            targets = self._targets
-            if len(values) != len(targets):
-                return None
-            for live, x in zip(targets, values):
+        if inputs is self._inputs and orders is self._orders and len(values) == self._n:
+            # The layout of the previous step (values only, checked then), as Inport.set
+            # (value, (), t) mirrors it into the live values: their derivatives were zeroed
+            # then, and nothing else writes them while the unit takes packed steps.
+            for live, x in zip(self._targets, values):
                 live[0] = x
-                live[1] = live[2] = live[3] = 0.0
                 live[4] = now
         elif not self._write(inputs, orders, values, now):
             return None
-        k_end = k + m + 1
+        k_m = k + m
+        k_end = k_m + 1
         # Outputs at k+m computed in the same call; logged there when refreshed (the
         # RefreshOutputs after DoStep), as the compiled exchange does.
         try:
-            k_got, last = self.fn(k, k_end, self.last, self.S, self.D, self.X, self.R, self.G,
-                                  k + m, k_end if refresh else k + m)
+            k_got, self.last = self.fn(k, k_end, self.last, self.S, self.D, self.X, self.R,
+                                       self.G, k_m, k_end if refresh else k_m)
         except Exception as err:
             # As FastPath.advance reports it: the unit stays where the step failed.
-            self.k = min(getattr(err, "cosim_tick", k), k + m)
+            self.k = min(getattr(err, "cosim_tick", k), k_m)
             self.stepped += self.k - k
             self.unit.end_packed()
             raise SimulationError(f"{type(err).__name__}: {err} (in the generated fast path; "
                                   "rerun with SimulationConfig(fast=False) to find the block)",
                                   t=self.t0 + self.k * dt) from err
-        self.k, self.last = min(k_got, k + m), last
-        self.stepped += self.k - k
-        S = self.S
-        one = self._one
-        if one is not None:
-            x = S[one]
-            outs = [x]
-            floats = type(x) is float
+        if k_got == k_end:
+            self.k = k_m
+            self.stepped += m
+            one = self._one
+            if one is not None:
+                x = self.S[one]
+                if type(x) is float:
+                    return self.t0 + k_m * dt, False, _INF, [x]
+            else:
+                S = self.S
+                outs = [S[j] for j in self.slots]
+                if all(type(x) is float for x in outs):
+                    return self.t0 + k_m * dt, False, _INF, outs
         else:
-            outs = [S[j] for j in self.slots]
-            floats = all(type(x) is float for x in outs)
-        if k_got != k_end or not floats:
-            # Stopped early, or outputs that are not floats: the unit answers from its state.
-            self.unit.end_packed()
-            return self.unit.answer_stepped()
-        return self.t0 + self.k * dt, False, math.inf, outs
+            self.k = min(k_got, k_m)
+            self.stepped += self.k - k
+        # Stopped early, or outputs that are not floats: the unit answers from its state.
+        self.unit.end_packed()
+        return self.unit.answer_stepped()
 
     def _write(self, inputs: tuple, orders: tuple, values: tuple, now: float) -> bool:
         """Write a Step's inputs into the live values, checking its layout first; a layout of
@@ -137,6 +143,7 @@ class PackedSteps:
             live[4] = now
             self.orders[name] = 0
         self._inputs, self._orders, self._targets = inputs, orders, targets
+        self._n = len(targets)
         return True
 
     def _derivatives(self, inputs: tuple, orders: tuple, values: tuple, now: float) -> bool:

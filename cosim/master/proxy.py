@@ -130,6 +130,12 @@ class LaneBatch(ABC):
             No reply (the connection is then reset), or not one batch per unit.
         """
 
+    def exchange(self, T: float, H: float, payload) -> tuple:
+        """:meth:`send` of a batch of one unit (``payload``: its input values), then the
+        reply :meth:`receive` gives for it; a lane may do both in one go."""
+        self.send(T, H, [payload])
+        return self.receive(T)[0]
+
 
 class Backend(ABC):
     """Runs units somewhere and hands the master their proxies.

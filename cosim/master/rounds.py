@@ -22,7 +22,7 @@ from cosim.errors import TransportError
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
 
-__all__ = ["FusedRounds", "lane_spec", "output_layout", "output_sizes", "step_values",
+__all__ = ["FusedRounds", "SoloRound", "lane_spec", "output_layout", "output_sizes", "step_values",
            "unusual_reply"]
 
 _F64 = np.dtype(np.float64)
@@ -84,6 +84,8 @@ class FusedRounds:
             if batch is None:
                 return None
             groups.append((batch, members))
+        if len(groups) == 1 and len(groups[0][1]) == 1 and groups[0][1][0].one is not None:
+            return SoloRound(master, groups, sizes)
         return cls(master, groups, sizes)
 
     def step(self, T: float, H: float, values: dict, outputs: dict) -> bool:
@@ -175,6 +177,47 @@ class FusedRounds:
         if v is not None:
             self.plain[key] = v
         return v
+
+
+class SoloRound(FusedRounds):
+    """The rounds of one unit with one driving output: :meth:`FusedRounds.step`'s requests,
+    bookkeeping and errors, its Step and Stepped exchanged in one call of the batch
+    (:meth:`LaneBatch.exchange <cosim.master.proxy.LaneBatch.exchange>`)."""
+
+    def __init__(self, master, groups: list, sizes: dict):
+        super().__init__(master, groups, sizes)
+        ((self.batch, (m,)),) = groups
+        self.member = m
+        self.name, self.key, self.whole, self.layout = m.name, m.one, m.whole, m.layout
+        self.ts, self.secs = m.times
+        self.next_event, self.stopped = self.calls.next_event, self.calls.stopped
+
+    def step(self, T: float, H: float, values: dict, outputs: dict) -> bool:
+        key = self.key
+        v = values[key]
+        plain = self.plain
+        if plain.get(key) is not v and (v := self._plain(key, v)) is None:
+            return False
+        started = time.perf_counter()
+        rep = self.batch.exchange(T, H, v)
+        self.ts.append(T)
+        self.secs.append(time.perf_counter() - started)
+        if type(rep) is tuple:
+            t_reached, event, nxt, out = rep
+        else:
+            t_reached, event, nxt, out = unusual_reply(self.name, self.member.fused, rep, T)
+        self.next_event[self.name] = nxt
+        if event:
+            self.stopped[self.name] = t_reached
+        elif self.stopped:
+            self.stopped.pop(self.name, None)
+        whole = self.whole
+        if whole is not None:
+            outputs[whole] = plain[whole] = out
+            return True
+        for key, shape, a, b in self.layout:
+            outputs[key] = plain[key] = out[a:b].reshape(shape)
+        return True
 
 
 def output_sizes(master) -> dict:

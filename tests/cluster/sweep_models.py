@@ -64,6 +64,22 @@ def cosim_lag():
 COSIM_CONFIG = SimulationConfig(dt=0.01, t_end=1.0, cosim=CosimConfig(H=0.05))
 
 
+def virtual_lag():
+    """The lag two virtual subsystems deep (``plant/inner/lag``), wired through their ports."""
+    m = Model("vlag", parameters={"gain": 1.0, "tau": 0.2})
+    inner = Subsystem("inner")
+    inner.add(Inport("u"), FirstOrderLag("lag", tau="=tau", gain="=gain"), Outport("y"))
+    inner.connect("u.out", "lag.in")
+    inner.connect("lag.out", "y.in")
+    plant = Subsystem("plant")
+    plant.add(Inport("u"), inner, Outport("y"))
+    plant.connect("u.out", "inner.u")
+    plant.connect("inner.y", "y.in")
+    m.add(Step("u", step_time=0.1, final=1.0), plant)
+    m.connect("u.out", "plant.u")
+    return m
+
+
 def broken():
     m = lag()
     m.parameters["tau"] = "=0.1 + 0.1/(gain - 2)**2"      # gain = 2 divides by zero

@@ -86,6 +86,14 @@ def test_a_table_that_is_not_the_designs_is_refused():
         design.analyze(rows, "y")
 
 
+def test_a_metric_that_never_varies_has_no_sobol_indices():
+    design = saltelli({"x1": (0.0, 1.0), "x2": (0.0, 1.0), "x3": (0.0, 1.0)}, 8)
+    rows = [{**r, "y": 2.5} for r in ishigami_rows(design)]
+    with pytest.raises(ModelError, match=r"y is 2.5 in every run: it does not vary, so its "
+                                         r"Sobol' indices .* are undefined"):
+        design.analyze(rows, "y")
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda: saltelli({"x": (0.0, 1.0)}, 100), r"n must be a power of two .* got 100; try 128"),
     (lambda: morris({"x": (0.0, 1.0)}, 1), r"at least 2 trajectories"),

@@ -147,6 +147,21 @@ def test_signals_inside_subsystems_are_known(tmp_path):
             reducers={"y_end": final("plant/lagg.out")})
 
 
+@pytest.mark.parametrize("key, logged", [("plant.y", "plant/inner/lag.out"),
+                                         ("plant/inner.y", "plant/inner/lag.out"),
+                                         ("plant/inner.u", "u.out")])
+def test_a_virtual_subsystems_port_is_refused_naming_the_signal_it_carries(tmp_path, key,
+                                                                           logged):
+    # Runs log real blocks' outputs; a virtual subsystem's port is a wire through it.
+    with pytest.raises(ModelError, match=f"reducer 'y' reads '{key}', a port of virtual "
+                                         f"subsystem '{key.rpartition('.')[0]}'.* logged as "
+                                         f"'{logged}'; read that"):
+        run(tmp_path / "study", model=sm.virtual_lag, reducers={"y": final(key)})
+    assert not (tmp_path / "study").exists()
+    rows = run(tmp_path / "ok", model=sm.virtual_lag, reducers={"y": final(logged)})
+    assert all(r["status"] == "ok" and r["reducer_errors"] == "" for r in rows)
+
+
 def test_progress_shows_done_failed_and_rate(tmp_path, capsys):
     sweep(sm.broken, sm.CONFIG, grid({"gain": [1.0, 2.0, 3.0]}), REDUCERS, backend="serial",
           progress=True)

@@ -1,0 +1,71 @@
+"""An FMU file before it is a unit or a block: its model description, read with a clear
+error for a bad file or a missing interface, and the start values a user sets on it, checked
+against the description and applied in FMI's two phases (configuration, initialization).
+Shared by FMU units (:mod:`cosim.fmi.unit`) and the FMU blocks of the block library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from cosim.errors import ModelError
+from cosim.fmi.instance import FmuInstance
+from cosim.fmi.variables import FmuVariable, shape_of, structural_values
+
+__all__ = ["read_fmu", "start_value_setter"]
+
+
+def read_fmu(path, interface: str = "cs") -> object:
+    """The model description of an FMU file; a clear error names a bad file or a missing
+    interface (``"cs"`` co-simulation, ``"me"`` model exchange)."""
+    from fmpy import read_model_description
+    p = Path(path)
+    if not p.is_file():
+        raise ModelError(f"FMU {p} does not exist")
+    try:
+        md = read_model_description(str(p))
+    except Exception as err:  # noqa: BLE001 - zip, XML and schema errors alike
+        raise ModelError(f"{p} is not a valid FMU: {type(err).__name__}: {err}") from None
+    if md.fmiVersion not in ("2.0", "3.0"):
+        raise ModelError(f"{p}: FMI {md.fmiVersion} is not supported (FMI 2.0 and 3.0 are)")
+    if interface == "cs" and md.coSimulation is None:
+        raise ModelError(f"{p} is not a co-simulation FMU (FMI {md.fmiVersion}); use it as a "
+                         "model-exchange block (ModelExchangeFmuBlock) instead")
+    if interface == "me" and md.modelExchange is None:
+        raise ModelError(f"{p} has no model-exchange interface (FMI {md.fmiVersion}); use "
+                         "FmuBlock for co-simulation FMUs")
+    return md
+
+
+def start_value_setter(inst: FmuInstance, md, start_values: dict, where: str):
+    """Check ``start_values`` against ``md`` and return ``apply(phase)`` that sets them:
+    phase ``"config"`` the FMI 3.0 structural parameters, ``"init"`` every other one."""
+    vars_ = {v.name: v for v in md.modelVariables}
+    unknown = sorted(set(start_values) - set(vars_))
+    if unknown:
+        raise ModelError(f"{where}: {', '.join(unknown)} not variables of the FMU "
+                         f"(variables: {', '.join(vars_)})")
+    structural = structural_values(md, start_values) if md.fmiVersion == "3.0" else {}
+    phases = {"config": [], "init": []}
+    for name, value in start_values.items():
+        v = vars_[name]
+        if v.type in ("String", "Binary", "Clock"):
+            raise ModelError(f"{where}: start value of {name!r}: a {v.type} variable cannot be "
+                             "set by cosim")
+        fv = FmuVariable(name, v.valueReference, v.type,
+                         np.dtype(np.float64), shape_of(v, structural, where),
+                         v.variability or "continuous")
+        arr = np.asarray(value, dtype=np.float64).reshape(-1)
+        if arr.size != fv.size:
+            raise ModelError(f"{where}: start value of {name!r} has {arr.size} values; the "
+                             f"variable has shape {fv.shape}")
+        phases["config" if v.causality == "structuralParameter" else "init"].append((fv, arr))
+
+    def apply(phase: str) -> None:
+        items = phases[phase]
+        if items:
+            inst.write(inst.groups([fv for fv, _ in items]),
+                       np.concatenate([a for _, a in items]))
+    return apply
