@@ -69,7 +69,7 @@ import numpy as np
 from cosim.errors import CodecError, ModelError
 from cosim.master.protocol import MESSAGE_TYPES, PROTOCOL_VERSION, Hello, Message, Welcome
 
-__all__ = ["encode", "decode", "check_version", "Limits", "DEFAULT_LIMITS", "DEFAULT_MAX_SIZE",
+__all__ = ["encode", "decode", "encode_data", "decode_data", "check_version", "Limits", "DEFAULT_LIMITS", "DEFAULT_MAX_SIZE",
            "EXT_NDARRAY", "WIRE_DTYPES", "quote"]
 
 #: Largest message :func:`encode` produces and :func:`decode` accepts by default, bytes.
@@ -786,6 +786,41 @@ def decode_batch(data, *, max_size: int = DEFAULT_MAX_SIZE,
     if fast and len(msgs) == 1:
         prepared.learn(data, 1, msgs[0])
     return msgs
+
+
+def encode_data(value, *, max_size: int = DEFAULT_MAX_SIZE,
+                limits: Limits = DEFAULT_LIMITS) -> bytes:
+    """Encode free-form data, the ``Any`` of the table above, as msgpack bytes: for cosim's
+    own channels beside the unit protocol (a sweep's chunks and rows), never pickled.
+
+    Parameters
+    ----------
+    value : dict (str keys), list, ndarray, str, int, float, bool, None or bytes
+        Nested within ``limits``; a tuple is refused (it would come back as a list).
+
+    Raises
+    ------
+    CodecError
+        A value of another type (naming where: ``data[0]['key']``), or a limit exceeded.
+    """
+    try:
+        wire = _enc_tree(value, limits)
+    except _Invalid as bad:
+        raise CodecError(f"cannot encode data{bad.where()}: {bad.message}") from None
+    return _pack([wire], "data", max_size)
+
+
+def decode_data(data, *, max_size: int = DEFAULT_MAX_SIZE, limits: Limits = DEFAULT_LIMITS):
+    """Decode :func:`encode_data` bytes; every failure is a :class:`CodecError`."""
+    obj = _unpack(data, max_size, limits)
+    if type(obj) is not list or len(obj) != 1:
+        raise CodecError(f"expected data [value], got {_describe(obj)}")
+    try:
+        return _dec_tree(obj[0], limits)
+    except _Invalid as bad:
+        raise CodecError(f"invalid data{bad.where()}: {bad.message}") from None
+    except RecursionError:
+        raise CodecError("invalid data: nested too deeply") from None
 
 
 # The fused step's prepared wire forms (that module encodes its headers through encode()).

@@ -195,29 +195,29 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     reducers = dict(reducers or {})
     if backend not in ("ray", "process", "serial"):
         raise ModelError(f"unknown sweep backend {backend!r}; use ray, process or serial")
+    runs = runs_of(design)
+    if not runs:
+        raise ModelError("the design has no points")
     pullers = None
     if backend == "ray":
         import ray
 
         from cluster.sweep_ray import Pullers
         pullers = Pullers(model, config, reducers, ensemble, reuse_units, max_in_flight,
-                          retries, address)
+                          retries, address, runs)
         if ray.is_initialized():
             pullers.start()         # Ray's task start-up overlaps the checks below
     try:
-        return _sweep(model, config, design, reducers, out_dir, backend, max_in_flight,
+        return _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight,
                       save_logs, progress, if_changed, ensemble, reuse_units, pullers)
     finally:
         if pullers is not None:
             pullers.close()
 
 
-def _sweep(model, config, design, reducers, out_dir, backend, max_in_flight, save_logs,
+def _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight, save_logs,
            progress, if_changed, ensemble, reuse_units, pullers) -> list[dict]:
-    """:func:`sweep` once its pullers (Ray) are started or made."""
-    runs = runs_of(design)
-    if not runs:
-        raise ModelError("the design has no points")
+    """:func:`sweep` of ``runs`` (the design's) once its pullers (Ray) are started or made."""
     names = list(dict.fromkeys(k for r in runs for k in r.params))
     _check_names(names, reducers)
     columns = ["run_id", "index", *names, "status", "error", "wall_time", *reducers,

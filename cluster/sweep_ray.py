@@ -15,22 +15,35 @@ rows ``failed`` ("worker lost after N retries"), as with a Ray task per chunk. T
 socket is bound on its node's address with CURVE encryption; its public key (and so the right
 to connect) travels to the pullers in their task arguments only.
 
-Wire protocol (DEALER puller -> ROUTER driver, pickled payloads, both ends this module):
-puller ``[READY]`` or ``[DONE, chunk number, rows]`` -> driver
-``[CHUNK, (number, runs, logs_dir)]`` or ``[STOP]``.
+Wire protocol (DEALER puller -> ROUTER driver, both ends this module; nothing pickled: the
+payloads are :func:`cluster.codec.encode_data`, and the runs themselves (parameter values of
+any type) reach the pullers through Ray, in their task arguments, so a chunk names its runs
+by index):
+
+- puller -> driver: ``[READY]``, or ``[DONE, chunk number, [[row, structure], ...]]`` with
+  each row's parameter values left out (None: the driver has them);
+- driver -> puller: ``[CHUNK, [number, [run index, ...], logs_dir]]`` or ``[STOP]``.
+
+The driver checks every message against the state it keeps (which puller holds which chunk)
+before it changes any: a malformed or stray one is dropped, and rows that do not decode
+count as the chunk lost once.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import math
-import pickle
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from cluster.codec import decode_data, encode_data
 from cluster.sweep_design import Run
 from cluster.sweep_worker import execute_many
+from cosim.errors import CodecError
+
+log = logging.getLogger("cosim.sweep")
 
 __all__ = ["Pullers", "chunks", "pull"]
 
@@ -69,7 +82,8 @@ def chunks(todo: Sequence[Run], pullers: int) -> list[list[Run]]:
     return out
 
 
-def pull(endpoint: str, server_key: bytes, name: bytes, spec: tuple) -> None:
+def pull(endpoint: str, server_key: bytes, name: bytes, spec: tuple,
+         runs: Sequence[Run]) -> None:
     """A puller (a Ray task): say it is ready, then run the chunks the driver answers with,
     each chunk's rows sent back, until the driver says stop.
 
@@ -85,6 +99,8 @@ def pull(endpoint: str, server_key: bytes, name: bytes, spec: tuple) -> None:
         ``(model, config, reducers, ensemble, reuse_units)`` as
         :func:`~cluster.sweep_worker.execute_many` takes them (a chunk brings its
         ``logs_dir``).
+    runs : list of Run
+        The sweep's runs, ``runs[i].index == i``: chunks name theirs by index.
     """
     import zmq
 
@@ -105,10 +121,13 @@ def pull(endpoint: str, server_key: bytes, name: bytes, spec: tuple) -> None:
             reply = sock.recv_multipart()
             if reply[0] == STOP:
                 return
-            number, runs, logs_dir = pickle.loads(reply[1])
-            rows = execute_many(model, config, runs, reducers, logs_dir, ensemble,
+            number, indices, logs_dir = decode_data(reply[1])
+            chunk = [runs[i] for i in indices]
+            done = execute_many(model, config, chunk, reducers, logs_dir, ensemble,
                                 reuse_units, hosts)
-            sock.send_multipart([DONE, b"%d" % number, pickle.dumps(rows, protocol=5)])
+            rows = [[{k: (None if k in r.params else v) for k, v in row.items()}, structure]
+                    for r, (row, structure) in zip(chunk, done)]
+            sock.send_multipart([DONE, b"%d" % number, encode_data(rows)])
     finally:
         hosts.close()
         sock.close()
@@ -142,11 +161,16 @@ class Pullers:
         Times a chunk lost with its puller is run again.
     address : str, optional
         The Ray cluster to join when Ray is not started yet.
+    runs : list of Run
+        Every run of the design (``runs[i].index == i``), the ones :meth:`run` is given
+        among them: the pullers get them in their task arguments.
     """
 
     def __init__(self, model, config, reducers, ensemble: int | None, reuse_units: bool,
-                 pullers: int | None, retries: int, address: str | None):
+                 pullers: int | None, retries: int, address: str | None,
+                 runs: Sequence[Run]):
         self.spec = (model, config, reducers, ensemble is not None, reuse_units)
+        self.all_runs = list(runs)
         self.ensemble = ensemble
         self.most = pullers
         self.retries = retries
@@ -190,7 +214,8 @@ class Pullers:
         name = b"p%d" % self.started
         self.started += 1
         # The arguments are small (the model's factory by reference): inline, no put.
-        self.tasks[_puller_task().remote(self.endpoint, self.public, name, self.spec)] = name
+        self.tasks[_puller_task().remote(self.endpoint, self.public, name, self.spec,
+                                         self.all_runs)] = name
 
     def run(self, todo: list[Run], logs_dir: str | None, finished: Callable,
             lost: Callable) -> None:
@@ -214,24 +239,71 @@ class Pullers:
 
     def answer(self) -> None:
         """Take a puller's rows (if it brings any) and send it its next chunk, or stop."""
-        name, kind, *rest = self.sock.recv_multipart()
+        frames = self.sock.recv_multipart()
+        if len(frames) < 2:
+            return
+        name, kind = frames[0], frames[1]
         if name not in self.tasks.values() or name in self.stopped:
             return                  # a puller found lost already: its chunk is run again
-        held = self.holding.pop(name, None)
-        if (kind == DONE) != (held is not None) or (held and held[0] != int(rest[0])):
+        held = self.holding.get(name)
+        if held is None:
+            if kind != READY or len(frames) != 2:
+                return
+        elif kind != DONE or len(frames) != 4 or frames[2] != b"%d" % held[0]:
             return
+        rows = None
+        if held is not None:
+            del self.holding[name]
+            try:
+                rows = self.rows(held[0], decode_data(frames[3]))
+            except (CodecError, ValueError) as err:
+                log.warning("sweep: rows of chunk %d from puller %s do not decode (%s); the "
+                            "chunk counts as lost once", held[0], name.decode(), err)
+                self.again(held, err)
         # The puller's next chunk first: it runs while the driver writes the rows.
         if self.waiting:
             number, losses = self.waiting.popleft()
             self.holding[name] = (number, losses)
-            self.sock.send_multipart([name, CHUNK, pickle.dumps(
-                (number, self.runs[number], self.logs_dir), protocol=5)])
+            self.sock.send_multipart([name, CHUNK, encode_data(
+                [number, [r.index for r in self.runs[number]], self.logs_dir])])
         else:
             self.sock.send_multipart([name, STOP])
             self.stopped.add(name)
-        if held is not None:
+        if rows is not None:
             del self.runs[held[0]]
-            self.finished(pickle.loads(rest[1]))
+            self.finished(rows)
+
+    def rows(self, number: int, pairs) -> list[tuple[dict, str]]:
+        """Chunk ``number``'s ``(row, structure)`` pairs from a puller's decoded ones, each
+        row given its run's parameter values (left out on the wire).
+
+        Raises
+        ------
+        ValueError
+            The pairs are not one row per run of the chunk, in order.
+        """
+        runs = self.runs[number]
+        if type(pairs) is not list or len(pairs) != len(runs):
+            raise ValueError(f"expected {len(runs)} rows")
+        out = []
+        for r, pair in zip(runs, pairs):
+            if (type(pair) is not list or len(pair) != 2 or type(pair[0]) is not dict
+                    or type(pair[1]) is not str or pair[0].get("index") != r.index
+                    or not set(r.params) <= set(pair[0])):
+                raise ValueError(f"the row of run {r.index} is malformed")
+            row = pair[0]
+            row.update(r.params)            # in place: the columns keep their order
+            out.append((row, pair[1]))
+        return out
+
+    def again(self, held: tuple[int, int], err) -> None:
+        """Chunk ``held = (number, losses)`` was lost: it waits to run again, or, lost more
+        than ``retries`` times, its runs are failed rows."""
+        number, losses = held
+        if losses < self.retries:
+            self.waiting.appendleft((number, losses + 1))
+        else:
+            self.finished(self.lost(self.runs.pop(number), err))
 
     def check(self) -> None:
         """Pullers whose task ended: a failed one's chunk waits again (or, lost more than
@@ -250,13 +322,10 @@ class Pullers:
                 err = error
             if held is None:
                 continue
-            number, losses = held
             if err is None:                 # it ended on its own, before its chunk came
-                self.waiting.appendleft((number, losses))
-            elif losses < self.retries:
-                self.waiting.appendleft((number, losses + 1))
+                self.waiting.appendleft(held)
             else:
-                self.finished(self.lost(self.runs.pop(number), err))
+                self.again(held, err)
         while self.waiting and len(self.tasks) < self.most:
             self.launch()
 

@@ -542,3 +542,29 @@ def test_encode_decode_speed(msg):
     enc = min(timeit.repeat(lambda: encode(msg), number=n, repeat=5)) / n * 1e6
     dec = min(timeit.repeat(lambda: decode(wire), number=n, repeat=5)) / n * 1e6
     print(f"\n{type(msg).__name__} ({len(wire)} bytes): encode {enc:.2f} us, decode {dec:.2f} us")
+
+
+# --- free-form data (cosim's own channels beside the protocol) -----------------------------------
+
+def test_free_form_data_round_trips_and_refuses_what_would_not():
+    from cluster.codec import decode_data, encode_data
+    value = [{"run_id": "000001-ab", "index": 1, "gain": None, "y": float("nan"),
+              "arr": np.arange(3.0), "n": np.int64(7)}, "a1b2c3"]
+    back = decode_data(encode_data(value))
+    assert back[0]["run_id"] == "000001-ab" and back[0]["index"] == 1 and back[0]["n"] == 7
+    assert back[0]["gain"] is None and np.isnan(back[0]["y"]) and back[1] == "a1b2c3"
+    np.testing.assert_array_equal(back[0]["arr"], np.arange(3.0))
+    with pytest.raises(CodecError, match=r"cannot encode data\[0\]\['t'\]: tuples"):
+        encode_data([{"t": (1, 2)}])
+    with pytest.raises(CodecError, match="cannot encode data: .*object"):
+        encode_data(object())
+
+
+@FUZZ
+@given(data=st.binary(max_size=256))
+def test_random_bytes_decode_as_data_or_raise_codec_error(data):
+    from cluster.codec import decode_data
+    try:
+        decode_data(data)
+    except CodecError:
+        pass

@@ -86,3 +86,71 @@ def test_a_finished_study_run_again_starts_no_run_and_leaves_no_puller(ray_sessi
     assert again == first                           # every row read back, none run again
     assert [r["y"] for r in again] == alone
     assert cpus_free_within(ray_session, 5.0)
+
+
+class _Socket:
+    """The driver's ROUTER socket, replaced: hands over ``frames`` once, keeps what is sent."""
+
+    def __init__(self, frames):
+        self.frames, self.sent = frames, []
+
+    def recv_multipart(self):
+        return self.frames
+
+    def send_multipart(self, frames):
+        self.sent.append(frames)
+
+
+class _Evil:
+    """Unpickling it would write a file: the driver must never unpickle what it receives."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_the_driver_drops_stray_and_malformed_messages_and_never_unpickles(tmp_path):
+    import pickle
+
+    from cluster.codec import decode_data, encode_data
+    from cluster.sweep_ray import CHUNK, DONE, READY, Pullers
+    runs = runs_of(POINTS)
+    lost, done = [], []
+
+    def driver():
+        p = Pullers(sm.lag, sm.CONFIG, {}, None, True, 1, 1, None, runs)
+        p.runs = {0: runs[:2], 1: runs[2:3]}
+        p.tasks, p.holding = {"task": b"p0"}, {b"p0": (0, 0)}
+        p.finished, p.lost = done.append, lambda chunk, err: lost.append(chunk) or []
+        return p
+
+    good = [[{"run_id": r.run_id, "index": r.index, **dict.fromkeys(r.params),
+              "status": "ok", "y": 1.5}, "abc"] for r in runs[:2]]
+    evil = tmp_path / "unpickled"
+    stray = [[b"p0"], [b"zz", READY], [b"p0", READY], [b"p0", DONE, b"1", encode_data(good)],
+             [b"p0", DONE, b"0"], [b"p0", b"what", b"0", encode_data(good)]]
+    for frames in stray:
+        p = driver()
+        p.sock = _Socket(frames)
+        p.answer()
+        assert p.sock.sent == [] and p.holding == {b"p0": (0, 0)} and not done, frames
+    for payload in (b"\xc1", pickle.dumps(_Evil(str(evil))), encode_data([good[0]]),
+                    encode_data([good[1], good[0]])):
+        p = driver()
+        p.waiting.append((1, 0))
+        p.sock = _Socket([b"p0", DONE, b"0", payload])
+        p.answer()                  # rows that do not decode: the chunk is lost once
+        assert not evil.exists() and not done
+        (name, kind, data), = p.sock.sent
+        assert (name, kind) == (b"p0", CHUNK) and decode_data(data)[:2] == [0, [0, 1]]
+        assert list(p.waiting) == [(1, 0)]
+    p = driver()
+    p.sock = _Socket([b"p0", DONE, b"0", encode_data(good)])
+    p.answer()
+    (rows,) = done
+    assert [row for row, _ in rows] == [{"run_id": r.run_id, "index": r.index, **r.params,
+                                         "status": "ok", "y": 1.5} for r in runs[:2]]
+    assert [list(row) for row, _ in rows][0][:4] == ["run_id", "index", "gain", "tau"]
+    assert p.sock.sent == [[b"p0", b"stop"]] and 0 not in p.runs
