@@ -181,6 +181,7 @@ class Pullers:
         self.tasks: dict = {}                                 # task ref -> puller
         self.stopped: set[bytes] = set()                      # pullers told to stop
         self.started = 0
+        self.barren = 0         # pullers in a row that ended before reaching the driver
         self.logs_dir = None
         self.finished = self.lost = None
         self.sock = None
@@ -251,6 +252,7 @@ class Pullers:
                 return
         elif kind != DONE or len(frames) != 4 or frames[2] != b"%d" % held[0]:
             return
+        self.barren = 0                     # a puller reached the driver
         rows = None
         if held is not None:
             del self.holding[name]
@@ -313,6 +315,7 @@ class Pullers:
             if self.tasks else []
         for ref in ended:
             name = self.tasks.pop(ref)
+            told = name in self.stopped
             self.stopped.discard(name)
             held = self.holding.pop(name, None)
             try:
@@ -320,6 +323,9 @@ class Pullers:
                 err = None
             except ray.exceptions.RayError as error:
                 err = error
+            if not told and (held is None or err is None):
+                self.barren += 1            # (a chunk lost with its puller counts as such)
+                self.give_up(err)
             if held is None:
                 continue
             if err is None:                 # it ended on its own, before its chunk came
@@ -328,6 +334,19 @@ class Pullers:
                 self.again(held, err)
         while self.waiting and len(self.tasks) < self.most:
             self.launch()
+
+    def give_up(self, err) -> None:
+        """Raise when pullers keep ending before they reach the driver (more in a row than
+        ``retries`` times each): they fail as they start (the model's factory cannot be
+        loaded on the workers, say), or cannot connect. Rows written so far stay in the
+        results file."""
+        if self.barren <= self.most * (self.retries + 1):
+            return
+        why = (f"the last failed: {type(err).__name__}: {err}" if err is not None else
+               f"none answered within {PATIENCE:g} s: the workers must be able to connect "
+               f"to {self.endpoint} (a firewall between the nodes?)")
+        raise ConnectionError(f"sweep on Ray: {self.barren} pullers in a row ended before "
+                              f"they asked the driver for a chunk; {why}")
 
     def close(self) -> None:
         """Stop the pullers still alive and close the socket: those holding a chunk (the

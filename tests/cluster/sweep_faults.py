@@ -41,3 +41,26 @@ class DiesAbove:
         if y > self.limit and os.getpid() != self.driver:
             os._exit(1)
         return y
+
+
+def _loaded_in(driver: int):
+    if os.getpid() != driver:
+        raise ImportError("this reducer cannot be loaded outside the driver (as a module "
+                          "missing on the workers)")
+    return LoadsInTheDriverOnly(driver)
+
+
+class LoadsInTheDriverOnly:
+    """The last value of ``plant.out``; unpickling it outside the driver fails, as a reducer
+    from a module the workers do not have: every puller fails before its first chunk."""
+
+    signals = ("plant.out",)
+
+    def __init__(self, driver: int):
+        self.driver = driver
+
+    def __reduce__(self):
+        return (_loaded_in, (self.driver,))
+
+    def __call__(self, logs) -> float:
+        return float(logs["plant.out"][-1, 0])

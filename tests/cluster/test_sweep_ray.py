@@ -154,3 +154,15 @@ def test_the_driver_drops_stray_and_malformed_messages_and_never_unpickles(tmp_p
                                          "status": "ok", "y": 1.5} for r in runs[:2]]
     assert [list(row) for row, _ in rows][0][:4] == ["run_id", "index", "gain", "tau"]
     assert p.sock.sent == [[b"p0", b"stop"]] and 0 not in p.runs
+
+
+@pytest.mark.cluster
+def test_pullers_that_fail_as_they_start_end_the_sweep_with_their_error(ray_session,
+                                                                         tmp_path):
+    # Before pullers, a task per chunk failed its runs; a puller that cannot start must not
+    # be started again forever.
+    with pytest.raises(ConnectionError, match=r"(?s)pullers in a row ended before they asked the "
+                                              r"driver for a chunk; the last failed: .*"
+                                              r"cannot be loaded outside the driver"):
+        sweep(sm.lag, sm.CONFIG, POINTS, {"y": sf.LoadsInTheDriverOnly(os.getpid())},
+              backend="ray", retries=1, max_in_flight=2, out_dir=tmp_path)
