@@ -49,10 +49,14 @@ def _reads_member(node, shared) -> bool:
                for n in ast.walk(node))
 
 
-def _tests(text: str):
+def _tests(text: str, selections: bool = True):
     """The parts of an expression whose value must be one number: truth tests, comparisons,
-    arguments of calls (``abs`` excepted) and subscripts."""
+    arguments of calls (``abs`` excepted; ``min``/``max`` of two only with ``selections``:
+    they are lowered to an elementwise selection, see :mod:`cosim.fastpath.inplace`) and
+    subscripts."""
     for node in ast.walk(ast.parse(text, mode="eval")):
+        if not selections and inplace.selection(node):
+            continue
         if isinstance(node, ast.IfExp):
             yield node.test
         elif isinstance(node, ast.BoolOp):
@@ -76,7 +80,9 @@ def _texts(kern) -> list[str]:
 
 def _shared(kern) -> frozenset:
     """Parameters read where a number is needed (``t + p__0 * dt >= p__1``): members of one
-    group must share their values, so that the test holds for the whole group at once."""
+    group must share their values, so that the test holds for the whole group at once.
+    Parameters of a ``min``/``max`` are shared too: one of parameters alone is then a
+    Python float's, not lowered."""
     return frozenset(n.id for text in _texts(kern) for part in _tests(text)
                      for n in ast.walk(part)
                      if isinstance(n, ast.Name) and n.id.startswith("p_"))
@@ -87,11 +93,12 @@ def _elementwise(text: str, shared=frozenset()) -> bool:
     member's floats: no truth test, comparison or call (``abs`` excepted) of a member's value
     (``shared`` parameters are one value for the group, not the member's own).
 
-    ``min(u_in, 0.7)`` or ``a if u_in > 0.0 else b`` need the truth of one number; numpy
-    refuses it for an array, and ``(u > a) + (u > b)`` would add booleans as logical or.
-    Such templates run member by member (bit-identical either way).
+    ``a if u_in > 0.0 else b`` needs the truth of one number; numpy refuses it for an
+    array, and ``(u > a) + (u > b)`` would add booleans as logical or. Such templates run
+    member by member (bit-identical either way). ``min(u_in, 0.7)`` of two values is a
+    selection lowered elementwise (:func:`cosim.fastpath.inplace.selection`).
     """
-    return not any(_reads_member(part, shared) for part in _tests(text))
+    return not any(_reads_member(part, shared) for part in _tests(text, selections=False))
 
 
 def _vectorizable(kern, shared) -> bool:
