@@ -113,14 +113,19 @@ def _groups(plan, kernels) -> list[list[int]]:
     level order."""
     groups: dict = {}
     info: dict = {}         # template -> (shared, vectorizable): a chain of 1000 lags parses one
+    # id(kernel) -> (template, shared values): blocks spelt alike share one lifted kernel
+    # (see :func:`~cosim.fastpath.params.lift`), whose key is made once.
+    made: dict = {}
     for i, kern in enumerate(kernels):
-        tpl = _template(kern)
-        if tpl not in info:
-            shared = _shared(kern)
-            info[tpl] = (shared, _vectorizable(kern, shared))
-        shared, vec = info[tpl]
-        key = (plan.level[i], plan.task_of[i], plan.continuous[i], tpl,
-               tuple(sorted((n, kern.params[n[2:]]) for n in shared)))
+        if id(kern) not in made:
+            tpl = _template(kern)
+            if tpl not in info:
+                shared = _shared(kern)
+                info[tpl] = (shared, _vectorizable(kern, shared))
+            made[id(kern)] = (tpl, tuple(sorted((n, kern.params[n[2:]]) for n in info[tpl][0])))
+        tpl, values = made[id(kern)]
+        vec = info[tpl][1]
+        key = (plan.level[i], plan.task_of[i], plan.continuous[i], tpl, values)
         # Live values change between calls: their blocks stay singletons.
         if kern.live is not None or not vec:
             key += (i,)
@@ -128,12 +133,14 @@ def _groups(plan, kernels) -> list[list[int]]:
     return [g for _, g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0]))]
 
 
-def worthwhile(plan, kernels) -> bool:
-    """True when grouping makes the plan much shorter than one statement per block."""
+def worthwhile(plan, kernels) -> list[list[int]] | None:
+    """The vector strategy's groups when grouping makes the plan much shorter than one
+    statement per block, else None."""
     n = len(plan.blocks)
-    if plan.n_levels * MIN_MEAN_GROUP > n:
-        return False            # at least one group per level: a chain never is
-    return n >= 2 * MIN_MEAN_GROUP and n / max(1, len(_groups(plan, kernels))) >= MIN_MEAN_GROUP
+    if plan.n_levels * MIN_MEAN_GROUP > n or n < 2 * MIN_MEAN_GROUP:
+        return None             # at least one group per level: a chain never is
+    groups = _groups(plan, kernels)
+    return groups if n / max(1, len(groups)) >= MIN_MEAN_GROUP else None
 
 
 def _index(idx: list[int]) -> str | None:
@@ -159,8 +166,8 @@ class Vector(Strategy):
     Parameters
     ----------
     plan : Plan
-    kernels : list of Kernel
-        Each block's kernel, in plan order.
+    groups : list of list of int
+        The plan's groups (see :func:`worthwhile`).
     n_c : int
         Number of continuous-state components.
     n_stages : int
@@ -169,8 +176,8 @@ class Vector(Strategy):
 
     vector = True
 
-    def __init__(self, plan, kernels, n_c: int, n_stages: int):
-        super().__init__(_groups(plan, kernels), f"<cosim batched plan {plan.name}>")
+    def __init__(self, plan, groups: list[list[int]], n_c: int, n_stages: int):
+        super().__init__(groups, f"<cosim batched plan {plan.name}>")
         self.namespace["np"] = np
         self.namespace.update(inplace.GLOBALS)
         # The stages' derivatives: rows of one array, so that the final combination scales
