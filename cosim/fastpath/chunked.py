@@ -56,16 +56,19 @@ def _chunks(groups: list, size: int) -> list[list[str]]:
 
 def frame(t0: float, dt: float, body, log_stmts, upd, integ, strategy, n_stages: int,
           size: int) -> list[str]:
-    """Pieces of ``advance`` (see :func:`_frame`) for a large plan: outputs, state updates
-    and each segment of the integration (see :meth:`~cosim.fastpath.emitter._Writer.integration`) run in functions
-    of at most about ``size`` statements each, the last piece defining ``advance``.
+    """Pieces of ``advance`` (see :func:`~cosim.fastpath.emitter._frame`) for a large plan:
+    outputs, state updates and the statements of each segment ``(lines, statements)`` of
+    the integration (see :meth:`~cosim.fastpath.emitter._Writer.integration`; ``lines`` are
+    the step function's own) run in functions of at most about ``size`` statements each, the
+    last piece defining ``advance``.
 
     Python's compiler and the first calls of a function (bytecode specialization) cost more
     than linearly in the function's size; bounded functions keep a 100,000-block plan's
     compile time linear. A function's values live in locals only while it runs: it loads what
     it reads from ``S`` and ``D`` (and with continuous state ``C``, the stage state ``Z`` and
     derivatives ``K<i>``), stores every tick what some function reads, and all it assigns at
-    its last call of the step (see :meth:`Strategy.chunk_io`); the logs read ``S`` itself.
+    its last call of the step (see :meth:`~cosim.fastpath.emitter.Strategy.chunk_io`); the
+    logs read ``S`` itself.
     The functions take ``(k, t, S, D, last)``, with continuous state
     ``(k, t, ts, h, S, D, C, Z, K0, .., last)``.
     """
@@ -105,8 +108,8 @@ def frame(t0: float, dt: float, body, log_stmts, upd, integ, strategy, n_stages:
     if any(calls[1:]):
         lines += ["            if k < k_full:", "                end = last or k + 1 == k_full"]
         lines += ["                " + c for c in calls[1]]
-        for (line, _), cs in zip(integ, calls[2:]):
-            lines += [f"                {line}"] if line else []
+        for (pre, _), cs in zip(integ, calls[2:]):
+            lines += ["                " + ln for ln in pre]
             lines += ["                " + c for c in cs]
     lines += ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
               "        raise"]

@@ -130,6 +130,12 @@ class Strategy:
         over ``terms`` ``[(a, j)]`` (to ``C`` itself when empty), summed left to right."""
         raise NotImplementedError
 
+    def whole_sum(self, target: str, terms) -> list[str] | None:
+        """Lines of a chunked step function computing :meth:`stage_sum` over the whole
+        vectors ``C``, ``Z`` and ``K<i>`` it binds (see :meth:`chunk_state`), or None (by
+        default): the statements of :meth:`stage_sum` then run in chunk functions."""
+        return None
+
     def chunk_reads(self, lines: list[str]) -> set:
         """Values that lines of a chunk function (or of the log statements) read from ``S``
         or ``D`` when the strategy holds values in locals (none by default: values named by
@@ -146,9 +152,10 @@ class Strategy:
 
     def chunk_state(self, n_stages: int) -> tuple[list[str], list[str]]:
         """Lines of a chunked step function with continuous state (see
-        :func:`~cosim.fastpath.chunked.frame`) before its loop and in its ``finally`` clause: they bind what
-        its functions receive as ``C``, ``Z`` and ``K0`` .. ``K<n_stages-1>`` (none by
-        default: the arrays :meth:`ref` names are the run state's and the strategy's own)."""
+        :func:`~cosim.fastpath.chunked.frame`) before its loop and in its ``finally``
+        clause: they bind what its functions receive as ``C``, ``Z`` and ``K0`` ..
+        ``K<n_stages-1>`` (none by default: the arrays :meth:`ref` names are the run
+        state's and the strategy's own)."""
         return [], []
 
     def direct(self, statement: str) -> str:
@@ -338,10 +345,12 @@ class _Writer:
                 stmts.append((gd, self.s.row(n, slots[n])))
         return stmts, columns
 
-    def integration(self, config, tab, held: bool) -> list[tuple[str | None, list[str]]]:
+    def integration(self, config, tab, held: bool) -> list[tuple[list[str], list[str], tuple]]:
         """One explicit Runge–Kutta step of the continuous state to tick k+1, in segments
-        ``(line, statements)``: a line of the step function itself (the step ``h``, a stage's
-        time ``ts``; None: none), then statements a chunked frame may split into functions.
+        ``(lines, statements, combination)``: lines of the step function itself (the step
+        ``h``, a stage's time ``ts``), then statements a chunked frame may split into
+        functions; ``combination`` is ``(target, terms)`` of a segment computing a
+        Runge–Kutta combination (see :meth:`Strategy.stage_sum`), else None.
 
         Each stage recomputes the outputs of the blocks evaluated between stages (the
         plan's continuous blocks) at the stage's state and time, then their derivatives.
@@ -368,11 +377,12 @@ class _Writer:
                                        self.subst(g, text, cvar, tvar)))
             return lines
 
-        segments = [(f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t", stage(0, "C", "t"))]
+        segments = [([f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"], stage(0, "C", "t"),
+                     None)]
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
-            segments.append((None, s.stage_sum("Z", tm)))
-            segments.append((f"ts = t + {node!r} * h", stage(si, "Z", "ts")))
-        segments.append((None, s.stage_sum("C", weights)))
+            segments.append(([], s.stage_sum("Z", tm), ("Z", tm)))
+            segments.append(([f"ts = t + {node!r} * h"], stage(si, "Z", "ts"), None))
+        segments.append(([], s.stage_sum("C", weights), ("C", weights)))
         return segments
 
     def pieces(self, config, store, tab, n_c: int) -> tuple[list[str], list]:
@@ -385,11 +395,17 @@ class _Writer:
         cont, disc = self.updates()
         integ = self.integration(config, tab, bool(cont)) if n_c else []
         size = sum(len(x) for part in (body, cont, disc) for x in part)
-        if size + sum(len(stmts) for _, stmts in integ) > CHUNK:
+        if size + sum(len(stmts) for _, stmts, _ in integ) > CHUNK:
             n_stages = len(tab[1]) + 1 if n_c else 0
-            return chunked.frame(config.t0, config.dt, body, log_stmts, cont + disc, integ, s,
-                                 n_stages, CHUNK), columns
-        lines = [ln for line, stmts in integ for ln in ([line] if line else []) + stmts]
+            # A combination the strategy writes over whole vectors is a line of the step
+            # function, not a statement per component.
+            segments = []
+            for lines, stmts, combination in integ:
+                whole = s.whole_sum(*combination) if combination else None
+                segments.append((lines + whole, []) if whole is not None else (lines, stmts))
+            return chunked.frame(config.t0, config.dt, body, log_stmts, cont + disc, segments,
+                                 s, n_stages, CHUNK), columns
+        lines = [ln for lines, stmts, _ in integ for ln in lines + stmts]
         upd = [st for stmts in cont + disc for st in stmts]
         return [_frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,
                        upd, lines, s.prologue, s.epilogue, s.preamble)], columns
