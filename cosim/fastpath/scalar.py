@@ -107,8 +107,8 @@ class Scalar(Strategy):
                  shared: set) -> tuple[list[str], list[str], list[str]]:
         # The step function's whole-vector combinations read every continuous state and
         # derivative each tick (see whole_sum).
-        every = {v for v in _assigned(body) if v in shared or v[0] not in ("S", "D")}
         assigned = sorted(_assigned(body))
+        every = {v for v in assigned if v in shared or v[0] not in ("S", "D")}
         load = _runs(sorted(reads), lambda names, src: f"    {names} = {src}")
         store = _runs([v for v in assigned if v in every],
                       lambda names, src: f"    {src} = {names}", store=True)
