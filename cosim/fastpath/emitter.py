@@ -13,6 +13,7 @@ computed by the same IEEE operations in the same order as the reference interpre
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -262,6 +263,20 @@ def _recipe_value(recipe: tuple, kernels):
     return np.array(values)
 
 
+@functools.lru_cache(maxsize=4096)
+def _parts(text: str, dt: str, tvar: str) -> tuple[str, ...]:
+    """A kernel expression split once per spelling (a 100,000-block plan repeats a few):
+    ``(source, kind, name, source, ..., source)``, the names of :data:`NAME` between pieces
+    of source whose ``dt`` and ``t`` are already written as ``dt`` and ``tvar`` (a name
+    starts and ends at a word boundary, so the pieces match these as the whole would)."""
+    parts = NAME.split(text)
+    for j in range(0, len(parts), 3):
+        parts[j] = DT.sub(dt, parts[j])
+        if tvar != "t":
+            parts[j] = T.sub(tvar, parts[j])
+    return tuple(parts)
+
+
 class _Writer:
     """Writes the statements of one plan's step function through a strategy."""
 
@@ -273,8 +288,7 @@ class _Writer:
         ``cvar`` names the continuous state read, ``tvar`` the time."""
         plan, layout, s = self.plan, self.layout, self.s
 
-        def name(m):
-            kind, r = m.group(1), m.group(2)
+        def name(kind, r):
             if kind == "u":
                 return s.ref("S", [layout.input_slot(plan, i, r) for i in group])
             if kind == "x":
@@ -292,8 +306,11 @@ class _Writer:
             recipe = ("p", group[0] if len(group) == 1 else tuple(group), sys.intern(r))
             return s.const(_recipe_value(recipe, self.kernels), recipe)
         # The members of a group share a task, hence a sample period.
-        out = DT.sub(repr(plan.sample_period[group[0]]), NAME.sub(name, text))
-        return T.sub(tvar, out) if tvar != "t" else out
+        parts = _parts(text, repr(plan.sample_period[group[0]]), tvar)
+        out = [parts[0]]
+        for j in range(1, len(parts), 3):
+            out += (name(parts[j], parts[j + 1]), parts[j + 2])
+        return "".join(out)
 
     def outputs(self, group, cvar: str = "C", tvar: str = "t") -> list[str]:
         """Statements computing ``group``'s outputs."""
