@@ -44,8 +44,9 @@ def build(plan, config, state, store, solver, cslices, release: bool = False) ->
     if kernels is None:
         return None
     n_c = state.X.size
-    if vector.worthwhile(plan, kernels):
-        strategy = vector.Vector(plan, kernels, n_c, len(tab[1]) + 1 if tab else 0)
+    groups = vector.worthwhile(plan, kernels)
+    if groups is not None:
+        strategy = vector.Vector(plan, groups, n_c, len(tab[1]) + 1 if tab else 0)
         layout = Layout(plan, cslices, strategy.groups)
     else:
         layout = Layout(plan, cslices)

@@ -13,28 +13,24 @@ computed by the same IEEE operations in the same order as the reference interpre
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
-import types
 
 import numpy as np
 
-from cosim.fastpath import cache, structure
+from cosim.fastpath import cache, chunked, structure
+from cosim.fastpath.chunked import ADVANCE, define, grouped, own_globals
 from cosim.fastpath.runtime import FastPath
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
 
-__all__ = ["CHUNK", "Strategy", "build", "own_globals", "tableau"]
+__all__ = ["CHUNK", "Strategy", "build", "tableau"]
 
-#: The generated step function's name and arguments (see :func:`_frame`).
-ADVANCE = "advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log"
 
-#: Statements per generated function of a large plan (see :func:`_chunked_frame`).
+#: Statements per generated function of a large plan (see :mod:`cosim.fastpath.chunked`).
 CHUNK = 1000
-
-#: Name prefixes of the functions of a chunked step function (see :func:`_chunked_frame`).
-CHUNK_PREFIXES = ("_out", "_upd", "_rk")
 
 #: ``u_<input>``, ``x_<state>``, ``c_<i>``, ``p_<param>``, ``l_<i>`` in a kernel expression.
 NAME = re.compile(r"\b([uxcpl])_([A-Za-z0-9_]+)\b")
@@ -135,6 +131,12 @@ class Strategy:
         over ``terms`` ``[(a, j)]`` (to ``C`` itself when empty), summed left to right."""
         raise NotImplementedError
 
+    def whole_sum(self, target: str, terms) -> list[str] | None:
+        """Lines of a chunked step function computing :meth:`stage_sum` over the whole
+        vectors ``C``, ``Z`` and ``K<i>`` it binds (see :meth:`chunk_state`), or None (by
+        default): the statements of :meth:`stage_sum` then run in chunk functions."""
+        return None
+
     def chunk_reads(self, lines: list[str]) -> set:
         """Values that lines of a chunk function (or of the log statements) read from ``S``
         or ``D`` when the strategy holds values in locals (none by default: values named by
@@ -151,9 +153,10 @@ class Strategy:
 
     def chunk_state(self, n_stages: int) -> tuple[list[str], list[str]]:
         """Lines of a chunked step function with continuous state (see
-        :func:`_chunked_frame`) before its loop and in its ``finally`` clause: they bind what
-        its functions receive as ``C``, ``Z`` and ``K0`` .. ``K<n_stages-1>`` (none by
-        default: the arrays :meth:`ref` names are the run state's and the strategy's own)."""
+        :func:`~cosim.fastpath.chunked.frame`) before its loop and in its ``finally``
+        clause: they bind what its functions receive as ``C``, ``Z`` and ``K0`` ..
+        ``K<n_stages-1>`` (none by default: the arrays :meth:`ref` names are the run
+        state's and the strategy's own)."""
         return [], []
 
     def direct(self, statement: str) -> str:
@@ -260,6 +263,20 @@ def _recipe_value(recipe: tuple, kernels):
     return np.array(values)
 
 
+@functools.lru_cache(maxsize=4096)
+def _parts(text: str, dt: str, tvar: str) -> tuple[str, ...]:
+    """A kernel expression split once per spelling (a 100,000-block plan repeats a few):
+    ``(source, kind, name, source, ..., source)``, the names of :data:`NAME` between pieces
+    of source whose ``dt`` and ``t`` are already written as ``dt`` and ``tvar`` (a name
+    starts and ends at a word boundary, so the pieces match these as the whole would)."""
+    parts = NAME.split(text)
+    for j in range(0, len(parts), 3):
+        parts[j] = DT.sub(dt, parts[j])
+        if tvar != "t":
+            parts[j] = T.sub(tvar, parts[j])
+    return tuple(parts)
+
+
 class _Writer:
     """Writes the statements of one plan's step function through a strategy."""
 
@@ -271,8 +288,7 @@ class _Writer:
         ``cvar`` names the continuous state read, ``tvar`` the time."""
         plan, layout, s = self.plan, self.layout, self.s
 
-        def name(m):
-            kind, r = m.group(1), m.group(2)
+        def name(kind, r):
             if kind == "u":
                 return s.ref("S", [layout.input_slot(plan, i, r) for i in group])
             if kind == "x":
@@ -290,8 +306,11 @@ class _Writer:
             recipe = ("p", group[0] if len(group) == 1 else tuple(group), sys.intern(r))
             return s.const(_recipe_value(recipe, self.kernels), recipe)
         # The members of a group share a task, hence a sample period.
-        out = DT.sub(repr(plan.sample_period[group[0]]), NAME.sub(name, text))
-        return T.sub(tvar, out) if tvar != "t" else out
+        parts = _parts(text, repr(plan.sample_period[group[0]]), tvar)
+        out = [parts[0]]
+        for j in range(1, len(parts), 3):
+            out += (name(parts[j], parts[j + 1]), parts[j + 2])
+        return "".join(out)
 
     def outputs(self, group, cvar: str = "C", tvar: str = "t") -> list[str]:
         """Statements computing ``group``'s outputs."""
@@ -343,10 +362,12 @@ class _Writer:
                 stmts.append((gd, self.s.row(n, slots[n])))
         return stmts, columns
 
-    def integration(self, config, tab, held: bool) -> list[tuple[str | None, list[str]]]:
+    def integration(self, config, tab, held: bool) -> list[tuple[list[str], list[str], tuple]]:
         """One explicit Runge–Kutta step of the continuous state to tick k+1, in segments
-        ``(line, statements)``: a line of the step function itself (the step ``h``, a stage's
-        time ``ts``; None: none), then statements a chunked frame may split into functions.
+        ``(lines, statements, combination)``: lines of the step function itself (the step
+        ``h``, a stage's time ``ts``), then statements a chunked frame may split into
+        functions; ``combination`` is ``(target, terms)`` of a segment computing a
+        Runge–Kutta combination (see :meth:`Strategy.stage_sum`), else None.
 
         Each stage recomputes the outputs of the blocks evaluated between stages (the
         plan's continuous blocks) at the stage's state and time, then their derivatives.
@@ -373,11 +394,12 @@ class _Writer:
                                        self.subst(g, text, cvar, tvar)))
             return lines
 
-        segments = [(f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t", stage(0, "C", "t"))]
+        segments = [([f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"], stage(0, "C", "t"),
+                     None)]
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
-            segments.append((None, s.stage_sum("Z", tm)))
-            segments.append((f"ts = t + {node!r} * h", stage(si, "Z", "ts")))
-        segments.append((None, s.stage_sum("C", weights)))
+            segments.append(([], s.stage_sum("Z", tm), ("Z", tm)))
+            segments.append(([f"ts = t + {node!r} * h"], stage(si, "Z", "ts"), None))
+        segments.append(([], s.stage_sum("C", weights), ("C", weights)))
         return segments
 
     def pieces(self, config, store, tab, n_c: int) -> tuple[list[str], list]:
@@ -390,29 +412,20 @@ class _Writer:
         cont, disc = self.updates()
         integ = self.integration(config, tab, bool(cont)) if n_c else []
         size = sum(len(x) for part in (body, cont, disc) for x in part)
-        if size + sum(len(stmts) for _, stmts in integ) > CHUNK:
+        if size + sum(len(stmts) for _, stmts, _ in integ) > CHUNK:
             n_stages = len(tab[1]) + 1 if n_c else 0
-            return _chunked_frame(config.t0, config.dt, body, log_stmts, cont + disc, integ, s,
-                                  n_stages), columns
-        lines = [ln for line, stmts in integ for ln in ([line] if line else []) + stmts]
+            # A combination the strategy writes over whole vectors is a line of the step
+            # function, not a statement per component.
+            segments = []
+            for lines, stmts, combination in integ:
+                whole = s.whole_sum(*combination) if combination else None
+                segments.append((lines + whole, []) if whole is not None else (lines, stmts))
+            return chunked.frame(config.t0, config.dt, body, log_stmts, cont + disc, segments,
+                                 s, n_stages, CHUNK), columns
+        lines = [ln for lines, stmts, _ in integ for ln in lines + stmts]
         upd = [st for stmts in cont + disc for st in stmts]
         return [_frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,
                        upd, lines, s.prologue, s.epilogue, s.preamble)], columns
-
-
-def _grouped(stmts, indent: int) -> list[str]:
-    """Source lines of ``[(guard, statement)]``, consecutive statements of one guard grouped."""
-    out, cur = [], object()
-    for g, s in stmts:
-        if g is None:
-            out.append(" " * indent + s)
-            cur = object()
-        else:
-            if g != cur:
-                out.append(" " * indent + f"if {g}:")
-                cur = g
-            out.append(" " * (indent + 4) + s)
-    return out
 
 
 def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue,
@@ -429,129 +442,19 @@ def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue
     """
     lines = [*prologue, "    try:", "        while k < k_stop:",
              f"            t = {t0!r} + k * {dt!r}"]
-    lines += _grouped(body, 12)
+    lines += grouped(body, 12)
     lines.append("            if last_logged < k < k_log:")
-    lines += _grouped(log_stmts, 16)
+    lines += grouped(log_stmts, 16)
     lines.append("                last_logged = k")
     if upd or integ:
         lines.append("            if k < k_full:")
-        lines += _grouped(upd, 16)
+        lines += grouped(upd, 16)
         lines += ["                " + s for s in integ]
     lines += ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
               "        raise"]
     if epilogue:
         lines += ["    finally:", *epilogue]
     lines.append("    return k, last_logged")
-    return "\n".join([*preamble, *_define(ADVANCE, lines)]) + "\n"
+    return "\n".join([*preamble, *define(ADVANCE, lines)]) + "\n"
 
 
-def _chunks(groups: list) -> list[list[str]]:
-    """Bodies (source lines, indented 4) of functions running ``groups`` (lists of
-    ``(guard, statement)``, never split) in order, about :data:`CHUNK` statements each.
-
-    Consumes ``groups`` (its entries become None): each chunk's statements are freed once
-    its lines are written, so a large plan's statements and lines are not all held at once
-    (about 200 bytes per block less at the peak of generating its code).
-    """
-    chunks, cur = [], []
-    for n, stmts in enumerate(groups):
-        groups[n] = None
-        if cur and len(cur) + len(stmts) > CHUNK:
-            chunks.append(_grouped(cur, 4))
-            cur = []
-        cur.extend(stmts)
-    if cur:
-        chunks.append(_grouped(cur, 4))
-    return chunks
-
-
-def _chunked_frame(t0: float, dt: float, body, log_stmts, upd, integ, strategy,
-                   n_stages: int) -> list[str]:
-    """Pieces of ``advance`` (see :func:`_frame`) for a large plan: outputs, state updates
-    and each segment of the integration (see :meth:`_Writer.integration`) run in functions
-    of at most about :data:`CHUNK` statements each, the last piece defining ``advance``.
-
-    Python's compiler and the first calls of a function (bytecode specialization) cost more
-    than linearly in the function's size; bounded functions keep a 100,000-block plan's
-    compile time linear. A function's values live in locals only while it runs: it loads what
-    it reads from ``S`` and ``D`` (and with continuous state ``C``, the stage state ``Z`` and
-    derivatives ``K<i>``), stores every tick what some function reads, and all it assigns at
-    its last call of the step (see :meth:`Strategy.chunk_io`); the logs read ``S`` itself.
-    The functions take ``(k, t, S, D, last)``, with continuous state
-    ``(k, t, ts, h, S, D, C, Z, K0, .., last)``.
-    """
-    phases = [("_out", body), ("_upd", upd)]
-    phases += [("_rk", [[(None, st)] for st in stmts]) for _, stmts in integ]
-    bodies = [_chunks(groups) for _, groups in phases]
-    reads = [[strategy.chunk_reads(b) for b in chunks] for chunks in bodies]
-    shared = set(strategy.chunk_reads([st for _, st in log_stmts]))
-    for rs in reads:
-        shared = shared.union(*rs)
-    args = "k, t, S, D, last"
-    if n_stages:
-        args = f"k, t, ts, h, S, D, C, Z, {''.join(f'K{i}, ' for i in range(n_stages))}last"
-    pieces, calls = [], []
-    for (prefix, _), chunks, rs in zip(phases, bodies, reads):
-        calls.append([])
-        for chunk, rd in zip(chunks, rs):
-            load, store, final = strategy.chunk_io(chunk, rd, shared)
-            fn = [*load, *chunk, *store]
-            if final:
-                fn += ["    if last:", *("    " + ln for ln in final)]
-            name = f"{prefix}{len(pieces)}"
-            pieces.append("\n".join(_define(f"{name}({args}", fn)) + "\n")
-            # Functions after the outputs run only up to k_full: their last call is there.
-            calls[-1].append(f"{name}({args if prefix == '_out' else args[:-4] + 'end'})")
-    enter, leave = [], []
-    if n_stages:
-        # Every function takes the step and stage time; the outputs' ignore them.
-        enter, leave = strategy.chunk_state(n_stages)
-        enter = ["    h = ts = 0.0", *enter]
-    lines = [*enter, "    try:", "        while k < k_stop:", f"            t = {t0!r} + k * {dt!r}",
-             "            last = k + 1 == k_stop"]
-    lines += ["            " + c for c in calls[0]]
-    lines.append("            if last_logged < k < k_log:")
-    lines += _grouped([(g, strategy.direct(st)) for g, st in log_stmts], 16)
-    lines.append("                last_logged = k")
-    if any(calls[1:]):
-        lines += ["            if k < k_full:", "                end = last or k + 1 == k_full"]
-        lines += ["                " + c for c in calls[1]]
-        for (line, _), cs in zip(integ, calls[2:]):
-            lines += [f"                {line}"] if line else []
-            lines += ["                " + c for c in cs]
-    lines += ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
-              "        raise"]
-    if leave:
-        lines += ["    finally:", *leave]
-    lines.append("    return k, last_logged")
-    pieces.append("\n".join(_define(ADVANCE, lines)) + "\n")
-    if strategy.preamble:
-        # Module-level buffers, made before any function runs (known once all are written).
-        pieces.insert(0, "\n".join(strategy.preamble) + "\n")
-    return pieces
-
-
-def _define(signature: str, body: list[str]) -> list[str]:
-    """Lines defining a function (``signature``: its name and arguments without the closing
-    parenthesis) of ``body``."""
-    return [f"def {signature}):", *body]
-
-
-def own_globals(namespace: dict) -> None:
-    """Give each chunk function (see :func:`_chunked_frame`) globals of its own, holding only
-    the names it reads, as ``namespace`` binds them (after the generated code is executed in
-    it, or in a copy given other constants' values).
-
-    A global read is specialized (about as fast as a literal) only in a namespace of fewer
-    than 65,536 names; a 100,000-block plan has more constants than that.
-    """
-    chunks = [k for k in namespace if k.startswith(CHUNK_PREFIXES)]
-    if not chunks:
-        return
-    shared = {k: v for k, v in namespace.items()
-              if not k.startswith("_") or k == "__builtins__"}
-    for name in chunks:
-        fn = namespace[name]
-        own = dict(shared)
-        own.update((n, namespace[n]) for n in fn.__code__.co_names if n in namespace)
-        namespace[name] = types.FunctionType(fn.__code__, own, name)

@@ -12,8 +12,12 @@ of its slots, else a buffer of the generated module — and literals and paramet
 arrays made once. Each element goes through the same IEEE operations on the same operands:
 the results are bit for bit those of the expression as written.
 
-Only ``+ - * /`` and unary ``-`` on a group's arrays are lowered; any other operation
-(``abs``, ``**``, a conditional expression) is an operand numpy evaluates as written.
+Only ``+ - * /``, unary ``-`` and ``min``/``max`` of two values on a group's arrays are
+lowered; any other operation (``abs``, ``**``, a conditional expression) is an operand numpy
+evaluates as written. Python's ``min(a, b)`` is ``b if b < a else a`` and ``max(a, b)`` is
+``b if b > a else a`` (NaN and signed zeros included): lowered, ``a`` is computed into the
+target, ``b`` compared with it elementwise (IEEE comparisons, as Python's) and copied where
+the comparison holds, so each member gets the very value Python selects.
 """
 
 from __future__ import annotations
@@ -23,13 +27,20 @@ import re
 
 import numpy as np
 
-__all__ = ["GLOBALS", "Spans", "lower"]
+__all__ = ["GLOBALS", "Spans", "lower", "selection"]
 
 _BINOPS = {ast.Add: "_add", ast.Sub: "_sub", ast.Mult: "_mul", ast.Div: "_div"}
 
+#: The comparison selecting a selection's second value (see the module docstring).
+_SELECT = {"min": "_less", "max": "_greater"}
+
 #: The numpy functions lowered statements call (globals of the generated code).
 GLOBALS = {"_add": np.add, "_sub": np.subtract, "_mul": np.multiply, "_div": np.true_divide,
-           "_neg": np.negative, "_copyto": np.copyto, "_asarray": np.asarray}
+           "_neg": np.negative, "_copyto": np.copyto, "_asarray": np.asarray,
+           "_less": np.less, "_greater": np.greater}
+
+#: An operand's source that names a value (read twice without computing it twice).
+_PLAIN = re.compile(r"^\w+$")
 
 #: A parameter's global (``_k<n>``): one float for the group, or the members' array.
 _PARAM = re.compile(r"^_k\d+$")
@@ -53,6 +64,7 @@ class Spans:
         self.preamble: list[str] = []
         self._once: dict[str, str] = {}
         self._buffers: dict[int, list[str]] = {}
+        self._masks: dict[int, str] = {}
         self._free: dict[int, int] = {}
         self._count = 0
 
@@ -69,6 +81,14 @@ class Spans:
             pool.append(self._name("_b"))
             self.preamble.append(f"{pool[i]} = np.zeros({n})")
         return pool[i]
+
+    def mask(self, n: int) -> str:
+        """Name of a boolean buffer of shape ``(n,)``, shared by every statement: a
+        selection's comparison is used by the next call, before any other is computed."""
+        if n not in self._masks:
+            self._masks[n] = name = self._name("_m")
+            self.preamble.append(f"{name} = np.zeros({n}, dtype=bool)")
+        return self._masks[n]
 
     def once(self, source: str) -> str:
         """Name of a module-level float array of ``source``'s value, computed once per fast
@@ -134,10 +154,20 @@ def _gather(spans: Spans, node) -> bool:
         and node.slice.id in spans.span
 
 
+def selection(node) -> bool:
+    """Whether ``node`` is ``min(a, b)`` or ``max(a, b)``: two values, one selected."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+        and node.func.id in _SELECT and len(node.args) == 2 and not node.keywords \
+        and not any(isinstance(a, ast.Starred) for a in node.args)
+
+
 def _op(spans: Spans, node) -> str | None:
-    """The ufunc computing ``node`` when it is lowered, else None."""
+    """The ufunc computing ``node`` when it is lowered (for a selection, its comparison),
+    else None."""
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS and spans.is_array(node):
         return _BINOPS[type(node.op)]
+    if selection(node) and spans.is_array(node):
+        return _SELECT[node.func.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
             and spans.is_array(node):
         return "_neg"
@@ -179,6 +209,9 @@ def _into(spans: Spans, node, dest: str, n: int, lines: list[str]) -> None:
     if op is None:
         lines.append(f"_copyto({dest}, {_operand(spans, node)})")
         return
+    if selection(node):
+        _select(spans, node, op, dest, n, lines)
+        return
     if op == "_neg":
         if _op(spans, node.operand):
             _into(spans, node.operand, dest, n, lines)
@@ -201,3 +234,20 @@ def _into(spans: Spans, node, dest: str, n: int, lines: list[str]) -> None:
     else:
         a, b = _operand(spans, left), _operand(spans, right)
     lines.append(f"{op}({a}, {b}, {dest})")
+
+
+def _select(spans: Spans, node, compare: str, dest: str, n: int, lines: list[str]) -> None:
+    """Append the calls computing the selection ``node`` (``min(a, b)``: ``b if b < a else
+    a``) into ``dest``: ``a`` into ``dest``, then ``b`` copied where ``compare(b, dest)``."""
+    a, b = node.args
+    _into(spans, a, dest, n, lines)
+    if _op(spans, b):
+        other = spans.buffer(n)
+        _into(spans, b, other, n, lines)
+    else:
+        other = _operand(spans, b)
+        if not _PLAIN.match(other):
+            other = spans.buffer(n)
+            _into(spans, b, other, n, lines)
+    mask = spans.mask(n)
+    lines += [f"{compare}({other}, {dest}, {mask})", f"_copyto({dest}, {other}, where={mask})"]

@@ -111,8 +111,11 @@ class Layout:
                     self.state_at[(i, n)] = len(self.state_slots)
                     self.state_slots.append((blocks[i], n))
         self.cont_at = {}
+        # Not the plan's ``path_of``: built here, it would stay with the plan (85 bytes a
+        # block) after the code is written.
+        index = {id(blocks[i]): i for i in plan.positions} if cslices else {}
         for b, sl in cslices:
-            i = plan.index[plan.path_of[id(b)]]
+            i = index[id(b)]
             for j in range(sl.stop - sl.start):
                 self.cont_at[(i, str(j))] = sl.start + j
         self.driver = {(w.dst, w.dst_port): self.signal_at[(w.src, w.src_port)]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from cosim.fastpath import cache
-from cosim.fastpath.emitter import own_globals
+from cosim.fastpath.chunked import own_globals
 from cosim.fastpath.ensemble_run import Members, const_values, reusable
 
 __all__ = ["Rerun"]

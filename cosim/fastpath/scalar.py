@@ -6,11 +6,20 @@ runs many ticks on them and stores them back: per block and tick this costs a fe
 instead of a method call and numpy dispatch (~0.03 µs vs ~1 µs). A block's state updates are
 one tuple assignment (all right-hand sides evaluated first); each Runge–Kutta stage has one
 variable per component and stage (``z0``, ``k1_0``).
+
+A chunked step function (:mod:`cosim.fastpath.chunked`) holds the continuous state, stage
+state and derivatives in numpy vectors instead: each Runge–Kutta combination is one line of
+whole-vector arithmetic in the step function (``Z[:] = C + h * (1.0 * K0)``: the same IEEE
+operations on each component, in the same order, as the statement per component it
+replaces), so the generated source and its compile time no longer grow with a line per
+component and combination.
 """
 
 from __future__ import annotations
 
 import re
+
+import numpy as np
 
 from cosim.fastpath.emitter import Strategy
 from cosim.fastpath.layout import Singletons
@@ -52,6 +61,7 @@ class Scalar(Strategy):
     def __init__(self, plan, layout, n_c: int):
         super().__init__(Singletons(plan.positions), f"<cosim plan {plan.name}>")
         self.n_c = n_c
+        self.namespace["_zeros"] = np.zeros
         loaded = [(v, src) for v, src in (
             ([f"s{j}" for j in range(len(layout.signal_slots))], "S"),
             ([f"x{j}" for j in range(len(layout.state_slots))], "D"),
@@ -82,6 +92,11 @@ class Scalar(Strategy):
         return [f"{var}{g} = c{g} + h * ({' + '.join(f'{a!r} * k{j}_{g}' for a, j in terms)})"
                 for g in range(self.n_c)]
 
+    def whole_sum(self, target: str, terms) -> list[str]:
+        if not terms:
+            return [f"{target}[:] = C"]
+        return [f"{target}[:] = C + h * ({' + '.join(f'{a!r} * K{j}' for a, j in terms)})"]
+
     def chunk_reads(self, lines: list[str]) -> set:
         # Every value read before it is assigned, and every value assigned under a guard
         # first (signals and states of slower tasks: when the guard is false, the store
@@ -90,21 +105,21 @@ class Scalar(Strategy):
 
     def chunk_io(self, body: list[str], reads: set,
                  shared: set) -> tuple[list[str], list[str], list[str]]:
+        # The step function's whole-vector combinations read every continuous state and
+        # derivative each tick (see whole_sum).
         assigned = sorted(_assigned(body))
+        every = {v for v in assigned if v in shared or v[0] not in ("S", "D")}
         load = _runs(sorted(reads), lambda names, src: f"    {names} = {src}")
-        store = _runs([v for v in assigned if v in shared],
+        store = _runs([v for v in assigned if v in every],
                       lambda names, src: f"    {src} = {names}", store=True)
-        final = _runs([v for v in assigned if v not in shared],
+        final = _runs([v for v in assigned if v not in every],
                       lambda names, src: f"    {src} = {names}", store=True)
         return load, store, final
 
     def chunk_state(self, n_stages: int) -> tuple[list[str], list[str]]:
-        # The functions' locals come from lists: the continuous state's floats (stored back
-        # into the run state's vector at the end), and the stages' values.
-        n = f"[0.0] * {self.n_c}"
-        enter = ["    X_, C = C, C.tolist()", f"    Z = {n}",
-                 *(f"    K{i} = {n}" for i in range(n_stages))]
-        return enter, ["        X_[:] = C"]
+        # The run state's vector is C itself; the stages' values are vectors of the call.
+        n = f"_zeros({self.n_c})"
+        return [f"    Z = {n}", *(f"    K{i} = {n}" for i in range(n_stages))], []
 
     def direct(self, statement: str) -> str:
         return _LOCAL.sub(lambda m: "{}[{}]".format(*_value(m.groups())), statement)
@@ -148,18 +163,22 @@ def _assigned(lines: list[str]) -> set:
 
 def _runs(values, line, store: bool = False) -> list[str]:
     """Lines moving locals of ``values`` ``[(array, slot)]`` (sorted) from or to their
-    array: a slice per run of consecutive slots, one item otherwise."""
+    array: a slice per run of consecutive slots, one item otherwise. The lists ``S`` and
+    ``D`` hold Python floats; the numpy vectors ``C``, ``Z``, ``K<i>`` of a chunked step
+    function are loaded as Python floats too (``tolist``, ``item``: numpy's scalars compute
+    the same values several times slower)."""
     out, i = [], 0
     while i < len(values):
         a, j = values[i]
         n = i + 1
         while n < len(values) and values[n] == (a, j + n - i):
             n += 1
+        floats = store or a in ("S", "D")
         if n - i == 1:
-            out.append(line(_name(a, j), f"{a}[{j}]"))
+            out.append(line(_name(a, j), f"{a}[{j}]" if floats else f"{a}.item({j})"))
         else:
             locals_ = ", ".join(_name(a, j + m) for m in range(n - i))
-            ix = f"{a}[{j}:{j + n - i}]"
+            ix = f"{a}[{j}:{j + n - i}]" + ("" if floats else ".tolist()")
             out.append(line(f"[{locals_}]" if store else f"{locals_},", ix))
         i = n
     return out

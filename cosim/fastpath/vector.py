@@ -49,10 +49,14 @@ def _reads_member(node, shared) -> bool:
                for n in ast.walk(node))
 
 
-def _tests(text: str):
+def _tests(text: str, selections: bool = True):
     """The parts of an expression whose value must be one number: truth tests, comparisons,
-    arguments of calls (``abs`` excepted) and subscripts."""
+    arguments of calls (``abs`` excepted; ``min``/``max`` of two only with ``selections``:
+    they are lowered to an elementwise selection, see :mod:`cosim.fastpath.inplace`) and
+    subscripts."""
     for node in ast.walk(ast.parse(text, mode="eval")):
+        if not selections and inplace.selection(node):
+            continue
         if isinstance(node, ast.IfExp):
             yield node.test
         elif isinstance(node, ast.BoolOp):
@@ -76,7 +80,9 @@ def _texts(kern) -> list[str]:
 
 def _shared(kern) -> frozenset:
     """Parameters read where a number is needed (``t + p__0 * dt >= p__1``): members of one
-    group must share their values, so that the test holds for the whole group at once."""
+    group must share their values, so that the test holds for the whole group at once.
+    Parameters of a ``min``/``max`` are shared too: one of parameters alone is then a
+    Python float's, not lowered."""
     return frozenset(n.id for text in _texts(kern) for part in _tests(text)
                      for n in ast.walk(part)
                      if isinstance(n, ast.Name) and n.id.startswith("p_"))
@@ -87,11 +93,12 @@ def _elementwise(text: str, shared=frozenset()) -> bool:
     member's floats: no truth test, comparison or call (``abs`` excepted) of a member's value
     (``shared`` parameters are one value for the group, not the member's own).
 
-    ``min(u_in, 0.7)`` or ``a if u_in > 0.0 else b`` need the truth of one number; numpy
-    refuses it for an array, and ``(u > a) + (u > b)`` would add booleans as logical or.
-    Such templates run member by member (bit-identical either way).
+    ``a if u_in > 0.0 else b`` needs the truth of one number; numpy refuses it for an
+    array, and ``(u > a) + (u > b)`` would add booleans as logical or. Such templates run
+    member by member (bit-identical either way). ``min(u_in, 0.7)`` of two values is a
+    selection lowered elementwise (:func:`cosim.fastpath.inplace.selection`).
     """
-    return not any(_reads_member(part, shared) for part in _tests(text))
+    return not any(_reads_member(part, shared) for part in _tests(text, selections=False))
 
 
 def _vectorizable(kern, shared) -> bool:
@@ -106,14 +113,19 @@ def _groups(plan, kernels) -> list[list[int]]:
     level order."""
     groups: dict = {}
     info: dict = {}         # template -> (shared, vectorizable): a chain of 1000 lags parses one
+    # id(kernel) -> (template, shared values): blocks spelt alike share one lifted kernel
+    # (see :func:`~cosim.fastpath.params.lift`), whose key is made once.
+    made: dict = {}
     for i, kern in enumerate(kernels):
-        tpl = _template(kern)
-        if tpl not in info:
-            shared = _shared(kern)
-            info[tpl] = (shared, _vectorizable(kern, shared))
-        shared, vec = info[tpl]
-        key = (plan.level[i], plan.task_of[i], plan.continuous[i], tpl,
-               tuple(sorted((n, kern.params[n[2:]]) for n in shared)))
+        if id(kern) not in made:
+            tpl = _template(kern)
+            if tpl not in info:
+                shared = _shared(kern)
+                info[tpl] = (shared, _vectorizable(kern, shared))
+            made[id(kern)] = (tpl, tuple(sorted((n, kern.params[n[2:]]) for n in info[tpl][0])))
+        tpl, values = made[id(kern)]
+        vec = info[tpl][1]
+        key = (plan.level[i], plan.task_of[i], plan.continuous[i], tpl, values)
         # Live values change between calls: their blocks stay singletons.
         if kern.live is not None or not vec:
             key += (i,)
@@ -121,12 +133,14 @@ def _groups(plan, kernels) -> list[list[int]]:
     return [g for _, g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0]))]
 
 
-def worthwhile(plan, kernels) -> bool:
-    """True when grouping makes the plan much shorter than one statement per block."""
+def worthwhile(plan, kernels) -> list[list[int]] | None:
+    """The vector strategy's groups when grouping makes the plan much shorter than one
+    statement per block, else None."""
     n = len(plan.blocks)
-    if plan.n_levels * MIN_MEAN_GROUP > n:
-        return False            # at least one group per level: a chain never is
-    return n >= 2 * MIN_MEAN_GROUP and n / max(1, len(_groups(plan, kernels))) >= MIN_MEAN_GROUP
+    if plan.n_levels * MIN_MEAN_GROUP > n or n < 2 * MIN_MEAN_GROUP:
+        return None             # at least one group per level: a chain never is
+    groups = _groups(plan, kernels)
+    return groups if n / max(1, len(groups)) >= MIN_MEAN_GROUP else None
 
 
 def _index(idx: list[int]) -> str | None:
@@ -152,8 +166,8 @@ class Vector(Strategy):
     Parameters
     ----------
     plan : Plan
-    kernels : list of Kernel
-        Each block's kernel, in plan order.
+    groups : list of list of int
+        The plan's groups (see :func:`worthwhile`).
     n_c : int
         Number of continuous-state components.
     n_stages : int
@@ -162,8 +176,8 @@ class Vector(Strategy):
 
     vector = True
 
-    def __init__(self, plan, kernels, n_c: int, n_stages: int):
-        super().__init__(_groups(plan, kernels), f"<cosim batched plan {plan.name}>")
+    def __init__(self, plan, groups: list[list[int]], n_c: int, n_stages: int):
+        super().__init__(groups, f"<cosim batched plan {plan.name}>")
         self.namespace["np"] = np
         self.namespace.update(inplace.GLOBALS)
         # The stages' derivatives: rows of one array, so that the final combination scales

@@ -1,5 +1,5 @@
-"""Large diagrams for the scale benchmarks and tests (issue 17): a chain, a wide model and a
-continuous chain.
+"""Large diagrams for the scale benchmarks and tests (issue 17): a chain, a wide model and
+continuous chains.
 
 Gains near 1 with a few distinct values, so 100,000 of them in series neither overflow nor
 vanish, and every block is a different kernel literal before parameters are lifted.
@@ -7,7 +7,7 @@ vanish, and every block is a different kernel literal before parameters are lift
 
 import math
 
-from blocks import FirstOrderLag, Gain, Saturation, Sine
+from blocks import FirstOrderLag, Gain, Lookup1D, Saturation, Sine
 from cosim import Model
 
 
@@ -41,25 +41,35 @@ def wide(n: int, length: int = 100) -> Model:
     return m
 
 
-def lags(n: int) -> Model:
+def lags(n: int, lookup: bool = False) -> Model:
     """A sine driving ``(n - 1) // 2`` pairs of a first-order lag and a saturation in series
     (about ``n`` blocks, as many continuous-state components as lags).
 
-    The saturations test their values (``min``/``max``): each is a group of its own, so the
-    plan runs on the scalar strategy with inline Runge–Kutta stages. The lags start at 0.5:
-    from zero, the values far down the chain would be subnormal for hundreds of steps (a
-    hundred times slower arithmetic, whatever runs it).
+    A lag's output is its state: every lag is at the first level of the plan and every
+    saturation at the second, so the vector strategy runs each kind as one group (a
+    saturation's ``min``/``max`` lowered to an elementwise selection). With ``lookup``, the
+    saturations are tables clipping alike (:class:`~blocks.Lookup1D`, whose kernel tests
+    its input in conditional expressions): each is a group of its own, so the plan runs on the
+    scalar strategy with inline Runge–Kutta stages. The lags start at 0.5: from zero, the
+    values far down the chain would be subnormal for hundreds of steps (a hundred times
+    slower arithmetic, whatever runs it).
     """
-    m = Model("lags")
+    m = Model("lookups" if lookup else "lags")
     m.add(Sine("src", 1.0, 0.5))
     prev = "src.out"
     for i in range((n - 1) // 2):
-        m.add(FirstOrderLag(f"f{i}", tau=0.02 + 0.001 * (i % 7), gain=1.2, initial=0.5),
-              Saturation(f"q{i}", -0.9, 0.9))
+        limit = Lookup1D(f"q{i}", [-0.9, 0.9], [-0.9, 0.9]) if lookup else \
+            Saturation(f"q{i}", -0.9, 0.9)
+        m.add(FirstOrderLag(f"f{i}", tau=0.02 + 0.001 * (i % 7), gain=1.2, initial=0.5), limit)
         m.connect(prev, f"f{i}.in")
         m.connect(f"f{i}.out", f"q{i}.in")
         prev = f"q{i}.out"
     return m
+
+
+def lookups(n: int) -> Model:
+    """:func:`lags` whose saturations are clipping tables: the scalar strategy's plan."""
+    return lags(n, lookup=True)
 
 
 def last(model: Model) -> str:

@@ -1,9 +1,10 @@
 """Benchmark (issue 17, item 1): how building and running a plan grows with its size.
 
-Three shapes at 1,000 / 10,000 / 100,000 blocks: a chain of gains (one block per level: the
+Four shapes at 1,000 / 10,000 / 100,000 blocks: a chain of gains (one block per level: the
 scalar strategy, its step function split into chunks), a wide model of parallel
-100-block chains (1,000 chains at 100k: the vector strategy, one numpy operation per level)
-and a continuous chain of lags and saturations (the scalar strategy with inline SSPRK22
+100-block chains (1,000 chains at 100k: the vector strategy, one numpy operation per level),
+a continuous chain of lags and saturations (two levels: the vector strategy with inline
+SSPRK22 stages) and the same chain clipped by tables (the scalar strategy with inline SSPRK22
 stages, each stage split into chunks too).
 For each it prints
 
@@ -19,7 +20,7 @@ For each it prints
   (the model, plan and run state without generated code: RSS interp).
 
 Every run checks the logged output against an oracle: the gains applied in series in Python
-floats, or for the lags the interpreter's run of the same model (its first ticks, bit for
+floats, or for the lags and lookups the interpreter's run of the same model (its first ticks, bit for
 bit: the generated code runs from the second tick on). Run: python -m pytest -m bench -s tests/benchmarks/test_bench_scale.py
 """
 
@@ -37,11 +38,11 @@ import pytest
 
 from cosim import SimulationConfig, Simulator
 from cosim.run.simulator import LAZY_TICKS
-from tests.benchmarks.scale_models import chain, lags, last, oracle, wide
+from tests.benchmarks.scale_models import chain, lags, last, lookups, oracle, wide
 
 DT = 0.01
 SIZES = (1_000, 10_000, 100_000)
-SHAPES = {"chain": chain, "wide": wide, "lags": lags}
+SHAPES = {"chain": chain, "wide": wide, "lags": lags, "lookups": lookups}
 
 
 def build(model, fast=True):
@@ -68,8 +69,8 @@ def timed(shape: str, n: int) -> dict:
         sim.advance_to(k + steps)
         best = min(best, time.perf_counter() - t)
     y = sim.logs[last(model)][:, 0]
-    if shape == "lags":
-        ref = Simulator(lags(n), replace(sim.config, fast=False))
+    if shape in ("lags", "lookups"):
+        ref = Simulator(SHAPES[shape](n), replace(sim.config, fast=False))
         ref.initialize()
         ref.advance_to(LAZY_TICKS + 2)
         assert ref.fast_path is None
