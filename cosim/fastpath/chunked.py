@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import types
 
-__all__ = ["ADVANCE", "CHUNK_PREFIXES", "define", "frame", "grouped", "own_globals"]
+__all__ = ["ADVANCE", "CHUNK_PREFIXES", "define", "frame", "grouped", "loop_end",
+           "own_globals"]
 
 #: The generated step function's name and arguments (see :func:`~cosim.fastpath.emitter._frame`).
 ADVANCE = "advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log"
@@ -32,6 +33,18 @@ def grouped(stmts, indent: int) -> list[str]:
                 cur = g
             out.append(" " * (indent + 4) + s)
     return out
+
+
+def loop_end(finally_lines) -> list[str]:
+    """The end of ``advance``'s tick loop, chunked or not: the next tick, an exception
+    marked with the tick it happened at (``cosim_tick``), ``finally_lines`` (the strategy's
+    stores, may be empty) and the return."""
+    lines = ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
+             "        raise"]
+    if finally_lines:
+        lines += ["    finally:", *finally_lines]
+    lines.append("    return k, last_logged")
+    return lines
 
 
 def _chunks(groups: list, size: int) -> list[list[str]]:
@@ -111,11 +124,7 @@ def frame(t0: float, dt: float, body, log_stmts, upd, integ, strategy, n_stages:
         for (pre, _), cs in zip(integ, calls[2:]):
             lines += ["                " + ln for ln in pre]
             lines += ["                " + c for c in cs]
-    lines += ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
-              "        raise"]
-    if leave:
-        lines += ["    finally:", *leave]
-    lines.append("    return k, last_logged")
+    lines += loop_end(leave)
     pieces.append("\n".join(define(ADVANCE, lines)) + "\n")
     if strategy.preamble:
         # Module-level buffers, made before any function runs (known once all are written).

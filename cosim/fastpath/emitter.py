@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 from cosim.fastpath import cache, chunked, structure
-from cosim.fastpath.chunked import ADVANCE, define, grouped, own_globals
+from cosim.fastpath.chunked import ADVANCE, define, grouped, loop_end, own_globals
 from cosim.fastpath.runtime import FastPath
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
@@ -450,11 +450,7 @@ def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue
         lines.append("            if k < k_full:")
         lines += grouped(upd, 16)
         lines += ["                " + s for s in integ]
-    lines += ["            k += 1", "    except Exception as err:", "        err.cosim_tick = k",
-              "        raise"]
-    if epilogue:
-        lines += ["    finally:", *epilogue]
-    lines.append("    return k, last_logged")
+    lines += loop_end(epilogue)
     return "\n".join([*preamble, *define(ADVANCE, lines)]) + "\n"
 
 
