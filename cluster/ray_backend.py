@@ -136,7 +136,7 @@ def _unit_file(group, key) -> tuple[dict, dict, dict] | None:
 
 def _units(specs) -> dict:
     """The units of ``specs`` (UnitSpec), built in this process, by name."""
-    from cosim.master.units import LocalUnit
+    from cosim.master.local_unit import LocalUnit
     return {s.name: s.factory() if s.factory is not None else
             LocalUnit(s.subsystem, s.config, s.name) for s in specs}
 

@@ -81,7 +81,7 @@ def units_of(obj) -> dict:
         A library subsystem that is not atomic with its own dt, or a model with no unit.
     """
     from cosim.config import SimulationConfig
-    from cosim.master.units import LocalUnit
+    from cosim.master.local_unit import LocalUnit
     from cosim.model.diagram import Model, Subsystem
     from cosim.model.evaluate import evaluate
     from cosim.run.atomic import inner_config

@@ -2,7 +2,7 @@
 export-fmu``).
 
 The FMU is built with pythonfmu from a generated slave: it embeds the subsystem as a model
-file and runs it with cosim's own :class:`~cosim.master.units.LocalUnit` — so the FMU computes
+file and runs it with cosim's own :class:`~cosim.master.local_unit.LocalUnit` — so the FMU computes
 exactly what the unit computes natively. It carries the engine it runs (``cosim``, ``blocks``
 and the codec, as sources in its resources), so it runs in a Python without cosim. Its ports
 are the subsystem's scalar Inport / Outport names, the model's parameters are FMI parameters,
@@ -75,7 +75,7 @@ class {cls}(Fmi2Slave):
     def exit_initialization_mode(self):
         import tempfile
         from cosim.config import SimulationConfig
-        from cosim.master.units import LocalUnit
+        from cosim.master.local_unit import LocalUnit
         from cosim.model.evaluate import evaluate
         from cosim.modelfile import load
         from cosim.run.atomic import inner_config
@@ -202,7 +202,7 @@ def export_fmu(model, subsystem: str, out: str, t_end: float | None = None) -> P
     Returns the path of the ``.fmu``.
     """
     from cosim import Model, SimulationConfig
-    from cosim.master.units import LocalUnit
+    from cosim.master.local_unit import LocalUnit
     from cosim.model.diagram import Subsystem
     from cosim.model.evaluate import evaluate
     from cosim.run.atomic import inner_config

@@ -137,7 +137,7 @@ class LocalBackend(Backend):
         self.cfg = cosim_config
 
     def start(self, specs) -> dict:
-        from cosim.master.units import LocalUnit
+        from cosim.master.local_unit import LocalUnit
         return {s.name: LocalProxy(s.factory() if s.factory is not None else
                                    LocalUnit(s.subsystem, s.config, s.name)) for s in specs}
 

@@ -10,7 +10,7 @@ read; the macro point accepted; feedthrough units refreshed — every value a lo
 Every operation is the protocol path's, in its order (:meth:`PortHistory.extrapolate
 <cosim.master.extrapolation.PortHistory.extrapolate>` and ``inputs``, :class:`Inport
 <cosim.model.diagram.Inport>`'s live values, :meth:`LocalUnit.do_step
-<cosim.master.units.LocalUnit.do_step>` and ``refresh_outputs``), so results are bit-identical
+<cosim.master.local_unit.LocalUnit.do_step>` and ``refresh_outputs``), so results are bit-identical
 to it (``tests/cosim/test_compiled_exchange.py`` compares them). The master keeps the protocol
 path for everything else: co-initialization, algebraic couplings, adaptive or shortened macro
 steps, checkpoints (a chunk stops at them), tracing. Logs are collected after a chunk (in

@@ -1,7 +1,7 @@
 """Fused steps of a served unit on its generated path, floats in and floats out.
 
 A unit server that receives one :class:`~cosim.master.protocol.Step` after another for a
-:class:`~cosim.master.units.LocalUnit` on the scalar generated path runs them here: the inputs
+:class:`~cosim.master.local_unit.LocalUnit` on the scalar generated path runs them here: the inputs
 are written into the Inports' live values, the unit's step function is called and its
 outputs read from their slots, exactly as :mod:`cosim.master.compiled` steps in-process units
 (which tests prove bit-identical to the protocol path), with no message object and no numpy
@@ -29,7 +29,7 @@ class PackedSteps:
     ----------
     unit : LocalUnit
         On its scalar generated path (:meth:`LocalUnit.direct
-        <cosim.master.units.LocalUnit.direct>` is not None).
+        <cosim.master.local_unit.LocalUnit.direct>` is not None).
     direct : DirectStep
         What ``unit.direct()`` returned.
     """
@@ -63,7 +63,7 @@ class PackedSteps:
     def step(self, t: float, h: float, refresh: bool, inputs: tuple, orders: tuple,
              values: tuple) -> tuple | None:
         """One fused step (see :meth:`LocalUnit.step_packed
-        <cosim.master.units.LocalUnit.step_packed>`); None when it must be served the
+        <cosim.master.local_unit.LocalUnit.step_packed>`); None when it must be served the
         ordinary way (nothing was changed then)."""
         k = self.k
         dt = self.dt

@@ -35,7 +35,7 @@ def cosim_us_per_step(n, scheme, compiled):
 def unit_only_us_per_step():
     """What one trivial unit costs by itself per macro step (its own simulator step)."""
     from cosim.master import protocol as P
-    from cosim.master.units import LocalUnit
+    from cosim.master.local_unit import LocalUnit
     import numpy as np
     sub = ring(1)["u0"]
     unit = LocalUnit(sub, SimulationConfig(dt=0.01, t_end=STEPS * 0.01, log=[]))

@@ -115,7 +115,7 @@ def _step_part(payload, barrier, seconds):
     """In a plain process: warm the unit up as :func:`timed` does, wait for the other part,
     then time the macro steps of the run."""
     import cloudpickle                      # as Ray ships a unit to its actor
-    from cosim.master.units import LocalUnit
+    from cosim.master.local_unit import LocalUnit
     spec = cloudpickle.loads(payload)
     unit = LocalUnit(spec.subsystem, spec.config, spec.name)
     unit.initialize(0.0)
@@ -153,7 +153,7 @@ def two_processes(specs) -> float:
 
 def cpu_per_macro_step(parts, rounds=10) -> dict:
     """Thread CPU ms per macro step of the whole model and of each part, in this process."""
-    from cosim.master.units import LocalUnit
+    from cosim.master.local_unit import LocalUnit
     whole = Simulator(model(), config())
     whole.run(duration=WARMUP)
     units = [LocalUnit(spec.subsystem, spec.config, spec.name) for spec in parts]

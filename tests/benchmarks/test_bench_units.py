@@ -16,7 +16,7 @@ import pytest
 
 from cosim import CoSimulation, CosimConfig, SimulationConfig, Simulator
 from cosim.master import protocol as P
-from cosim.master.units import LocalUnit
+from cosim.master.local_unit import LocalUnit
 from cosim.model.evaluate import evaluate
 from tests.cluster.scenarios import DT, motor_pi
 

@@ -13,7 +13,7 @@ import zmq
 from cluster.codec import decode_batch, encode_batch
 from cosim import SimulationConfig
 from cosim.master import protocol as P
-from cosim.master.units import LocalUnit
+from cosim.master.local_unit import LocalUnit
 from cosim.model.evaluate import evaluate
 from tests.cluster.scenarios import three_units
 

@@ -10,7 +10,7 @@ from cluster.channel import Channel
 from cluster.dataplane import serve
 from cosim import SimulationConfig
 from cosim.master import protocol as P
-from cosim.master.units import LocalUnit
+from cosim.master.local_unit import LocalUnit
 from cosim.model.evaluate import evaluate
 from tests.cluster.scenarios import three_units
 

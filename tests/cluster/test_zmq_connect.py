@@ -14,7 +14,7 @@ import zmq.auth
 from cluster.server import UnitServer
 from cluster.zmq_backend import ZmqProxy
 from cosim import SimulationConfig, TransportError
-from cosim.master.units import LocalUnit
+from cosim.master.local_unit import LocalUnit
 from cosim.model.evaluate import evaluate
 from tests.cluster.scenarios import three_units
 

@@ -21,9 +21,8 @@ from blocks import (DiscreteIntegrator, DiscretePID, Gain, Saturation, Sine, Ste
 from blocks.continuous import Integrator
 from cosim import (CosimConfig, Inport, Model, ModelError, Outport, SimulationConfig,
                    Simulator, Subsystem)
-from cosim.master import protocol as P
 from cosim.master.cosimulation import CoSimulation
-from cosim.master.units import LocalUnit
+from cosim.master.local_unit import LocalUnit
 from cosim.model.evaluate import evaluate
 from tests.cluster.scenarios import DT, motor_pi
 

@@ -11,7 +11,7 @@ import pytest
 from blocks import FirstOrderLag, Gain, Sum, UnitDelay
 from cosim import Inport, Model, Outport, SimulationConfig, Subsystem
 from cosim.master import protocol as P
-from cosim.master.units import LocalUnit
+from cosim.master.local_unit import LocalUnit
 from cosim.model.evaluate import evaluate
 from cosim.run.atomic import inner_config
 
