@@ -229,9 +229,9 @@ class FusedLane:
     def _serve(self, slot: _Slot, got: tuple, frames: list, i: int) -> bytes:
         """One pair's reply batch."""
         t, h, values = got
-        inputs, orders, refresh = slot.form.fields
+        inputs, orders, mode = slot.form.fields
         try:
-            done = slot.step(t, h, refresh, inputs, orders, values)
+            done = slot.step(t, h, mode, inputs, orders, values)
         except Exception as err:  # noqa: BLE001 - answered as Unit.handle answers it
             done = err
         if done is None:                    # not for the generated path: the ordinary way

@@ -1,7 +1,7 @@
 """Prepared wire forms of the fused macro step (:class:`~cosim.master.protocol.Step` and
 :class:`~cosim.master.protocol.Stepped`), the one message a unit gets and sends per step.
 
-A ``Step``'s layout (inputs, derivative orders, refresh, the number of values) is the same
+A ``Step``'s layout (inputs, derivative orders, mode, the number of values) is the same
 from step to step; only ``t``, ``h`` and the float payload change. Its bytes are therefore
 the bytes :func:`cluster.codec.encode` gives, written from a header encoded once per layout
 (by ``encode`` itself, so both ways agree by construction) and the payload copied in as it
@@ -77,7 +77,7 @@ def _remember(cache: dict, key, value) -> None:
 def _step_header(msg: P.Step, n: int) -> bytes | None:
     """The bytes of ``msg``'s layout: a Step message up to its ``t`` (encoded by
     :func:`cluster.codec.encode` from a template), or None if it cannot be encoded."""
-    template = P.Step(msg.inputs, msg.orders, msg.refresh, 0.0, 0.0, np.zeros(n))
+    template = P.Step(msg.inputs, msg.orders, msg.mode, 0.0, 0.0, np.zeros(n))
     try:
         whole = encode(template)
     except CodecError:
@@ -103,7 +103,7 @@ def encode_one(msg) -> bytes | None:
         if not (_plain_vector(data) and type(msg.t) is float and type(msg.h) is float):
             return None
         n = data.shape[0]
-        key = (msg.inputs, msg.orders, msg.refresh, n)
+        key = (msg.inputs, msg.orders, msg.mode, n)
         enc = _caches()[0]
         head = enc.get(key)
         if head is None:
@@ -152,7 +152,7 @@ def _vector(data: bytes, at: int, max_elements: int) -> tuple[int, int] | None:
 
 
 def _step(data: bytes, at: int, max_elements: int):
-    """``(inputs, orders, refresh, t, h, offset, n)`` of the Step that ``data[at:]`` is
+    """``(inputs, orders, mode, t, h, offset, n)`` of the Step that ``data[at:]`` is
     exactly, in a remembered layout, or None."""
     if len(data) < at + 2 or data[at] != 0x97 or data[at + 1] != _STEP_TAG:
         return None
@@ -204,7 +204,7 @@ def _floats(n: int) -> struct.Struct:
 
 def step_values(data: bytes, max_elements: int):
     """A batch of one Step (``encode_batch`` bytes) in a remembered layout as plain
-    values, ``(inputs, orders, refresh, t, h, data)`` with ``data`` a tuple of floats; or
+    values, ``(inputs, orders, mode, t, h, data)`` with ``data`` a tuple of floats; or
     None (then decode strictly: the layout is learnt from that)."""
     if type(data) is not bytes or data[:1] != b"\x91":
         return None
@@ -229,8 +229,8 @@ class StepForm:
 
     Attributes
     ----------
-    fields : (tuple of str, tuple of int, bool)
-        The layout's ``inputs``, ``orders`` and ``refresh``.
+    fields : (tuple of str, tuple of int, int)
+        The layout's ``inputs``, ``orders`` and ``mode``.
     n : int
         Values per Step.
     size : int
@@ -260,14 +260,14 @@ class StepForm:
 
     def arguments(self, data: bytes) -> tuple | None:
         """What :meth:`read` reads, as the arguments of ``LocalUnit.step_packed``: ``(t, h,
-        refresh, inputs, orders, values)``; or None."""
+        mode, inputs, orders, values)``; or None."""
         if len(data) != self.size:
             return None
         head, f1, t, f2, h, vhead = self._start.unpack_from(data)
         if (head, f1, f2, vhead) != self._fixed:
             return None
-        inputs, orders, refresh = self.fields
-        return t, h, refresh, inputs, orders, self._floats.unpack_from(data, self._fat)
+        inputs, orders, mode = self.fields
+        return t, h, mode, inputs, orders, self._floats.unpack_from(data, self._fat)
 
 
 def step_form(data: bytes, max_elements: int) -> StepForm | None:
@@ -278,9 +278,9 @@ def step_form(data: bytes, max_elements: int) -> StepForm | None:
     step = _step(data, 1, max_elements)
     if step is None:
         return None
-    inputs, orders, refresh, _, _, offset, n = step
+    inputs, orders, mode, _, _, offset, n = step
     end = offset - len(_vector_head(n)) - _TH.size
-    return StepForm(data[:end], (inputs, orders, refresh), n)
+    return StepForm(data[:end], (inputs, orders, mode), n)
 
 
 class SteppedForm:
@@ -318,7 +318,7 @@ def learn(data: bytes, at: int, msg) -> None:
         if len(by_length) >= 16:
             by_length.clear()
         layouts = by_length[len(head)] = {}
-    _remember(layouts, head, (msg.inputs, msg.orders, msg.refresh))
+    _remember(layouts, head, (msg.inputs, msg.orders, msg.mode))
 
 
 def pack_times(t: float, h: float) -> bytes:
@@ -330,7 +330,7 @@ def pack_times(t: float, h: float) -> bytes:
 class StepWriter:
     """Batches of one Step of a fixed layout: ``head + pack_times(t, h) + tail + values``
     (``values``: the ``n`` float64 of ``Step.data``, little-endian) are the bytes of
-    ``encode_batch([Step(inputs, orders, refresh, t, h, values)])``.
+    ``encode_batch([Step(inputs, orders, mode, t, h, values)])``.
 
     Raises
     ------
@@ -340,8 +340,8 @@ class StepWriter:
 
     __slots__ = ("head", "tail", "n")
 
-    def __init__(self, inputs: tuple, orders: tuple, refresh: bool, n: int):
-        head = _step_header(P.Step(inputs, orders, refresh, 0.0, 0.0, np.zeros(n)), n)
+    def __init__(self, inputs: tuple, orders: tuple, mode: int, n: int):
+        head = _step_header(P.Step(inputs, orders, mode, 0.0, 0.0, np.zeros(n)), n)
         if head is None:
             raise CodecError(f"a Step of inputs {inputs!r} cannot be encoded")
         self.head = b"\x91" + head

@@ -82,8 +82,8 @@ class StepBatch(LaneBatch):
         self.names = [name for name, *_ in units]
         self.first = self.names[0]
         self.keys = [name.encode() for name in self.names]
-        self.writers = [prepared.StepWriter(inputs, (0,) * len(inputs), refresh, n_in)
-                        for _, inputs, refresh, n_in, _ in units]
+        self.writers = [prepared.StepWriter(inputs, (0,) * len(inputs), mode, n_in)
+                        for _, inputs, mode, n_in, _ in units]
         self.readers = [prepared.SteppedReader(n_out) for *_, n_out in units]
 
     def send(self, T: float, H: float, payloads: list) -> None:

@@ -95,7 +95,7 @@ class LocalUnit(Unit):
         self.end_packed()
         return super().handle(req)
 
-    def step_packed(self, t: float, h: float, refresh: bool, inputs: tuple, orders: tuple,
+    def step_packed(self, t: float, h: float, mode: int, inputs: tuple, orders: tuple,
                     values) -> tuple | None:
         """A fused :class:`~cosim.master.protocol.Step` given as plain values, on the
         generated path without message objects or arrays (:mod:`cosim.master.packed`): a
@@ -103,7 +103,7 @@ class LocalUnit(Unit):
 
         Parameters
         ----------
-        t, h, refresh, inputs, orders
+        t, h, mode, inputs, orders
             The Step's fields.
         values : sequence of float
             Its ``data``.
@@ -127,7 +127,7 @@ class LocalUnit(Unit):
             if direct is None:
                 return None
             packed = self._packed = PackedSteps(self, direct)
-        return packed.step(t, h, refresh, inputs, orders, values)
+        return packed.step(t, h, mode, inputs, orders, values)
 
     def end_packed(self) -> None:
         """Settle the unit after :meth:`step_packed` (before it serves anything else)."""

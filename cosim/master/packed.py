@@ -60,11 +60,14 @@ class PackedSteps:
         self.unit.settle(self.k, self.last, self.stepped, self.orders)
         self.stepped = 0
 
-    def step(self, t: float, h: float, refresh: bool, inputs: tuple, orders: tuple,
+    def step(self, t: float, h: float, mode: int, inputs: tuple, orders: tuple,
              values: tuple) -> tuple | None:
         """One fused step (see :meth:`LocalUnit.step_packed
         <cosim.master.local_unit.LocalUnit.step_packed>`); None when it must be served the
-        ordinary way (nothing was changed then)."""
+        ordinary way (nothing was changed then): any mode but a plain or refreshed step."""
+        if mode != 0 and mode != 1:     # STEP_REFRESH alone (bool-valued modes too)
+            return None
+        refresh = mode
         k = self.k
         dt = self.dt
         now = self.t0 + k * dt

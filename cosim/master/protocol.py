@@ -61,14 +61,16 @@ __all__ = [
     "Hello", "Describe", "Initialize", "SetInputs", "DoStep", "RefreshOutputs", "GetOutputs",
     "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat", "Step", "Reload",
     "SetParameters", "Welcome", "UnitDescription", "Ok", "Outputs", "StepDone", "UnitState",
-    "LogBatch", "ErrorReply", "Stepped", "FUSED_STEP",
+    "LogBatch", "ErrorReply", "Stepped", "FUSED_STEP", "STEP_REFRESH", "STEP_RESET", "STEP_KEEP",
+    "STEP_ROLLBACK", "STEP_MODES",
 ]
 
 #: Version of the message set below; both ends of a connection must agree on it (see
 #: ``cluster.codec.check_version``). Version 2 added :class:`RefreshOutputs`, version 3 the
 #: fused macro step (:class:`Step`, :class:`Stepped`), version 4 :class:`Reload`, version 5
-#: :class:`SetParameters`.
-PROTOCOL_VERSION = 5
+#: :class:`SetParameters`, version 6 the modes of :class:`Step` (refresh with new inputs,
+#: rollback on the unit's side, refresh-only steps).
+PROTOCOL_VERSION = 6
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -339,14 +341,32 @@ class SetParameters(Request):
 #: The capability (:attr:`UnitDescription.capabilities`) of a unit that serves :class:`Step`.
 FUSED_STEP = "fused-step"
 
+#: :attr:`Step.mode` flags. ``STEP_REFRESH``: refresh the outputs after the step for the
+#: inputs held (delayed feedthrough). ``STEP_RESET``: after the step, set every input of
+#: :attr:`Step.inputs` to the values that follow in ``data`` (values at ``t + h``, no
+#: derivatives) and refresh the outputs for them (a macro point's feedthrough refresh sent
+#: with the step). ``STEP_KEEP``: the unit keeps its state as it is before this step (on its
+#: own side). ``STEP_ROLLBACK``: first go back to the state kept last (iterations, rejected
+#: adaptive steps: no state on the wire).
+STEP_REFRESH, STEP_RESET, STEP_KEEP, STEP_ROLLBACK = 1, 2, 4, 8
+#: Every :attr:`Step.mode` flag.
+STEP_MODES = STEP_REFRESH | STEP_RESET | STEP_KEEP | STEP_ROLLBACK
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Step(Request):
-    """One macro step in one message: the batch ``SetInputs``, ``DoStep``, (with
-    ``refresh``) ``RefreshOutputs``, ``GetOutputs`` fused, its values packed in one array;
-    answered by :class:`Stepped`, or by an :class:`ErrorReply` for the first part that failed
-    (the later parts are then not run). Sent to units whose description lists
+    """One unit's part of a macro step in one message: ``SetInputs``, ``DoStep``, a refresh
+    (``RefreshOutputs``, after new inputs with :data:`STEP_RESET`) and ``GetOutputs`` fused,
+    with rollback and keeping of the state on the unit's side; its values packed in one
+    array. Answered by :class:`Stepped`, or by an :class:`ErrorReply` for the first part
+    that failed (the later parts are then not run). Sent to units whose description lists
     :data:`FUSED_STEP`.
+
+    The parts, in order: with :data:`STEP_ROLLBACK` go back to the state kept last; with
+    :data:`STEP_KEEP` keep the state; set the inputs (values at ``t`` and derivatives); step
+    over ``[t, t+h]`` unless ``h == 0``; with :data:`STEP_RESET` set the inputs to their
+    values at ``t + h`` and refresh, else with :data:`STEP_REFRESH` refresh (a unit that
+    stopped at an event in the step does not refresh); then the outputs.
 
     The fields that do not change from step to step come first, so that a sender can encode
     them once (``cluster.codec``).
@@ -357,18 +377,22 @@ class Step(Request):
         The inputs set, in the order of ``data``; inputs not named keep their value.
     orders : tuple of int
         Per input, how many time derivatives (0, 1 or 2) follow its value in ``data``.
-    refresh : bool
-        Refresh the outputs after the step (``RefreshOutputs``: delayed feedthrough).
-    t, h : float
-        As :class:`DoStep`.
+    mode : int
+        :data:`STEP_REFRESH`, :data:`STEP_RESET`, :data:`STEP_KEEP`, :data:`STEP_ROLLBACK`
+        or'ed together (0: none).
+    t : float
+        The unit's current time, s.
+    h : float
+        Macro step, s, ``h >= 0``; ``0.0`` takes no step (a refresh at ``t``).
     data : ndarray
         ``float64``, shape ``(n,)``: per input in order, its value then its derivatives, each
-        flattened (C order) from the port's shape; ``n`` is the sum of ``size * (1 + order)``.
+        flattened (C order) from the port's shape; with :data:`STEP_RESET` then every input's
+        value at ``t + h`` in the same order.
     """
 
     inputs: tuple[str, ...]
     orders: tuple[int, ...]
-    refresh: bool
+    mode: int
     t: float
     h: float
     data: np.ndarray
@@ -588,7 +612,9 @@ class Stepped(Reply):
         As :class:`StepDone` (of the refresh when the step asked for one).
     outputs : ndarray
         ``float64``, shape ``(n,)``: every output of the unit, in the order of its
-        description, flattened (C order) and concatenated.
+        description, flattened (C order) and concatenated; after a :data:`STEP_RESET` step
+        of ``h > 0``, shape ``(2n,)``: the outputs the step computed, then the refreshed ones
+        (the same again when the unit stopped at an event).
     """
 
     t_reached: float

@@ -89,8 +89,8 @@ class Lane(ABC):
 
     @abstractmethod
     def batch(self, units: list) -> LaneBatch | None:
-        """The batch stepping ``units``, a list of ``(name, inputs, refresh, n_in, n_out)``:
-        the unit, its inputs in order (as ``Step.inputs``), ``Step.refresh``, the number of
+        """The batch stepping ``units``, a list of ``(name, inputs, mode, n_in, n_out)``:
+        the unit, its inputs in order (as ``Step.inputs``), ``Step.mode``, the number of
         float64 input values and of output values of its ``Stepped``; None when this lane
         cannot carry them (the master then sends Step messages)."""
 

@@ -237,7 +237,7 @@ def lane_spec(master, u: str, sizes: dict) -> tuple | None:
         if name not in shapes or math.prod(shapes[name]) != sizes.get(key):
             return None
         n_in += sizes[key]
-    return (u, fused.names, master.delayed, n_in, fused.size)
+    return (u, fused.names, P.STEP_REFRESH if master.delayed else 0, n_in, fused.size)
 
 
 def output_layout(fused) -> tuple[list, tuple | None]:
@@ -275,7 +275,7 @@ def unusual_reply(name: str, fused, rep, T: float) -> tuple:
         Start of the macro step, s.
     """
     if isinstance(rep, P.ErrorReply):
-        raise_error(name, P.Step((), (), False, T, 0.0, np.zeros(0)), rep, T)
+        raise_error(name, P.Step((), (), 0, T, 0.0, np.zeros(0)), rep, T)
     if type(rep) is not P.Stepped:
         raise TransportError(name, "Step", f"answered {type(rep).__name__} to a Step", t=T)
     out: dict = {}

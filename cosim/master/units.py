@@ -79,15 +79,43 @@ class Unit:
     def step(self, req: P.Step) -> P.Stepped:
         """Serve a fused :class:`~cosim.master.protocol.Step`: its parts in order, as
         :meth:`handle` serves the batch they stand for (called through it: the first part
-        that raises ends the step with its ErrorReply)."""
+        that raises ends the step with its ErrorReply). The state a ``STEP_KEEP`` keeps
+        stays on this side (:meth:`get_state` / :meth:`set_state`)."""
         inputs, outputs = self._fused_ports()
-        values, derivatives = unpack_inputs(self.name, inputs, req)
+        mode = req.mode
+        if type(mode) is not int or mode & ~P.STEP_MODES:
+            raise ModelError(f"unit {self.name!r}: Step.mode {mode!r} is not a combination of "
+                             "the STEP_* flags")
+        if mode & P.STEP_ROLLBACK:
+            kept = getattr(self, "_kept", None)
+            if kept is None:
+                raise ModelError(f"unit {self.name!r}: Step asks to roll back but no state "
+                                 "was kept (send STEP_KEEP first)")
+            self.set_state(kept)
+        if mode & P.STEP_KEEP:
+            self._kept = self.get_state()
+        values, derivatives, after = unpack_inputs(self.name, inputs, req)
         self.set_inputs(values, derivatives)
-        done = _do_step(self, req)
-        if req.refresh:
-            done = self.refresh_outputs()
-        return P.Stepped(done.t_reached, done.event, done.next_event,
-                         pack_outputs(self.name, outputs, self.get_outputs()))
+        if req.h == 0.0 and type(req.h) is float:
+            done = None                 # a refresh at t only
+        else:
+            done = _do_step(self, req)
+        stepped = None
+        if done is None or not done.event:
+            if mode & P.STEP_RESET:
+                stepped = pack_outputs(self.name, outputs, self.get_outputs())
+                self.set_inputs(after, {})
+                done = self.refresh_outputs()
+            elif mode & P.STEP_REFRESH:
+                done = self.refresh_outputs()
+        elif mode & P.STEP_RESET:
+            stepped = pack_outputs(self.name, outputs, self.get_outputs())
+        if done is None:
+            done = P.StepDone(self.t, False)
+        out = pack_outputs(self.name, outputs, self.get_outputs())
+        if stepped is not None:
+            out = np.concatenate((stepped, out))
+        return P.Stepped(done.t_reached, done.event, done.next_event, out)
 
     def _fused_ports(self) -> tuple[dict, tuple]:
         """``({input: shape}, (output, ...))`` from the unit's description (asked once)."""
@@ -143,8 +171,9 @@ def _hello(unit: Unit, req: P.Hello) -> P.Reply:
     return P.Welcome(P.PROTOCOL_VERSION, unit.describe())
 
 
-def unpack_inputs(unit: str, shapes: dict, req: P.Step) -> tuple[dict, dict]:
-    """The ``SetInputs`` values and derivatives a :class:`~cosim.master.protocol.Step` packs.
+def unpack_inputs(unit: str, shapes: dict, req: P.Step) -> tuple[dict, dict, dict]:
+    """The ``SetInputs`` values and derivatives a :class:`~cosim.master.protocol.Step` packs,
+    and the values at ``t + h`` of a ``STEP_RESET`` step.
 
     Parameters
     ----------
@@ -160,6 +189,8 @@ def unpack_inputs(unit: str, shapes: dict, req: P.Step) -> tuple[dict, dict]:
         Views of ``req.data``, each of its input's shape.
     derivatives : dict of str to tuple of ndarray
         Inputs given derivatives -> 1 or 2 views of ``req.data``.
+    after : dict of str to ndarray
+        With ``STEP_RESET``: every input's value at ``t + h`` (views), else empty.
 
     Raises
     ------
@@ -173,7 +204,7 @@ def unpack_inputs(unit: str, shapes: dict, req: P.Step) -> tuple[dict, dict]:
     if len(req.orders) != len(req.inputs):
         raise ModelError(f"unit {unit!r}: Step names {len(req.inputs)} inputs and "
                          f"{len(req.orders)} orders")
-    values, derivatives = {}, {}
+    values, derivatives, after = {}, {}, {}
     i, n = 0, len(data)
     for name, order in zip(req.inputs, req.orders):
         shape = shapes.get(name)
@@ -192,10 +223,18 @@ def unpack_inputs(unit: str, shapes: dict, req: P.Step) -> tuple[dict, dict]:
                                       for j in range(1, order + 1))
         i += size * (1 + order)
     else:
+        if type(req.mode) is int and req.mode & P.STEP_RESET:
+            for name in req.inputs:
+                size = math.prod(shapes[name])
+                if i + size > n:
+                    break
+                after[name] = data[i:i + size].reshape(shapes[name])
+                i += size
         if i == n:
-            return values, derivatives
+            return values, derivatives, after
     raise ModelError(f"unit {unit!r}: Step.data holds {n} values, not what its inputs "
-                     f"{', '.join(req.inputs)} with orders {req.orders} need")
+                     f"{', '.join(req.inputs)} with orders {req.orders} (mode {req.mode}) "
+                     "need")
 
 
 def pack_outputs(unit: str, names: tuple, values: dict) -> np.ndarray:

@@ -93,7 +93,7 @@ STRATEGIES = {
     Reload: st.builds(Reload, st.text()),
     SetParameters: st.builds(SetParameters, st.dictionaries(names, trees, max_size=4)),
     Step: st.builds(Step, st.lists(names, max_size=3).map(tuple),
-                    st.lists(st.integers(0, 2), max_size=3).map(tuple), st.booleans(), floats,
+                    st.lists(st.integers(0, 2), max_size=3).map(tuple), st.integers(0, 15), floats,
                     floats, hnp.arrays(np.float64, st.integers(0, 6))),
     Welcome: st.builds(Welcome, int64s, descriptions()),
     UnitDescription: descriptions(),

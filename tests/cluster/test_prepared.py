@@ -22,7 +22,7 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 names = st.text(max_size=8)
 vectors = hnp.arrays(np.float64, st.integers(0, 40))
 steps = st.builds(Step, st.lists(names, max_size=4).map(tuple),
-                  st.lists(st.integers(0, 2), max_size=4).map(tuple), st.booleans(),
+                  st.lists(st.integers(0, 2), max_size=4).map(tuple), st.integers(0, 15),
                   st.floats(), st.floats(), vectors)
 steppeds = st.builds(Stepped, st.floats(), st.booleans(), st.floats(), vectors)
 #: Equal to the default limits but not them: decode_batch then takes the strict path only.
@@ -48,8 +48,8 @@ def test_step_values_are_the_decoded_step(msg):
     decode_batch(data)
     got = prepared.step_values(data, 2**28)
     assert got is not None
-    inputs, orders, refresh, t, h, values = got
-    assert (inputs, orders, refresh) == (msg.inputs, msg.orders, msg.refresh)
+    inputs, orders, mode, t, h, values = got
+    assert (inputs, orders, mode) == (msg.inputs, msg.orders, msg.mode)
     assert struct.pack("<dd", t, h) == struct.pack("<dd", msg.t, msg.h)
     assert struct.pack(f"<{len(values)}d", *values) == msg.data.tobytes()
 
@@ -76,17 +76,17 @@ def test_a_step_form_reads_every_step_of_its_layout_as_step_values(msg, t, h, da
     decode_batch(encode_batch([msg]))
     form = prepared.step_form(encode_batch([msg]), 2**28)
     assert form is not None
-    assert form.fields == (msg.inputs, msg.orders, msg.refresh)
+    assert form.fields == (msg.inputs, msg.orders, msg.mode)
     values = data.draw(hnp.arrays(np.float64, msg.data.shape))
-    other = encode_batch([Step(msg.inputs, msg.orders, msg.refresh, t, h, values)])
+    other = encode_batch([Step(msg.inputs, msg.orders, msg.mode, t, h, values)])
     got = form.read(other)
     assert got is not None
     assert struct.pack("<dd", *got[:2]) == struct.pack("<dd", t, h)
     assert struct.pack(f"<{len(got[2])}d", *got[2]) == values.tobytes()
-    longer = encode_batch([Step(msg.inputs, msg.orders, msg.refresh, t, h,
+    longer = encode_batch([Step(msg.inputs, msg.orders, msg.mode, t, h,
                                 np.append(values, 1.0))])
     assert form.read(longer) is None
-    assert form.read(encode_batch([Step(msg.inputs + ("x",), msg.orders, msg.refresh, t, h,
+    assert form.read(encode_batch([Step(msg.inputs + ("x",), msg.orders, msg.mode, t, h,
                                         values)])) is None
 
 
@@ -127,14 +127,14 @@ def test_altered_bytes_decode_as_the_strict_decoder_says(msg, data):
     if read is not None:
         # What a server's fast lane steps is what the strict decoder reads.
         assert strict is not None and type(strict[0]) is Step
-        assert (strict[0].inputs, strict[0].orders, strict[0].refresh) == form.fields
+        assert (strict[0].inputs, strict[0].orders, strict[0].mode) == form.fields
         assert struct.pack("<dd", *read[:2]) == struct.pack("<dd", strict[0].t, strict[0].h)
         assert struct.pack(f"<{len(read[2])}d", *read[2]) == strict[0].data.tobytes()
 
 
 def test_layouts_are_bounded():
     for i in range(prepared.MAX_LAYOUTS * 2):
-        msg = Step((f"in{i}",), (0,), False, 0.0, 0.1, np.zeros(1))
+        msg = Step((f"in{i}",), (0,), 0, 0.0, 0.1, np.zeros(1))
         decode_batch(encode_batch([msg]))
     assert prepared.step_values(encode_batch([msg]), 2**28) is not None
 
@@ -153,7 +153,7 @@ def test_a_step_writer_writes_the_encoded_step(msg):
     """What a master's lane sends is the strict encoder's bytes (values-only layouts, and
     any other the writer is given)."""
     try:
-        w = prepared.StepWriter(msg.inputs, msg.orders, msg.refresh, msg.data.shape[0])
+        w = prepared.StepWriter(msg.inputs, msg.orders, msg.mode, msg.data.shape[0])
     except CodecError:
         with pytest.raises(CodecError):
             encode_batch([msg])

@@ -32,9 +32,9 @@ def seeds() -> list[bytes]:
         [P.RefreshOutputs(), P.GetOutputs()], [P.GetState()], [P.CollectLogs()],
         [P.Heartbeat()], [P.Terminate()],
         # Fused steps (the server's fast lane): held, with derivatives, refreshed.
-        [P.Step(("u",), (0,), False, 0.0, 0.002, np.ones(1))],
-        [P.Step(("u",), (2,), True, 0.0, 0.004, np.array([1.0, 0.5, -0.25]))],
-        [P.Step(("u",), (1,), False, 0.0, 0.002, np.array([1.0, 0.5]))])]
+        [P.Step(("u",), (0,), 0, 0.0, 0.002, np.ones(1))],
+        [P.Step(("u",), (2,), 1, 0.0, 0.004, np.array([1.0, 0.5, -0.25]))],
+        [P.Step(("u",), (1,), 0, 0.0, 0.002, np.array([1.0, 0.5]))])]
 
 
 def mutations(rng, seeds):
@@ -116,7 +116,7 @@ def test_twenty_thousand_mutated_messages_kill_nothing(tmp_path):
         t, lane = 0.0, Counter()
         for i in range(3000):
             order = i % 3
-            data = bytearray(encode_batch([P.Step(("u",), (order,), i % 4 == 0, t, 0.002,
+            data = bytearray(encode_batch([P.Step(("u",), (order,), int(i % 4 == 0), t, 0.002,
                                                   rng.normal(size=1 + order))]))
             if i % 2:
                 for _ in range(rng.integers(1, 4)):

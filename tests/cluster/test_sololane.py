@@ -119,7 +119,7 @@ def test_the_fast_lane_answers_frames_of_any_shape_and_serves_on(tmp_path):
             s.connect(address)
 
         def step(t):
-            batch = encode_batch([P.Step(("u",), (0,), False, t, 0.01, np.array([0.5]))])
+            batch = encode_batch([P.Step(("u",), (0,), 0, t, 0.01, np.array([0.5]))])
             req.send_multipart([b"u0", batch])
             (reply,) = req.recv_multipart()
             (rep,) = decode_batch(reply)
@@ -129,7 +129,7 @@ def test_the_fast_lane_answers_frames_of_any_shape_and_serves_on(tmp_path):
         req.send_multipart([b"u0", encode_batch([P.Initialize(0.0)])])
         req.recv_multipart()
         first = step(0.0)
-        batch = encode_batch([P.Step(("u",), (0,), False, 0.01, 0.01, np.array([0.5]))])
+        batch = encode_batch([P.Step(("u",), (0,), 0, 0.01, 0.01, np.array([0.5]))])
         answered = 0
         for frames in ([b"x"], [b""], [b"", b"u0"], [b"", b"u0", batch, b"u0"],
                        [b"junk", b"u0", batch], [b"", b"", b"u0", batch],

@@ -56,7 +56,7 @@ def steps(rng, n=60, interned=False):
         if interned:
             names, orders = layouts.setdefault((names, orders), (names, orders))
         data = rng.normal(size=len(names) + sum(orders))
-        yield P.Step(names, orders, bool(rng.integers(0, 2)), t, h, data)
+        yield P.Step(names, orders, int(rng.integers(0, 2)), t, h, data)
         t = round(t + h, 12)
 
 
@@ -90,13 +90,13 @@ def test_packed_steps_are_the_fused_steps_bit_for_bit(seed, interned):
 
 def test_a_step_that_does_not_fit_is_left_to_the_ordinary_way():
     b = unit()
-    b.handle(P.Step(("u",), (0,), False, 0.0, 0.001, np.ones(1)))   # onto the fast path
+    b.handle(P.Step(("u",), (0,), 0, 0.0, 0.001, np.ones(1)))   # onto the fast path
     assert b.step_packed(0.5, 0.001, False, ("u",), (0,), (1.0,)) is None    # wrong time
     assert b.step_packed(0.001, 0.0015, False, ("u",), (0,), (1.0,)) is None  # not a multiple
     assert b.step_packed(0.001, 0.001, False, ("nope",), (0,), (1.0,)) is None
     assert b.step_packed(0.001, 0.001, False, ("u",), (0,), (1.0, 2.0)) is None
     assert b.step_packed(0.001, 0.001, False, ("u",), (3,), (1.0,) * 4) is None
-    assert b.handle(P.Step(("u",), (0,), False, 0.5, 0.001, np.ones(1))).kind is \
+    assert b.handle(P.Step(("u",), (0,), 0, 0.5, 0.001, np.ones(1))).kind is \
         P.ErrorKind.PROTOCOL
     assert b.step_packed(0.001, 0.001, False, ("u",), (0,), (1.0,)) is not None
 
@@ -104,12 +104,12 @@ def test_a_step_that_does_not_fit_is_left_to_the_ordinary_way():
 def test_a_step_over_the_tick_limit_is_refused_as_the_ordinary_step_refuses_it():
     a, b = unit(), unit()
     for u in (a, b):
-        u.handle(P.Step(("u",), (0,), False, 0.0, 0.001, np.ones(1)))
+        u.handle(P.Step(("u",), (0,), 0, 0.0, 0.001, np.ones(1)))
     big = LocalUnit.max_ticks
     try:
         LocalUnit.max_ticks = 2
-        ref = a.handle(P.Step(("u",), (0,), False, 0.001, 0.003, np.ones(1)))
+        ref = a.handle(P.Step(("u",), (0,), 0, 0.001, 0.003, np.ones(1)))
         assert b.step_packed(0.001, 0.003, False, ("u",), (0,), (1.0,)) is None
-        assert b.handle(P.Step(("u",), (0,), False, 0.001, 0.003, np.ones(1))) == ref
+        assert b.handle(P.Step(("u",), (0,), 0, 0.001, 0.003, np.ones(1))) == ref
     finally:
         LocalUnit.max_ticks = big

@@ -42,7 +42,7 @@ SAMPLES = {
     Heartbeat: Heartbeat(),
     Reload: Reload("model:\n  name: units\n"),
     SetParameters: SetParameters({"k": 1.5, "gains": [[1.0, 2.0]], "name": "=k * 2"}),
-    Step: Step(("u", "d"), (2, 0), False, 0.0, 0.01, np.arange(7.0)),
+    Step: Step(("u", "d"), (2, 0), 0, 0.0, 0.01, np.arange(7.0)),
     Welcome: Welcome(PROTOCOL_VERSION, DESCRIPTION),
     UnitDescription: DESCRIPTION,
     Ok: Ok(),
@@ -74,7 +74,7 @@ SCHEMA_V5 = {
     10: "Terminate()",
     11: "Heartbeat()",
     12: "RefreshOutputs()",
-    13: "Step(inputs: tuple[str, ...], orders: tuple[int, ...], refresh: bool, t: float,"
+    13: "Step(inputs: tuple[str, ...], orders: tuple[int, ...], mode: int, t: float,"
         " h: float, data: np.ndarray)",
     14: "Reload(unit_file: str)",
     15: "SetParameters(parameters: dict[str, Any])",
@@ -103,7 +103,7 @@ def test_wire_schema_matches_protocol_version():
     schema = {tag: _schema(cls) for tag, cls in MESSAGE_TYPES.items()}
     schema["PortInfo"] = _schema(PortInfo)
     schema["ErrorKind"] = ", ".join(k.value for k in ErrorKind)
-    assert PROTOCOL_VERSION == 5
+    assert PROTOCOL_VERSION == 6
     assert schema == SCHEMA_V5
 
 
