@@ -203,6 +203,10 @@ class CosimConfig:
         from are in, rather than when every unit finished the current one
         (:mod:`cosim.master.pipeline`; for units in Ray actors of their own; results
         bit-identical). False steps every unit in lockstep.
+    engine : bool
+        Run macro steps through the macro-step program (:mod:`cosim.master.engine`: fewest
+        round trips, rollback on the units' side; results bit-identical to the protocol
+        path). False sends each unit the protocol's separate requests (the reference).
     partition : int, optional
         Cut the model automatically into this many units of balanced estimated cost, on
         signals after states where it can (:mod:`cosim.master.autosplit`); the logs keep the
@@ -239,6 +243,7 @@ class CosimConfig:
     curve: bool = True
     compiled: bool = True
     pipelined: bool = True
+    engine: bool = True
     partition: int | None = None
 
     def __post_init__(self):

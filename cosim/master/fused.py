@@ -48,22 +48,27 @@ class FusedStep:
         self.keys = [key for _, key in self.ports]
         self.held = (0,) * len(self.ports)
 
-    def request(self, history, values: dict, T: float, H: float, fresh: dict,
-                refresh: bool) -> P.Step:
+    def request(self, history, values: dict, T: float, H: float, fresh: dict, cand: dict,
+                mode: int, after: list | None = None) -> P.Step:
         """The unit's ``Step`` over ``[T, T+H]``: the inputs of
-        :meth:`PortHistory.inputs <cosim.master.extrapolation.PortHistory.inputs>`, packed."""
-        if history.order == 0:
+        :meth:`PortHistory.inputs <cosim.master.extrapolation.PortHistory.inputs>` (``fresh``
+        outputs at T+H to interpolate to, coupling candidates ``cand`` to ramp to), packed;
+        with ``after`` (``mode`` has ``STEP_RESET``), then the inputs' values at ``T+H``, in
+        the order of the unit's inputs."""
+        if history.order == 0 and not cand:
             # Every input holds its value at T, without derivatives (PortHistory.inputs at
             # order 0): the values themselves, one of them sent as it is.
             vals = [values[key] for key in self.keys]
+            if after:
+                vals += after
             if len(vals) == 1 and vals[0].ndim == 1 and vals[0].dtype == np.float64:
                 data = vals[0]
             else:
                 data = np.concatenate([v.ravel() for v in vals]) if vals else np.zeros(0)
                 if data.dtype != np.float64:
                     data = data.astype(np.float64)
-            return P.Step(self.names, self.held, refresh, T, H, data)
-        inp = history.inputs(self.ports, values, H, fresh, {})
+            return P.Step(self.names, self.held, mode, T, H, data)
+        inp = history.inputs(self.ports, values, H, fresh, cand)
         ders = inp.derivatives
         parts, orders = [], []
         for name, v in inp.values.items():
@@ -71,10 +76,12 @@ class FusedStep:
             d = ders.get(name, ())
             parts += [x.ravel() for x in d]
             orders.append(len(d))
+        if after:
+            parts += [np.ravel(v) for v in after]
         data = np.concatenate(parts) if parts else np.zeros(0)
         if data.dtype != np.float64:
             data = data.astype(np.float64)
-        return P.Step(tuple(inp.values), tuple(orders), refresh, T, H, data)
+        return P.Step(tuple(inp.values), tuple(orders), mode, T, H, data)
 
     def outputs(self, rep: P.Stepped, into: dict) -> None:
         """Unpack ``rep.outputs`` into ``into[(unit, output)]`` (views, each of its port's

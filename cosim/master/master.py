@@ -27,6 +27,7 @@ from cosim.master import protocol as P
 from cosim.master.calls import UnitCalls
 from cosim.master.central_logs import CentralLogs
 from cosim.master.compiled import CompiledExchange
+from cosim.master.engine import Engine
 from cosim.master.extrapolation import PortHistory
 from cosim.master.fused import FusedStep
 from cosim.master.pipeline import Pipeline
@@ -80,6 +81,7 @@ class Master:
         self._checkpoint = None
         self._provisional = None    # (capture, records) before a provisional step, see run()
         self._direct = None         # the FusedRounds a macro step is, see initialize()
+        self.engine = None          # the macro-step program's runner, see initialize()
         self._initialized = False
 
     @property
@@ -138,6 +140,9 @@ class Master:
         self.history = PortHistory(self.cfg.extrapolation, {
             (u, p.name): p.sample_time for u, d in self.desc.items() for p in d.outputs})
         self.history.start(t0, self.values)
+        # Every macro step through the macro-step program (traced runs: the protocol's
+        # separate requests, the reference the engine is held to).
+        self.engine = Engine(self) if self.cfg.engine and not self.cfg.trace else None
         self.compiled = CompiledExchange.build(self, {
             u: [p.name for p in d.outputs] for u, d in self.desc.items()})
         # Units in other processes that serve the fused Step get one message per macro step
@@ -185,12 +190,18 @@ class Master:
                 self.step_log.append(StepRecord(T, H))
                 self._accept(H, outputs)
                 return H
+        engine = self.engine
+        tries = 0
         while True:
             snaps = None
-            if self.cfg.adaptive:
-                reps = self._call({u: [P.GetState()] for u in self.names}, T)
-                snaps = {u: reps[u][0] for u in self.names}
-            outputs, record = self._attempt(T, H)
+            if engine is not None:
+                outputs, refreshed, record = engine.attempt(
+                    T, H, self._next_point(H), self.cfg.adaptive, tries > 0)
+            else:
+                if self.cfg.adaptive:
+                    reps = self._call({u: [P.GetState()] for u in self.names}, T)
+                    snaps = {u: reps[u][0] for u in self.names}
+                outputs, record = self._attempt(T, H)
             if not self.cfg.adaptive:
                 break
             err = self.control.error(set(self.graph.driver.values()), outputs,
@@ -200,16 +211,30 @@ class Master:
                 break
             self.step_log.append(replace(record, status=StepStatus.REJECTED))
             self.stats["rejected"] += 1
-            self._call({u: [P.SetState(snaps[u])] for u in self.names}, T)
+            if snaps is not None:
+                self._call({u: [P.SetState(snaps[u])] for u in self.names}, T)
+            tries += 1                      # (the engine rolls back on the units' side)
             H = self.control.propose(H, err, shrink=True)
         self.step_log.append(record)
-        self._accept(H, outputs)
+        self._accept(H, outputs, collect=False)
         if self.calls.stopped:
+            self._collect_due()
             return H                        # a unit stopped at an event: run() ends there
-        self._refresh()
+        if engine is not None:
+            for key, v in refreshed.items():
+                self.values[key] = v
+                self.history.replace_last(key, self.T, v)
+        else:
+            self._refresh()
+        # Logs are collected once the macro point is refreshed (its samples final).
+        self._collect_due()
         if self.cfg.adaptive:
             self.H = self.control.propose(H, record.coupling_error, shrink=False)
         return H
+
+    def _next_point(self, H: float) -> float:
+        """The macro point a step of ``H`` from ``T`` ends at (never accumulated)."""
+        return self.config.t0 + (self._nq + self.control.quanta(H)) * self.control.quantum_s
 
     def _attempt(self, T, H) -> tuple[dict, StepRecord]:
         record = StepRecord(T, H)
@@ -241,7 +266,8 @@ class Master:
         refresh with the step's inputs), which is what the other units receive."""
         fused = self.fused.get(u)
         if fused is not None:
-            return [fused.request(self.history, self.values, T, H, fresh, self.delayed)]
+            return [fused.request(self.history, self.values, T, H, fresh, {},
+                                  P.STEP_REFRESH if self.delayed else 0)]
         step = [self._step_inputs(u, H, fresh, {}), P.DoStep(T, H)]
         if self.delayed:
             step.append(P.RefreshOutputs())
@@ -293,13 +319,18 @@ class Master:
                     self.values[(u, p)] = v
                     self.history.replace_last((u, p), T, v)
 
-    def _accept(self, H, outputs) -> None:
+    def _accept(self, H, outputs, collect: bool = True) -> None:
         self.n += 1
         self._nq += self.control.quanta(H)
         self.T = self.config.t0 + self._nq * self.control.quantum_s
         self.values.update(outputs)
         self.history.append(self.T, outputs)
         self.stats["macro_steps"] += 1
+        if collect:
+            self._collect_due()
+
+    def _collect_due(self) -> None:
+        """Collect the units' logs when ``log_every`` macro steps have passed."""
         if self.n % self.cfg.log_every == 0:
             self._collect()
 

@@ -309,7 +309,8 @@ class _Run:
         values = {key: pts[-1][1] for key, pts in view.points.items()}
         fused = pipe.fused.get(u)
         if fused is not None:
-            reqs = [fused.request(view, values, T, H, {}, pipe.delayed)]
+            reqs = [fused.request(view, values, T, H, {}, {},
+                                  P.STEP_REFRESH if pipe.delayed else 0)]
         else:
             reqs = [view.inputs(pipe.inputs[u], values, H, {}, {}), P.DoStep(T, H)]
             if pipe.delayed:

@@ -101,17 +101,15 @@ class Unit:
         else:
             done = _do_step(self, req)
         stepped = None
-        if done is None or not done.event:
-            if mode & P.STEP_RESET:
-                stepped = pack_outputs(self.name, outputs, self.get_outputs())
+        if mode & P.STEP_RESET:
+            stepped = pack_outputs(self.name, outputs, self.get_outputs())
+            if done is None or not done.event:      # a unit stopped at an event stays there
                 self.set_inputs(after, {})
                 done = self.refresh_outputs()
-            elif mode & P.STEP_REFRESH:
-                done = self.refresh_outputs()
-        elif mode & P.STEP_RESET:
-            stepped = pack_outputs(self.name, outputs, self.get_outputs())
+        elif mode & P.STEP_REFRESH:
+            done = self.refresh_outputs()
         if done is None:
-            done = P.StepDone(self.t, False)
+            done = P.StepDone(req.t, False)
         out = pack_outputs(self.name, outputs, self.get_outputs())
         if stepped is not None:
             out = np.concatenate((stepped, out))

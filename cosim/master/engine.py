@@ -1,0 +1,242 @@
+"""The macro-step engine: runs the :mod:`~cosim.master.program` of a co-simulation, one
+attempt of a macro step at a time, for every model shape.
+
+Every unit that serves the fused step (:data:`~cosim.master.protocol.FUSED_STEP`) gets one
+:class:`~cosim.master.protocol.Step` per stage it takes part in: its inputs (extrapolated,
+interpolated or ramping to coupling candidates, as :class:`~cosim.master.extrapolation.
+PortHistory` gives them), its step, its refresh at ``T+H`` with the values the program says it
+reads (``STEP_RESET``), and the state it keeps or returns to on its own side (``STEP_KEEP``,
+``STEP_ROLLBACK``) when a coupling iterates or an adaptive step is retried. Other units get
+the same actions as separate protocol requests, their states held by the master. All messages
+go through :class:`~cosim.master.calls.UnitCalls` (errors, events, stops, step times).
+
+The values are the protocol path's (:meth:`Master._attempt <cosim.master.master.Master>`,
+then the refresh at the macro point), bit for bit; only the number of messages and round trips
+differs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cosim.master import coupling
+from cosim.master import protocol as P
+from cosim.master.fused import FusedStep
+from cosim.master.program import Program, compile_program
+from cosim.master.records import StepRecord, StepStatus
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """Runs a master's macro steps through its program.
+
+    Parameters
+    ----------
+    master : Master
+        Initialized up to its unit graph, history and order; the engine reads its
+        ``graph``, ``history``, ``values``, ``calls``, ``cfg``, ``desc``, ``proxies`` and
+        ``stats`` (updating ``stats["iterations"]``).
+    """
+
+    def __init__(self, master):
+        self.master = master
+        self.graph = master.graph
+        self.cfg = master.cfg
+        names = master.names
+        local = {u for u in names if master.proxies[u].in_process() is not None}
+        self.fusable = {u for u in names if P.FUSED_STEP in master.desc[u].capabilities}
+        self.program: Program = compile_program(master.graph, self.cfg.scheme, master.order,
+                                                master.delayed, local, self.fusable)
+        self.packers = {u: FusedStep(u, master.graph.inputs[u], master.desc[u].outputs)
+                        for u in names}
+        self.names_of = {u: tuple(name for name, _ in master.graph.inputs[u]) for u in names}
+        self.refresh = P.STEP_REFRESH if master.delayed else 0
+        self.snaps: dict = {}           # states kept by the master (units without Step)
+        self._flags: dict = {}          # units' Step flags for their next message
+
+    # -- one attempt ------------------------------------------------------------------------
+
+    def attempt(self, T: float, H: float, T_next: float, keep: bool,
+                rollback: bool) -> tuple[dict, dict, StepRecord]:
+        """One attempt of the macro step ``[T, T+H]``.
+
+        Parameters
+        ----------
+        T, H : float
+            The macro step, s.
+        T_next : float
+            The macro point it ends at, as the master computes it (the refreshes' time).
+        keep : bool
+            Every unit keeps its state at ``T`` (the attempt may be rejected).
+        rollback : bool
+            Every unit first goes back to the state kept at ``T`` (a retried attempt).
+
+        Returns
+        -------
+        outputs : dict of (str, str) to ndarray
+            Every output at ``T+H`` as the units' steps (and couplings) computed it.
+        refreshed : dict of (str, str) to ndarray
+            Outputs of the units refreshed at ``T+H``, as refreshed (applied once the step is
+            accepted and no unit stopped).
+        record : StepRecord
+        """
+        first = (P.STEP_KEEP if keep else 0) | (P.STEP_ROLLBACK if rollback else 0)
+        self._flags = dict.fromkeys(self.master.names, first)
+        outputs: dict = {}
+        refreshed: dict = {}
+        record = StepRecord(T, H)
+        calls = self.master.calls
+        for stage in self.program.stages:
+            if stage.coupling:
+                record = self._iterate(stage, T, H, outputs, record)
+            else:
+                self._round(stage.sends, T, H, T_next, outputs, refreshed, calls.stopped)
+        return outputs, refreshed, record
+
+    def _round(self, sends, T, H, T_next, outputs, refreshed, stopped) -> None:
+        batch, kinds = {}, {}
+        for s in sends:
+            u = s.unit
+            if not s.step and stopped:
+                continue                # a unit stopped: nothing is refreshed (protocol path)
+            flags = self._flags[u]
+            self._flags[u] = 0
+            after = None
+            if s.reset:
+                after = [(refreshed[key] if post else outputs[key]) for _, key, post
+                         in s.sources]
+            fresh = {k: outputs[k] for k in s.fresh}
+            batch[u], kinds[u] = self._requests(u, s.step, after, fresh, {}, flags, T, H,
+                                                T_next)
+        if not batch:
+            return
+        reps = self.master.calls.call(batch, T)
+        for u, rs in reps.items():
+            self._gather(u, kinds[u], rs, outputs, refreshed)
+
+    def _requests(self, u, step, after, fresh, cand, flags, T, H, T_next) -> tuple:
+        """Unit ``u``'s requests for one stage and how to read its replies."""
+        history, values = self.master.history, self.master.values
+        if u in self.fusable:
+            mode = flags | self.refresh
+            if step:
+                req = self.packers[u].request(history, values, T, H, fresh, cand,
+                                              mode | (P.STEP_RESET if after is not None
+                                                      else 0), after)
+                return [req], ("step+reset" if after is not None else "step")
+            names = self.names_of[u]
+            data = _pack(after)
+            return ([P.Step(names, (0,) * len(names), flags | P.STEP_REFRESH, T_next, 0.0,
+                            data)], "reset")
+        reqs = []
+        if flags & P.STEP_ROLLBACK:
+            reqs.append(P.SetState(self.snaps[u]))
+        if flags & P.STEP_KEEP:
+            reqs.append(P.GetState())
+        if step:
+            reqs += [history.inputs(self.graph.inputs[u], values, H, fresh, cand),
+                     P.DoStep(T, H)]
+            if self.refresh:
+                reqs.append(P.RefreshOutputs())
+            kind = "step"
+        else:
+            names = self.names_of[u]
+            reqs += [P.SetInputs(dict(zip(names, after)), {}), P.RefreshOutputs()]
+            kind = "reset"
+        reqs.append(P.GetOutputs())
+        return reqs, (kind, bool(flags & P.STEP_KEEP), bool(flags & P.STEP_ROLLBACK))
+
+    def _gather(self, u, kind, replies, outputs, refreshed) -> None:
+        if type(kind) is tuple:         # separate requests
+            kind, kept, rolled = kind
+            if kept:
+                self.snaps[u] = replies[1 if rolled else 0]
+            into = outputs if kind == "step" else refreshed
+            for p, v in replies[-1].values.items():
+                into[(u, p)] = v
+            return
+        rep = replies[0]
+        packer = self.packers[u]
+        if kind == "step+reset":
+            out = _halves(u, rep, packer.size)
+            packer.outputs(P.Stepped(rep.t_reached, rep.event, rep.next_event, out[0]), outputs)
+            packer.outputs(P.Stepped(rep.t_reached, rep.event, rep.next_event, out[1]),
+                           refreshed)
+        else:
+            packer.outputs(rep, outputs if kind == "step" else refreshed)
+
+    # -- iterated couplings -----------------------------------------------------------------
+
+    def _iterate(self, stage, T, H, outputs, record) -> StepRecord:
+        """A coupling iterated to a fixed point over ``[T, T+H]`` (as the protocol path's
+        :func:`~cosim.master.coupling.iterate_step`), its units rolled back on their own
+        side between iterations."""
+        cfg, master = self.cfg, self.master
+        g = stage.coupling
+        keys = self.graph.coupling_keys(list(g))
+        fresh = {k: outputs[k] for k in stage.fresh}
+        history = master.history
+        calls = master.calls
+
+        def run(cand, extra):
+            batch, kinds = {}, {}
+            for v in g:
+                flags = self._flags[v] | extra
+                self._flags[v] = 0
+                batch[v], kinds[v] = self._requests(v, True, None, fresh, cand, flags, T, H,
+                                                    T + H)
+            reps = calls.call(batch, T)
+            for v, rs in reps.items():
+                self._gather(v, kinds[v], rs, outputs, {})
+
+        if not cfg.iterate:
+            run({}, 0)
+            used = {k: history.extrapolate(k, H)[2] for k in keys}
+            res = max(float(np.max(np.abs(outputs[k] - used[k]))) for k in keys)
+            return _replace(record, status=StepStatus.UNITERATED,
+                            residual=max(record.residual, res))
+        start = {k: history.extrapolate(k, H)[2] for k in keys}
+        shapes = [(k, start[k].size, start[k].shape) for k in keys]
+
+        def evaluate(c, rollback):
+            cand, i = {}, 0
+            for k, n, s in shapes:
+                cand[k] = c[i:i + n].reshape(s)
+                i += n
+            run(cand, P.STEP_ROLLBACK if rollback else P.STEP_KEEP)
+            master.stats["iterations"] += 1
+            return np.concatenate([outputs[k].ravel() for k in keys])
+
+        it, res = coupling.iterate(np.concatenate([start[k].ravel() for k in keys]),
+                                   evaluate, cfg)
+        record = _replace(record, iterations=max(record.iterations, it),
+                          residual=max(record.residual, res))
+        if res > cfg.tolerance:
+            coupling.not_converged(cfg, "macro step: the", list(g), keys, it, res, T)
+            record = _replace(record, status=StepStatus.CONTINUED)
+        return record
+
+
+def _replace(record, **changes):
+    from dataclasses import replace
+    return replace(record, **changes)
+
+
+def _pack(values) -> np.ndarray:
+    """Input values, flattened into one float64 array in order."""
+    if not values:
+        return np.zeros(0)
+    data = np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in values])
+    return data
+
+
+def _halves(u: str, rep, n: int) -> tuple:
+    """The step's and the refresh's outputs of a ``STEP_RESET`` reply."""
+    from cosim.errors import TransportError
+    out = rep.outputs
+    if type(out) is not np.ndarray or out.dtype != np.float64 or out.shape != (2 * n,):
+        raise TransportError(u, "Step", f"Stepped.outputs of a refreshed step must be "
+                             f"float64 of shape ({2 * n},), got {getattr(out, 'dtype', '?')} "
+                             f"{getattr(out, 'shape', '?')}")
+    return out[:n], out[n:]

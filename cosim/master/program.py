@@ -1,0 +1,221 @@
+"""The macro-step program: what one macro step of a co-simulation does, compiled once from the
+unit graph, for every model shape.
+
+A macro step ``[T, T+H]`` is a set of *actions*: every unit steps (its inputs from the macro
+point ``T``, Gauss–Seidel: interpolated to outputs already computed for ``T+H``), algebraic
+couplings iterate to a fixed point, and feedthrough units are *refreshed* at ``T+H`` (their
+outputs recomputed for their inputs at ``T+H``, level by level). Which value each action reads
+is fixed by the scheme, not by when the action runs (see :class:`Send`), so the actions can be
+scheduled for the fewest round trips and still give the protocol path's numbers bit for bit:
+
+- units in this process cost no round trip: they run as soon as what they read is known;
+- every other unit gets one message per *round*, holding all of its actions whose inputs are
+  known when the round is sent (a step and its refresh at ``T+H`` in one message when the
+  values the refresh reads are already in);
+- an iterated coupling is a stage of its own, one round per iteration, the units rolled back on
+  their own side between iterations (``Step`` modes ``STEP_KEEP`` / ``STEP_ROLLBACK``).
+
+The program is the list of :class:`Stage` objects the engine (:mod:`cosim.master.engine`) runs
+in order; :meth:`Program.table` prints it and :attr:`Program.round_trips` counts its round
+trips per macro step (``cosim plan``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cosim.config import Scheme
+
+__all__ = ["Program", "Send", "Stage", "compile_program"]
+
+
+@dataclass(frozen=True)
+class Send:
+    """One unit's actions in one message of a stage.
+
+    Attributes
+    ----------
+    unit : str
+    step : bool
+        The unit steps over ``[T, T+H]`` in this message.
+    reset : bool
+        The unit is refreshed at ``T+H`` in this message (after its step when ``step``).
+    fresh : tuple of (str, str)
+        The outputs (``(unit, output)``) computed for ``T+H`` that the step's inputs are
+        interpolated to (Gauss–Seidel: those of units before it in the order); the others are
+        extrapolated from past macro points.
+    sources : tuple of (str, (str, str), bool)
+        Per input of the refresh: its name, the output driving it, and whether the value read
+        is that output *after* its own refresh at ``T+H`` (True) or as its unit's step
+        computed it (False) — what the protocol path's level-by-level refresh reads.
+    """
+
+    unit: str
+    step: bool
+    reset: bool
+    fresh: tuple = ()
+    sources: tuple = ()
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What runs at one point of the macro step: a round of messages (``sends``), or an
+    algebraic coupling iterated to a fixed point (``coupling``), each over units all in this
+    process (``local``: no round trip) or not."""
+
+    sends: tuple = ()
+    coupling: tuple = ()
+    fresh: tuple = ()
+    local: bool = False
+
+
+@dataclass
+class Program:
+    """The stages of one macro step, in order (see the module notes)."""
+
+    stages: list = field(default_factory=list)
+
+    @property
+    def round_trips(self) -> int:
+        """Round trips per macro step (an iterated coupling counts one per iteration: 1)."""
+        return sum(1 for s in self.stages if not s.local)
+
+    def table(self) -> str:
+        """One line per stage: what it sends to whom."""
+        lines = [f"macro step: {len(self.stages)} stage(s), {self.round_trips} round trip(s)"
+                 " (+1 per further coupling iteration)"]
+        for i, s in enumerate(self.stages):
+            where = "in process" if s.local else "round trip"
+            if s.coupling:
+                what = "iterate " + " <-> ".join(s.coupling)
+            else:
+                what = ", ".join(f"{x.unit}:" + "+".join(
+                    (["step"] if x.step else []) + (["refresh"] if x.reset else []))
+                    for x in s.sends)
+            lines.append(f"  {i + 1}. [{where}] {what}")
+        return "\n".join(lines)
+
+
+def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: set,
+                    fusable: set) -> Program:
+    """The program of a macro step.
+
+    Parameters
+    ----------
+    graph : UnitGraph
+    scheme : Scheme
+        Jacobi: every step reads the macro point ``T``; Gauss–Seidel: each unit (coupling)
+        reads the outputs at ``T+H`` of the units before it in ``order``.
+    order : list of str
+        The Gauss–Seidel order (every unit once).
+    delayed : bool
+        Delayed feedthrough: nothing is algebraic and nothing is refreshed at ``T+H``.
+    local : set of str
+        Units in this process (their actions cost no round trip).
+    fusable : set of str
+        Units that take a step and a refresh in one message (``FUSED_STEP``).
+
+    Returns
+    -------
+    Program
+    """
+    couplings = [] if delayed else graph.groups
+    coupling_of = {u: tuple(g) for g in couplings for u in g}
+    levels = [] if delayed else graph.refresh_levels
+    level = {u: i for i, lv in enumerate(levels) for u in lv}
+    rank = {u: i for i, u in enumerate(order)}
+    gs = scheme is Scheme.GAUSS_SEIDEL
+
+    def node(u):                        # the action that computes u's outputs at T+H
+        g = coupling_of.get(u)
+        return ("iterate", g) if g is not None else ("step", u)
+
+    # What each action reads (the protocol path's values, fixed here once).
+    needs: dict = {}
+    fresh_of: dict = {}
+    for u in order:
+        n = node(u)
+        if n in needs:
+            continue
+        members = n[1] if n[0] == "iterate" else (u,)
+        first = min(rank[v] for v in members)
+        fresh = set()
+        if gs:
+            for v in members:
+                fresh |= {key for _, key in graph.inputs[v]
+                          if key[0] not in members and rank[key[0]] < first}
+        fresh_of[n] = tuple(sorted(fresh))
+        needs[n] = {node(key[0]) for key in fresh}
+    sources = {}
+    for u in level:
+        src = tuple((name, key, key[0] in level and level[key[0]] < level[u])
+                    for name, key in graph.inputs[u])
+        sources[u] = src
+        needs[("refresh", u)] = {("refresh", key[0]) if refreshed else node(key[0])
+                                 for _, key, refreshed in src} | {node(u)}
+    # List scheduling: actions of units in this process run as soon as what they read is
+    # known; every other ready action goes into the next round, a unit's step and refresh in
+    # one message when both are ready.
+    done: set = set()
+    pending = sorted(needs, key=lambda n: _position(n, rank))
+    stages = []
+    while pending:
+        progress = True
+        while progress:                 # in-process actions: free, repeat until none is ready
+            progress = False
+            ready = [n for n in pending if needs[n] <= done and _units(n) <= local]
+            if ready:
+                stages += _stages(ready, True, fresh_of, sources, needs, done, local, fusable)
+                done.update(ready)
+                pending = [n for n in pending if n not in done]
+                progress = True
+        ready = [n for n in pending if needs[n] <= done]
+        if not ready:
+            if pending:
+                raise RuntimeError(f"macro-step program: no action can run among {pending}")
+            break
+        # A remote unit's refresh joins its step when all it reads is known already.
+        batch = set(ready)
+        for n in ready:
+            if n[0] == "step" and ("refresh", n[1]) in needs and ("refresh", n[1]) in pending \
+                    and n[1] in fusable and needs[("refresh", n[1])] - {n} <= done:
+                batch.add(("refresh", n[1]))
+        ready = sorted(batch, key=lambda n: _position(n, rank))
+        stages += _stages(ready, False, fresh_of, sources, needs, done, local, fusable)
+        done.update(ready)
+        pending = [n for n in pending if n not in done]
+    return Program(stages)
+
+
+def _position(n, rank) -> tuple:
+    units = n[1] if n[0] == "iterate" else (n[1],)
+    return (min(rank[u] for u in units), n[0] == "refresh")
+
+
+def _units(n) -> set:
+    return set(n[1]) if n[0] == "iterate" else {n[1]}
+
+
+def _stages(ready, local, fresh_of, sources, needs, done, local_units, fusable) -> list:
+    """The stages that run the ``ready`` actions: one round for the steps and refreshes
+    (a unit's two actions in one message), then one stage per coupling."""
+    sends = {}
+    for n in ready:
+        if n[0] == "iterate":
+            continue
+        u = n[1]
+        step, reset = sends.get(u, (False, False))
+        if n[0] == "step":
+            step = True
+        else:
+            reset = True
+        sends[u] = (step, reset)
+    out = []
+    if sends:
+        out.append(Stage(sends=tuple(
+            Send(u, step, reset, fresh_of.get(("step", u), ()) if step else (),
+                 sources.get(u, ()) if reset else ())
+            for u, (step, reset) in sends.items()), local=local))
+    out += [Stage(coupling=n[1], fresh=fresh_of[n], local=local)
+            for n in ready if n[0] == "iterate"]
+    return out

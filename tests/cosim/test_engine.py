@@ -1,0 +1,148 @@
+"""The macro-step engine (cosim/master/engine.py, program.py) against the protocol path.
+
+Every shape a user builds — feedthrough fans fed by top-level blocks, chains of refresh
+levels, iterated algebraic couplings, Gauss–Seidel, extrapolation 0/1/2, delayed
+feedthrough, adaptive macro steps — gives bit for bit what the protocol's separate requests
+give (``CosimConfig(engine=False)``: the reference), logs and step records alike; the program
+takes the fewest round trips the shape allows.
+"""
+
+import numpy as np
+import pytest
+
+from blocks import Gain, Sine, Sum
+from blocks.continuous import Integrator
+from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
+from cosim.master.cosimulation import CoSimulation
+from cosim.master.program import compile_program
+from cosim.master.unitgraph import UnitGraph
+from cosim.config import Scheme
+from tests.cosim.test_cosim_semantics import servo_chain
+
+
+def fan(n=4, H=0.01):
+    """``n`` feedthrough units (a gain each) fed by a top-level Sine and feeding a top-level
+    sum and integrator: one refresh level, drivers in the top-level unit."""
+    m = Model("fan")
+    m.add(Sine("src", amplitude=1.0, frequency=1.3), Sum("s", "+" * n), Integrator("I", 0.0))
+    for i in range(n):
+        u = Subsystem(f"g{i}", atomic=True, dt=H / 2, solver="RK4")
+        u.add(Inport("u"), Gain("k", 0.5 + i), Integrator("x", 0.1 * i), Sum("y", "++"),
+              Outport("y_"))
+        u.connect("u.out", "k.in", "x.in")
+        u.connect("k.out", "y.in1")
+        u.connect("x.out", "y.in2")
+        u.connect("y.out", "y_.in")
+        m.add(u)
+        m.connect("src.out", f"g{i}.u")
+        m.connect(f"g{i}.y_", f"s.in{i + 1}")
+    m.connect("s.out", "I.in")
+    return m
+
+
+def coupled(H=0.01):
+    """Two feedthrough units in an algebraic loop (iterated), a third integrating it."""
+    m = Model("loop")
+    a = Subsystem("a", atomic=True, dt=H / 4, solver="RK4")
+    a.add(Inport("u"), Gain("k", 0.5), Integrator("x", 1.0), Sum("y", "++"), Outport("y_"))
+    a.connect("u.out", "k.in", "x.in")
+    a.connect("k.out", "y.in1")
+    a.connect("x.out", "y.in2")
+    a.connect("y.out", "y_.in")
+    b = Subsystem("b", atomic=True, dt=H / 4, solver="RK4")
+    b.add(Inport("u"), Gain("k", -0.8), Integrator("z", 0.0), Gain("m", -1.0), Sum("dz", "++"),
+          Sum("y", "++"), Outport("y_"))
+    b.connect("u.out", "k.in", "dz.in1")
+    b.connect("z.out", "m.in", "y.in2")
+    b.connect("m.out", "dz.in2")
+    b.connect("dz.out", "z.in")
+    b.connect("k.out", "y.in1")
+    b.connect("y.out", "y_.in")
+    c = Subsystem("c", atomic=True, dt=H / 4, solver="RK4")
+    c.add(Inport("u"), Integrator("w", 0.0), Outport("w_"))
+    c.connect("u.out", "w.in")
+    c.connect("w.out", "w_.in")
+    m.add(a, b, c)
+    m.connect("a.y_", "b.u")
+    m.connect("b.y_", "a.u", "c.u")
+    return m
+
+
+MODELS = {"fan": (fan, 0.01), "servo": (lambda: servo_chain(0.02), 0.02),
+          "coupled": (coupled, 0.01)}
+
+
+def run(model, H, engine, **options):
+    cfg = CosimConfig(H=H, engine=engine, compiled=False, pipelined=False, **options)
+    sim = CoSimulation(model, SimulationConfig(dt=H / 4, t_end=40 * H, cosim=cfg))
+    try:
+        logs = sim.run()
+        return logs, sim.master.step_log, dict(sim.master.stats)
+    finally:
+        sim.close()
+
+
+def assert_identical(a, b):
+    (la, sa, ta), (lb, sb, tb) = a, b
+    assert sorted(la) == sorted(lb)
+    for key in la:
+        np.testing.assert_array_equal(la[key], lb[key], err_msg=key, strict=True)
+        np.testing.assert_array_equal(la.time_of(key), lb.time_of(key), err_msg=key)
+    assert sa == sb
+    assert ta == tb
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+@pytest.mark.parametrize("extrapolation", [0, 1, 2])
+@pytest.mark.parametrize("feedthrough", ["resolve", "delay"])
+def test_engine_is_the_protocol_path_bit_for_bit(model, scheme, extrapolation, feedthrough):
+    make, H = MODELS[model]
+    options = dict(scheme=scheme, extrapolation=extrapolation, feedthrough=feedthrough,
+                   log_every=7)
+    assert_identical(run(make(), H, True, **options), run(make(), H, False, **options))
+
+
+@pytest.mark.parametrize("model", ["fan", "coupled"])     # (servo's units step at H)
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+def test_adaptive_steps_roll_back_on_the_units_side(model, scheme):
+    make, H = MODELS[model]
+    options = dict(scheme=scheme, extrapolation=1, adaptive=True, rtol=1e-9, atol=1e-12,
+                   H_min=H / 8, H_max=H)
+    ref = run(make(), H, False, **options)
+    assert any(r.status.name == "REJECTED" for r in ref[1]), "no rejected step: test too easy"
+    assert_identical(run(make(), H, True, **options), ref)
+
+
+@pytest.mark.parametrize("acceleration", ["none", "aitken", "anderson", "newton"])
+def test_iterated_coupling_accelerations(acceleration):
+    options = dict(acceleration=acceleration, extrapolation=1, relaxation=0.9, tolerance=1e-9)
+    ref = run(coupled(), 0.01, False, **options)
+    assert ref[2]["iterations"] > ref[2]["macro_steps"]
+    assert_identical(run(coupled(), 0.01, True, **options), ref)
+
+
+def programs(model, H, scheme="jacobi", local=None):
+    sim = CoSimulation(model, SimulationConfig(dt=H / 4, t_end=H, cosim=CosimConfig(
+        H=H, scheme=scheme)))
+    try:
+        m = sim.master
+        m.initialize()
+        names = set(m.names) if local is None else local
+        return compile_program(m.graph, Scheme(scheme), m.order, m.delayed, names,
+                               set(m.names))
+    finally:
+        sim.close()
+
+
+def test_program_round_trips():
+    """A fan's refresh travels with each gain's step once the top-level unit (in process)
+    stepped: one round trip per macro step; stepped in process, none."""
+    remote = programs(fan(), 0.01, local={"main"})
+    assert remote.round_trips == 1, remote.table()
+    assert all(s.step and s.reset for st in remote.stages if not st.local for s in st.sends)
+    assert programs(fan(), 0.01).round_trips == 0
+    # All remote: the top-level unit's step first, then the gains' steps and refreshes.
+    assert programs(fan(), 0.01, local=set()).round_trips == 2
+    chain = programs(servo_chain(0.02), 0.02, "gauss-seidel", local=set())
+    assert chain.round_trips == 4, chain.table()
