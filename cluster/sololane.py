@@ -38,7 +38,9 @@ class SoloBatch(StepBatch):
         super().__init__(channel, units, gone, timeout)
         (self.key,), (self.writer,), (self.reader,) = self.keys, self.writers, self.readers
 
-    def send(self, T: float, H: float, payloads: list) -> None:
+    def send(self, T: float, H: float, payloads: list, times: list | None = None) -> None:
+        if times is not None:
+            T, H = times[0]
         if not self.channel.post([self.key, self.writer.write(T, H, payloads[0])], self.first,
                                  self.gone, self.timeout, T):
             raise TransportError(self.first, "Step", f"{self.channel.address}: requests of "

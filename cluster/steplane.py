@@ -82,12 +82,12 @@ class StepBatch(LaneBatch):
         self.names = [name for name, *_ in units]
         self.first = self.names[0]
         self.keys = [name.encode() for name in self.names]
-        self.writers = [prepared.StepWriter(inputs, (0,) * len(inputs), mode, n_in)
-                        for _, inputs, mode, n_in, _ in units]
+        self.writers = [prepared.StepWriter(inputs, orders, mode, n_in)
+                        for _, inputs, orders, mode, n_in, _ in units]
         self.readers = [prepared.SteppedReader(n_out) for *_, n_out in units]
 
-    def send(self, T: float, H: float, payloads: list) -> None:
-        frames = self._frames(T, H, payloads)
+    def send(self, T: float, H: float, payloads: list, times: list | None = None) -> None:
+        frames = self._frames(T, H, payloads, times)
         if not self.channel.post(frames, self.first, self.gone, self.timeout, T):
             raise TransportError(self.first, "Step", f"{self.channel.address}: requests of "
                                  "the ordinary way are still pending", t=T)
@@ -96,12 +96,17 @@ class StepBatch(LaneBatch):
         return self._read(self.channel.collect(len(self.keys), self.first, self.gone,
                                                self.timeout, T), T)
 
-    def _frames(self, T: float, H: float, payloads: list) -> list:
-        times = prepared.pack_times(T, H)
+    def _frames(self, T: float, H: float, payloads: list, times: list | None = None) -> list:
         frames = []
+        if times is not None:
+            for key, w, values, (t, h) in zip(self.keys, self.writers, payloads, times):
+                frames.append(key)
+                frames.append(b"".join((w.head, prepared.pack_times(t, h), w.tail, values)))
+            return frames
+        packed = prepared.pack_times(T, H)
         for key, w, values in zip(self.keys, self.writers, payloads):
             frames.append(key)
-            frames.append(b"".join((w.head, times, w.tail, values)))
+            frames.append(b"".join((w.head, packed, w.tail, values)))
         return frames
 
     def _read(self, frames: list, T: float) -> list:
@@ -132,10 +137,10 @@ class StepStream(StepBatch):
         self.sock = None
         self.pending = 0                # messages sent, replies not received yet
 
-    def send(self, T: float, H: float, payloads: list) -> None:
+    def send(self, T: float, H: float, payloads: list, times: list | None = None) -> None:
         if self.sock is None or self.sock.closed:   # (closed by a channel reconnect)
             self.sock, self.pending = self.channel.dealer(), 0
-        frames = [b"", *self._frames(T, H, payloads)]
+        frames = [b"", *self._frames(T, H, payloads, times)]
         self._patiently(lambda: send_frames(self.sock, frames), T, "cannot send to {}: no "
                         "connection")
         self.pending += 1

@@ -19,8 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
+import time
+from array import array
+
+from cosim.errors import TransportError
 from cosim.master import coupling
 from cosim.master import protocol as P
+from cosim.master.calls import unit_error
 from cosim.master.fused import FusedStep
 from cosim.master.program import Program, compile_program
 from cosim.master.records import StepRecord, StepStatus
@@ -54,6 +59,17 @@ class Engine:
         self.refresh = P.STEP_REFRESH if master.delayed else 0
         self.snaps: dict = {}           # states kept by the master (units without Step)
         self._flags: dict = {}          # units' Step flags for their next message
+        # Units in other processes whose Steps travel through their connection's lane (one
+        # message per connection and round, written from the float buffers).
+        self.lanes = {}
+        for u in names:
+            proxy = master.proxies[u]
+            if u in self.fusable and proxy.in_process() is None:
+                lane = proxy.lane()
+                if lane is not None:
+                    self.lanes[u] = lane
+        self.index = {u: i for i, u in enumerate(names)}
+        self._batches: dict = {}        # lane batches by (lane, layout of its units)
 
     # -- one attempt ------------------------------------------------------------------------
 
@@ -111,7 +127,7 @@ class Engine:
                                                 T_next)
         if not batch:
             return
-        reps = self.master.calls.call(batch, T)
+        reps = self._exchange(batch, T, H)
         for u, rs in reps.items():
             self._gather(u, kinds[u], rs, outputs, refreshed)
 
@@ -147,6 +163,94 @@ class Engine:
         reqs.append(P.GetOutputs())
         return reqs, (kind, bool(flags & P.STEP_KEEP), bool(flags & P.STEP_ROLLBACK))
 
+    def _exchange(self, batch: dict, T: float, H: float) -> dict:
+        """Every unit's requests of a round (``batch``: unit -> list of requests), all in
+        flight at once: the Steps of units with lanes one message per connection, the others
+        through :meth:`UnitCalls.call <cosim.master.calls.UnitCalls.call>` (units in this
+        process run meanwhile); the replies, checked as ``UnitCalls.call`` checks them (the
+        first failure in unit order raised once every reply is read)."""
+        calls = self.master.calls
+        groups: dict = {}
+        others = {}
+        for u, reqs in batch.items():
+            lane = self.lanes.get(u)
+            if lane is not None and len(reqs) == 1:
+                groups.setdefault(id(lane), (lane, []))[1].append((u, reqs[0]))
+            else:
+                others[u] = reqs
+        failures = []
+        sent = []
+        clock = time.perf_counter
+        started = clock()
+        for lane, members in groups.values():
+            lane_batch = self._lane_batch(lane, members)
+            if lane_batch is None:
+                for u, step in members:
+                    others[u] = [step]
+                continue
+            times = None
+            if any(step.t != T or step.h != H for _, step in members):
+                times = [(step.t, step.h) for _, step in members]
+            try:
+                lane_batch.send(T, H, [step.data for _, step in members], times)
+            except Exception as err:  # noqa: BLE001 - raised below, after the others
+                failures.append((self.index[members[0][0]], err))
+                break                       # those sent before it are still answered
+            sent.append((lane_batch, members))
+        replies: dict = {}
+        if others:
+            try:
+                replies = calls.call(others, T)
+            except Exception as err:  # noqa: BLE001 - raised below, in unit order
+                failures.append((min(self.index[u] for u in others), err))
+        next_event, stopped, step_times = calls.next_event, calls.stopped, calls.step_times
+        for lane_batch, members in sent:
+            try:
+                got = lane_batch.receive(T)
+            except Exception as err:  # noqa: BLE001 - raised below, in unit order
+                failures.append((self.index[members[0][0]], err))
+                continue
+            elapsed = clock() - started
+            for (u, step), rep in zip(members, got):
+                times = step_times.get(u)
+                if times is None:
+                    times = step_times[u] = (array("d"), array("d"))
+                times[0].append(T)
+                times[1].append(elapsed)
+                if type(rep) is tuple:
+                    rep = P.Stepped(*rep)
+                elif isinstance(rep, P.ErrorReply):
+                    failures.append((self.index[u], unit_error(u, step, rep, T)))
+                    continue
+                elif type(rep) is not P.Stepped:
+                    failures.append((self.index[u], TransportError(
+                        u, "Step", f"answered {type(rep).__name__} to a Step", t=T)))
+                    continue
+                next_event[u] = rep.next_event
+                if rep.event:
+                    stopped[u] = rep.t_reached
+                else:
+                    stopped.pop(u, None)
+                replies[u] = [rep]
+        if failures:
+            raise min(failures, key=lambda f: f[0])[1]
+        return replies
+
+    def _lane_batch(self, lane, members):
+        """The lane's batch for ``members`` (unit, Step) in their layout (made once per
+        layout), or None when the lane cannot carry it."""
+        key = (id(lane),) + tuple((u, s.inputs, s.orders, s.mode, s.data.size) for u, s in members)
+        found = self._batches.get(key, False)
+        if found is not False:
+            return found
+        if len(self._batches) >= 256:
+            self._batches.clear()
+        specs = [(u, s.inputs, s.orders, s.mode, s.data.size,
+                  self.packers[u].size * (2 if s.mode & P.STEP_RESET else 1))
+                 for u, s in members]
+        made = self._batches[key] = lane.batch(specs)
+        return made
+
     def _gather(self, u, kind, replies, outputs, refreshed) -> None:
         if type(kind) is tuple:         # separate requests
             kind, kept, rolled = kind
@@ -177,7 +281,6 @@ class Engine:
         keys = self.graph.coupling_keys(list(g))
         fresh = {k: outputs[k] for k in stage.fresh}
         history = master.history
-        calls = master.calls
 
         def run(cand, extra):
             batch, kinds = {}, {}
@@ -186,7 +289,7 @@ class Engine:
                 self._flags[v] = 0
                 batch[v], kinds[v] = self._requests(v, True, None, fresh, cand, flags, T, H,
                                                     T + H)
-            reps = calls.call(batch, T)
+            reps = self._exchange(batch, T, H)
             for v, rs in reps.items():
                 self._gather(v, kinds[v], rs, outputs, {})
 

@@ -74,10 +74,11 @@ class Proxy(ABC):
 
 
 class Lane(ABC):
-    """Fused macro steps, values only (:class:`~cosim.master.protocol.Step` of order 0), of
-    the units on one connection, without a message object per unit: what
-    :mod:`cosim.master.rounds` drives when every unit of a Jacobi step has one, and
-    :mod:`cosim.master.pipeline` for each unit it drives from a thread of its own.
+    """Fused macro steps (:class:`~cosim.master.protocol.Step`) of the units on one
+    connection, written from float64 buffers without a message object per unit: what the
+    macro-step engine (:mod:`cosim.master.engine`) and :mod:`cosim.master.rounds` send
+    rounds through, and :mod:`cosim.master.pipeline` for each unit it drives from a thread
+    of its own.
 
     How to write a lane
     -------------------
@@ -89,10 +90,10 @@ class Lane(ABC):
 
     @abstractmethod
     def batch(self, units: list) -> LaneBatch | None:
-        """The batch stepping ``units``, a list of ``(name, inputs, mode, n_in, n_out)``:
-        the unit, its inputs in order (as ``Step.inputs``), ``Step.mode``, the number of
-        float64 input values and of output values of its ``Stepped``; None when this lane
-        cannot carry them (the master then sends Step messages)."""
+        """The batch stepping ``units``, a list of ``(name, inputs, orders, mode, n_in,
+        n_out)``: the unit, its ``Step.inputs``, ``Step.orders`` and ``Step.mode``, the
+        number of float64 values of its ``Step.data`` and of its ``Stepped.outputs``; None
+        when this lane cannot carry them (the master then sends Step messages)."""
 
     def stream(self, units: list, depth: int) -> LaneBatch | None:
         """A batch as :meth:`batch` makes (the same ``units``), on a connection of its own
@@ -107,9 +108,10 @@ class LaneBatch(ABC):
     """One message per macro step to the units of a :class:`Lane` (see there)."""
 
     @abstractmethod
-    def send(self, T: float, H: float, payloads: list) -> None:
+    def send(self, T: float, H: float, payloads: list, times: list | None = None) -> None:
         """Send every unit its ``Step`` over ``[T, T+H]``; ``payloads[i]``: unit ``i``'s
-        input values, a C-contiguous float64 buffer of ``n_in`` values.
+        ``Step.data``, a C-contiguous float64 buffer of ``n_in`` values; ``times[i]``, when
+        given: unit ``i``'s own ``(t, h)`` instead.
 
         Raises
         ------

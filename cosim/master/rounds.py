@@ -228,7 +228,8 @@ def output_sizes(master) -> dict:
 
 def lane_spec(master, u: str, sizes: dict) -> tuple | None:
     """Unit ``u``'s spec for :meth:`Lane.batch <cosim.master.proxy.Lane.batch>`,
-    ``(unit, input names, delayed, input values, output values)``, or None when an input's
+    ``(unit, input names, orders (zeros), mode, input values, output values)``, or None when
+    an input's
     size is not that of the output driving it (``sizes``: :func:`output_sizes`)."""
     fused = master.fused[u]
     shapes = {p.name: p.shape for p in master.desc[u].inputs}
@@ -237,7 +238,8 @@ def lane_spec(master, u: str, sizes: dict) -> tuple | None:
         if name not in shapes or math.prod(shapes[name]) != sizes.get(key):
             return None
         n_in += sizes[key]
-    return (u, fused.names, P.STEP_REFRESH if master.delayed else 0, n_in, fused.size)
+    return (u, fused.names, fused.held, P.STEP_REFRESH if master.delayed else 0, n_in,
+            fused.size)
 
 
 def output_layout(fused) -> tuple[list, tuple | None]:

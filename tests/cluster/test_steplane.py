@@ -29,8 +29,8 @@ def served(keys):
     conn.submit("a", reqs)
     desc = conn.result_watched("a", reqs, lambda: None, 30.0)[1]
     size = lambda ports: sum(math.prod(p.shape) for p in ports)  # noqa: E731
-    spec = ("a", tuple(p.name for p in desc.inputs), False, size(desc.inputs),
-            size(desc.outputs))
+    spec = ("a", tuple(p.name for p in desc.inputs), (0,) * len(desc.inputs), 0,
+            size(desc.inputs), size(desc.outputs))
     return conn, spec
 
 
@@ -44,7 +44,7 @@ def test_steps_sent_two_ahead_are_answered_in_order_as_one_at_a_time():
     (one, spec), (two, _) = served(None), served(None)
     batch = one.lane().batch([spec])
     stream = two.lane().stream([spec], 2)
-    n_in = spec[3]
+    n_in = spec[4]
     expected = []
     for k in range(10):
         batch.send(k * H, H, [inputs(k, n_in)])

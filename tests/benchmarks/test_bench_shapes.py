@@ -1,0 +1,210 @@
+"""Benchmark: the macro step of the shapes users build, per backend, against the wire's floor.
+
+Shapes (8 units each, one server process / Ray actor per unit):
+
+- ring of unit delays, Jacobi, extrapolation 0 (the old benchmarks' shape), 1, and
+  Gauss–Seidel;
+- a fan of 8 feedthrough units (a gain and a state each) fed by a top-level Sine and feeding a
+  top-level sum: ``feedthrough="resolve"`` (refreshed at every macro point) and ``"delay"``;
+- the electric-vehicle showcase (examples/electric_vehicle.py, 10 s, Gauss–Seidel,
+  extrapolation 1, battery <-> motor iterated every step).
+
+References in the same run: a raw pyzmq fan-out round trip to 8 echo processes (the floor of a
+Jacobi round), a raw pyzmq *sequential* chain of 8 round trips (the floor of a Gauss–Seidel
+round), and each model in process. The EV's wire floor is its in-process run phase plus
+(round trips per macro step x the raw round trip to the same number of processes).
+``engine=False`` rows are the protocol path (before the macro-step engine).
+
+Run: python -m pytest -m bench -s tests/benchmarks/test_bench_shapes.py
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import numpy as np
+import pytest
+
+from blocks import Gain, Sine, Sum
+from blocks.continuous import Integrator
+from cluster.codec import encode_batch
+from cosim import CoSimulation, CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
+from cosim.master import protocol as P
+from tests.benchmarks.rings import ring
+
+N = 8
+STEPS = 300
+REPEAT = 3
+
+
+def fan(n: int = N) -> Model:
+    m = Model("fan")
+    m.add(Sine("src", amplitude=1.0, frequency=1.3), Sum("s", "+" * n))
+    for i in range(n):
+        u = Subsystem(f"g{i}", atomic=True, dt=0.01)
+        u.add(Inport("u"), Gain("k", 0.5 + i), Outport("y"))
+        u.connect("u.out", "k.in")
+        u.connect("k.out", "y.in")
+        m.add(u)
+        m.connect("src.out", f"g{i}.u")
+        m.connect(f"g{i}.y", f"s.in{i + 1}")
+    return m
+
+
+SHAPES = {
+    "ring e=0": (lambda: ring(N), {}),
+    "ring e=1": (lambda: ring(N), {"extrapolation": 1}),
+    "ring GS": (lambda: ring(N), {"scheme": "gauss-seidel"}),
+    "fan resolve": (fan, {}),
+    "fan delay": (fan, {"feedthrough": "delay"}),
+}
+
+
+def macro_step_us(make, options, backend, engine=True) -> tuple[float, int]:
+    """Best per-macro-step wall time (us) over REPEAT blocks of STEPS steps, and the
+    program's round trips per step."""
+    cfg = CosimConfig(H=0.01, backend=backend, engine=engine, log_every=10 * STEPS, **options)
+    sim = CoSimulation(make(), SimulationConfig(dt=0.01, t_end=(REPEAT + 1) * STEPS * 0.01 + 1,
+                                                log=[], cosim=cfg))
+    try:
+        m = sim.master
+        m.initialize()
+        m.advance(until=m.T + 10 * 0.01)            # warm-up
+        best = float("inf")
+        for _ in range(REPEAT):
+            t0 = time.perf_counter()
+            m.advance(until=m.T + STEPS * 0.01 - 1e-9)
+            best = min(best, time.perf_counter() - t0)
+        trips = m.engine.program.round_trips if m.engine is not None else -1
+        return best / STEPS * 1e6, trips
+    finally:
+        sim.close()
+
+
+def _echo(port_queue, reply):
+    import zmq
+    sock = zmq.Context.instance().socket(zmq.REP)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    port_queue.put(port)
+    while True:
+        msg = sock.recv()
+        if msg == b"stop":
+            sock.send(b"")
+            return
+        sock.send(reply)
+
+
+class RawEchoes:
+    """N echo processes answering ``reply`` to anything."""
+
+    def __init__(self, n, reply):
+        import zmq
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        self.procs = [ctx.Process(target=_echo, args=(q, reply), daemon=True)
+                      for _ in range(n)]
+        for p in self.procs:
+            p.start()
+        self.socks = []
+        for _ in self.procs:
+            s = zmq.Context.instance().socket(zmq.REQ)
+            s.connect(f"tcp://127.0.0.1:{q.get(timeout=60)}")
+            self.socks.append(s)
+
+    def fan_out_us(self, request, rounds=STEPS) -> float:
+        return self._best(request, rounds, parallel=True)
+
+    def chain_us(self, request, rounds=STEPS) -> float:
+        return self._best(request, rounds, parallel=False)
+
+    def _best(self, request, rounds, parallel):
+        socks = self.socks
+        best = float("inf")
+        for _ in range(REPEAT):
+            t0 = time.perf_counter()
+            for _ in range(rounds):
+                if parallel:
+                    for s in socks:
+                        s.send(request)
+                    for s in socks:
+                        s.recv()
+                else:
+                    for s in socks:
+                        s.send(request)
+                        s.recv()
+            best = min(best, time.perf_counter() - t0)
+        return best / rounds * 1e6
+
+    def close(self):
+        for s in self.socks:
+            s.send(b"stop")
+            s.recv()
+            s.close()
+        for p in self.procs:
+            p.join(timeout=10)
+
+
+def ev_run_s(backend, engine=True, t_end=10.0) -> tuple[float, object]:
+    from examples.electric_vehicle import build, config
+    cfg = config(backend=backend, t_end=t_end)
+    cfg = type(cfg)(**{**cfg.__dict__, "cosim": type(cfg.cosim)(
+        **{**cfg.cosim.__dict__, "engine": engine})})
+    sim = CoSimulation(build(), cfg)
+    try:
+        sim.master.initialize()
+        t0 = time.perf_counter()
+        sim.run()
+        wall = time.perf_counter() - t0
+        m = sim.master
+        return wall, (m.engine.program if m.engine is not None else None,
+                      m.stats["macro_steps"], m.stats["iterations"])
+    finally:
+        sim.close()
+
+
+@pytest.mark.bench
+def test_bench_shapes(ray_session):
+    request = encode_batch([P.Step(("u",), (0,), 0, 0.0, 0.01, np.ones(1))])
+    reply = encode_batch([P.Stepped(0.01, False, np.inf, np.ones(1))])
+    echoes = RawEchoes(N, reply)
+    try:
+        raw_fan = min(echoes.fan_out_us(request) for _ in range(2))
+        raw_chain = min(echoes.chain_us(request) for _ in range(2))
+    finally:
+        echoes.close()
+    rows = []
+    for name, (make, options) in SHAPES.items():
+        local, _ = macro_step_us(make, options, "local")
+        for backend in ("zmq", "ray"):
+            new, trips = macro_step_us(make, options, backend)
+            old, _ = macro_step_us(make, options, backend, engine=False)
+            floor = raw_chain if options.get("scheme") == "gauss-seidel" else raw_fan
+            rows.append((name, backend, trips, local, new, old, floor))
+    print(f"\nmacro step, {N} units, one process each (us); raw pyzmq fan-out {raw_fan:.0f}, "
+          f"sequential chain {raw_chain:.0f}")
+    print(f"{'shape':<12} {'backend':<7} {'trips':>5} {'local':>8} {'engine':>8} "
+          f"{'protocol':>9} {'floor':>7} {'engine/floor':>12} {'protocol/floor':>14}")
+    for name, backend, trips, local, new, old, floor in rows:
+        print(f"{name:<12} {backend:<7} {trips:>5} {local:8.0f} {new:8.0f} {old:9.0f} "
+              f"{floor:7.0f} {new / floor:12.2f} {old / floor:14.2f}")
+    # The EV showcase: its wire floor from the in-process run and the raw round trip.
+    ev_local, (program, steps, iterations) = ev_run_s("local")
+    print(f"\nEV showcase, 10 s ({steps} macro steps, {iterations} coupling evaluations); "
+          f"in process {ev_local:.2f} s")
+    print(program.table() if program is not None else "(no program)")
+    echoes = RawEchoes(5, reply)
+    try:
+        raw5 = min(echoes.fan_out_us(request) for _ in range(2))
+    finally:
+        echoes.close()
+    per_step_trips = program.round_trips - len([s for s in program.stages if s.coupling]) \
+        + iterations / steps
+    for backend in ("zmq", "ray"):
+        new, _ = ev_run_s(backend)
+        old, _ = ev_run_s(backend, engine=False)
+        floor = ev_local + steps * per_step_trips * raw5 * 1e-6
+        print(f"EV {backend}: engine {new:.2f} s, protocol {old:.2f} s, wire floor {floor:.2f} s "
+              f"({per_step_trips:.1f} round trips/step x raw {raw5:.0f} us + in process) -> "
+              f"engine/floor {new / floor:.2f}, protocol/floor {old / floor:.2f}")
+    assert all(r[4] > 0 for r in rows)
