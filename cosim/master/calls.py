@@ -136,7 +136,7 @@ def raise_error(unit: str, req: P.Request, rep: P.ErrorReply, t: float):
 
 def unit_error(unit: str, req: P.Request, rep: P.ErrorReply, t: float) -> Exception:
     """A unit's ErrorReply as the cosim error of its kind, naming unit and call."""
-    call = type(req).__name__
+    call = rep.call or type(req).__name__
     at = rep.t if rep.t is not None else t
     if rep.kind in (P.ErrorKind.CODEC, P.ErrorKind.INTERNAL):
         return TransportError(unit, call, rep.message, t=at)

@@ -143,6 +143,14 @@ class LocalUnit(Unit):
                 for v in self.get_outputs().values()]
         return sim.t, sim.stopped, self._next_event(), outs
 
+    def refresh_with(self, values: dict) -> None:
+        """Set inputs to plain values (``{input: float}``, no derivatives) and refresh the
+        outputs (logged): the refresh of a ``STEP_RESET`` step taken by
+        :meth:`step_packed`."""
+        self.set_inputs({p: np.full(self.inports[p].shape, x, dtype=np.float64)
+                         for p, x in values.items()})
+        self.refresh_outputs()
+
     def _fused_ports(self) -> tuple[dict, tuple]:
         # Not from describe(): that initializes a unit that is not yet (one restored by
         # SetState in a re-spawned server is at its restored time).

@@ -159,7 +159,8 @@ class Master:
         self.rounds = FusedRounds.build(self, self.plain)
         # A macro step that is nothing but the rounds (no coupling to iterate, no output to
         # refresh, no step size to control): step() goes straight to them.
-        self._direct = self.rounds if (self.rounds is not None and not self.couplings
+        self._direct = self.rounds if (self.engine is None and self.rounds is not None
+                                       and not self.couplings
                                        and not self.refresh_levels
                                        and not self.cfg.adaptive) else None
         self._initialized = True

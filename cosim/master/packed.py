@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from cosim.errors import SimulationError
+from cosim.master.protocol import STEP_REFRESH, STEP_RESET
 from cosim.numerics.timegrid import EXCHANGE_RTOL
 
 __all__ = ["PackedSteps"]
@@ -64,21 +65,35 @@ class PackedSteps:
              values: tuple) -> tuple | None:
         """One fused step (see :meth:`LocalUnit.step_packed
         <cosim.master.local_unit.LocalUnit.step_packed>`); None when it must be served the
-        ordinary way (nothing was changed then): any mode but a plain or refreshed step."""
-        if mode != 0 and mode != 1:     # STEP_REFRESH alone (bool-valued modes too)
+        ordinary way (nothing was changed then): a mode that keeps or rolls back state, a
+        refresh at a tick already logged, inputs that do not fit."""
+        if mode & ~(STEP_REFRESH | STEP_RESET):
             return None
-        refresh = mode
         k = self.k
         dt = self.dt
         now = self.t0 + k * dt
         # same_time(now, t, EXCHANGE_RTOL), inline: this runs once per message (and the
         # master's time is mostly the unit's, to the bit).
-        if not (h > 0.0 and (t == now or abs(now - t) <= EXCHANGE_RTOL * max(1.0, abs(t)))):
+        if not (t == now or abs(now - t) <= EXCHANGE_RTOL * max(1.0, abs(t))):
+            return None
+        if h == 0.0:
+            return self._refresh_only(mode, inputs, orders, values, now)
+        if not h > 0.0:
             return None
         n = (t + h - self.cfg_t0) / dt - k
         m = round(n)
         if m < 1 or abs(m - n) > 1e-6 or m > self.max_ticks:
             return None
+        after = None
+        if mode & STEP_RESET:
+            # The step's inputs, then every input's value at t+h (values only).
+            n_step = len(values) - len(inputs)
+            if n_step < len(inputs):
+                return None
+            values, after = values[:n_step], values[n_step:]
+            refresh = False
+        else:
+            refresh = mode
         if inputs is self._inputs and orders is self._orders and len(values) == self._n:
             # The layout of the previous step (values only, checked then), as Inport.set
             # (value, (), t) mirrors it into the live values: their derivatives were zeroed
@@ -96,32 +111,97 @@ class PackedSteps:
             k_got, self.last = self.fn(k, k_end, self.last, self.S, self.D, self.X, self.R,
                                        self.G, k_m, k_end if refresh else k_m)
         except Exception as err:
-            # As FastPath.advance reports it: the unit stays where the step failed.
-            self.k = min(getattr(err, "cosim_tick", k), k_m)
-            self.stepped += self.k - k
-            self.unit.end_packed()
-            raise SimulationError(f"{type(err).__name__}: {err} (in the generated fast path; "
-                                  "rerun with SimulationConfig(fast=False) to find the block)",
-                                  t=self.t0 + self.k * dt) from err
+            self._failed(err, k, k_m, "DoStep")
         if k_got == k_end:
             self.k = k_m
             self.stepped += m
-            one = self._one
-            if one is not None:
-                x = self.S[one]
-                if type(x) is float:
-                    return self.t0 + k_m * dt, False, _INF, [x]
-            else:
-                S = self.S
-                outs = [S[j] for j in self.slots]
-                if all(type(x) is float for x in outs):
+            outs = self._outputs()
+            if outs is not None:
+                if after is None:
                     return self.t0 + k_m * dt, False, _INF, outs
+                again = self._reset(inputs, after, k_m)
+                if again is not None:
+                    return self.t0 + k_m * dt, False, _INF, outs + again
         else:
             self.k = min(k_got, k_m)
             self.stepped += self.k - k
         # Stopped early, or outputs that are not floats: the unit answers from its state.
         self.unit.end_packed()
+        done = self.unit.answer_stepped()
+        if after is None:
+            return done
+        if not done[1]:                 # not stopped: the refresh the step asks for
+            self.unit.refresh_with(dict(zip(inputs, after)))
+            return done[:3] + (done[3] + self.unit.answer_stepped()[3],)
+        return done[:3] + (done[3] + done[3],)
+
+    def _outputs(self) -> list | None:
+        """The outputs from their slots, if all are floats."""
+        one = self._one
+        if one is not None:
+            x = self.S[one]
+            return [x] if type(x) is float else None
+        S = self.S
+        outs = [S[j] for j in self.slots]
+        return outs if all(type(x) is float for x in outs) else None
+
+    def _refresh_only(self, mode, inputs, orders, values, now) -> tuple | None:
+        """A refresh at the current tick for new input values (``h == 0``), when the tick
+        is not logged yet (else served the ordinary way, which replaces the sample)."""
+        k = self.k
+        if mode != STEP_REFRESH or any(orders) or self.last >= k:
+            return None
+        if not (inputs is self._inputs and orders is self._orders
+                and len(values) == self._n) and not self._write(inputs, orders, values, now):
+            return None
+        if inputs is self._inputs:
+            for live, x in zip(self._targets, values):
+                live[0] = x
+                live[4] = now
+        try:
+            _, self.last = self.fn(k, k + 1, self.last, self.S, self.D, self.X, self.R,
+                                   self.G, k, k + 1)
+        except Exception as err:
+            self._failed(err, k, k, "RefreshOutputs")
+        outs = self._outputs()
+        if outs is not None:
+            return now, False, _INF, outs
+        self.unit.end_packed()
         return self.unit.answer_stepped()
+
+    def _reset(self, inputs, after, k) -> list | None:
+        """After a step to tick ``k`` (not logged): every input set to its value ``after``
+        (values only), the outputs at ``k`` computed again and logged; the refreshed outputs,
+        or None if they are not floats (the unit then answers from its state)."""
+        lives = self.lives
+        now = self.t0 + k * self.dt
+        for name, x in zip(inputs, after):
+            live = lives.get(name)
+            if live is None:
+                return None
+            live[0] = x
+            live[1] = live[2] = live[3] = 0.0
+            live[4] = now
+            self.orders[name] = 0
+        self._inputs = self._orders = None      # (derivatives zeroed: a new layout)
+        try:
+            _, self.last = self.fn(k, k + 1, self.last, self.S, self.D, self.X, self.R,
+                                   self.G, k, k + 1)
+        except Exception as err:
+            self._failed(err, k, k, "RefreshOutputs")
+        return self._outputs()
+
+    def _failed(self, err, k, k_m, call):
+        """As FastPath.advance reports a failure: the unit stays where the step failed
+        (``call``: the part of the Step that failed)."""
+        self.k = min(getattr(err, "cosim_tick", k), k_m)
+        self.stepped += self.k - k
+        self.unit.end_packed()
+        failure = SimulationError(f"{type(err).__name__}: {err} (in the generated fast path; "
+                                  "rerun with SimulationConfig(fast=False) to find the "
+                                  "block)", t=self.t0 + self.k * self.dt)
+        failure.cosim_call = call
+        raise failure from err
 
     def _write(self, inputs: tuple, orders: tuple, values: tuple, now: float) -> bool:
         """Write a Step's inputs into the live values, checking its layout first; a layout of

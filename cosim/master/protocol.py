@@ -69,7 +69,7 @@ __all__ = [
 #: ``cluster.codec.check_version``). Version 2 added :class:`RefreshOutputs`, version 3 the
 #: fused macro step (:class:`Step`, :class:`Stepped`), version 4 :class:`Reload`, version 5
 #: :class:`SetParameters`, version 6 the modes of :class:`Step` (refresh with new inputs,
-#: rollback on the unit's side, refresh-only steps).
+#: rollback on the unit's side, refresh-only steps) and :attr:`ErrorReply.call`.
 PROTOCOL_VERSION = 6
 
 
@@ -595,11 +595,15 @@ class ErrorReply(Reply):
         What went wrong, naming the block/port and a remedy where there is one.
     t : float or None
         Simulation time of the failure, s, if there is one.
+    call : str
+        The part of a fused :class:`Step` that failed (``"DoStep"``, ``"RefreshOutputs"``,
+        ...), so the master names the call as for separate requests; ``""`` otherwise.
     """
 
     kind: ErrorKind
     message: str
     t: float | None = None
+    call: str = ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -36,7 +36,9 @@ def error_reply(err: Exception, t: float | None = None) -> P.ErrorReply:
     else:
         kind = P.ErrorKind.INTERNAL
     msg = str(err) if not isinstance(err, KeyError) else str(err.args[0])
-    return P.ErrorReply(kind, f"{type(err).__name__}: {msg}", t)
+    # A failing part of a fused Step names itself (``cosim_call``, set where it failed).
+    return P.ErrorReply(kind, f"{type(err).__name__}: {msg}", t,
+                        getattr(err, "cosim_call", ""))
 
 
 class Unit:
@@ -86,31 +88,41 @@ class Unit:
         if type(mode) is not int or mode & ~P.STEP_MODES:
             raise ModelError(f"unit {self.name!r}: Step.mode {mode!r} is not a combination of "
                              "the STEP_* flags")
-        if mode & P.STEP_ROLLBACK:
-            kept = getattr(self, "_kept", None)
-            if kept is None:
-                raise ModelError(f"unit {self.name!r}: Step asks to roll back but no state "
-                                 "was kept (send STEP_KEEP first)")
-            self.set_state(kept)
-        if mode & P.STEP_KEEP:
-            self._kept = self.get_state()
-        values, derivatives, after = unpack_inputs(self.name, inputs, req)
-        self.set_inputs(values, derivatives)
-        if req.h == 0.0 and type(req.h) is float:
-            done = None                 # a refresh at t only
-        else:
-            done = _do_step(self, req)
-        stepped = None
-        if mode & P.STEP_RESET:
-            stepped = pack_outputs(self.name, outputs, self.get_outputs())
-            if done is None or not done.event:      # a unit stopped at an event stays there
-                self.set_inputs(after, {})
+        part = "SetState"
+        try:
+            if mode & P.STEP_ROLLBACK:
+                kept = getattr(self, "_kept", None)
+                if kept is None:
+                    raise ModelError(f"unit {self.name!r}: Step asks to roll back but no "
+                                     "state was kept (send STEP_KEEP first)")
+                self.set_state(kept)
+            part = "GetState"
+            if mode & P.STEP_KEEP:
+                self._kept = self.get_state()
+            part = "SetInputs"
+            values, derivatives, after = unpack_inputs(self.name, inputs, req)
+            self.set_inputs(values, derivatives)
+            part = "DoStep"
+            if req.h == 0.0 and type(req.h) is float:
+                done = None                 # a refresh at t only
+            else:
+                done = _do_step(self, req)
+            part = "RefreshOutputs"
+            stepped = None
+            if mode & P.STEP_RESET:
+                stepped = pack_outputs(self.name, outputs, self.get_outputs())
+                if done is None or not done.event:  # a unit stopped at an event stays there
+                    self.set_inputs(after, {})
+                    done = self.refresh_outputs()
+            elif mode & P.STEP_REFRESH:
                 done = self.refresh_outputs()
-        elif mode & P.STEP_REFRESH:
-            done = self.refresh_outputs()
-        if done is None:
-            done = P.StepDone(req.t, False)
-        out = pack_outputs(self.name, outputs, self.get_outputs())
+            if done is None:
+                done = P.StepDone(req.t, False)
+            part = "GetOutputs"
+            out = pack_outputs(self.name, outputs, self.get_outputs())
+        except Exception as err:
+            err.cosim_call = part
+            raise
         if stepped is not None:
             out = np.concatenate((stepped, out))
         return P.Stepped(done.t_reached, done.event, done.next_event, out)

@@ -148,8 +148,10 @@ def test_units_spread_over_processes_balanced_and_bit_identical():
 
 def test_units_of_one_server_share_one_round_trip_per_call():
     units = {u: {"process": "shared"} for u in ("a", "b", REST)}
+    # The protocol path: every call addressed to all three units goes out as one message.
     sim = CoSimulation(three_units(), SimulationConfig(
-        dt=0.002, t_end=0.6, cosim=CosimConfig(H=0.02, backend="zmq", units=units)))
+        dt=0.002, t_end=0.6, cosim=CosimConfig(H=0.02, backend="zmq", units=units,
+                                               engine=False)))
     try:
         (conn,) = sim.backend.connections
         counts = {"messages": 0, "calls": 0}
@@ -168,6 +170,34 @@ def test_units_of_one_server_share_one_round_trip_per_call():
             sim.master.step()
         # Every call addressed all three units; each went out as one message.
         assert counts["calls"] >= 10 and counts["messages"] == counts["calls"]
+    finally:
+        sim.close()
+
+
+def test_the_engine_sends_one_message_per_round_to_a_server_of_several_units():
+    units = {u: {"process": "shared"} for u in ("a", "b", REST)}
+    sim = CoSimulation(three_units(), SimulationConfig(
+        dt=0.002, t_end=0.6, cosim=CosimConfig(H=0.02, backend="zmq", units=units)))
+    try:
+        (conn,) = sim.backend.connections
+        sim.master.initialize()
+        program = sim.master.engine.program
+        counts = {"messages": 0}
+        send, post = conn._send, conn.post
+
+        def counted_send():
+            counts["messages"] += 1
+            send()
+
+        def counted_post(*args):
+            counts["messages"] += 1
+            return post(*args)
+        conn._send, conn.post = counted_send, counted_post
+        for _ in range(10):
+            sim.master.step()
+        couplings = sum(1 for s in program.stages if s.coupling)
+        extra = sim.master.stats["iterations"] - 10 * couplings
+        assert counts["messages"] == 10 * program.round_trips + extra, program.table()
     finally:
         sim.close()
 

@@ -171,13 +171,20 @@ def divider(step_time, inside):
                                                      (0.002, 0.1, False, "RefreshOutputs")])
 def test_an_error_in_a_unit_is_the_protocol_paths_error(H, step_time, inside, call):
     errors, states = [], []
-    for compiled in (True, False):
+    for compiled, engine in ((True, True), (False, False), (False, True)):
         cs = CoSimulation(divider(step_time, inside), SimulationConfig(
-            dt=0.001, t_end=0.3, cosim=CosimConfig(H=H, compiled=compiled)))
+            dt=0.001, t_end=0.3, cosim=CosimConfig(H=H, compiled=compiled, engine=engine)))
         with pytest.raises(SimulationError) as info:
             cs.run()
         errors.append((str(info.value), info.value.t))
         states.append((cs.t, cs.stats, list(cs.step_log)))
-    assert errors[0] == errors[1]
+    assert errors[0] == errors[1] == errors[2]
     assert f"unit 'd', {call}" in errors[0][0] and "ZeroDivisionError" in errors[0][0]
     assert states[0] == states[1]
+    if call == "DoStep":
+        assert states[2] == states[1]
+    else:
+        # The engine refreshes with the step (one message): a failing refresh fails the
+        # macro step, so the master stays at its start (the protocol path had accepted it).
+        t, stats, records = states[1]
+        assert states[2][0] == pytest.approx(t - H) and states[2][2] == records[:-1]

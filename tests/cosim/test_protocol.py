@@ -87,7 +87,7 @@ SCHEMA_V5 = {
     36: "StepDone(t_reached: float, event: bool, next_event: float)",
     37: "UnitState(t: float, data: dict[str, Any])",
     38: "LogBatch(signals: dict[str, tuple[np.ndarray, np.ndarray]])",
-    39: "ErrorReply(kind: ErrorKind, message: str, t: float | None)",
+    39: "ErrorReply(kind: ErrorKind, message: str, t: float | None, call: str)",
     40: "Stepped(t_reached: float, event: bool, next_event: float, outputs: np.ndarray)",
     "PortInfo": "PortInfo(name: str, shape: tuple[int, ...], sample_time: float)",
     "ErrorKind": "protocol, unsupported, simulation, convergence, codec, internal",
