@@ -29,6 +29,7 @@ from cosim.master.calls import unit_error
 from cosim.master.fused import FusedStep
 from cosim.master.program import Program, compile_program
 from cosim.master.records import StepRecord, StepStatus
+from cosim.master.units import error_reply
 
 __all__ = ["Engine"]
 
@@ -68,6 +69,10 @@ class Engine:
                 lane = proxy.lane()
                 if lane is not None:
                     self.lanes[u] = lane
+        # Units in this process that serve the fused step: called directly, values as they
+        # are (no packing), through Unit.fused.
+        self.direct = {u: master.proxies[u].in_process() for u in names
+                       if u in self.fusable and master.proxies[u].in_process() is not None}
         self.index = {u: i for i, u in enumerate(names)}
         self._batches: dict = {}        # lane batches by (lane, layout of its units)
 
@@ -134,6 +139,20 @@ class Engine:
     def _requests(self, u, step, after, fresh, cand, flags, T, H, T_next) -> tuple:
         """Unit ``u``'s requests for one stage and how to read its replies."""
         history, values = self.master.history, self.master.values
+        unit = self.direct.get(u)
+        if unit is not None:
+            mode = flags | self.refresh
+            if step:
+                inp = history.inputs(self.graph.inputs[u], values, H, fresh, cand)
+                vals, ders, t, h = inp.values, inp.derivatives, T, H
+            else:
+                vals, ders, t, h = dict(zip(self.names_of[u], after)), {}, T_next, 0.0
+                mode |= P.STEP_REFRESH
+                after = None
+            if after is not None:
+                mode |= P.STEP_RESET
+                after = dict(zip(self.names_of[u], after))
+            return (unit, mode, vals, ders, after, t, h), ("direct", step)
         if u in self.fusable:
             mode = flags | self.refresh
             if step:
@@ -172,9 +191,12 @@ class Engine:
         calls = self.master.calls
         groups: dict = {}
         others = {}
+        direct = []
         for u, reqs in batch.items():
             lane = self.lanes.get(u)
-            if lane is not None and len(reqs) == 1:
+            if type(reqs) is tuple:
+                direct.append((u, reqs))
+            elif lane is not None and len(reqs) == 1:
                 groups.setdefault(id(lane), (lane, []))[1].append((u, reqs[0]))
             else:
                 others[u] = reqs
@@ -204,6 +226,27 @@ class Engine:
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
                 failures.append((min(self.index[u] for u in others), err))
         next_event, stopped, step_times = calls.next_event, calls.stopped, calls.step_times
+        for u, (unit, mode, vals, ders, after, t, h) in direct:
+            begun = clock()
+            try:
+                done, stepped = unit.fused(mode, vals, ders, after, t, h)
+                outs = unit.get_outputs()
+            except Exception as err:  # noqa: BLE001 - raised below, in unit order
+                failures.append((self.index[u], unit_error(
+                    u, _STEP, error_reply(err, getattr(unit, "t", None)), T)))
+                continue
+            if h:
+                times = step_times.get(u)
+                if times is None:
+                    times = step_times[u] = (array("d"), array("d"))
+                times[0].append(T)
+                times[1].append(clock() - begun)
+            next_event[u] = done.next_event
+            if done.event:
+                stopped[u] = done.t_reached
+            else:
+                stopped.pop(u, None)
+            replies[u] = (outs, stepped)
         for lane_batch, members in sent:
             try:
                 got = lane_batch.receive(T)
@@ -252,6 +295,17 @@ class Engine:
         return made
 
     def _gather(self, u, kind, replies, outputs, refreshed) -> None:
+        if kind[0] == "direct":         # a unit in this process: (outputs, stepped)
+            outs, stepped = replies
+            if stepped is not None:
+                into, first = refreshed, outputs
+                for p, v in stepped.items():
+                    first[(u, p)] = v
+            else:
+                into = outputs if kind[1] else refreshed
+            for p, v in outs.items():
+                into[(u, p)] = v
+            return
         if type(kind) is tuple:         # separate requests
             kind, kept, rolled = kind
             if kept:
@@ -319,6 +373,11 @@ class Engine:
             coupling.not_converged(cfg, "macro step: the", list(g), keys, it, res, T)
             record = _replace(record, status=StepStatus.CONTINUED)
         return record
+
+
+#: The request an error of a unit called directly is reported against (its part names the
+#: call: ErrorReply.call).
+_STEP = P.Step((), (), 0, 0.0, 0.0, np.zeros(0))
 
 
 def _replace(record, **changes):

@@ -81,13 +81,47 @@ class Unit:
     def step(self, req: P.Step) -> P.Stepped:
         """Serve a fused :class:`~cosim.master.protocol.Step`: its parts in order, as
         :meth:`handle` serves the batch they stand for (called through it: the first part
-        that raises ends the step with its ErrorReply). The state a ``STEP_KEEP`` keeps
-        stays on this side (:meth:`get_state` / :meth:`set_state`)."""
+        that raises ends the step with its ErrorReply, naming that part). The state a
+        ``STEP_KEEP`` keeps stays on this side (:meth:`get_state` / :meth:`set_state`)."""
         inputs, outputs = self._fused_ports()
         mode = req.mode
         if type(mode) is not int or mode & ~P.STEP_MODES:
             raise ModelError(f"unit {self.name!r}: Step.mode {mode!r} is not a combination of "
                              "the STEP_* flags")
+        try:
+            values, derivatives, after = unpack_inputs(self.name, inputs, req)
+        except Exception as err:
+            err.cosim_call = "SetInputs"
+            raise
+        done, stepped = self.fused(mode, values, derivatives, after, req.t, req.h)
+        try:
+            out = pack_outputs(self.name, outputs, self.get_outputs())
+        except Exception as err:
+            err.cosim_call = "GetOutputs"
+            raise
+        if stepped is not None:
+            out = np.concatenate((pack_outputs(self.name, outputs, stepped), out))
+        return P.Stepped(done.t_reached, done.event, done.next_event, out)
+
+    def fused(self, mode: int, values: dict, derivatives: dict, after: dict, t: float,
+              h: float) -> tuple[P.StepDone, dict | None]:
+        """The parts of a fused Step on values as ``set_inputs`` takes them (the unit's
+        own master in this process calls it directly): roll back, keep, set the inputs, step
+        (unless ``h == 0``), refresh (``STEP_RESET``: for the inputs ``after``).
+
+        Returns
+        -------
+        done : StepDone
+            Of the step, or of the refresh when there was one.
+        stepped : dict or None
+            With ``STEP_RESET``: the outputs as the step computed them (before the refresh);
+            None otherwise. The current outputs are :meth:`get_outputs`.
+
+        Raises
+        ------
+        Exception
+            Whatever the failing part raised, its ``cosim_call`` naming that part.
+        """
         part = "SetState"
         try:
             if mode & P.STEP_ROLLBACK:
@@ -100,32 +134,25 @@ class Unit:
             if mode & P.STEP_KEEP:
                 self._kept = self.get_state()
             part = "SetInputs"
-            values, derivatives, after = unpack_inputs(self.name, inputs, req)
             self.set_inputs(values, derivatives)
             part = "DoStep"
-            if req.h == 0.0 and type(req.h) is float:
+            if h == 0.0 and type(h) is float:
                 done = None                 # a refresh at t only
             else:
-                done = _do_step(self, req)
+                done = _do_step(self, P.DoStep(t, h))
             part = "RefreshOutputs"
             stepped = None
             if mode & P.STEP_RESET:
-                stepped = pack_outputs(self.name, outputs, self.get_outputs())
+                stepped = self.get_outputs()
                 if done is None or not done.event:  # a unit stopped at an event stays there
                     self.set_inputs(after, {})
                     done = self.refresh_outputs()
             elif mode & P.STEP_REFRESH:
                 done = self.refresh_outputs()
-            if done is None:
-                done = P.StepDone(req.t, False)
-            part = "GetOutputs"
-            out = pack_outputs(self.name, outputs, self.get_outputs())
         except Exception as err:
             err.cosim_call = part
             raise
-        if stepped is not None:
-            out = np.concatenate((stepped, out))
-        return P.Stepped(done.t_reached, done.event, done.next_event, out)
+        return (done if done is not None else P.StepDone(t, False)), stepped
 
     def _fused_ports(self) -> tuple[dict, tuple]:
         """``({input: shape}, (output, ...))`` from the unit's description (asked once)."""
