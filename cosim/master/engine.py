@@ -74,7 +74,7 @@ class Engine:
         self.direct = {u: master.proxies[u].in_process() for u in names
                        if u in self.fusable and master.proxies[u].in_process() is not None}
         self.index = {u: i for i, u in enumerate(names)}
-        self._batches: dict = {}        # lane batches by (lane, layout of its units)
+        self.batches: dict = {}        # lane batches made, by (lane, layout of its units)
 
     # -- one attempt ------------------------------------------------------------------------
 
@@ -204,6 +204,10 @@ class Engine:
         sent = []
         clock = time.perf_counter
         started = clock()
+        if len(groups) == 1 and not others and not direct:
+            solo = self._solo(groups, T, H, started)
+            if solo is not None:
+                return solo
         for lane, members in groups.values():
             lane_batch = self._lane_batch(lane, members)
             if lane_batch is None:
@@ -279,19 +283,52 @@ class Engine:
             raise min(failures, key=lambda f: f[0])[1]
         return replies
 
+    def _solo(self, groups, T, H, started):
+        """A round of one unit alone on its connection: its Step and Stepped in one call of
+        its batch (:meth:`LaneBatch.exchange <cosim.master.proxy.LaneBatch.exchange>`); None
+        when the round is not such."""
+        ((lane, members),) = groups.values()
+        if len(members) != 1:
+            return None
+        ((u, step),) = members
+        if step.t != T or step.h != H:
+            return None
+        lane_batch = self._lane_batch(lane, members)
+        if lane_batch is None:
+            return None
+        rep = lane_batch.exchange(T, H, step.data)
+        calls = self.master.calls
+        times = calls.step_times.get(u)
+        if times is None:
+            times = calls.step_times[u] = (array("d"), array("d"))
+        times[0].append(T)
+        times[1].append(time.perf_counter() - started)
+        if type(rep) is tuple:
+            rep = P.Stepped(*rep)
+        elif isinstance(rep, P.ErrorReply):
+            raise unit_error(u, step, rep, T)
+        elif type(rep) is not P.Stepped:
+            raise TransportError(u, "Step", f"answered {type(rep).__name__} to a Step", t=T)
+        calls.next_event[u] = rep.next_event
+        if rep.event:
+            calls.stopped[u] = rep.t_reached
+        else:
+            calls.stopped.pop(u, None)
+        return {u: [rep]}
+
     def _lane_batch(self, lane, members):
         """The lane's batch for ``members`` (unit, Step) in their layout (made once per
         layout), or None when the lane cannot carry it."""
         key = (id(lane),) + tuple((u, s.inputs, s.orders, s.mode, s.data.size) for u, s in members)
-        found = self._batches.get(key, False)
+        found = self.batches.get(key, False)
         if found is not False:
             return found
-        if len(self._batches) >= 256:
-            self._batches.clear()
+        if len(self.batches) >= 256:
+            self.batches.clear()
         specs = [(u, s.inputs, s.orders, s.mode, s.data.size,
                   self.packers[u].size * (2 if s.mode & P.STEP_RESET else 1))
                  for u, s in members]
-        made = self._batches[key] = lane.batch(specs)
+        made = self.batches[key] = lane.batch(specs)
         return made
 
     def _gather(self, u, kind, replies, outputs, refreshed) -> None:

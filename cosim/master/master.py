@@ -32,7 +32,6 @@ from cosim.master.extrapolation import PortHistory
 from cosim.master.fused import FusedStep
 from cosim.master.pipeline import Pipeline
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
-from cosim.master.rounds import FusedRounds
 from cosim.master.recovery import recover
 from cosim.master.stepsize import StepControl
 from cosim.master.unitgraph import UnitGraph
@@ -80,7 +79,6 @@ class Master:
         self.T = config.t0
         self._checkpoint = None
         self._provisional = None    # (capture, records) before a provisional step, see run()
-        self._direct = None         # the FusedRounds a macro step is, see initialize()
         self.engine = None          # the macro-step program's runner, see initialize()
         self._initialized = False
 
@@ -153,16 +151,7 @@ class Master:
                       and self.proxies[u].in_process() is None}
         # Remote units: plain macro steps pipelined (each unit stepped once its inputs are in).
         self.pipeline = None if self.compiled is not None else Pipeline.build(self)
-        # Jacobi steps of the units outside couplings: one message per connection, written
-        # from the values (no message object per unit) when all of them have lanes.
         self.plain = [u for u in self.names if u not in self.coupling_of]
-        self.rounds = FusedRounds.build(self, self.plain)
-        # A macro step that is nothing but the rounds (no coupling to iterate, no output to
-        # refresh, no step size to control): step() goes straight to them.
-        self._direct = self.rounds if (self.engine is None and self.rounds is not None
-                                       and not self.couplings
-                                       and not self.refresh_levels
-                                       and not self.cfg.adaptive) else None
         self._initialized = True
         if self.cfg.checkpoint_every:
             self._checkpoint = self._capture()
@@ -183,14 +172,6 @@ class Master:
         """One accepted macro step from ``T`` (adaptive: retried until accepted); returns H."""
         H = self.H if H is None else H
         T = self.T
-        direct = self._direct
-        if direct is not None:
-            # What the loop below does for such a step, without its checks.
-            outputs: dict = {}
-            if direct.step(T, H, self.values, outputs):
-                self.step_log.append(StepRecord(T, H))
-                self._accept(H, outputs)
-                return H
         engine = self.engine
         tries = 0
         while True:
@@ -241,9 +222,8 @@ class Master:
         record = StepRecord(T, H)
         outputs: dict = {}
         if self.cfg.scheme is Scheme.JACOBI:
-            if self.rounds is None or not self.rounds.step(T, H, self.values, outputs):
-                batch = {u: self._step_requests(u, T, H, {}) for u in self.plain}
-                self._gather(self._call(batch, T), outputs, -1)
+            batch = {u: self._step_requests(u, T, H, {}) for u in self.plain}
+            self._gather(self._call(batch, T), outputs, -1)
             for g in self.couplings:
                 record = self._iterate(g, T, H, {}, outputs, record)
         else:

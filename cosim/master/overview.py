@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cosim.config import Scheme
+from cosim.master import protocol as P
 from cosim.master.partition import Link
+from cosim.master.program import Program, compile_program
 
 __all__ = ["CosimOverview", "UnitRow", "overview"]
 
@@ -48,6 +50,9 @@ class CosimOverview:
         each macro step unless ``iterate`` is off or feedthrough is delayed.
     order : tuple of str
         Gauss–Seidel: the order units step in; Jacobi: the units (all step together).
+    program : Program
+        The macro-step program (:mod:`cosim.master.program`) for the configured placement:
+        its stages and round trips per macro step.
     """
 
     model: str
@@ -57,6 +62,7 @@ class CosimOverview:
     links: tuple[Link, ...]
     couplings: tuple[tuple[str, ...], ...]
     order: tuple[str, ...]
+    program: Program
 
     def table(self) -> str:
         """Units, links, couplings and order as plain text."""
@@ -81,6 +87,7 @@ class CosimOverview:
         else:
             lines.append("order (Jacobi): all units step together from the inputs at the "
                          "start of the macro step")
+        lines.append(self.program.table())
         return "\n".join(lines)
 
     def to_dot(self) -> str:
@@ -139,8 +146,12 @@ def overview(model, config) -> CosimOverview:
                                 tuple(p.name for p in d.outputs), where))
         order = master.order if cfg.scheme is Scheme.GAUSS_SEIDEL else \
             [s.name for s in sim.partition.units]
+        local = {r.name for r in rows if cfg.backend_of(r.name) == "local"}
+        fusable = {u for u, d in master.desc.items() if P.FUSED_STEP in d.capabilities}
+        program = compile_program(master.graph, cfg.scheme, master.order, master.delayed,
+                                  local, fusable)
         return CosimOverview(model.name, cfg.H, cfg.scheme, tuple(rows),
                              tuple(sim.partition.links),
-                             tuple(tuple(g) for g in master.couplings), tuple(order))
+                             tuple(tuple(g) for g in master.couplings), tuple(order), program)
     finally:
         sim.close()

@@ -23,7 +23,7 @@ A unit whose proxy offers a :class:`~cosim.master.proxy.Lane` and whose inputs h
 value over the step (extrapolation order 0) takes its fused steps through a lane batch of its
 own (:class:`_LaneSteps`): its ``Step`` written from a prepared header and the driving
 outputs' float64 buffers, its ``Stepped`` read in place — the bytes of the ``Step`` message,
-without the message objects and the codec (as :mod:`cosim.master.rounds` does in lockstep).
+without the message objects and the codec (as :mod:`cosim.master.engine` does in lockstep).
 When the lane offers a stream (:meth:`Lane.stream <cosim.master.proxy.Lane.stream>`, a
 connection of the unit's own), step ``n + 1`` is sent as soon as its inputs are in, while
 step ``n`` is still computed: the unit finds it waiting when it is done, instead of idling
@@ -40,17 +40,21 @@ through the protocol.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from array import array
+
+import numpy as np
 
 from cosim.config import Scheme
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
 from cosim.master.compiled import Chunk
 from cosim.master.extrapolation import KEPT, PortHistory
-from cosim.master.rounds import (lane_spec, output_layout, output_sizes, step_values,
-                                 unusual_reply)
+from cosim.errors import TransportError
+
+_F64 = np.dtype(np.float64)
 
 __all__ = ["Pipeline"]
 
@@ -401,3 +405,67 @@ class _LaneSteps:
             return {self.whole: out}
         return {key: out[a:b].reshape(shape) for key, shape, a, b in self.layout}
 
+
+def output_sizes(master) -> dict:
+    """Every unit output's key -> the number of values it packs into a Step."""
+    return {(u, p.name): math.prod(p.shape) for u, d in master.desc.items()
+            for p in d.outputs}
+
+
+def lane_spec(master, u: str, sizes: dict) -> tuple | None:
+    """Unit ``u``'s spec for :meth:`Lane.batch <cosim.master.proxy.Lane.batch>`,
+    ``(unit, input names, orders (zeros), mode, input values, output values)``, or None when
+    an input's
+    size is not that of the output driving it (``sizes``: :func:`output_sizes`)."""
+    fused = master.fused[u]
+    shapes = {p.name: p.shape for p in master.desc[u].inputs}
+    n_in = 0
+    for name, key in fused.ports:
+        if name not in shapes or math.prod(shapes[name]) != sizes.get(key):
+            return None
+        n_in += sizes[key]
+    return (u, fused.names, fused.held, P.STEP_REFRESH if master.delayed else 0, n_in,
+            fused.size)
+
+
+def output_layout(fused) -> tuple[list, tuple | None]:
+    """Where a unit's outputs sit in its Stepped's packed values: ``(key, shape, start,
+    end)`` per output, and the key of a single output of shape ``(n,)`` (the packed array
+    itself), else None."""
+    layout = [((fused.unit, name), shape, a, b) for name, shape, a, b in fused.layout]
+    whole = layout[0][0] if len(layout) == 1 and layout[0][1] == (
+        layout[0][3] - layout[0][2],) else None
+    return layout, whole
+
+
+def step_values(value, n: int):
+    """``value`` as the float64 values a Step carries (itself when it is such an array), or
+    None when it has not ``n`` values."""
+    v = np.ascontiguousarray(value, dtype=_F64).reshape(-1)
+    return v if v.size == n else None
+
+
+def unusual_reply(name: str, fused, rep, T: float) -> tuple:
+    """A lane's reply that is not a plain Stepped of the expected size (see
+    :meth:`LaneBatch.receive <cosim.master.proxy.LaneBatch.receive>`): its error raised, or
+    ``(t_reached, event, next_event, outputs)`` of a Stepped the master checks as the
+    protocol path does.
+
+    Parameters
+    ----------
+    name : str
+        The unit.
+    fused : FusedStep
+        Its fused step (the outputs' layout).
+    rep : Reply
+        The decoded reply.
+    T : float
+        Start of the macro step, s.
+    """
+    if isinstance(rep, P.ErrorReply):
+        raise_error(name, P.Step((), (), 0, T, 0.0, np.zeros(0)), rep, T)
+    if type(rep) is not P.Stepped:
+        raise TransportError(name, "Step", f"answered {type(rep).__name__} to a Step", t=T)
+    out: dict = {}
+    fused.outputs(rep, out)                     # raises for outputs of the wrong size
+    return rep.t_reached, rep.event, rep.next_event, rep.outputs

@@ -76,9 +76,8 @@ class Proxy(ABC):
 class Lane(ABC):
     """Fused macro steps (:class:`~cosim.master.protocol.Step`) of the units on one
     connection, written from float64 buffers without a message object per unit: what the
-    macro-step engine (:mod:`cosim.master.engine`) and :mod:`cosim.master.rounds` send
-    rounds through, and :mod:`cosim.master.pipeline` for each unit it drives from a thread
-    of its own.
+    macro-step engine (:mod:`cosim.master.engine`) sends its rounds through, and
+    :mod:`cosim.master.pipeline` for each unit it drives from a thread of its own.
 
     How to write a lane
     -------------------

@@ -1,5 +1,5 @@
-"""A unit alone on its connection (:mod:`cluster.sololane`, :class:`cosim.master.rounds.
-SoloRound`): its macro step is one exchange, bit for bit the in-process run, with the same
+"""A unit alone on its connection (:mod:`cluster.sololane`, the engine's one-unit round):
+its macro step is one exchange, bit for bit the in-process run, with the same
 failures and recovery; a unit server's fast lane (:meth:`cluster.lane.FusedLane.answer`)
 answers whatever frames arrive and serves on."""
 
@@ -17,7 +17,6 @@ from cluster.sololane import SoloBatch
 from cosim import (CoSimulation, CosimConfig, Inport, Model, Outport, SimulationConfig,
                    SimulationError, Subsystem)
 from cosim.master import protocol as P
-from cosim.master.rounds import SoloRound
 from tests.cluster.scenarios import Crash, Fail
 
 pytestmark = pytest.mark.cluster
@@ -59,9 +58,8 @@ def test_a_unit_alone_steps_in_one_exchange_bit_identical_to_in_process(processe
     sim = CoSimulation(alone(), config(backend="zmq", processes=processes))
     try:
         sim.master.initialize()
-        rounds = sim.master.rounds
-        assert type(rounds) is SoloRound and type(rounds.batch) is SoloBatch
         logs = sim.run()
+        assert [type(b) for b in sim.master.engine.batches.values()] == [SoloBatch]
         ts, seconds = sim.master.calls.step_times["u0"]
     finally:
         sim.close()
@@ -76,7 +74,7 @@ def test_a_unit_alone_that_fails_fails_as_in_process():
     sim = CoSimulation(alone(Fail("f", 0.25)), config(backend="zmq"))
     try:
         sim.master.initialize()
-        assert type(sim.master.rounds) is SoloRound
+        assert "u0" in sim.master.engine.lanes
         with pytest.raises(SimulationError, match="gave up") as remote:
             sim.run()
         assert remote.value.t == local.value.t and sim.t == ref.t

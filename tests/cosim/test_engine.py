@@ -146,3 +146,14 @@ def test_program_round_trips():
     assert programs(fan(), 0.01, local=set()).round_trips == 2
     chain = programs(servo_chain(0.02), 0.02, "gauss-seidel", local=set())
     assert chain.round_trips == 4, chain.table()
+
+
+def test_plan_shows_the_program_for_the_configured_placement():
+    from cosim.master.overview import overview
+    H = 0.01
+    local = overview(fan(), SimulationConfig(dt=H / 4, t_end=H, cosim=CosimConfig(H=H)))
+    assert local.program.round_trips == 0
+    zmq = overview(fan(), SimulationConfig(dt=H / 4, t_end=H, cosim=CosimConfig(
+        H=H, backend="zmq")))
+    assert zmq.program.round_trips == 2
+    assert "2 round trip(s)" in zmq.table() and "g0:refresh" in zmq.table()
