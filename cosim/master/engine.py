@@ -108,14 +108,22 @@ class Engine:
         refreshed: dict = {}
         record = StepRecord(T, H)
         calls = self.master.calls
-        for stage in self.program.stages:
+        stages = self.program.stages
+        held = None
+        for i, stage in enumerate(stages):
             if stage.coupling:
-                record = self._iterate(stage, T, H, outputs, record)
-            else:
-                self._round(stage.sends, T, H, T_next, outputs, refreshed, calls.stopped)
+                record = self._iterate(stage, T, H, outputs, refreshed, record, held)
+                held = None
+                continue
+            # A round whose next stage is a coupling joined to it goes out with that
+            # coupling's first iteration.
+            joined = i + 1 < len(stages) and stages[i + 1].joined
+            held = self._round(stage.sends, T, H, T_next, outputs, refreshed, calls.stopped,
+                               hold=joined)
         return outputs, refreshed, record
 
-    def _round(self, sends, T, H, T_next, outputs, refreshed, stopped) -> None:
+    def _round(self, sends, T, H, T_next, outputs, refreshed, stopped, hold=False):
+        """Run one round (``hold``: return its ``(batch, kinds)`` unsent instead)."""
         batch, kinds = {}, {}
         for s in sends:
             u = s.unit
@@ -130,11 +138,14 @@ class Engine:
             fresh = {k: outputs[k] for k in s.fresh}
             batch[u], kinds[u] = self._requests(u, s.step, after, fresh, {}, flags, T, H,
                                                 T_next)
+        if hold:
+            return batch, kinds
         if not batch:
-            return
+            return None
         reps = self._exchange(batch, T, H)
         for u, rs in reps.items():
             self._gather(u, kinds[u], rs, outputs, refreshed)
+        return None
 
     def _requests(self, u, step, after, fresh, cand, flags, T, H, T_next) -> tuple:
         """Unit ``u``'s requests for one stage and how to read its replies."""
@@ -363,10 +374,11 @@ class Engine:
 
     # -- iterated couplings -----------------------------------------------------------------
 
-    def _iterate(self, stage, T, H, outputs, record) -> StepRecord:
+    def _iterate(self, stage, T, H, outputs, refreshed, record, held=None) -> StepRecord:
         """A coupling iterated to a fixed point over ``[T, T+H]`` (as the protocol path's
         :func:`~cosim.master.coupling.iterate_step`), its units rolled back on their own
-        side between iterations."""
+        side between iterations; ``held``: the ``(batch, kinds)`` of the round before it,
+        sent with its first iteration."""
         cfg, master = self.cfg, self.master
         g = stage.coupling
         keys = self.graph.coupling_keys(list(g))
@@ -374,7 +386,14 @@ class Engine:
         history = master.history
 
         def run(cand, extra):
+            nonlocal held
             batch, kinds = {}, {}
+            if held is not None:
+                (batch, kinds), held = held, None
+                batch, kinds = dict(batch), dict(kinds)
+                joined = set(batch)
+            else:
+                joined = ()
             for v in g:
                 flags = self._flags[v] | extra
                 self._flags[v] = 0
@@ -382,7 +401,7 @@ class Engine:
                                                     T + H)
             reps = self._exchange(batch, T, H)
             for v, rs in reps.items():
-                self._gather(v, kinds[v], rs, outputs, {})
+                self._gather(v, kinds[v], rs, outputs, refreshed if v in joined else {})
 
         if not cfg.iterate:
             run({}, 0)

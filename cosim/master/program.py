@@ -60,13 +60,16 @@ class Send:
 @dataclass(frozen=True)
 class Stage:
     """What runs at one point of the macro step: a round of messages (``sends``), or an
-    algebraic coupling iterated to a fixed point (``coupling``), each over units all in this
-    process (``local``: no round trip) or not."""
+    algebraic coupling iterated to a fixed point (``coupling``, its steps reading the
+    outputs ``fresh`` computed for T+H), each over units all in this process (``local``: no
+    round trip) or not. A coupling ``joined`` to the round before it sends its first
+    iteration with that round (both only read what was known before it)."""
 
     sends: tuple = ()
     coupling: tuple = ()
     fresh: tuple = ()
     local: bool = False
+    joined: bool = False
 
 
 @dataclass
@@ -77,8 +80,9 @@ class Program:
 
     @property
     def round_trips(self) -> int:
-        """Round trips per macro step (an iterated coupling counts one per iteration: 1)."""
-        return sum(1 for s in self.stages if not s.local)
+        """Round trips per macro step when every coupling converges at its first iteration
+        (each further iteration of a coupling of units in other processes adds one)."""
+        return sum(1 for s in self.stages if not s.local and not s.joined)
 
     def table(self) -> str:
         """One line per stage: what it sends to whom."""
@@ -88,6 +92,8 @@ class Program:
             where = "in process" if s.local else "round trip"
             if s.coupling:
                 what = "iterate " + " <-> ".join(s.coupling)
+                if s.joined:
+                    what += " (first iteration with the round before)"
             else:
                 what = ", ".join(f"{x.unit}:" + "+".join(
                     (["step"] if x.step else []) + (["refresh"] if x.reset else []))
@@ -216,6 +222,8 @@ def _stages(ready, local, fresh_of, sources, needs, done, local_units, fusable) 
             Send(u, step, reset, fresh_of.get(("step", u), ()) if step else (),
                  sources.get(u, ()) if reset else ())
             for u, (step, reset) in sends.items()), local=local))
-    out += [Stage(coupling=n[1], fresh=fresh_of[n], local=local)
-            for n in ready if n[0] == "iterate"]
+    couplings = [n for n in ready if n[0] == "iterate"]
+    out += [Stage(coupling=n[1], fresh=fresh_of[n], local=local,
+                  joined=bool(sends) and i == 0 and not local)
+            for i, n in enumerate(couplings)]
     return out

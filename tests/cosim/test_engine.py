@@ -146,6 +146,9 @@ def test_program_round_trips():
     assert programs(fan(), 0.01, local=set()).round_trips == 2
     chain = programs(servo_chain(0.02), 0.02, "gauss-seidel", local=set())
     assert chain.round_trips == 4, chain.table()
+    # Jacobi: the coupling's first iteration travels with the other unit's step.
+    loop = programs(coupled(), 0.01, local=set())
+    assert loop.round_trips == 1 and loop.stages[-1].joined, loop.table()
 
 
 def test_plan_shows_the_program_for_the_configured_placement():
