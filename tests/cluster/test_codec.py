@@ -318,7 +318,7 @@ def test_encode_enforces_the_size_and_length_limits():
     (msgpack.packb([5, 1.0]), r"DoStep has 2 fields \(t, h\), got 1 values"),
     (msgpack.packb([5, "1", 2.0]), "invalid DoStep.t: expected a float, got str"),
     (msgpack.packb([36, 1.0, 0, 2.0]), "invalid StepDone.event: expected a bool, got int"),
-    (msgpack.packb([39, "nope", "m", None]), "'nope' is not a member of ErrorKind; allowed:"),
+    (msgpack.packb([39, "nope", "m", None, ""]), "'nope' is not a member of ErrorKind; allowed:"),
     (msgpack.packb([4, [1.0], {}]), "invalid SetInputs.values: expected a map, got list"),
     (msgpack.packb([4, {"u": 1.0}, {}]), r"SetInputs.values\['u'\]: expected an ndarray, got fl"),
     (msgpack.packb([4, {}, {"u": [1.0]}]), r"SetInputs.derivatives\['u'\]\[0\]: expected an nd"),
