@@ -108,6 +108,8 @@ class Engine:
         refreshed: dict = {}
         record = StepRecord(T, H)
         calls = self.master.calls
+        if rollback:
+            calls.stopped.clear()       # (a stop in the rejected attempt is undone with it)
         stages = self.program.stages
         held = None
         for i, stage in enumerate(stages):

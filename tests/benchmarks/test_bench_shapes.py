@@ -32,6 +32,7 @@ from cluster.codec import encode_batch
 from cosim import CoSimulation, CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
 from cosim.master import protocol as P
 from tests.benchmarks.rings import ring
+from tests.benchmarks.test_bench_backends import _echo
 
 N = 8
 STEPS = 300
@@ -80,19 +81,6 @@ def macro_step_us(make, options, backend, engine=True) -> tuple[float, int]:
         return best / STEPS * 1e6, trips
     finally:
         sim.close()
-
-
-def _echo(port_queue, reply):
-    import zmq
-    sock = zmq.Context.instance().socket(zmq.REP)
-    port = sock.bind_to_random_port("tcp://127.0.0.1")
-    port_queue.put(port)
-    while True:
-        msg = sock.recv()
-        if msg == b"stop":
-            sock.send(b"")
-            return
-        sock.send(reply)
 
 
 class RawEchoes:
