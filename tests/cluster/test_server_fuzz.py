@@ -129,6 +129,11 @@ def test_twenty_thousand_mutated_messages_kill_nothing(tmp_path):
             lane[type(rep).__name__] += 1
             if type(rep) is P.Stepped:
                 t = rep.t_reached
+            else:
+                # A flipped bit may make another valid Step (its mode rolling the unit back
+                # to a kept state, another h): go on from where the unit is.
+                sock.send_multipart([b"a", encode_batch([P.GetState()])])
+                t = decode_batch(sock.recv_multipart()[0])[0].t
         assert lane["Stepped"] > 1500, lane
         sock.close(linger=0)
         print("\n" + ", ".join(f"{k} {v}" for k, v in sorted(outcome.items())), dict(lane))
