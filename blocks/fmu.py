@@ -46,7 +46,10 @@ class FmuBlock(Block):
     path : str
         The ``.fmu`` file.
     sample_time : float
-        Communication step (s) of the FMU in the diagram.
+        Communication step (s) of the FMU in the diagram (also the unit's step when
+        co-simulated). FMI leaves the step to the importer: the FMU's default experiment
+        is not a constraint. An FMU that cannot handle a variable step is stepped with
+        this one constant step.
     start_values : dict of str to float or array, optional
         Parameters, structural parameters and start values set before initialization.
 
@@ -85,7 +88,9 @@ class FmuBlock(Block):
     def as_unit(self, name: str, config):
         """This FMU as a co-simulation unit."""
         from cosim.fmi.unit import FmuUnit
-        return FmuUnit(self.path, name, self.start_values)
+        step = self.sample_time[0] if isinstance(self.sample_time, tuple) else \
+            self.sample_time
+        return FmuUnit(self.path, name, self.start_values, step=step)
 
     def _outputs(self):
         self.outputs.update(_typed(np.concatenate(
@@ -180,7 +185,13 @@ class ModelExchangeFmuBlock(Block):
                                              f"ModelExchangeFmuBlock {self.name!r}")
         else:
             self._fmu.reset()
-        self.cstate = self._fmu.initialize(t0, self._start)
+        x = self._fmu.initialize(t0, self._start)
+        # An FMU without continuous states still has time, state and step events, which the
+        # event monitor finds on solver steps; in a model with no other continuous state no
+        # solver would step, so such an FMU holds one constant state (derivative 0) that
+        # makes time advance through the solver (fmpy does the same for its CVode).
+        self._clock_only = x.size == 0
+        self.cstate = np.zeros(1) if self._clock_only else x
         self._fmu.disc_values = None
 
     def _flat(self, variables) -> np.ndarray | None:
@@ -208,6 +219,8 @@ class ModelExchangeFmuBlock(Block):
         self.outputs.update(_typed(self._fmu.outputs(), self._outs))
 
     def derivative(self, t):
+        if self._clock_only:
+            return np.zeros(1)
         self._load(t)
         return self._fmu.derivatives()
 
@@ -225,7 +238,7 @@ class ModelExchangeFmuBlock(Block):
 
     def _event(self, t, disc) -> None:
         x = self._fmu.event(t, disc)
-        if x is not None:
+        if x is not None and not self._clock_only:
             self.cstate[:] = x
 
     def finalize(self):

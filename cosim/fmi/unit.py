@@ -46,9 +46,15 @@ class FmuUnit(Unit):
     start_values : dict of str to float or array, optional
         Values set before initialization (parameters, structural parameters and start
         values alike).
+    step : float, optional
+        The unit's communication step (s): every macro step is a multiple of it. Default:
+        the FMU's default-experiment step (a default only: FMI lets the importer choose),
+        else 1 ms. An FMU that declares ``canHandleVariableCommunicationStepSize="false"``
+        is stepped with one constant step; a different one is an error naming it.
     """
 
-    def __init__(self, path, name: str, start_values: dict | None = None):
+    def __init__(self, path, name: str, start_values: dict | None = None,
+                 step: float | None = None):
         self.name = name
         self.path = Path(path)
         self.md = read_fmu(self.path)
@@ -93,7 +99,14 @@ class FmuUnit(Unit):
         self._feedthrough = any(self._deps.get(v.name, ()) for v in self.outputs)
         self._y: np.ndarray | None = None
         de = self.md.defaultExperiment
-        self._dt = float(de.stepSize) if de and de.stepSize else 1e-3
+        self._dt = float(step) if step else \
+            float(de.stepSize) if de and de.stepSize else 1e-3
+        if not self._dt > 0 or not math.isfinite(self._dt):
+            raise ModelError(f"{where}: communication step {step!r} must be a positive "
+                             "number of seconds")
+        #: FMI: canHandleVariableCommunicationStepSize false -> one constant step size.
+        self._constant_h = not cs.canHandleVariableCommunicationStepSize
+        self._h_first: float | None = None
         self._t0, self._k = 0.0, 0
         # Direct steps: each input's live values [value, has derivatives, d1, d2, t]
         # (DirectStep), the outputs' slots, the stop times of steps that stopped.
@@ -142,6 +155,7 @@ class FmuUnit(Unit):
         inst.terminated = self._terminated = False
         self.t = inst.t = self._t0 = t0
         self._k = 0
+        self._h_first = None
         self._stops.clear()
         if self.fmi3:
             if any(v.causality == "structuralParameter" for v in self.md.modelVariables):
@@ -262,6 +276,8 @@ class FmuUnit(Unit):
         if self._terminated:
             raise SimulationError(f"{self.where}: stepped after the FMU asked to terminate",
                                   t=t)
+        if self._constant_h:
+            self._check_constant(t, h)
         if self._logged_t != self.t:
             self._record()          # the step's start, with the inputs just set
         inst = self.inst
@@ -272,6 +288,16 @@ class FmuUnit(Unit):
         self.t = inst.t = t_reached
         self._y = None
         return P.StepDone(t_reached, self._terminated, self._next_tick())
+
+    def _check_constant(self, t: float, h: float) -> None:
+        """An FMU that cannot handle a variable communication step gets one step size."""
+        if self._h_first is None:
+            self._h_first = h
+        elif not math.isclose(h, self._h_first, rel_tol=1e-9):
+            raise SimulationError(
+                f"{self.where}: the FMU declares canHandleVariableCommunicationStepSize="
+                f"false, so every step must be {self._h_first:g} s (its first); this one is "
+                f"{h:g} s (use a fixed macro step, and end time a multiple of it)", t=t)
 
     # -- direct steps (the compiled exchange) ---------------------------------------------
 
@@ -328,6 +354,8 @@ class FmuUnit(Unit):
                                           "terminate", t=t)
                 if self._logged_t != self.t:
                     record()            # the step's start, with the inputs just set
+                if self._constant_h:
+                    self._check_constant(t, h)
                 inst.t = c_t.value = t
                 c_h.value = h
                 status = do_step(*args)

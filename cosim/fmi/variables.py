@@ -87,14 +87,30 @@ def structural_values(md, start_values: dict) -> dict[int, int]:
     """Value reference -> value of each FMI 3.0 structural parameter (start, or user-set)."""
     out = {}
     for v in md.modelVariables:
-        if v.causality == "structuralParameter":
+        if v.causality == "structuralParameter" and v.type not in ("String", "Binary"):
             val = start_values.get(v.name, v.start)
             try:
-                out[v.valueReference] = int(float(val))
+                out[v.valueReference] = number(val, v.type)
             except (TypeError, ValueError):
-                raise ModelError(f"structural parameter {v.name!r} has no integer value "
-                                 f"({val!r}); set it in start_values") from None
+                raise ModelError(f"structural parameter {v.name!r} ({v.type}) has no "
+                                 f"value of its type ({val!r}); set it in start_values"
+                                 ) from None
     return out
+
+
+def number(value, fmi_type: str) -> float | int:
+    """A start value as read from a model description (``"false"``, ``"3"``, ``"0.5"``) or
+    given by a user, as the number it means for FMI type ``fmi_type``."""
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if fmi_type == "Boolean" and word in ("true", "false"):
+            return int(word == "true")
+        value = float(word)
+    if fmi_type.startswith("Float") or fmi_type == "Real":
+        return float(value)
+    if float(value) != int(float(value)):
+        raise ValueError(value)
+    return int(float(value))
 
 
 def shape_of(v, structural: dict[int, int], where: str) -> tuple[int, ...]:
