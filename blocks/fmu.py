@@ -3,7 +3,8 @@ and a model-exchange FMU as a continuous block integrated by cosim's solvers.
 
 Ports have the FMU variables' shapes; their values are float64 arrays like every port's,
 which hold the FMU's integers, booleans (0/1) and enumerations exactly
-(:mod:`cosim.fmi.variables`). In a
+(:mod:`cosim.fmi.variables`). String and Binary variables are not ports: set them in
+``start_values`` (an unset input keeps its start value), read outputs with ``text_outputs()``. In a
 monolithic run a co-simulation FMU is a discrete block stepped at its sample hits (outputs
 that depend directly on inputs are refreshed for the current inputs); in a co-simulation a
 top-level FMU block becomes its own unit (:class:`cosim.fmi.unit.FmuUnit`). An FMU that asks
@@ -84,6 +85,12 @@ class FmuBlock(Block):
     def __getstate__(self):
         # A running FMU instance (ctypes) never travels: units rebuild their own.
         return {k: v for k, v in self.__dict__.items() if k != "_unit"} | {"_unit": None}
+
+    def text_outputs(self) -> dict:
+        """The FMU's String (``str``) and Binary (``bytes``) outputs now (initialized
+        block): they are not numeric ports. String and Binary inputs hold their
+        ``start_values`` (else their start values)."""
+        return self._unit.text_outputs()
 
     def as_unit(self, name: str, config):
         """This FMU as a co-simulation unit."""
@@ -240,6 +247,12 @@ class ModelExchangeFmuBlock(Block):
         x = self._fmu.event(t, disc)
         if x is not None and not self._clock_only:
             self.cstate[:] = x
+
+    def text_outputs(self) -> dict:
+        """The FMU's String (``str``) and Binary (``bytes``) outputs now (initialized
+        block); see :meth:`FmuBlock.text_outputs`."""
+        from cosim.fmi.description import read_text
+        return read_text(self._fmu.inst, self._md)
 
     def finalize(self):
         if self._fmu is not None:

@@ -12,9 +12,10 @@ import numpy as np
 
 from cosim.errors import ModelError
 from cosim.fmi.instance import FmuInstance
-from cosim.fmi.variables import FmuVariable, shape_of, structural_values
+from cosim.fmi.variables import (FmuVariable, shape_of, structural_values, text_value,
+                                 text_variables)
 
-__all__ = ["read_fmu", "start_value_setter"]
+__all__ = ["read_fmu", "read_text", "start_value_setter"]
 
 
 def read_fmu(path, interface: str = "cs") -> object:
@@ -49,11 +50,16 @@ def start_value_setter(inst: FmuInstance, md, start_values: dict, where: str):
                          f"(variables: {', '.join(vars_)})")
     structural = structural_values(md, start_values) if md.fmiVersion == "3.0" else {}
     phases = {"config": [], "init": []}
+    texts = {"config": [], "init": []}
     for name, value in start_values.items():
         v = vars_[name]
-        if v.type in ("String", "Binary", "Clock"):
-            raise ModelError(f"{where}: start value of {name!r}: a {v.type} variable cannot be "
-                             "set by cosim")
+        if v.type == "Clock":
+            raise ModelError(f"{where}: start value of {name!r}: a clock has no value to "
+                             "set (it ticks)")
+        phase = "config" if v.causality == "structuralParameter" else "init"
+        if v.type in ("String", "Binary"):
+            texts[phase].append((v, text_value(v, value, f"{where}: start value")))
+            continue
         fv = FmuVariable(name, v.valueReference, v.type,
                          np.dtype(np.float64), shape_of(v, structural, where),
                          v.variability or "continuous")
@@ -61,11 +67,30 @@ def start_value_setter(inst: FmuInstance, md, start_values: dict, where: str):
         if arr.size != fv.size:
             raise ModelError(f"{where}: start value of {name!r} has {arr.size} values; the "
                              f"variable has shape {fv.shape}")
-        phases["config" if v.causality == "structuralParameter" else "init"].append((fv, arr))
+        phases[phase].append((fv, arr))
 
     def apply(phase: str) -> None:
         items = phases[phase]
         if items:
             inst.write(inst.groups([fv for fv, _ in items]),
                        np.concatenate([a for _, a in items]))
+        f = inst.fmu
+        for v, value in texts[phase]:
+            if v.type == "String":
+                inst.call("setString", f.setString, [v.valueReference], [value])
+            else:
+                inst.call("fmi3SetBinary", f.setBinary, [v.valueReference], [value])
     return apply
+
+
+def read_text(inst: FmuInstance, md) -> dict:
+    """The String (``str``) and Binary (``bytes``) outputs of instance ``inst`` now."""
+    out, f = {}, inst.fmu
+    for v in text_variables(md, "output"):
+        if v.type == "String":
+            (val,) = inst.call("getString", f.getString, [v.valueReference])
+            out[v.name] = val.decode("utf-8") if isinstance(val, bytes) else val
+        else:
+            (val,) = inst.call("fmi3GetBinary", f.getBinary, [v.valueReference])
+            out[v.name] = bytes(val)
+    return out

@@ -26,7 +26,7 @@ import numpy as np
 
 from cosim.errors import ModelError, SimulationError, UnsupportedError
 from cosim.fmi.instance import DISCARD, FmuInstance
-from cosim.fmi.description import read_fmu, start_value_setter
+from cosim.fmi.description import read_fmu, read_text, start_value_setter
 from cosim.fmi.variables import clocks_of, exact_cast, ports_of
 from cosim.master import protocol as P
 from cosim.master.units import DirectStep, Unit
@@ -464,6 +464,11 @@ class FmuUnit(Unit):
             if not inside and not early:
                 return t_end
             t = reached
+
+    def text_outputs(self) -> dict:
+        """The FMU's String (``str``) and Binary (``bytes``) outputs now, by name (they are
+        not numeric ports)."""
+        return read_text(self.inst, self.md)
 
     def get_outputs(self) -> dict:
         y = self._outputs_now()

@@ -18,8 +18,8 @@ import numpy as np
 
 from cosim.errors import ModelError, SimulationError
 
-__all__ = ["Clock", "FmuVariable", "clocks_of", "exact_cast", "ports_of", "shape_of",
-           "structural_values"]
+__all__ = ["Clock", "FmuVariable", "clocks_of", "exact_cast", "number", "ports_of",
+           "shape_of", "structural_values", "text_value", "text_variables"]
 
 #: FMI type -> numpy dtype of its port.
 DTYPES = {
@@ -29,11 +29,8 @@ DTYPES = {
     "UInt64": np.uint64, "Boolean": np.bool_,
 }
 
-#: Types that cannot be ports, with the reason.
-REFUSED = {
-    "String": "a string variable carries text, which ports (numeric arrays) cannot",
-    "Binary": "a binary variable carries opaque bytes, which ports (numeric arrays) cannot",
-}
+#: FMI types whose values are text (``str``) or bytes, never numeric ports.
+TEXT_TYPES = ("String", "Binary")
 
 
 @dataclass(frozen=True)
@@ -163,9 +160,8 @@ def ports_of(md, start_values: dict, where: str, path=None
         if v.causality not in ("input", "output") or v.type == "Clock":
             continue
         t = v.type
-        if t in REFUSED:
-            problems.append(f"{v.causality} {v.name!r} is a {t}: {REFUSED[t]}")
-            continue
+        if t in TEXT_TYPES:
+            continue                # not a numeric port: text_variables
         if t == "Enumeration":
             dtype = np.dtype(np.int64 if fmi3 else np.int32)
         elif t in DTYPES:
@@ -180,9 +176,27 @@ def ports_of(md, start_values: dict, where: str, path=None
         clocks_of(md, path, where, problems)
     if problems:
         raise ModelError(f"{where}: " + "; ".join(problems)
-                         + " (use an FMU whose inputs and outputs are numbers, booleans, "
-                           "enumerations or time-based input clocks)")
+                         + " (cosim supports numeric, boolean, enumeration, string and "
+                           "binary variables and time-based input clocks)")
     return ins, outs
+
+
+def text_variables(md, causality: str) -> list:
+    """The String and Binary variables of ``md`` of ``causality`` (``"input"``,
+    ``"output"``), as fmpy model variables."""
+    return [v for v in md.modelVariables
+            if v.causality == causality and v.type in TEXT_TYPES]
+
+
+def text_value(v, value, where: str):
+    """``value`` checked for text variable ``v``: a ``str`` for a String, ``bytes`` for a
+    Binary."""
+    want = str if v.type == "String" else (bytes, bytearray)
+    if not isinstance(value, want):
+        raise ModelError(f"{where}: {v.name!r} is an FMI {v.type}; its value must be "
+                         f"{'a str' if v.type == 'String' else 'bytes'}, got "
+                         f"{type(value).__name__} {value!r}")
+    return bytes(value) if v.type == "Binary" else value
 
 
 def clocks_of(md, path, where: str, problems: list | None = None) -> list[Clock]:

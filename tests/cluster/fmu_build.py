@@ -89,7 +89,9 @@ def _header(spec: Spec, vrs: dict) -> str:
             sizes.append(f"case {i}: return {expr};")
     lines = [f"#define NV {n}"]
     lines += [f"#define VR_{v.name} {vrs[v.name]}" for v in spec.variables]
-    lines += [f"#define NX {len(spec.states)}", f"#define NZ {len(spec.indicators)}",
+    by_name = {v.name: v for v in spec.variables}
+    nx = sum(_size_slots(by_name[x]) for x in spec.states)     # array states count elements
+    lines += [f"#define NX {nx}", f"#define NZ {len(spec.indicators)}",
               f"#define CS_H {spec.cs_h!r}",
               f"static const char KIND[NV] = {{{', '.join(kind)}}};",
               f"static const double START[NV] = {{{', '.join(start)}}};",

@@ -64,3 +64,18 @@ LAG = Spec("Lag", "lag.c", [
     Var("x", "state_output", start=0.0), Var("der_x", "local", derivative_of="x"),
     Var("u", "input", start=1.0), Var("tau", "parameter", start=0.5)],
     states=("x",), step_size=0.01)
+
+#: No continuous state, time events only (FMI 2.0 and 3.0): a counter stepped every
+#: `period`, terminating when it reaches stop_at (at t = (stop_at - 1) * period).
+STAIR = Spec("Stair", "stair.c", [
+    Var("counter", "discrete_output", type="Int32", start=1),
+    Var("period", "parameter", start=1.0), Var("stop_at", "parameter", start=10.0)],
+    step_size=0.2, stop_time=10.0)
+
+#: An FMI 3.0 array state x (3,) with its array derivative, an array input and output, and
+#: a Boolean structural parameter.
+ARRAY_STATE = Spec("ArrayState", "arraystate.c", [
+    Var("doubled", "structural", type="Boolean", start=0),
+    Var("x", "state", start=1.0, dims=(3,)), Var("der_x", "local", dims=(3,), derivative_of="x"),
+    Var("u", "input", start=0.0, dims=(3,)), Var("y", "output", dims=(3,))],
+    states=("x",), step_size=0.1, stop_time=2.0)

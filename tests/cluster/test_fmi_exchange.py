@@ -1,0 +1,154 @@
+"""Model exchange in every model, FMI 2.0 and 3.0: an FMU without continuous states gets its
+time events (alone in a model, or beside other states), FMI 3.0 array states and derivatives,
+Boolean structural parameters; co-simulation FMUs stepped at the importer's step. Test FMUs
+are compiled here from ``fmu_sources/c`` (:mod:`fmu_build`); oracles are the analytic
+solutions and fmpy's ``simulate_fmu``."""
+
+import math
+
+import numpy as np
+import pytest
+
+from blocks import Constant
+from blocks.continuous import Integrator
+from blocks.fmu import FmuBlock, ModelExchangeFmuBlock
+from cosim import (CoSimulation, CosimConfig, Model, SimulationConfig, SimulationError,
+                   Simulator)
+from tests.cluster.fmu_build import build_fmu
+from tests.cluster.fmu_specs import ARRAY_STATE, LAG, STAIR
+
+TIGHT = dict(solver="RK45", rtol=1e-10, atol=1e-12)
+
+
+@pytest.fixture(scope="module", params=["2.0", "3.0"])
+def version(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def stair_fmu(version, tmp_path_factory):
+    return build_fmu(STAIR, version, tmp_path_factory.mktemp(f"stair{version}"))
+
+
+@pytest.fixture(scope="module")
+def array_fmu(tmp_path_factory):
+    return build_fmu(ARRAY_STATE, "3.0", tmp_path_factory.mktemp("array"))
+
+
+def run_stair(fmu, period, dt, t_end, with_state):
+    m = Model("m")
+    m.add(ModelExchangeFmuBlock("f", str(fmu), start_values={"period": period}))
+    if with_state:                   # an unrelated continuous state in the same model
+        m.add(Constant("one", 1.0), Integrator("i", 0.0))
+        m.connect("one.out", "i.in")
+    sim = Simulator(m, SimulationConfig(dt=dt, t_end=t_end, **TIGHT))
+    return sim, sim.run()
+
+
+@pytest.mark.parametrize("with_state", [False, True], ids=["alone", "beside_a_state"])
+@pytest.mark.parametrize("period, dt", [(1.0, 0.2), (0.37, 0.1)])
+def test_time_events_of_an_fmu_without_states_are_the_analytic_ones(stair_fmu, with_state,
+                                                                     period, dt):
+    """Stair: counter = 1 + floor(t / period); it asks to stop at t = 9 * period."""
+    sim, logs = run_stair(stair_fmu, period, dt, 10.0, with_state)
+    # The events at 1..8 periods switch; the one at 9 periods ends the run.
+    events = [t for t, _ in sim.switch_log]
+    exact = [k * period for k in range(1, 9)]
+    assert len(events) == len(exact)
+    np.testing.assert_allclose(events, exact, rtol=0, atol=1e-9)
+    assert sim.stopped and abs(sim.t - 9 * period) <= 1e-9
+    t, c = logs.time_of("f.counter"), logs["f.counter"][:, 0]
+    np.testing.assert_array_equal(c, 1 + np.floor(t / period + 1e-9))
+
+
+def test_time_events_of_an_fmu_without_states_match_fmpy(stair_fmu):
+    from fmpy import simulate_fmu
+    _, logs = run_stair(stair_fmu, 1.0, 0.2, 10.0, False)
+    ref = simulate_fmu(str(stair_fmu), fmi_type="ModelExchange", stop_time=10.0,
+                       output_interval=0.2)
+    t = logs.time_of("f.counter")
+    # fmpy's rows at the grid times, the value after an event at the same time.
+    last = np.append(ref["time"][1:] != ref["time"][:-1], True)
+    rt, rc = ref["time"][last], ref["counter"][last]
+    i = np.searchsorted(rt, t - 1e-9)
+    np.testing.assert_allclose(rt[i], t, atol=1e-9)
+    np.testing.assert_array_equal(logs["f.counter"][:, 0], rc[i])
+
+
+@pytest.mark.parametrize("doubled", [False, True])
+def test_fmi3_array_state_and_derivative_are_the_analytic_ones(array_fmu, doubled):
+    """x' = -k x + g u element-wise, x(0) = 1: x = e^{-kt} + g u / k (1 - e^{-kt})."""
+    m = Model("m")
+    m.add(ModelExchangeFmuBlock("f", str(array_fmu), start_values={"doubled": doubled}),
+          Constant("u", np.array([1.0, 2.0, 3.0])))
+    m.connect("u.out", "f.u")
+    logs = Simulator(m, SimulationConfig(dt=0.1, t_end=2.0, **TIGHT)).run()
+    t = logs.time_of("f.y")[:, None]
+    k, u, g = np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 3.0]), 2.0 if doubled else 1.0
+    exact = np.exp(-k * t) + g * u / k * (1 - np.exp(-k * t))
+    assert logs["f.y"].shape == (21, 3)
+    np.testing.assert_allclose(logs["f.y"], exact, rtol=0, atol=1e-8)
+
+
+def test_fmi3_array_state_matches_fmpy_on_every_path(array_fmu):
+    from fmpy import simulate_fmu
+    ref = {kind: simulate_fmu(str(array_fmu), fmi_type=kind, stop_time=2.0,
+                              output_interval=0.1, relative_tolerance=1e-10,
+                              start_values={"doubled": True})
+           for kind in ("ModelExchange", "CoSimulation")}
+    m = Model("m")
+    m.add(ModelExchangeFmuBlock("f", str(array_fmu), start_values={"doubled": True}))
+    m.add(Constant("u", np.zeros(3)))
+    m.connect("u.out", "f.u")
+    me = Simulator(m, SimulationConfig(dt=0.1, t_end=2.0, **TIGHT)).run()
+    np.testing.assert_allclose(me["f.y"], ref["ModelExchange"]["y"], rtol=0, atol=1e-8)
+    m.blocks[0] = FmuBlock("f", str(array_fmu), 0.1, start_values={"doubled": True})
+    cs = CoSimulation(m, SimulationConfig(dt=0.1, t_end=2.0, cosim=CosimConfig(H=0.1))).run()
+    # Equal but for fmpy's accumulated step times (t += h; cosim: k * h).
+    np.testing.assert_allclose(cs["f/fmu.y"], ref["CoSimulation"]["y"], rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("H", [0.01, 0.005, 0.04])
+def test_the_importer_chooses_the_step_not_the_default_experiment(version, tmp_path_factory,
+                                                                  H):
+    """LAG's default experiment says 0.01 s; FMI leaves the step to the importer: the FMU is
+    stepped at the FmuBlock's sample_time (= H here), as fmpy steps it."""
+    from fmpy import simulate_fmu
+    fmu = build_fmu(LAG, version, tmp_path_factory.mktemp(f"lag{version}"))
+    m = Model("m")
+    m.add(FmuBlock("f", str(fmu), H), Constant("u", 1.0))
+    m.connect("u.out", "f.u")
+    cs = CoSimulation(m, SimulationConfig(dt=H, t_end=0.4, cosim=CosimConfig(H=H))).run()
+    ref = simulate_fmu(str(fmu), stop_time=0.4, step_size=H, output_interval=H,
+                       start_values={"u": 1.0})
+    # fmpy accumulates its communication times (t += h), cosim computes them (k * h): the
+    # step times, hence the values, may differ in the last bit.
+    np.testing.assert_allclose(cs["f/fmu.x"][:, 0], ref["x"], rtol=1e-14, atol=0)
+    np.testing.assert_allclose(cs.time_of("f/fmu.x"), ref["time"], rtol=0, atol=1e-12)
+
+
+def test_an_fmu_that_cannot_vary_its_step_refuses_a_second_step_size(tmp_path):
+    """canHandleVariableCommunicationStepSize="false": one constant step, else an error
+    naming the FMU, both sizes and the remedy."""
+    import zipfile
+    fmu = build_fmu(LAG, "2.0", tmp_path / "lag")
+    fixed = tmp_path / "Fixed.fmu"
+    with zipfile.ZipFile(fmu) as z, zipfile.ZipFile(fixed, "w") as out:
+        for n in z.namelist():
+            data = z.read(n)
+            if n == "modelDescription.xml":
+                data = data.replace(b'canHandleVariableCommunicationStepSize="true"',
+                                    b'canHandleVariableCommunicationStepSize="false"')
+            out.writestr(n, data)
+    from cosim.fmi.unit import FmuUnit
+    unit = FmuUnit(fixed, "lag", step=0.01)
+    unit.initialize(0.0)
+    try:
+        unit.do_step(0.0, 0.02)
+        unit.do_step(0.02, 0.02)
+        with pytest.raises(SimulationError, match=r"FMU unit 'lag' \(Fixed\.fmu\): the FMU "
+                           r"declares canHandleVariableCommunicationStepSize=false, so every "
+                           r"step must be 0\.02 s .*this one is 0\.01 s \(use a fixed macro"):
+            unit.do_step(0.04, 0.01)
+    finally:
+        unit.terminate()
