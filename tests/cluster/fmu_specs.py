@@ -29,11 +29,12 @@ def _pairs(*pairs):
                                                   if not t.startswith("Float") else "output"))]
 
 
-#: Every FMI 2.0 type, input -> output (numbers doubled, booleans negated, enumerations next).
+#: Every FMI 2.0 type, input -> output (numbers doubled, booleans negated, enumerations next,
+#: strings copied).
 TYPES2 = Spec("Types", "types.c", _pairs(
     ("r", "Float64", 1.5, ()), ("i", "Int32", 3, ()), ("b", "Boolean", 0, ()),
-    ("e", "Enumeration", 1, ())), enumerations={"Level": ("low", "mid", "high")},
-    step_size=0.1)
+    ("e", "Enumeration", 1, ()), ("t", "String", "Set me!", ())),
+    enumerations={"Level": ("low", "mid", "high")}, step_size=0.1)
 
 #: Every FMI 3.0 type and width, fixed-size and structurally sized arrays.
 TYPES3 = Spec("Types", "types.c", [
@@ -41,7 +42,8 @@ TYPES3 = Spec("Types", "types.c", [
     ("f32", "Float32", 0.25, ()), ("i8", "Int8", -3, ()), ("u16", "UInt16", 7, ()),
     ("i32", "Int32", -5, ()), ("i64", "Int64", 1 << 40, ()), ("u64", "UInt64", 1 << 50, ()),
     ("b", "Boolean", 1, ()), ("e", "Enumeration", 2, ()), ("a", "Float64", 1.0, (3,)),
-    ("s", "Float64", 2.0, ("n",))), enumerations={"Level": ("low", "mid", "high")},
+    ("s", "Float64", 2.0, ("n",)), ("t", "String", "Set me!", ()),
+    ("bin", "Binary", b"\x00\xffab", ())), enumerations={"Level": ("low", "mid", "high")},
     step_size=0.1)
 
 #: An FMI 3.0 co-simulation FMU with a time-based input clock (interval 0.3 s).
