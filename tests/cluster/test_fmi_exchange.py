@@ -152,3 +152,28 @@ def test_an_fmu_that_cannot_vary_its_step_refuses_a_second_step_size(tmp_path):
             unit.do_step(0.04, 0.01)
     finally:
         unit.terminate()
+
+
+def test_macro_points_are_stamped_once_so_a_results_table_has_one_row_each(tmp_path):
+    """An FMU unit at 0.1 s stamps its samples 3 * 0.1 = 0.30000000000000004 s, the
+    top-level blocks at 0.01 s stamp 30 * 0.01 = 0.3 s: the master's time of the macro
+    point stamps both, so the CSV has one row per 0.01 s tick and a full row per macro
+    point."""
+    import csv
+    fmu = build_fmu(LAG, "2.0", tmp_path / "lag")
+    m = Model("m")
+    m.add(Constant("u", 1.0), FmuBlock("f", str(fmu), 0.1), Integrator("i", 0.0))
+    m.connect("u.out", "f.u")
+    m.connect("f.x", "i.in")
+    logs = CoSimulation(m, SimulationConfig(dt=0.01, t_end=10.0,
+                                            cosim=CosimConfig(H=0.1))).run()
+    logs.to_csv(tmp_path / "out.csv")
+    rows = list(csv.reader(open(tmp_path / "out.csv")))
+    header, body = rows[0], rows[1:]
+    assert len(body) == 1001
+    times = np.array([float(r[0]) for r in body])
+    np.testing.assert_allclose(times, np.arange(1001) * 0.01, rtol=0, atol=1e-12)
+    fmu_col = header.index("f/fmu.x")
+    filled = [k for k, r in enumerate(body) if r[fmu_col] != ""]
+    assert filled == list(range(0, 1001, 10))         # the 101 macro points, nothing else
+    assert logs.time_of("f/fmu.x")[3] == logs.time_of("i.out")[30]
