@@ -164,7 +164,9 @@ class ModelExchangeFmuBlock(Block):
         ins, outs = ports_of(md, dict(start_values or {}), where, path)
         if md.fmiVersion == "3.0" and clocks_of(md, path, where):
             raise ModelError(f"{where}: clocks of a model-exchange FMU are not supported "
-                             "(use its co-simulation interface with FmuBlock)")
+                             "(docs/fmi.md)" + ("; use its co-simulation interface with "
+                                                "FmuBlock, which ticks time-based input clocks"
+                                                if md.coSimulation is not None else ""))
         _check_names("ModelExchangeFmuBlock", name, path, ins + outs)
         super().__init__(name, inputs=tuple(v.name for v in ins),
                          outputs=tuple(v.name for v in outs))

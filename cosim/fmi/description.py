@@ -31,6 +31,10 @@ def read_fmu(path, interface: str = "cs") -> object:
         raise ModelError(f"{p} is not a valid FMU: {type(err).__name__}: {err}") from None
     if md.fmiVersion not in ("2.0", "3.0"):
         raise ModelError(f"{p}: FMI {md.fmiVersion} is not supported (FMI 2.0 and 3.0 are)")
+    if md.coSimulation is None and md.modelExchange is None:
+        raise ModelError(f"{p} offers only FMI 3.0 Scheduled Execution, an optional interface "
+                         "that cosim does not support (docs/fmi.md lists what is supported); "
+                         "export the model with a co-simulation or model-exchange interface")
     if interface == "cs" and md.coSimulation is None:
         raise ModelError(f"{p} is not a co-simulation FMU (FMI {md.fmiVersion}); use it as a "
                          "model-exchange block (ModelExchangeFmuBlock) instead")

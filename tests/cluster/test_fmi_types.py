@@ -193,3 +193,26 @@ def test_time_based_input_clock_ticks_as_scheduled_events(ticker_fmu, H, cosim):
     ticks = np.ceil(t / 0.3 - 1e-9)
     np.testing.assert_array_equal(logs[key][:, 0], ticks)
     np.testing.assert_array_equal(logs[key.replace("count", "total")][:, 0], 2.0 * ticks)
+
+
+@pytest.mark.parametrize("block", ["FmuBlock", "ModelExchangeFmuBlock"])
+def test_a_scheduled_execution_only_fmu_is_refused_as_an_optional_interface(ticker_fmu,
+                                                                            tmp_path, block):
+    """Both blocks name the interface the FMU offers (neither points at the other)."""
+    import re
+    import zipfile
+
+    import blocks.fmu
+    fmu = tmp_path / "Scheduled.fmu"
+    with zipfile.ZipFile(ticker_fmu) as z, zipfile.ZipFile(fmu, "w") as out:
+        for n in z.namelist():
+            data = z.read(n)
+            if n == "modelDescription.xml":
+                text = re.sub(r"<ModelExchange[^>]*/>", "", data.decode())
+                text = re.sub(r"<CoSimulation[^>]*/>",
+                              '<ScheduledExecution modelIdentifier="Ticker"/>', text)
+                data = text.encode()
+            out.writestr(n, data)
+    with pytest.raises(ModelError, match=r"offers only FMI 3\.0 Scheduled Execution, an "
+                                         r"optional interface that cosim does not support"):
+        getattr(blocks.fmu, block)("f", str(fmu))
