@@ -81,8 +81,10 @@ class {cls}({base}):
         # run): the carried cosim resets its state first, in a Python importer.
         from cosim.fmi.pythonfmu_exit import release_at_exit
         release_at_exit()
+        from cluster.codec import decode, encode
         from cosim.fmi.exported import ExportedUnit
-        self._unit = ExportedUnit(MODEL, TYPES, DT, INPUTS, OUTPUTS, PARAMETERS, TUNABLE)
+        self._unit = ExportedUnit(MODEL, TYPES, DT, INPUTS, OUTPUTS, PARAMETERS, TUNABLE,
+                                  (encode, decode))
         self._t0 = 0.0
         values = self._unit.values
 {extra}        for n in INPUTS:
@@ -142,16 +144,19 @@ def _payload(d: Path) -> list[Path]:
     """The code an exported FMU carries in its resources: the cosim engine, the block
     library, the codec (``cluster/codec.py`` with an empty package) and the pure-Python
     sources of PyYAML and msgpack."""
+    import importlib.machinery
     import importlib.util
     import shutil
 
     def source(name: str) -> Path:
-        # Located, not imported: the exported FMU carries these files (cosim imports
-        # neither blocks nor cluster).
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
-            raise ModelError(f"FMU export needs the {name!r} package's sources to carry")
-        return Path(spec.origin)
+        # Located, not imported (cosim imports neither blocks nor cluster). An FMU this
+        # process ran may have imported its own carried copy from a directory removed since:
+        # then the one on the path.
+        for find in (importlib.util.find_spec, importlib.machinery.PathFinder.find_spec):
+            spec = find(name)
+            if spec is not None and spec.origin is not None and Path(spec.origin).is_file():
+                return Path(spec.origin)
+        raise ModelError(f"FMU export needs the {name!r} package's sources to carry")
 
     out = []
     for pkg in ("cosim", "blocks"):

@@ -43,16 +43,20 @@ class ExportedUnit:
         The FMU's parameters and their start values.
     tunable : set of str
         The parameters that may change after initialization.
+    codec : (callable, callable)
+        ``encode``, ``decode`` of cosim's msgpack codec (``cluster.codec``, carried by the
+        FMU; given by the slave, as the engine imports nothing of ``cluster``).
     """
 
     def __init__(self, model_text: str, types, dt: float, inputs, outputs, parameters: dict,
-                 tunable):
+                 tunable, codec):
         self.model_text = model_text
         self.dt = dt
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.values = {n: 0.0 for n in self.inputs + self.outputs}
         self.params = dict(parameters)
         self.tunable = set(tunable)
+        self.codec = codec
         self.t0 = 0.0
         self.unit = None
         self._retune = False
@@ -141,22 +145,18 @@ class ExportedUnit:
 
     def get_state(self) -> dict:
         import base64
-
-        from cluster.codec import encode
-        return {"unit": base64.b64encode(encode(self.unit.get_state())).decode("ascii"),
+        return {"unit": base64.b64encode(self.codec[0](self.unit.get_state())).decode("ascii"),
                 "values": dict(self.values), "params": dict(self.params),
                 "retune": self._retune}
 
     def set_state(self, state: dict) -> None:
         import base64
-
-        from cluster.codec import decode
         if state["params"] != self.params:
             self.params = dict(state["params"])
             self.unit = self._build()
             self.unit.initialize(self.t0)
-        self.unit.set_state(decode(base64.b64decode(state["unit"])))
-        self.values = dict(state["values"])
+        self.unit.set_state(self.codec[1](base64.b64decode(state["unit"])))
+        self.values.update(state["values"])     # in place: the slave's getters hold it
         self._retune = state["retune"]
 
 
