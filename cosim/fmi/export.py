@@ -142,8 +142,8 @@ _CARRIED_DEPENDENCIES = ("yaml", "msgpack")
 
 def _payload(d: Path) -> list[Path]:
     """The code an exported FMU carries in its resources: the cosim engine, the block
-    library, the codec (``cluster/codec.py`` with an empty package) and the pure-Python
-    sources of PyYAML and msgpack."""
+    library, the codec (``cluster/codec.py`` and the cluster modules it imports, in an empty
+    package) and the pure-Python sources of PyYAML and msgpack."""
     import importlib.machinery
     import importlib.util
     import shutil
@@ -173,9 +173,27 @@ def _payload(d: Path) -> list[Path]:
     cl.mkdir(parents=True)
     (cl / "__init__.py").write_text('"""The codec of cosim\'s cluster package, carried by an '
                                     'exported FMU."""\n')
-    shutil.copy(source("cluster").parent / "codec.py", cl / "codec.py")
+    for name in _codec_modules(source("cluster").parent):
+        shutil.copy(source("cluster").parent / f"{name}.py", cl / f"{name}.py")
     out.append(cl)
     return out
+
+
+def _codec_modules(cluster_dir: Path) -> list[str]:
+    """The modules of the ``cluster`` package the codec needs: ``codec`` and the cluster
+    modules it imports, transitively (read from their sources, not imported)."""
+    import re
+    pattern = re.compile(r"^\s*(?:from\s+cluster\s+import\s+(\w+)|from\s+cluster\.(\w+)\s+"
+                         r"import|import\s+cluster\.(\w+))", re.M)
+    need, todo = set(), ["codec"]
+    while todo:
+        name = todo.pop()
+        if name in need or not (cluster_dir / f"{name}.py").is_file():
+            continue
+        need.add(name)
+        todo.extend(n for m in pattern.finditer((cluster_dir / f"{name}.py").read_text())
+                    for n in m.groups() if n)
+    return sorted(need)
 
 
 def _model_structure(fmu: Path, outputs: list[str], deps: dict, version: str) -> None:
