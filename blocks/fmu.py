@@ -29,6 +29,10 @@ def _check_names(kind: str, name: str, path, variables) -> None:
                          "names (letters, digits, '_')")
 
 
+def _same_time(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+
 def _typed(flat: np.ndarray, variables) -> dict:
     """Port values of ``variables`` (float64 arrays of their shape) from a flat vector."""
     out, k = {}, 0
@@ -108,18 +112,26 @@ class FmuBlock(Block):
         if self._unit is None:
             self._unit = self.as_unit(self.name, None)
         self._unit.initialize(t0)
+        self._stop: StopSimulation | None = None
         self._outputs()
 
     def output_update(self, t, dt):
-        if self.direct_feedthrough:
+        if self.direct_feedthrough and self._stop is None:
             self._unit.set_inputs({p: self.inputs[p] for p in self.input_names})
         self._outputs()
 
     def state_update(self, t, dt):
+        if self._stop is not None:
+            raise self._stop            # after the stop time's outputs were logged
         self._unit.set_inputs({p: self.inputs[p] for p in self.input_names})
         done = self._unit.do_step(t, dt)
         if done.event:
-            raise StopSimulation(done.t_reached, f"FMU {self.name!r} asked to terminate")
+            stop = StopSimulation(done.t_reached, f"FMU {self.name!r} asked to terminate")
+            if not _same_time(done.t_reached, t + dt):
+                raise stop
+            # It stopped at the next tick: that tick's outputs (the FMU's last) are logged
+            # first, the run ends at its state update.
+            self._stop = stop
 
     def finalize(self):
         if self._unit is not None:
@@ -202,6 +214,8 @@ class ModelExchangeFmuBlock(Block):
         self._clock_only = x.size == 0
         self.cstate = np.zeros(1) if self._clock_only else x
         self._fmu.disc_values = None
+        self._stop: StopSimulation | None = None
+        self._tick_end = t0
 
     def _flat(self, variables) -> np.ndarray | None:
         if not variables or not all(v.name in self.inputs for v in variables):
@@ -210,9 +224,16 @@ class ModelExchangeFmuBlock(Block):
                                for v in variables])
 
     def _load(self, t) -> None:
+        if self._stop is not None:
+            # Stopped at a tick's end: that tick's outputs are the FMU's last (read as they
+            # are); anything later ends the run.
+            if t > self._stop.t and not _same_time(t, self._stop.t):
+                raise self._stop
+            return
         self._fmu.load(t, self.cstate, self._flat(self._fmu.cont_in))
 
     def output_update(self, t, dt):
+        self._tick_end = t + dt
         # At a tick: a changed discrete input is an event here (FMI sets those only in event
         # mode); the new state is written into the simulator's vector (a discrete block ran,
         # so the solver restarts from it).
@@ -231,10 +252,14 @@ class ModelExchangeFmuBlock(Block):
         if self._clock_only:
             return np.zeros(1)
         self._load(t)
+        if self._stop is not None:
+            return np.zeros_like(self.cstate)
         return self._fmu.derivatives()
 
     def switch_surfaces(self, t):
         self._load(t)
+        if self._stop is not None:
+            return np.full(self._fmu.nz + 1, -1.0)
         return self._fmu.surfaces(t)
 
     def switch_mode(self, t):
@@ -243,10 +268,20 @@ class ModelExchangeFmuBlock(Block):
 
     def completed_step(self, t):
         self._load(t)
-        return self._fmu.completed_step(t)
+        return self._stop is None and self._fmu.completed_step(t)
 
     def _event(self, t, disc) -> None:
-        x = self._fmu.event(t, disc)
+        if self._stop is not None:
+            return
+        try:
+            x = self._fmu.event(t, disc)
+        except StopSimulation as stop:
+            if not _same_time(t, self._tick_end):
+                raise
+            # It stopped at the end of the tick being integrated: that tick's outputs (the
+            # FMU's last, after the event) are logged first, the run ends right after.
+            self._stop = stop
+            return
         if x is not None and not self._clock_only:
             self.cstate[:] = x
 

@@ -51,9 +51,11 @@ def test_time_events_of_an_fmu_without_states_are_the_analytic_ones(stair_fmu, w
                                                                      period, dt):
     """Stair: counter = 1 + floor(t / period); it asks to stop at t = 9 * period."""
     sim, logs = run_stair(stair_fmu, period, dt, 10.0, with_state)
-    # The events at 1..8 periods switch; the one at 9 periods ends the run.
+    # The events at 1..8 periods switch; the one at 9 periods ends the run: on a tick it is
+    # a switch whose tick is logged before the run ends, between ticks the run ends there.
     events = [t for t, _ in sim.switch_log]
-    exact = [k * period for k in range(1, 9)]
+    on_tick = abs(9 * period / dt - round(9 * period / dt)) < 1e-9
+    exact = [k * period for k in range(1, 10 if on_tick else 9)]
     assert len(events) == len(exact)
     np.testing.assert_allclose(events, exact, rtol=0, atol=1e-9)
     assert sim.stopped and abs(sim.t - 9 * period) <= 1e-9
@@ -62,17 +64,38 @@ def test_time_events_of_an_fmu_without_states_are_the_analytic_ones(stair_fmu, w
 
 
 def test_time_events_of_an_fmu_without_states_match_fmpy(stair_fmu):
+    """Every sample as fmpy's model-exchange run; at the terminating event (t = 9) the
+    counter after the event, as fmpy's co-simulation run shows it (fmpy's model-exchange
+    run records the value before a terminating event)."""
     from fmpy import simulate_fmu
     _, logs = run_stair(stair_fmu, 1.0, 0.2, 10.0, False)
-    ref = simulate_fmu(str(stair_fmu), fmi_type="ModelExchange", stop_time=10.0,
-                       output_interval=0.2)
-    t = logs.time_of("f.counter")
-    # fmpy's rows at the grid times, the value after an event at the same time.
-    last = np.append(ref["time"][1:] != ref["time"][:-1], True)
-    rt, rc = ref["time"][last], ref["counter"][last]
-    i = np.searchsorted(rt, t - 1e-9)
-    np.testing.assert_allclose(rt[i], t, atol=1e-9)
-    np.testing.assert_array_equal(logs["f.counter"][:, 0], rc[i])
+    t, c = logs.time_of("f.counter"), logs["f.counter"][:, 0]
+    assert t[-1] == 9.0                          # the stop time's sample is logged
+    ref = {kind: simulate_fmu(str(stair_fmu), fmi_type=kind, stop_time=10.0,
+                              output_interval=0.2) for kind in ("ModelExchange", "CoSimulation")}
+    me = ref["ModelExchange"]
+    last = np.append(me["time"][1:] != me["time"][:-1], True)   # after an event's rows
+    rt, rc = me["time"][last], me["counter"][last]
+    i = np.searchsorted(rt, t[:-1] - 1e-9)
+    np.testing.assert_allclose(rt[i], t[:-1], atol=1e-9)
+    np.testing.assert_array_equal(c[:-1], rc[i])
+    cs = ref["CoSimulation"]
+    assert cs["time"][-1] == 9.0 and c[-1] == cs["counter"][-1] == 10
+
+
+@pytest.mark.parametrize("cosim", [False, True], ids=["block", "unit"])
+def test_a_cosimulation_fmu_that_stops_at_a_tick_logs_that_tick(stair_fmu, cosim):
+    """The FMU's last outputs (at its stop time, on the grid) are logged on the block path
+    as on the unit path, equal to fmpy's co-simulation run."""
+    from fmpy import simulate_fmu
+    m = Model("m")
+    m.add(FmuBlock("f", str(stair_fmu), 0.2))
+    cfg = SimulationConfig(dt=0.2, t_end=10.0, cosim=CosimConfig(H=0.2) if cosim else None)
+    logs = (CoSimulation if cosim else Simulator)(m, cfg).run()
+    key = "f/fmu.counter" if cosim else "f.counter"
+    ref = simulate_fmu(str(stair_fmu), stop_time=10.0, output_interval=0.2, step_size=0.2)
+    np.testing.assert_allclose(logs.time_of(key), ref["time"], rtol=0, atol=1e-9)
+    np.testing.assert_array_equal(logs[key][:, 0], ref["counter"])
 
 
 @pytest.mark.parametrize("doubled", [False, True])
