@@ -82,6 +82,9 @@ class FmuBlock(Block):
         self.path = str(path)
         self.start_values = dict(start_values or {})
         self._outs = outs
+        # An unconnected input keeps the FMU's value (its start value or start_values), as
+        # importers do.
+        self.optional_inputs = frozenset(self.input_names)
         deps = [o.dependencies for o in md.outputs]
         self.direct_feedthrough = bool(ins) and any(d is None or d for d in deps)
         self._unit = None
@@ -117,13 +120,17 @@ class FmuBlock(Block):
 
     def output_update(self, t, dt):
         if self.direct_feedthrough and self._stop is None:
-            self._unit.set_inputs({p: self.inputs[p] for p in self.input_names})
+            self._unit.set_inputs(self._given())
         self._outputs()
+
+    def _given(self) -> dict:
+        """The connected inputs' values (the others keep the FMU's)."""
+        return {p: self.inputs[p] for p in self.input_names if p in self.inputs}
 
     def state_update(self, t, dt):
         if self._stop is not None:
             raise self._stop            # after the stop time's outputs were logged
-        self._unit.set_inputs({p: self.inputs[p] for p in self.input_names})
+        self._unit.set_inputs(self._given())
         done = self._unit.do_step(t, dt)
         if done.event:
             stop = StopSimulation(done.t_reached, f"FMU {self.name!r} asked to terminate")
@@ -186,6 +193,7 @@ class ModelExchangeFmuBlock(Block):
         self.start_values = dict(start_values or {})
         self._md = md
         self._ins, self._outs = ins, outs
+        self.optional_inputs = frozenset(self.input_names)     # unconnected: the FMU's value
         deps = [o.dependencies for o in md.outputs]
         self.direct_feedthrough = bool(ins) and any(
             d is None or any(x.causality == "input" for x in d) for d in deps)
@@ -216,14 +224,19 @@ class ModelExchangeFmuBlock(Block):
         self._fmu.disc_values = None
         self._stop: StopSimulation | None = None
         self._tick_end = t0
+        self._connected = -1           # inputs wired when last counted
 
     def _flat(self, variables) -> np.ndarray | None:
-        if not variables or not all(v.name in self.inputs for v in variables):
+        if not variables:
             return None
         return np.concatenate([np.asarray(self.inputs[v.name], np.float64).reshape(-1)
                                for v in variables])
 
     def _load(self, t) -> None:
+        if len(self.inputs) != self._connected:
+            # The inputs set are the connected ones, once wired (the others keep the FMU's).
+            self._connected = len(self.inputs)
+            self._fmu.use_inputs(frozenset(self.inputs))
         if self._stop is not None:
             # Stopped at a tick's end: that tick's outputs are the FMU's last (read as they
             # are); anything later ends the run.

@@ -50,8 +50,9 @@ class ModelExchangeFmu:
         # structural parameters, so the instance tells them once configured (initialize).
         self.nx = len(md.derivatives)
         self.nz = int(md.numberOfEventIndicators or 0)
-        self.cont_in = [v for v in inputs if not v.discrete]
-        self.disc_in = [v for v in inputs if v.discrete]
+        self._all_cont = [v for v in inputs if not v.discrete]
+        self._all_disc = [v for v in inputs if v.discrete]
+        self.cont_in, self.disc_in = self._all_cont, self._all_disc
         self._acc_cont = self.inst.groups(self.cont_in)
         self._acc_disc = self.inst.groups(self.disc_in)
         self._acc_out = self.inst.groups(outputs)
@@ -62,6 +63,13 @@ class ModelExchangeFmu:
         self._update = f.updateDiscreteStates if self.fmi3 else f.newDiscreteStates
         self.next_event = math.inf
         self.disc_values: np.ndarray | None = None
+
+    def use_inputs(self, names) -> None:
+        """Set only the inputs in ``names`` from now on (the others keep their values)."""
+        self.cont_in = [v for v in self._all_cont if v.name in names]
+        self.disc_in = [v for v in self._all_disc if v.name in names]
+        self._acc_cont = self.inst.groups(self.cont_in)
+        self._acc_disc = self.inst.groups(self.disc_in)
 
     def _buffers(self) -> None:
         self._x = np.zeros(self.nx)

@@ -34,6 +34,26 @@ from cosim.master.units import DirectStep, Unit
 __all__ = ["FmuUnit"]
 
 
+class _OneInput:
+    """One scalar input set by its own FMI call through a one-value buffer made once."""
+
+    __slots__ = ("group", "variable", "unit")
+
+    def __init__(self, unit, v):
+        (self.group,) = unit.inst.groups([v])
+        self.variable = v
+        self.unit = unit
+
+    def write(self, value: float) -> None:
+        g, v = self.group, self.variable
+        if v.dtype != np.float64 and float(v.dtype.type(value)) != value:
+            exact_cast(np.array([value]), v, self.unit.where)     # raises, naming the port
+        g.buf[0] = v.dtype.type(value).item() if v.dtype != np.float64 else value
+        status = g.set()
+        if status > 1:
+            self.unit.inst.check(g.set_name, status)
+
+
 class FmuUnit(Unit):
     """A co-simulation FMU as a unit.
 
@@ -133,7 +153,8 @@ class FmuUnit(Unit):
             feedthrough=tuple((v.name, deps.get(v.name, ())) for v in self.outputs),
             dt=self._dt,
             can_get_set_state=self.can_state,
-            capabilities=("rollback",) if self.can_state else ())
+            # An unlinked input keeps the FMU's value, as FMI importers leave it.
+            capabilities=(("rollback",) if self.can_state else ()) + (P.OPTIONAL_INPUTS,))
 
     def initialize(self, t0: float) -> None:
         if self.inst is None:
@@ -147,6 +168,8 @@ class FmuUnit(Unit):
                     self._acc_in[0].view.dtype == np.float64:
                 self._in_flat = self._acc_in[0].view    # inputs written straight to C
             self._acc_out = self.inst.groups(self.outputs)
+            self._some_groups: dict[tuple, list] = {}      # inputs set by name -> groups
+            self._read_out = self._reader()
             self._start = start_value_setter(self.inst, self.md, self.start_values,
                                              self.where)
         else:
@@ -232,11 +255,16 @@ class FmuUnit(Unit):
                                [v.vr], [1], [float(np.asarray(ders[0]).reshape(-1)[0])])
 
     def _set_some(self, values: dict) -> None:
+        """Set the inputs in ``values`` only (the others, unconnected, keep their values)."""
         unknown = [p for p in values if p not in self._in_index]
         if unknown:
             raise ModelError(f"{self.where} has no input {unknown[0]!r} (inputs: "
                              f"{', '.join(self._in_index)})")
-        chosen = [self._in_index[p] for p in values]
+        names = tuple(values)
+        groups = self._some_groups.get(names)
+        chosen = [self._in_index[p] for p in names]
+        if groups is None:
+            groups = self._some_groups[names] = self.inst.groups(chosen)
         parts = []
         for v in chosen:
             val = np.asarray(values[v.name], dtype=np.float64).reshape(-1)
@@ -244,7 +272,7 @@ class FmuUnit(Unit):
                 raise ModelError(f"{self.where}: input {v.name!r} takes {v.size} values, "
                                  f"got {val.size}")
             parts.append(exact_cast(val, v, self.where).astype(np.float64))
-        self.inst.write(self.inst.groups(chosen), np.concatenate(parts))
+        self.inst.write(groups, np.concatenate(parts))
         if self._feedthrough:
             self._y = None
 
@@ -309,6 +337,15 @@ class FmuUnit(Unit):
         if (self.inst is None or self._terminated or self.event_mode or self.can_interpolate
                 or any(v.size != 1 for v in self.inputs + self.outputs)):
             return None
+        # An input the exchange does not drive (unconnected) keeps the FMU's value: the live
+        # values start as the FMU's current inputs, and an input is set when its value
+        # changes.
+        self._direct_inputs = []
+        if self.inputs:
+            now = self.inst.read_new(self._acc_in, self._n_in)
+            for v, live, value in zip(self.inputs, self._live_list, now):
+                live[0] = float(value)
+                self._direct_inputs.append((live, _OneInput(self, v), [live[0]]))
         fn = self._direct_fmi2() if self._all_real2() else self._direct_step
         return DirectStep((fn, self._direct_out, None, None, None, None),
                           self._k, 0, self._t0, self._dt, self._lives,
@@ -383,15 +420,17 @@ class FmuUnit(Unit):
     def _direct_step(self, k, k_stop, last, S, D, X, R, G, k_full, k_log):
         """The generated-function signature of :class:`DirectStep`: inputs from the live
         values, then a step to tick ``k_full`` (or, with ``k_full == k``, a refresh)."""
-        if self._live_list:
-            flat = self._in_flat
-            for i, live in enumerate(self._live_list):
-                flat[i] = live[0]
-            for v, sl in self._in_casts:
-                exact_cast(flat[sl], v, self.where)
-            self.inst.write(self._acc_in, flat)
-            if self._feedthrough:
-                self._y = None
+        changed = False
+        for live, one, last_value in self._direct_inputs:
+            value = live[0]
+            if value != last_value[0]:
+                # Only inputs that changed are set (an unlinked one never does), each with
+                # its own FMI call on a one-value buffer made once.
+                one.write(value)
+                last_value[0] = value
+                changed = True
+        if changed and self._feedthrough:
+            self._y = None
         if k_full > k:
             done = self._advance(k, k_full - k)
             if done.event:
@@ -477,8 +516,33 @@ class FmuUnit(Unit):
     def _outputs_now(self) -> np.ndarray:
         """The outputs as one flat vector, read once per step or change of inputs."""
         if self._y is None:
-            self._y = self.inst.read_new(self._acc_out, self._n_out)
+            self._y = self._read_out()
         return self._y
+
+    def _reader(self):
+        """A function returning the outputs as a new flat float64 vector: for a few scalar
+        values of several FMI types, element by element from each type's buffer (numpy's
+        indexing costs more than the FMI calls there), else :meth:`FmuInstance.read_new`."""
+        inst, groups, n = self.inst, self._acc_out, self._n_out
+        if n > 16 or len(groups) == 1:
+            return lambda: inst.read_new(groups, n)
+        parts = []
+        for g in groups:
+            pos = range(g.pos.start, g.pos.stop) if isinstance(g.pos, slice) else \
+                [int(p) for p in g.pos]
+            parts.append((g.get, g.get_name, g.buf, tuple(enumerate(pos))))
+        array = np.array
+
+        def read() -> np.ndarray:
+            vals = [0.0] * n
+            for get, name, buf, where in parts:
+                status = get()
+                if status > 1:
+                    inst.check(name, status)
+                for j, p in where:
+                    vals[p] = buf[j]
+            return array(vals, dtype=np.float64)
+        return read
 
     def get_state(self) -> P.UnitState:
         if not self.can_state:
@@ -530,7 +594,7 @@ class FmuUnit(Unit):
             if self._log_t and self._log_t[-1] == self.t:
                 self._log_y[-1] = y
                 return
-            if np.array_equal(y, self._logged_y):
+            if y.tobytes() == self._logged_y.tobytes():
                 return              # collected already, and unchanged
         self._logged_t, self._logged_y = self.t, y
         self._log_t.append(self.t)

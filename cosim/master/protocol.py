@@ -61,7 +61,7 @@ __all__ = [
     "Hello", "Describe", "Initialize", "SetInputs", "DoStep", "RefreshOutputs", "GetOutputs",
     "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat", "Step", "Reload",
     "SetParameters", "Welcome", "UnitDescription", "Ok", "Outputs", "StepDone", "UnitState",
-    "LogBatch", "ErrorReply", "Stepped", "FUSED_STEP",
+    "LogBatch", "ErrorReply", "Stepped", "FUSED_STEP", "OPTIONAL_INPUTS",
 ]
 
 #: Version of the message set below; both ends of a connection must agree on it (see
@@ -338,6 +338,10 @@ class SetParameters(Request):
 
 #: The capability (:attr:`UnitDescription.capabilities`) of a unit that serves :class:`Step`.
 FUSED_STEP = "fused-step"
+
+#: The capability of a unit whose inputs may stay unlinked: such an input keeps the unit's
+#: own value (an FMU's start value), as FMI importers leave it.
+OPTIONAL_INPUTS = "optional-inputs"
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -200,3 +200,30 @@ def test_macro_points_are_stamped_once_so_a_results_table_has_one_row_each(tmp_p
     filled = [k for k, r in enumerate(body) if r[fmu_col] != ""]
     assert filled == list(range(0, 1001, 10))         # the 101 macro points, nothing else
     assert logs.time_of("f/fmu.x")[3] == logs.time_of("i.out")[30]
+
+
+@pytest.mark.parametrize("path", ["block", "unit", "model_exchange"])
+def test_an_unconnected_input_keeps_the_fmus_value_as_in_fmpy(version, tmp_path_factory,
+                                                               path):
+    """Inputs left unconnected keep their start value (or the one in start_values), as fmpy
+    and libcosim leave them: LAG's u = 2 set, nothing wired to it."""
+    from fmpy import simulate_fmu
+    fmu = build_fmu(LAG, version, tmp_path_factory.mktemp(f"lag_open{version}"))
+    m = Model("m")
+    if path == "model_exchange":
+        m.add(ModelExchangeFmuBlock("f", str(fmu), start_values={"u": 2.0}))
+        logs = Simulator(m, SimulationConfig(dt=0.1, t_end=1.0, **TIGHT)).run()
+        ref = simulate_fmu(str(fmu), fmi_type="ModelExchange", stop_time=1.0,
+                           output_interval=0.1, relative_tolerance=1e-10,
+                           start_values={"u": 2.0})
+        np.testing.assert_allclose(logs["f.x"][:, 0], ref["x"], rtol=0, atol=1e-8)
+        return
+    m.add(FmuBlock("f", str(fmu), 0.1, start_values={"u": 2.0}))
+    cfg = SimulationConfig(dt=0.1, t_end=1.0, cosim=CosimConfig(H=0.1) if path == "unit"
+                           else None)
+    logs = (CoSimulation if path == "unit" else Simulator)(m, cfg).run()
+    key = "f/fmu.x" if path == "unit" else "f.x"
+    ref = simulate_fmu(str(fmu), stop_time=1.0, output_interval=0.1, step_size=0.1,
+                       start_values={"u": 2.0})
+    np.testing.assert_allclose(logs[key][:, 0], ref["x"], rtol=1e-14, atol=0)
+    assert logs[key][-1, 0] > 1.0            # driven by u = 2, not by a zero
