@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blocks import Gain, Sine, Step
+from blocks import Constant, Gain, Sine, Step
 from blocks.continuous import Integrator
 from blocks.fmu import FmuBlock
 from cosim.fmi.export import export_fmu
@@ -323,6 +323,34 @@ print(repr(res["y"].tolist()))
     t = np.arange(0.0, 1.0001, 0.05)
     np.testing.assert_allclose(y, native["plant/x.out"][np.searchsorted(nat_t, t - 1e-12), 0],
                                rtol=0, atol=1e-12)
+
+
+def test_exported_fmu_runs_under_libcosim_like_the_native_subsystem(tmp_path):
+    """DNV's libcosim (a C++ importer, libcosimpy) steps the FMI 2.0 export: its outputs at
+    the macro points are the native co-simulation's, bit for bit (constant input u = 1)."""
+    pytest.importorskip("libcosimpy", reason="libcosimpy is in the test extra")
+    from libcosimpy.CosimExecution import CosimExecution
+    from libcosimpy.CosimLogging import CosimLogLevel, log_output_level
+    from libcosimpy.CosimObserver import CosimObserver
+    from libcosimpy.CosimSlave import CosimLocalSlave
+    log_output_level(CosimLogLevel.ERROR)
+    fmu = export_fmu(plant_model(), "plant", tmp_path / "plant.fmu")
+    ex = CosimExecution.from_step_size(step_size=int(0.05 * 1e9))
+    i = ex.add_local_slave(CosimLocalSlave(fmu_path=str(fmu), instance_name="plant"))
+    vr = {v.name.decode(): v.reference for v in ex.slave_variables(i)}
+    observer = CosimObserver.create_last_value()
+    ex.add_observer(observer)
+    ex.real_initial_value(i, vr["u"], 1.0)
+    got = []
+    for _ in range(20):
+        ex.step(1)
+        got.append(observer.last_real_values(i, [vr["y"]])[0])
+    m = plant_model()
+    m.blocks[1] = Constant("src", 1.0)
+    native = CoSimulation(m, SimulationConfig(dt=0.01, t_end=1.0,
+                                              cosim=CosimConfig(H=0.05))).run()
+    t, x = native.time_of("plant/x.out"), native["plant/x.out"][:, 0]
+    np.testing.assert_array_equal(got, x[np.searchsorted(t, np.arange(1, 21) * 0.05 - 1e-12)])
 
 
 def test_exported_fmus_validate_and_expose_only_the_subsystems_parameters(tmp_path):
