@@ -86,14 +86,14 @@ class {cls}({base}):
         self._unit = ExportedUnit(MODEL, TYPES, DT, INPUTS, OUTPUTS, PARAMETERS, TUNABLE,
                                   (encode, decode))
         self._t0 = 0.0
-        values = self._unit.values
+        unit = self._unit
 {extra}        for n in INPUTS:
             self.register_variable(Float(n, causality=Causality.input, start=0.0,
-                                         getter=lambda n=n: values[n],
-                                         setter=lambda v, n=n: values.__setitem__(n, v)))
+                                         getter=lambda n=n: unit.values[n],
+                                         setter=lambda v, n=n: unit.set_input(n, v)))
         for n in OUTPUTS:
             self.register_variable(Float(n, causality=Causality.output,
-                                         getter=lambda n=n: values[n]))
+                                         getter=lambda n=n: self._told(unit.output, n)))
         for n, v in PARAMETERS.items():
             how = Variability.tunable if n in TUNABLE else Variability.fixed
             self.register_variable(Float(n, causality=Causality.parameter, variability=how,

@@ -60,9 +60,28 @@ class ExportedUnit:
         self.t0 = 0.0
         self.unit = None
         self._retune = False
+        self._stale = False         # inputs set since the outputs were computed
         _register(types)
 
-    # -- values set by the importer --------------------------------------------------------
+    # -- values set and read by the importer ---------------------------------------------
+
+    def set_input(self, name: str, value: float) -> None:
+        self.values[name] = float(value)
+        self._stale = True
+
+    def output(self, name: str) -> float:
+        """An output, consistent with the inputs set (FMI: outputs that depend directly on
+        inputs follow them without a step)."""
+        if self._stale and self.unit is not None:
+            self._guard("refreshing the outputs", self._refresh)
+        return self.values[name]
+
+    def _refresh(self) -> None:
+        self.unit.set_inputs({n: np.array([self.values[n]]) for n in self.inputs})
+        self.unit.refresh_outputs()
+        for n, v in self.unit.get_outputs().items():
+            self.values[n] = float(v[0])
+        self._stale = False
 
     def set_parameter(self, name: str, value: float) -> None:
         """Set a parameter: before initialization any; after, only a tunable one (applied at
@@ -97,7 +116,7 @@ class ExportedUnit:
         self.t0 = t0
         self.unit = self._guard("initialization", self._build)
         self._guard("initialization", self.unit.initialize, t0)
-        self._exchange()
+        self._guard("initialization", self._refresh)     # the inputs set so far
         self._retune = False
 
     def _apply_tuning(self) -> None:
@@ -109,11 +128,6 @@ class ExportedUnit:
         self.unit.terminate()
         self.unit = unit
         self._retune = False
-
-    def _exchange(self) -> None:
-        self.unit.set_inputs({n: np.array([self.values[n]]) for n in self.inputs})
-        for n, v in self.unit.get_outputs().items():
-            self.values[n] = float(v[0])
 
     def step(self, t: float, h: float) -> None:
         """One communication step ``[t, t + h]`` (a multiple of the subsystem's step)."""
@@ -127,6 +141,7 @@ class ExportedUnit:
         self._guard(f"doStep at t={t:g}", self.unit.do_step, t, h)
         for n, v in self.unit.get_outputs().items():
             self.values[n] = float(v[0])
+        self._stale = False
 
     def terminate(self) -> None:
         if self.unit is not None:
@@ -147,7 +162,7 @@ class ExportedUnit:
         import base64
         return {"unit": base64.b64encode(self.codec[0](self.unit.get_state())).decode("ascii"),
                 "values": dict(self.values), "params": dict(self.params),
-                "retune": self._retune}
+                "retune": self._retune, "stale": self._stale}
 
     def set_state(self, state: dict) -> None:
         import base64
@@ -158,6 +173,7 @@ class ExportedUnit:
         self.unit.set_state(self.codec[1](base64.b64decode(state["unit"])))
         self.values.update(state["values"])     # in place: the slave's getters hold it
         self._retune = state["retune"]
+        self._stale = state.get("stale", False)
 
 
 def _register(types) -> None:
