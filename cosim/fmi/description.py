@@ -6,6 +6,7 @@ Shared by FMU units (:mod:`cosim.fmi.unit`) and the FMU blocks of the block libr
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -21,14 +22,11 @@ __all__ = ["read_fmu", "read_text", "start_value_setter"]
 def read_fmu(path, interface: str = "cs") -> object:
     """The model description of an FMU file; a clear error names a bad file or a missing
     interface (``"cs"`` co-simulation, ``"me"`` model exchange)."""
-    from fmpy import read_model_description
     p = Path(path)
     if not p.is_file():
         raise ModelError(f"FMU {p} does not exist")
-    try:
-        md = read_model_description(str(p))
-    except Exception as err:  # noqa: BLE001 - zip, XML and schema errors alike
-        raise ModelError(f"{p} is not a valid FMU: {type(err).__name__}: {err}") from None
+    st = p.stat()
+    md = _description(str(p.resolve()), st.st_size, st.st_mtime_ns)
     if md.fmiVersion not in ("2.0", "3.0"):
         raise ModelError(f"{p}: FMI {md.fmiVersion} is not supported (FMI 2.0 and 3.0 are)")
     if md.coSimulation is None and md.modelExchange is None:
@@ -42,6 +40,18 @@ def read_fmu(path, interface: str = "cs") -> object:
         raise ModelError(f"{p} has no model-exchange interface (FMI {md.fmiVersion}); use "
                          "FmuBlock for co-simulation FMUs")
     return md
+
+
+@functools.lru_cache(maxsize=64)
+def _description(path: str, size: int, mtime_ns: int):
+    """The model description of the FMU file at ``path`` as it is now (``size`` and
+    ``mtime_ns`` key the cache: reading and validating one costs 10 ms, and a model reads
+    each FMU for its block, its unit and its monolithic check). Callers do not modify it."""
+    from fmpy import read_model_description
+    try:
+        return read_model_description(path)
+    except Exception as err:  # noqa: BLE001 - zip, XML and schema errors alike
+        raise ModelError(f"{path} is not a valid FMU: {type(err).__name__}: {err}") from None
 
 
 def start_value_setter(inst: FmuInstance, md, start_values: dict, where: str):
