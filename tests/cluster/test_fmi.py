@@ -519,18 +519,20 @@ def test_exported_fmu_refuses_a_step_that_is_not_a_multiple_of_its_own(plant_fmu
         Simulator(m, SimulationConfig(dt=0.033, t_end=0.2)).run()
 
 
-def test_exported_fmu_tells_fmpy_why_it_refuses_a_step(plant_fmu):
-    """The reason reaches fmpy's logger callback as an error in category logStatusError
-    (its own interpreter: fmpy keeps one logger proxy per process)."""
+def test_exported_fmu_tells_fmpy_why_it_refuses_a_step(exported):
+    """The reason reaches fmpy's logger callback as an error in category logStatusError,
+    FMI 2.0 and 3.0 (its own interpreter: fmpy keeps one logger proxy per process)."""
+    version = read_version(exported)
     script = f"""
 import numpy as np
 from fmpy import simulate_fmu
 from fmpy.fmi1 import FMICallException
 got = []
-def logger(env, name, status, category, message):
+def logger(*args):          # FMI 2.0: (env, name, status, category, message); 3.0: no name
+    status, category, message = args[-3:]
     got.append((status, (category or b"").decode(), message.decode()))
 try:
-    simulate_fmu({str(plant_fmu)!r}, stop_time=0.2, step_size=0.033, output_interval=0.033,
+    simulate_fmu({str(exported)!r}, stop_time=0.2, step_size=0.033, output_interval=0.033,
                  debug_logging=True, logger=logger)
 except FMICallException as err:
     print(repr((err.function, err.status, got)))
@@ -540,6 +542,6 @@ except FMICallException as err:
     assert out.returncode == 0, out.stderr[-3000:]
     import ast
     function, status, got = ast.literal_eval(out.stdout.strip().splitlines()[-1])
-    assert (function, status) == ("fmi2DoStep", 4)
+    assert (function, status) == (f"fmi{version[0]}DoStep", 4)
     assert (3, "logStatusError", "doStep at t=0: the step size 0.033 s is not a multiple of "
             "this FMU's step 0.01 s (use a multiple of 0.01)") in got
