@@ -316,15 +316,16 @@ def export_fmu(model, subsystem: str, out: str, t_end: float | None = None,
         t_end = float(sim.t_end) if sim is not None and sim.t_end else 1.0
     context = dict(model.context)
 
-    def wrapper_of(params: dict) -> Model:
-        """The subsystem alone in a model with ``params`` and the model's context, as a
-        model file holds it (a copy: evaluating it leaves ``model`` as it is)."""
+    def text_of(params: dict) -> str:
+        """The model file of the subsystem alone in a model with ``params`` and the model's
+        context."""
         w = Model(f"{subsystem}_fmu", parameters=params)
         w.context.update(context)
         w.blocks.append(sub)
-        return Model.from_yaml(w.to_yaml(simulation=SimulationConfig(dt=sub.dt, t_end=0.0)))
+        return w.to_yaml(simulation=SimulationConfig(dt=sub.dt, t_end=0.0))
 
-    used = _used_parameters(model, wrapper_of)
+    # A copy of the subsystem per probe: evaluating it leaves ``model`` as it is.
+    used = _used_parameters(model, lambda params: Model.from_yaml(text_of(params)))
     bad = [k for k in used if not isinstance(model.parameters[k], (int, float))
            or isinstance(model.parameters[k], bool)]
     if bad:
@@ -335,10 +336,7 @@ def export_fmu(model, subsystem: str, out: str, t_end: float | None = None,
         raise ModelError(f"FMU export: tunable {unknown} are not parameters subsystem "
                          f"{subsystem!r} uses (its parameters: {', '.join(used) or 'none'})")
     params = {k: model.parameters[k] for k in used}
-    wrapper = Model(f"{subsystem}_fmu", parameters=params)
-    wrapper.context.update(context)
-    wrapper.blocks.append(sub)
-    text = wrapper.to_yaml(simulation=SimulationConfig(dt=sub.dt, t_end=0.0))
+    text = text_of(params)
     # Direct dependencies of the outputs, from the unit itself.
     probe = Model.from_yaml(text)
     evaluate(probe)
@@ -347,7 +345,8 @@ def export_fmu(model, subsystem: str, out: str, t_end: float | None = None,
     deps = dict(desc.feedthrough)
     cls = "".join(part.capitalize() for part in subsystem.split("_")) or "Unit"
     builder, imports, extra = _FLAVOURS[fmi_version]
-    source = _SLAVE.format(imports=imports, extra=extra, base=f"Fmi{fmi_version[0]}Slave", model=text, types=_block_types(sub),
+    source = _SLAVE.format(imports=imports, extra=extra, base=f"Fmi{fmi_version[0]}Slave",
+                           model=text, types=_block_types(sub),
                            inputs=list(sub.input_names), outputs=list(sub.output_names),
                            cls=cls, name=subsystem, dt=float(sub.dt), t_end=float(t_end),
                            parameters={k: float(v) for k, v in params.items()},

@@ -1,10 +1,9 @@
 """Model exchange in every model, FMI 2.0 and 3.0: an FMU without continuous states gets its
 time events (alone in a model, or beside other states), FMI 3.0 array states and derivatives,
-Boolean structural parameters; co-simulation FMUs stepped at the importer's step. Test FMUs
+Boolean structural parameters; co-simulation FMUs stepped at the importer's step, stop
+samples, unconnected inputs and macro points stamped once. Test FMUs
 are compiled here from ``fmu_sources/c`` (:mod:`fmu_build`); oracles are the analytic
 solutions and fmpy's ``simulate_fmu``."""
-
-import math
 
 import numpy as np
 import pytest

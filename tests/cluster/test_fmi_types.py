@@ -1,8 +1,9 @@
 """Every FMI variable type and shape as ports, FMI 3.0 time-based input clocks as scheduled
 events, String and Binary variables (set as start values, read as text outputs), and clear
-refusals (other clock kinds). The test FMUs are compiled here from
+refusals (other clock kinds, Scheduled Execution). The test FMUs are compiled here from
 ``fmu_sources/c``: ``types.c`` maps every input to an output (numbers doubled, booleans
-negated, enumerations to the next item, strings and binaries copied), ``ticker.c`` counts its clock's ticks."""
+negated, enumerations to the next item, strings and binaries copied), ``ticker.c`` counts
+its clock's ticks."""
 
 import dataclasses
 
