@@ -346,43 +346,31 @@ class FmuUnit(Unit):
             for v, live, value in zip(self.inputs, self._live_list, now):
                 live[0] = float(value)
                 self._direct_inputs.append((live, _OneInput(self, v), [live[0]]))
-        fn = self._direct_fmi2() if self._all_real2() else self._direct_step
+        fn = self._direct_step if self.fmi3 else self._direct_fmi2()
         return DirectStep((fn, self._direct_out, None, None, None, None),
                           self._k, 0, self._t0, self._dt, self._lives,
                           {v.name: j for j, v in enumerate(self.outputs)}, self._stops,
                           generated=False)
 
-    def _all_real2(self) -> bool:
-        """FMI 2.0 with every port a Real: one set, one doStep and one get per step."""
-        return (not self.fmi3 and bool(self.outputs)
-                and all(v.type == "Real" for v in self.inputs + self.outputs))
-
     def _direct_fmi2(self):
-        """:meth:`_direct_step` for :meth:`_all_real2` units, its calls bound once: inputs
-        written into the C buffer, one ``fmi2SetReal``, ``fmi2DoStep`` with the times of
-        the unit's ticks, one ``fmi2GetReal``; the same calls, values and samples."""
-        inst, lives, stops = self.inst, self._live_list, self._stops
-        g_in = self._acc_in[0] if lives else None
-        in_buf = g_in.buf if lives else None
-        set_in = g_in.set if lives else None
-        g_out = self._acc_out[0]
-        get_out, out_view = g_out.get, g_out.view
+        """:meth:`_direct_step` for FMI 2.0 units, its calls bound once: the inputs that
+        changed set (one call each), ``fmi2DoStep`` with the times of the unit's ticks, the
+        outputs read per type (:meth:`_reader`); the same calls, values and samples."""
+        inst, stops, inputs = self.inst, self._stops, self._direct_inputs
+        read_out = self._read_out
         do_step, args = self._do_step2, self._step_args
         c_t, c_h = args[1], args[2]
         t0, dt = self._t0, self._dt
         record, feedthrough = self._record, self._feedthrough
 
         def step(k, k_stop, last, S, D, X, R, G, k_full, k_log):
-            if lives:
-                i = 0
-                for live in lives:
-                    in_buf[i] = live[0]
-                    i += 1
-                status = set_in()
-                if status > 1:
-                    inst.check(g_in.set_name, status)
-                if feedthrough:
-                    self._y = None
+            for live, one, last_value in inputs:
+                value = live[0]
+                if value != last_value[0]:
+                    one.write(value)
+                    last_value[0] = value
+                    if feedthrough:
+                        self._y = None
             if k_full > k:
                 self._k = k_full
                 t, h = t0 + k * dt, (k_full - k) * dt
@@ -409,10 +397,7 @@ class FmuUnit(Unit):
                 record(replace=True)
                 y = self._y
             if y is None:
-                status = get_out()
-                if status > 1:
-                    inst.check(g_out.get_name, status)
-                y = self._y = out_view.copy()
+                y = self._y = read_out()
             S[:] = y
             return k_full, last
         return step
