@@ -226,3 +226,25 @@ def test_an_unconnected_input_keeps_the_fmus_value_as_in_fmpy(version, tmp_path_
                        start_values={"u": 2.0})
     np.testing.assert_allclose(logs[key][:, 0], ref["x"], rtol=1e-14, atol=0)
     assert logs[key][-1, 0] > 1.0            # driven by u = 2, not by a zero
+
+
+def test_a_package_runs_at_its_step_whatever_its_fmus_default_experiments_say(tmp_path):
+    """An SSP at 0.01 s whose second FMU's default experiment says 0.04 s runs at 0.01 s
+    (the default experiment was taken for a constraint: H had to be a multiple of 0.04)."""
+    import dataclasses
+
+    from blocks.ssp import load_ssp, save_ssp
+    fast = build_fmu(LAG, "2.0", tmp_path / "fast")
+    slow = build_fmu(dataclasses.replace(LAG, step_size=0.04), "2.0", tmp_path / "slow")
+    m = Model("pkg")
+    m.add(Constant("r", 1.0), FmuBlock("a", str(fast), 0.01), FmuBlock("b", str(slow), 0.01))
+    m.connect("r.out", "a.u")
+    m.connect("a.x", "b.u")
+    sim = SimulationConfig(dt=0.01, t_end=1.0, cosim=CosimConfig(H=0.01))
+    path = save_ssp(m, tmp_path / "sys.ssp", simulation=sim)
+    back = load_ssp(path)
+    assert back.simulation.cosim.H == 0.01
+    logs = CoSimulation(back, back.simulation).run()
+    ref = CoSimulation(m, sim).run()
+    assert len(logs.time_of("b/fmu.x")) == 101
+    np.testing.assert_array_equal(logs["b/fmu.x"], ref["b/fmu.x"])
