@@ -3,7 +3,8 @@ and a model-exchange FMU as a continuous block integrated by cosim's solvers.
 
 Ports have the FMU variables' shapes; their values are float64 arrays like every port's,
 which hold the FMU's integers, booleans (0/1) and enumerations exactly
-(:mod:`cosim.fmi.variables`). In a
+(:mod:`cosim.fmi.variables`). String and Binary variables are not ports: set them in
+``start_values`` (an unset input keeps its start value), read outputs with ``text_outputs()``. In a
 monolithic run a co-simulation FMU is a discrete block stepped at its sample hits (outputs
 that depend directly on inputs are refreshed for the current inputs); in a co-simulation a
 top-level FMU block becomes its own unit (:class:`cosim.fmi.unit.FmuUnit`). An FMU that asks
@@ -28,6 +29,10 @@ def _check_names(kind: str, name: str, path, variables) -> None:
                          "names (letters, digits, '_')")
 
 
+def _same_time(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+
 def _typed(flat: np.ndarray, variables) -> dict:
     """Port values of ``variables`` (float64 arrays of their shape) from a flat vector."""
     out, k = {}, 0
@@ -46,7 +51,10 @@ class FmuBlock(Block):
     path : str
         The ``.fmu`` file.
     sample_time : float
-        Communication step (s) of the FMU in the diagram.
+        Communication step (s) of the FMU in the diagram (also the unit's step when
+        co-simulated). FMI leaves the step to the importer: the FMU's default experiment
+        is not a constraint. An FMU that cannot handle a variable step is stepped with
+        this one constant step.
     start_values : dict of str to float or array, optional
         Parameters, structural parameters and start values set before initialization.
 
@@ -74,6 +82,9 @@ class FmuBlock(Block):
         self.path = str(path)
         self.start_values = dict(start_values or {})
         self._outs = outs
+        # An unconnected input keeps the FMU's value (its start value or start_values), as
+        # importers do.
+        self.optional_inputs = frozenset(self.input_names)
         deps = [o.dependencies for o in md.outputs]
         self.direct_feedthrough = bool(ins) and any(d is None or d for d in deps)
         self._unit = None
@@ -82,10 +93,18 @@ class FmuBlock(Block):
         # A running FMU instance (ctypes) never travels: units rebuild their own.
         return {k: v for k, v in self.__dict__.items() if k != "_unit"} | {"_unit": None}
 
+    def text_outputs(self) -> dict:
+        """The FMU's String (``str``) and Binary (``bytes``) outputs now (initialized
+        block): they are not numeric ports. String and Binary inputs hold their
+        ``start_values`` (else their start values)."""
+        return self._unit.text_outputs()
+
     def as_unit(self, name: str, config):
         """This FMU as a co-simulation unit."""
         from cosim.fmi.unit import FmuUnit
-        return FmuUnit(self.path, name, self.start_values)
+        step = self.sample_time[0] if isinstance(self.sample_time, tuple) else \
+            self.sample_time
+        return FmuUnit(self.path, name, self.start_values, step=step)
 
     def _outputs(self):
         self.outputs.update(_typed(np.concatenate(
@@ -96,18 +115,30 @@ class FmuBlock(Block):
         if self._unit is None:
             self._unit = self.as_unit(self.name, None)
         self._unit.initialize(t0)
+        self._stop: StopSimulation | None = None
         self._outputs()
 
     def output_update(self, t, dt):
-        if self.direct_feedthrough:
-            self._unit.set_inputs({p: self.inputs[p] for p in self.input_names})
+        if self.direct_feedthrough and self._stop is None:
+            self._unit.set_inputs(self._given())
         self._outputs()
 
+    def _given(self) -> dict:
+        """The connected inputs' values (the others keep the FMU's)."""
+        return {p: self.inputs[p] for p in self.input_names if p in self.inputs}
+
     def state_update(self, t, dt):
-        self._unit.set_inputs({p: self.inputs[p] for p in self.input_names})
+        if self._stop is not None:
+            raise self._stop            # after the stop time's outputs were logged
+        self._unit.set_inputs(self._given())
         done = self._unit.do_step(t, dt)
         if done.event:
-            raise StopSimulation(done.t_reached, f"FMU {self.name!r} asked to terminate")
+            stop = StopSimulation(done.t_reached, f"FMU {self.name!r} asked to terminate")
+            if not _same_time(done.t_reached, t + dt):
+                raise stop
+            # It stopped at the next tick: that tick's outputs (the FMU's last) are logged
+            # first, the run ends at its state update.
+            self._stop = stop
 
     def finalize(self):
         if self._unit is not None:
@@ -152,7 +183,9 @@ class ModelExchangeFmuBlock(Block):
         ins, outs = ports_of(md, dict(start_values or {}), where, path)
         if md.fmiVersion == "3.0" and clocks_of(md, path, where):
             raise ModelError(f"{where}: clocks of a model-exchange FMU are not supported "
-                             "(use its co-simulation interface with FmuBlock)")
+                             "(docs/fmi.md)" + ("; use its co-simulation interface with "
+                                                "FmuBlock, which ticks time-based input clocks"
+                                                if md.coSimulation is not None else ""))
         _check_names("ModelExchangeFmuBlock", name, path, ins + outs)
         super().__init__(name, inputs=tuple(v.name for v in ins),
                          outputs=tuple(v.name for v in outs))
@@ -160,6 +193,7 @@ class ModelExchangeFmuBlock(Block):
         self.start_values = dict(start_values or {})
         self._md = md
         self._ins, self._outs = ins, outs
+        self.optional_inputs = frozenset(self.input_names)     # unconnected: the FMU's value
         deps = [o.dependencies for o in md.outputs]
         self.direct_feedthrough = bool(ins) and any(
             d is None or any(x.causality == "input" for x in d) for d in deps)
@@ -180,19 +214,39 @@ class ModelExchangeFmuBlock(Block):
                                              f"ModelExchangeFmuBlock {self.name!r}")
         else:
             self._fmu.reset()
-        self.cstate = self._fmu.initialize(t0, self._start)
+        x = self._fmu.initialize(t0, self._start)
+        # An FMU without continuous states still has time, state and step events, which the
+        # event monitor finds on solver steps; in a model with no other continuous state no
+        # solver would step, so such an FMU holds one constant state (derivative 0) that
+        # makes time advance through the solver (fmpy does the same for its CVode).
+        self._clock_only = x.size == 0
+        self.cstate = np.zeros(1) if self._clock_only else x
         self._fmu.disc_values = None
+        self._stop: StopSimulation | None = None
+        self._tick_end = t0
+        self._connected = -1           # inputs wired when last counted
 
     def _flat(self, variables) -> np.ndarray | None:
-        if not variables or not all(v.name in self.inputs for v in variables):
+        if not variables:
             return None
         return np.concatenate([np.asarray(self.inputs[v.name], np.float64).reshape(-1)
                                for v in variables])
 
     def _load(self, t) -> None:
+        if len(self.inputs) != self._connected:
+            # The inputs set are the connected ones, once wired (the others keep the FMU's).
+            self._connected = len(self.inputs)
+            self._fmu.use_inputs(frozenset(self.inputs))
+        if self._stop is not None:
+            # Stopped at a tick's end: that tick's outputs are the FMU's last (read as they
+            # are); anything later ends the run.
+            if t > self._stop.t and not _same_time(t, self._stop.t):
+                raise self._stop
+            return
         self._fmu.load(t, self.cstate, self._flat(self._fmu.cont_in))
 
     def output_update(self, t, dt):
+        self._tick_end = t + dt
         # At a tick: a changed discrete input is an event here (FMI sets those only in event
         # mode); the new state is written into the simulator's vector (a discrete block ran,
         # so the solver restarts from it).
@@ -208,11 +262,17 @@ class ModelExchangeFmuBlock(Block):
         self.outputs.update(_typed(self._fmu.outputs(), self._outs))
 
     def derivative(self, t):
+        if self._clock_only:
+            return np.zeros(1)
         self._load(t)
+        if self._stop is not None:
+            return np.zeros_like(self.cstate)
         return self._fmu.derivatives()
 
     def switch_surfaces(self, t):
         self._load(t)
+        if self._stop is not None:
+            return np.full(self._fmu.nz + 1, -1.0)
         return self._fmu.surfaces(t)
 
     def switch_mode(self, t):
@@ -221,12 +281,28 @@ class ModelExchangeFmuBlock(Block):
 
     def completed_step(self, t):
         self._load(t)
-        return self._fmu.completed_step(t)
+        return self._stop is None and self._fmu.completed_step(t)
 
     def _event(self, t, disc) -> None:
-        x = self._fmu.event(t, disc)
-        if x is not None:
+        if self._stop is not None:
+            return
+        try:
+            x = self._fmu.event(t, disc)
+        except StopSimulation as stop:
+            if not _same_time(t, self._tick_end):
+                raise
+            # It stopped at the end of the tick being integrated: that tick's outputs (the
+            # FMU's last, after the event) are logged first, the run ends right after.
+            self._stop = stop
+            return
+        if x is not None and not self._clock_only:
             self.cstate[:] = x
+
+    def text_outputs(self) -> dict:
+        """The FMU's String (``str``) and Binary (``bytes``) outputs now (initialized
+        block); see :meth:`FmuBlock.text_outputs`."""
+        from cosim.fmi.description import read_text
+        return read_text(self._fmu.inst, self._md)
 
     def finalize(self):
         if self._fmu is not None:

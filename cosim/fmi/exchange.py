@@ -46,23 +46,36 @@ class ModelExchangeFmu:
         self.inst = FmuInstance(path, md, "me", name)
         self.md = md
         self.fmi3 = md.fmiVersion == "3.0"
+        # FMI 2.0 declares the counts; FMI 3.0 states and indicators may be arrays sized by
+        # structural parameters, so the instance tells them once configured (initialize).
         self.nx = len(md.derivatives)
         self.nz = int(md.numberOfEventIndicators or 0)
-        self.cont_in = [v for v in inputs if not v.discrete]
-        self.disc_in = [v for v in inputs if v.discrete]
+        self._all_cont = [v for v in inputs if not v.discrete]
+        self._all_disc = [v for v in inputs if v.discrete]
+        self.cont_in, self.disc_in = self._all_cont, self._all_disc
         self._acc_cont = self.inst.groups(self.cont_in)
         self._acc_disc = self.inst.groups(self.disc_in)
         self._acc_out = self.inst.groups(outputs)
         self.n_out = sum(v.size for v in outputs)
-        self._x = np.zeros(self.nx)
-        self._dx = np.zeros(self.nx)
-        self._z = np.zeros(self.nz)
-        self._px, self._pdx, self._pz = _ptr(self._x), _ptr(self._dx), _ptr(self._z)
+        self._buffers()
         f = self.inst.fmu
         self._get_dx = f.getContinuousStateDerivatives if self.fmi3 else f.getDerivatives
         self._update = f.updateDiscreteStates if self.fmi3 else f.newDiscreteStates
         self.next_event = math.inf
         self.disc_values: np.ndarray | None = None
+
+    def use_inputs(self, names) -> None:
+        """Set only the inputs in ``names`` from now on (the others keep their values)."""
+        self.cont_in = [v for v in self._all_cont if v.name in names]
+        self.disc_in = [v for v in self._all_disc if v.name in names]
+        self._acc_cont = self.inst.groups(self.cont_in)
+        self._acc_disc = self.inst.groups(self.disc_in)
+
+    def _buffers(self) -> None:
+        self._x = np.zeros(self.nx)
+        self._dx = np.zeros(self.nx)
+        self._z = np.zeros(self.nz)
+        self._px, self._pdx, self._pz = _ptr(self._x), _ptr(self._dx), _ptr(self._z)
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -84,9 +97,16 @@ class ModelExchangeFmu:
             inst.call("fmi2EnterInitializationMode", f.enterInitializationMode)
         inst.terminated = False
         inst.call("exitInitializationMode", f.exitInitializationMode)
+        if self.fmi3:
+            nx = inst.call("fmi3GetNumberOfContinuousStates", f.getNumberOfContinuousStates)
+            nz = inst.call("fmi3GetNumberOfEventIndicators", f.getNumberOfEventIndicators)
+            if (nx, nz) != (self.nx, self.nz):
+                self.nx, self.nz = nx, nz
+                self._buffers()
         self._iterate(t0)                       # FMI: event mode after initialization
         inst.call("enterContinuousTimeMode", f.enterContinuousTimeMode)
-        inst.call("getContinuousStates", f.getContinuousStates, self._px, self.nx)
+        if self.nx:
+            inst.call("getContinuousStates", f.getContinuousStates, self._px, self.nx)
         return self._x.copy()
 
     def reset(self) -> None:

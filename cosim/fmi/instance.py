@@ -4,14 +4,16 @@
 :class:`FmuCallError` naming the FMU, the call and the time, with the messages the FMU logged
 through its logger callback (captured here, never printed). Values are read and written per
 FMI type with the value references and buffers made once (:meth:`FmuInstance.groups`).
-:meth:`FmuInstance.free` terminates the FMU, frees the instance and removes the unpacked
-directory.
+:meth:`FmuInstance.free` terminates the FMU and frees the instance; an FMU file is unpacked once
+per process (:func:`unpacked`) and removed when the process exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import itertools
+import os
 import shutil
 import tempfile
 from collections import deque
@@ -62,6 +64,42 @@ def _fmi2_callbacks():
     return _FMI2["callbacks"]
 
 
+def _needed(name: str) -> bool:
+    """True for the files of an FMU archive an instance needs (FMI: the description, the
+    binaries, the resources; not the sources and documentation an FMU may carry)."""
+    return name == "modelDescription.xml" or name.startswith(("binaries/", "resources/"))
+
+
+#: FMU files unpacked by this process: (file, size, mtime) -> directory. Each is unpacked
+#: once and its directory removed when the process exits: a co-simulation instantiates each
+#: FMU for its monolithic check and again as a unit, a sweep once per run, and unpacking and
+#: removing cost more than instantiating (instances of one FMU share its directory, which
+#: FMI allows: the importer never writes to it).
+_UNPACKED: dict[tuple[str, int, int], str] = {}
+
+
+def unpacked(path) -> str:
+    """The directory holding FMU file ``path`` unpacked (made on first use)."""
+    from fmpy import extract
+    p = os.path.realpath(path)
+    st = os.stat(p)
+    key = (p, st.st_size, st.st_mtime_ns)
+    d = _UNPACKED.get(key)
+    if d is None or not os.path.isdir(d):
+        d = tempfile.mkdtemp(prefix="cosim-fmu-")
+        extract(p, d, include=_needed)
+        if not _UNPACKED:
+            atexit.register(_remove_unpacked)
+        _UNPACKED[key] = d
+    return d
+
+
+def _remove_unpacked() -> None:
+    for d in _UNPACKED.values():
+        shutil.rmtree(d, ignore_errors=True)
+    _UNPACKED.clear()
+
+
 class FmuCallError(SimulationError):
     """An FMI call returned a status worse than warning.
 
@@ -96,7 +134,6 @@ class FmuInstance:
     """
 
     def __init__(self, path, md, kind: str, name: str, event_mode: bool = False):
-        from fmpy import extract
         self.path = path
         self.md = md
         self.name = name
@@ -106,8 +143,7 @@ class FmuInstance:
         self.instantiated = False
         self.terminated = False
         self._component: ctypes.c_void_p | None = None
-        self._dir = tempfile.mkdtemp(prefix="cosim-fmu-")
-        extract(str(path), self._dir)
+        self._dir = unpacked(path)
         iface = md.coSimulation if kind == "cs" else md.modelExchange
         args = dict(guid=md.guid, unzipDirectory=self._dir,
                     modelIdentifier=iface.modelIdentifier, instanceName=name)
@@ -193,8 +229,8 @@ class FmuInstance:
                 self.log.clear()
 
     def free(self) -> None:
-        """Terminate (if initialized and not yet terminated), free the instance, remove the
-        unpacked FMU. Safe to call twice."""
+        """Terminate (if initialized and not yet terminated) and free the instance. Safe to
+        call twice."""
         try:
             if self.instantiated:
                 if not self.terminated:
@@ -205,7 +241,6 @@ class FmuInstance:
                 self.instantiated = False
                 self.fmu.freeInstance()
             _FMI2_LOGS.pop(getattr(self, "_env", None), None)
-            shutil.rmtree(self._dir, ignore_errors=True)
 
     # -- values ----------------------------------------------------------------------------
 

@@ -26,12 +26,32 @@ import numpy as np
 
 from cosim.errors import ModelError, SimulationError, UnsupportedError
 from cosim.fmi.instance import DISCARD, FmuInstance
-from cosim.fmi.description import read_fmu, start_value_setter
+from cosim.fmi.description import read_fmu, read_text, start_value_setter
 from cosim.fmi.variables import clocks_of, exact_cast, ports_of
 from cosim.master import protocol as P
 from cosim.master.units import DirectStep, Unit
 
 __all__ = ["FmuUnit"]
+
+
+class _OneInput:
+    """One scalar input set by its own FMI call through a one-value buffer made once."""
+
+    __slots__ = ("group", "variable", "unit")
+
+    def __init__(self, unit, v):
+        (self.group,) = unit.inst.groups([v])
+        self.variable = v
+        self.unit = unit
+
+    def write(self, value: float) -> None:
+        g, v = self.group, self.variable
+        if v.dtype != np.float64 and float(v.dtype.type(value)) != value:
+            exact_cast(np.array([value]), v, self.unit.where)     # raises, naming the port
+        g.buf[0] = v.dtype.type(value).item() if v.dtype != np.float64 else value
+        status = g.set()
+        if status > 1:
+            self.unit.inst.check(g.set_name, status)
 
 
 class FmuUnit(Unit):
@@ -46,9 +66,15 @@ class FmuUnit(Unit):
     start_values : dict of str to float or array, optional
         Values set before initialization (parameters, structural parameters and start
         values alike).
+    step : float, optional
+        The unit's communication step (s): every macro step is a multiple of it. Default:
+        the FMU's default-experiment step (a default only: FMI lets the importer choose),
+        else 1 ms. An FMU that declares ``canHandleVariableCommunicationStepSize="false"``
+        is stepped with one constant step; a different one is an error naming it.
     """
 
-    def __init__(self, path, name: str, start_values: dict | None = None):
+    def __init__(self, path, name: str, start_values: dict | None = None,
+                 step: float | None = None):
         self.name = name
         self.path = Path(path)
         self.md = read_fmu(self.path)
@@ -93,7 +119,14 @@ class FmuUnit(Unit):
         self._feedthrough = any(self._deps.get(v.name, ()) for v in self.outputs)
         self._y: np.ndarray | None = None
         de = self.md.defaultExperiment
-        self._dt = float(de.stepSize) if de and de.stepSize else 1e-3
+        self._dt = float(step) if step else \
+            float(de.stepSize) if de and de.stepSize else 1e-3
+        if not self._dt > 0 or not math.isfinite(self._dt):
+            raise ModelError(f"{where}: communication step {step!r} must be a positive "
+                             "number of seconds")
+        #: FMI: canHandleVariableCommunicationStepSize false -> one constant step size.
+        self._constant_h = not cs.canHandleVariableCommunicationStepSize
+        self._h_first: float | None = None
         self._t0, self._k = 0.0, 0
         # Direct steps: each input's live values [value, has derivatives, d1, d2, t]
         # (DirectStep), the outputs' slots, the stop times of steps that stopped.
@@ -120,7 +153,8 @@ class FmuUnit(Unit):
             feedthrough=tuple((v.name, deps.get(v.name, ())) for v in self.outputs),
             dt=self._dt,
             can_get_set_state=self.can_state,
-            capabilities=("rollback",) if self.can_state else ())
+            # An unlinked input keeps the FMU's value, as FMI importers leave it.
+            capabilities=(("rollback",) if self.can_state else ()) + (P.OPTIONAL_INPUTS,))
 
     def initialize(self, t0: float) -> None:
         if self.inst is None:
@@ -134,6 +168,8 @@ class FmuUnit(Unit):
                     self._acc_in[0].view.dtype == np.float64:
                 self._in_flat = self._acc_in[0].view    # inputs written straight to C
             self._acc_out = self.inst.groups(self.outputs)
+            self._some_groups: dict[tuple, list] = {}      # inputs set by name -> groups
+            self._read_out = self._reader()
             self._start = start_value_setter(self.inst, self.md, self.start_values,
                                              self.where)
         else:
@@ -142,6 +178,7 @@ class FmuUnit(Unit):
         inst.terminated = self._terminated = False
         self.t = inst.t = self._t0 = t0
         self._k = 0
+        self._h_first = None
         self._stops.clear()
         if self.fmi3:
             if any(v.causality == "structuralParameter" for v in self.md.modelVariables):
@@ -218,11 +255,16 @@ class FmuUnit(Unit):
                                [v.vr], [1], [float(np.asarray(ders[0]).reshape(-1)[0])])
 
     def _set_some(self, values: dict) -> None:
+        """Set the inputs in ``values`` only (the others, unconnected, keep their values)."""
         unknown = [p for p in values if p not in self._in_index]
         if unknown:
             raise ModelError(f"{self.where} has no input {unknown[0]!r} (inputs: "
                              f"{', '.join(self._in_index)})")
-        chosen = [self._in_index[p] for p in values]
+        names = tuple(values)
+        groups = self._some_groups.get(names)
+        chosen = [self._in_index[p] for p in names]
+        if groups is None:
+            groups = self._some_groups[names] = self.inst.groups(chosen)
         parts = []
         for v in chosen:
             val = np.asarray(values[v.name], dtype=np.float64).reshape(-1)
@@ -230,7 +272,7 @@ class FmuUnit(Unit):
                 raise ModelError(f"{self.where}: input {v.name!r} takes {v.size} values, "
                                  f"got {val.size}")
             parts.append(exact_cast(val, v, self.where).astype(np.float64))
-        self.inst.write(self.inst.groups(chosen), np.concatenate(parts))
+        self.inst.write(groups, np.concatenate(parts))
         if self._feedthrough:
             self._y = None
 
@@ -262,6 +304,8 @@ class FmuUnit(Unit):
         if self._terminated:
             raise SimulationError(f"{self.where}: stepped after the FMU asked to terminate",
                                   t=t)
+        if self._constant_h:
+            self._check_constant(t, h)
         if self._logged_t != self.t:
             self._record()          # the step's start, with the inputs just set
         inst = self.inst
@@ -273,6 +317,16 @@ class FmuUnit(Unit):
         self._y = None
         return P.StepDone(t_reached, self._terminated, self._next_tick())
 
+    def _check_constant(self, t: float, h: float) -> None:
+        """An FMU that cannot handle a variable communication step gets one step size."""
+        if self._h_first is None:
+            self._h_first = h
+        elif not math.isclose(h, self._h_first, rel_tol=1e-9):
+            raise SimulationError(
+                f"{self.where}: the FMU declares canHandleVariableCommunicationStepSize="
+                f"false, so every step must be {self._h_first:g} s (its first); this one is "
+                f"{h:g} s (use a fixed macro step, and end time a multiple of it)", t=t)
+
     # -- direct steps (the compiled exchange) ---------------------------------------------
 
     def direct(self) -> DirectStep | None:
@@ -283,43 +337,40 @@ class FmuUnit(Unit):
         if (self.inst is None or self._terminated or self.event_mode or self.can_interpolate
                 or any(v.size != 1 for v in self.inputs + self.outputs)):
             return None
-        fn = self._direct_fmi2() if self._all_real2() else self._direct_step
+        # An input the exchange does not drive (unconnected) keeps the FMU's value: the live
+        # values start as the FMU's current inputs, and an input is set when its value
+        # changes.
+        self._direct_inputs = []
+        if self.inputs:
+            now = self.inst.read_new(self._acc_in, self._n_in)
+            for v, live, value in zip(self.inputs, self._live_list, now):
+                live[0] = float(value)
+                self._direct_inputs.append((live, _OneInput(self, v), [live[0]]))
+        fn = self._direct_step if self.fmi3 else self._direct_fmi2()
         return DirectStep((fn, self._direct_out, None, None, None, None),
                           self._k, 0, self._t0, self._dt, self._lives,
                           {v.name: j for j, v in enumerate(self.outputs)}, self._stops,
                           generated=False)
 
-    def _all_real2(self) -> bool:
-        """FMI 2.0 with every port a Real: one set, one doStep and one get per step."""
-        return (not self.fmi3 and bool(self.outputs)
-                and all(v.type == "Real" for v in self.inputs + self.outputs))
-
     def _direct_fmi2(self):
-        """:meth:`_direct_step` for :meth:`_all_real2` units, its calls bound once: inputs
-        written into the C buffer, one ``fmi2SetReal``, ``fmi2DoStep`` with the times of
-        the unit's ticks, one ``fmi2GetReal``; the same calls, values and samples."""
-        inst, lives, stops = self.inst, self._live_list, self._stops
-        g_in = self._acc_in[0] if lives else None
-        in_buf = g_in.buf if lives else None
-        set_in = g_in.set if lives else None
-        g_out = self._acc_out[0]
-        get_out, out_view = g_out.get, g_out.view
+        """:meth:`_direct_step` for FMI 2.0 units, its calls bound once: the inputs that
+        changed set (one call each), ``fmi2DoStep`` with the times of the unit's ticks, the
+        outputs read per type (:meth:`_reader`); the same calls, values and samples."""
+        inst, stops, inputs = self.inst, self._stops, self._direct_inputs
+        read_out = self._read_out
         do_step, args = self._do_step2, self._step_args
         c_t, c_h = args[1], args[2]
         t0, dt = self._t0, self._dt
         record, feedthrough = self._record, self._feedthrough
 
         def step(k, k_stop, last, S, D, X, R, G, k_full, k_log):
-            if lives:
-                i = 0
-                for live in lives:
-                    in_buf[i] = live[0]
-                    i += 1
-                status = set_in()
-                if status > 1:
-                    inst.check(g_in.set_name, status)
-                if feedthrough:
-                    self._y = None
+            for live, one, last_value in inputs:
+                value = live[0]
+                if value != last_value[0]:
+                    one.write(value)
+                    last_value[0] = value
+                    if feedthrough:
+                        self._y = None
             if k_full > k:
                 self._k = k_full
                 t, h = t0 + k * dt, (k_full - k) * dt
@@ -328,6 +379,8 @@ class FmuUnit(Unit):
                                           "terminate", t=t)
                 if self._logged_t != self.t:
                     record()            # the step's start, with the inputs just set
+                if self._constant_h:
+                    self._check_constant(t, h)
                 inst.t = c_t.value = t
                 c_h.value = h
                 status = do_step(*args)
@@ -344,10 +397,7 @@ class FmuUnit(Unit):
                 record(replace=True)
                 y = self._y
             if y is None:
-                status = get_out()
-                if status > 1:
-                    inst.check(g_out.get_name, status)
-                y = self._y = out_view.copy()
+                y = self._y = read_out()
             S[:] = y
             return k_full, last
         return step
@@ -355,15 +405,17 @@ class FmuUnit(Unit):
     def _direct_step(self, k, k_stop, last, S, D, X, R, G, k_full, k_log):
         """The generated-function signature of :class:`DirectStep`: inputs from the live
         values, then a step to tick ``k_full`` (or, with ``k_full == k``, a refresh)."""
-        if self._live_list:
-            flat = self._in_flat
-            for i, live in enumerate(self._live_list):
-                flat[i] = live[0]
-            for v, sl in self._in_casts:
-                exact_cast(flat[sl], v, self.where)
-            self.inst.write(self._acc_in, flat)
-            if self._feedthrough:
-                self._y = None
+        changed = False
+        for live, one, last_value in self._direct_inputs:
+            value = live[0]
+            if value != last_value[0]:
+                # Only inputs that changed are set (an unlinked one never does), each with
+                # its own FMI call on a one-value buffer made once.
+                one.write(value)
+                last_value[0] = value
+                changed = True
+        if changed and self._feedthrough:
+            self._y = None
         if k_full > k:
             done = self._advance(k, k_full - k)
             if done.event:
@@ -437,6 +489,11 @@ class FmuUnit(Unit):
                 return t_end
             t = reached
 
+    def text_outputs(self) -> dict:
+        """The FMU's String (``str``) and Binary (``bytes``) outputs now, by name (they are
+        not numeric ports)."""
+        return read_text(self.inst, self.md)
+
     def get_outputs(self) -> dict:
         y = self._outputs_now()
         return {name: y[sl].reshape(shape) for name, sl, shape in self._out_slots}
@@ -444,8 +501,33 @@ class FmuUnit(Unit):
     def _outputs_now(self) -> np.ndarray:
         """The outputs as one flat vector, read once per step or change of inputs."""
         if self._y is None:
-            self._y = self.inst.read_new(self._acc_out, self._n_out)
+            self._y = self._read_out()
         return self._y
+
+    def _reader(self):
+        """A function returning the outputs as a new flat float64 vector: for a few scalar
+        values of several FMI types, element by element from each type's buffer (numpy's
+        indexing costs more than the FMI calls there), else :meth:`FmuInstance.read_new`."""
+        inst, groups, n = self.inst, self._acc_out, self._n_out
+        if n > 16 or len(groups) == 1:
+            return lambda: inst.read_new(groups, n)
+        parts = []
+        for g in groups:
+            pos = range(g.pos.start, g.pos.stop) if isinstance(g.pos, slice) else \
+                [int(p) for p in g.pos]
+            parts.append((g.get, g.get_name, g.buf, tuple(enumerate(pos))))
+        array = np.array
+
+        def read() -> np.ndarray:
+            vals = [0.0] * n
+            for get, name, buf, where in parts:
+                status = get()
+                if status > 1:
+                    inst.check(name, status)
+                for j, p in where:
+                    vals[p] = buf[j]
+            return array(vals, dtype=np.float64)
+        return read
 
     def get_state(self) -> P.UnitState:
         if not self.can_state:
@@ -497,7 +579,7 @@ class FmuUnit(Unit):
             if self._log_t and self._log_t[-1] == self.t:
                 self._log_y[-1] = y
                 return
-            if np.array_equal(y, self._logged_y):
+            if y.tobytes() == self._logged_y.tobytes():
                 return              # collected already, and unchanged
         self._logged_t, self._logged_y = self.t, y
         self._log_t.append(self.t)

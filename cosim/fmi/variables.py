@@ -18,8 +18,8 @@ import numpy as np
 
 from cosim.errors import ModelError, SimulationError
 
-__all__ = ["Clock", "FmuVariable", "clocks_of", "exact_cast", "ports_of", "shape_of",
-           "structural_values"]
+__all__ = ["Clock", "FmuVariable", "clocks_of", "exact_cast", "number", "ports_of",
+           "shape_of", "structural_values", "text_value", "text_variables"]
 
 #: FMI type -> numpy dtype of its port.
 DTYPES = {
@@ -29,11 +29,8 @@ DTYPES = {
     "UInt64": np.uint64, "Boolean": np.bool_,
 }
 
-#: Types that cannot be ports, with the reason.
-REFUSED = {
-    "String": "a string variable carries text, which ports (numeric arrays) cannot",
-    "Binary": "a binary variable carries opaque bytes, which ports (numeric arrays) cannot",
-}
+#: FMI types whose values are text (``str``) or bytes, never numeric ports.
+TEXT_TYPES = ("String", "Binary")
 
 
 @dataclass(frozen=True)
@@ -87,14 +84,30 @@ def structural_values(md, start_values: dict) -> dict[int, int]:
     """Value reference -> value of each FMI 3.0 structural parameter (start, or user-set)."""
     out = {}
     for v in md.modelVariables:
-        if v.causality == "structuralParameter":
+        if v.causality == "structuralParameter" and v.type not in ("String", "Binary"):
             val = start_values.get(v.name, v.start)
             try:
-                out[v.valueReference] = int(float(val))
+                out[v.valueReference] = number(val, v.type)
             except (TypeError, ValueError):
-                raise ModelError(f"structural parameter {v.name!r} has no integer value "
-                                 f"({val!r}); set it in start_values") from None
+                raise ModelError(f"structural parameter {v.name!r} ({v.type}) has no "
+                                 f"value of its type ({val!r}); set it in start_values"
+                                 ) from None
     return out
+
+
+def number(value, fmi_type: str) -> float | int:
+    """A start value as read from a model description (``"false"``, ``"3"``, ``"0.5"``) or
+    given by a user, as the number it means for FMI type ``fmi_type``."""
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if fmi_type == "Boolean" and word in ("true", "false"):
+            return int(word == "true")
+        value = float(word)
+    if fmi_type.startswith("Float") or fmi_type == "Real":
+        return float(value)
+    if float(value) != int(float(value)):
+        raise ValueError(value)
+    return int(float(value))
 
 
 def shape_of(v, structural: dict[int, int], where: str) -> tuple[int, ...]:
@@ -147,9 +160,8 @@ def ports_of(md, start_values: dict, where: str, path=None
         if v.causality not in ("input", "output") or v.type == "Clock":
             continue
         t = v.type
-        if t in REFUSED:
-            problems.append(f"{v.causality} {v.name!r} is a {t}: {REFUSED[t]}")
-            continue
+        if t in TEXT_TYPES:
+            continue                # not a numeric port: text_variables
         if t == "Enumeration":
             dtype = np.dtype(np.int64 if fmi3 else np.int32)
         elif t in DTYPES:
@@ -164,9 +176,27 @@ def ports_of(md, start_values: dict, where: str, path=None
         clocks_of(md, path, where, problems)
     if problems:
         raise ModelError(f"{where}: " + "; ".join(problems)
-                         + " (use an FMU whose inputs and outputs are numbers, booleans, "
-                           "enumerations or time-based input clocks)")
+                         + " (cosim supports numeric, boolean, enumeration, string and "
+                           "binary variables and time-based input clocks)")
     return ins, outs
+
+
+def text_variables(md, causality: str) -> list:
+    """The String and Binary variables of ``md`` of ``causality`` (``"input"``,
+    ``"output"``), as fmpy model variables."""
+    return [v for v in md.modelVariables
+            if v.causality == causality and v.type in TEXT_TYPES]
+
+
+def text_value(v, value, where: str):
+    """``value`` checked for text variable ``v``: a ``str`` for a String, ``bytes`` for a
+    Binary."""
+    want = str if v.type == "String" else (bytes, bytearray)
+    if not isinstance(value, want):
+        raise ModelError(f"{where}: {v.name!r} is an FMI {v.type}; its value must be "
+                         f"{'a str' if v.type == 'String' else 'bytes'}, got "
+                         f"{type(value).__name__} {value!r}")
+    return bytes(value) if v.type == "Binary" else value
 
 
 def clocks_of(md, path, where: str, problems: list | None = None) -> list[Clock]:

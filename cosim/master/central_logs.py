@@ -1,5 +1,8 @@
 """The central logs of a co-simulation: the units' log batches gathered by the master, keyed
-``unit/block.port``, cut back on rollback to a checkpoint or at a stop event."""
+``unit/block.port``, cut back on rollback to a checkpoint or at a stop event. A sample at a
+macro point carries the master's time of that point (units compute their own grid times:
+``3 * 0.1`` is not ``0.3``), so every signal has the same time there and a results table
+one row per macro point."""
 
 from __future__ import annotations
 
@@ -30,6 +33,20 @@ class CentralLogs:
         self._units = set(units)
         self._keys = keys or {}
         self._batches: dict[str, tuple[list, list]] = {}
+        self._grid: tuple[float, float] | None = None
+
+    def stamp(self, t0: float, quantum: float) -> None:
+        """Stamp samples at macro points with the master's time ``t0 + n * quantum`` (s;
+        every macro point is a multiple of the quantum)."""
+        self._grid = (t0, quantum) if quantum > 0 else None
+
+    def _stamped(self, t: np.ndarray) -> np.ndarray:
+        """``t`` with the times within the exchange tolerance of a macro point replaced by
+        the master's time of that point."""
+        t0, q = self._grid
+        on = t0 + np.rint((t - t0) / q) * q
+        close = np.abs(t - on) <= EXCHANGE_RTOL * np.maximum(1.0, np.abs(on))
+        return np.where(close, on, t)
 
     def add(self, unit: str, signals: dict) -> None:
         """Add a unit's batch (``LogBatch.signals``: name -> ``(t, values)``, shapes ``(n,)``
@@ -40,7 +57,8 @@ class CentralLogs:
             if unit == REST:
                 key = self._boundary(key)
             ts, vs = self._batches.setdefault(prefix + key, ([], []))
-            ts.append(t)
+            ts.append(self._stamped(np.asarray(t, dtype=np.float64))
+                      if self._grid is not None and len(t) else t)
             vs.append(v)
 
     def _boundary(self, key: str) -> str:

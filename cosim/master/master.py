@@ -128,6 +128,7 @@ class Master:
                           self.couplings) + " run without iteration: the coupling error "
                           "is recorded per step in step_log ('uniterated')", stacklevel=2)
         self.control = StepControl(self.cfg, {u: d.dt for u, d in self.desc.items()})
+        self.central.stamp(t0, self.control.quantum_s)     # macro points: the master's time
         self._nq = 0          # quanta elapsed: T = t0 + nq * quantum, never accumulated
         self.H = self.cfg.H
         self.T = t0

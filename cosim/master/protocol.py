@@ -61,8 +61,8 @@ __all__ = [
     "Hello", "Describe", "Initialize", "SetInputs", "DoStep", "RefreshOutputs", "GetOutputs",
     "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat", "Step", "Reload",
     "SetParameters", "Welcome", "UnitDescription", "Ok", "Outputs", "StepDone", "UnitState",
-    "LogBatch", "ErrorReply", "Stepped", "FUSED_STEP", "STEP_REFRESH", "STEP_RESET", "STEP_KEEP",
-    "STEP_ROLLBACK", "STEP_MODES",
+    "LogBatch", "ErrorReply", "Stepped", "FUSED_STEP", "OPTIONAL_INPUTS", "STEP_REFRESH",
+    "STEP_RESET", "STEP_KEEP", "STEP_ROLLBACK", "STEP_MODES",
 ]
 
 #: Version of the message set below; both ends of a connection must agree on it (see
@@ -351,6 +351,10 @@ FUSED_STEP = "fused-step"
 STEP_REFRESH, STEP_RESET, STEP_KEEP, STEP_ROLLBACK = 1, 2, 4, 8
 #: Every :attr:`Step.mode` flag.
 STEP_MODES = STEP_REFRESH | STEP_RESET | STEP_KEEP | STEP_ROLLBACK
+
+#: The capability of a unit whose inputs may stay unlinked: such an input keeps the unit's
+#: own value (an FMU's start value), as FMI importers leave it.
+OPTIONAL_INPUTS = "optional-inputs"
 
 
 @dataclass(frozen=True, slots=True, eq=False)

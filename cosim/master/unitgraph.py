@@ -5,6 +5,7 @@ master steps and refreshes units in."""
 from __future__ import annotations
 
 from cosim.errors import CompileError, ModelError
+from cosim.master import protocol as P
 from cosim.numerics.graph import (condensation_levels, is_cycle,
                                   strongly_connected_components)
 
@@ -48,7 +49,8 @@ class UnitGraph:
     def __init__(self, names: list[str], links, desc: dict):
         self.names = names
         self.driver = self._check(links, desc)
-        self.inputs = {u: [(p.name, self.driver[(u, p.name)]) for p in desc[u].inputs]
+        self.inputs = {u: [(p.name, self.driver[(u, p.name)]) for p in desc[u].inputs
+                           if (u, p.name) in self.driver]       # (unlinked: optional ones)
                        for u in names}
         succ = {u: set() for u in names}
         direct = {u: set() for u in names}
@@ -128,6 +130,8 @@ class UnitGraph:
                 problems.append(f"input {ln.dst}.{ln.dst_port} is driven twice")
             driver[(ln.dst, ln.dst_port)] = (ln.src, ln.src_port)
         for u, ports in ins.items():
+            if P.OPTIONAL_INPUTS in desc[u].capabilities:
+                continue            # an unlinked input keeps the unit's own value
             for p in ports:
                 if (u, p) not in driver:
                     problems.append(f"input {u}.{p} is not linked to any unit output")

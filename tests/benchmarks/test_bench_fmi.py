@@ -7,14 +7,22 @@ Systems: a chain VanDerPol -> Feedthrough -> Feedthrough, and a feedback pair of
 ``CHUNKS`` consecutive runs on each of ``REPEAT`` builds, the engines interleaved (short
 samples, many of them: the machine is shared). Printed: µs per macro step and the ratios to libcosim and to raw fmpy. Asserted:
 cosim within ``TARGET`` (1.5) times libcosim per macro step (issue 16's target).
+With ``COSIM_REFERENCE_FMUS`` set to a directory holding the Modelica Association's
+Reference FMUs built for FMI 2.0 (``VanDerPol.fmu``, ``Feedthrough.fmu``: cmake
+``-DFMI_VERSION=2`` of github.com/modelica/Reference-FMUs), the chain of those FMUs too
+(VanDerPol.x0 -> Feedthrough.Float64_continuous_input, its output -> the next Feedthrough;
+their other ports, strings among them, unconnected), per macro step and for the whole run
+including loading (``test_reference_chain_vs_libcosim``; targets 1.2 and 1.5).
 Run: python -m pytest -m bench -s tests/benchmarks/test_bench_fmi.py
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,3 +169,67 @@ def test_fmu_cosimulation_vs_libcosim_and_raw_fmpy(fmus, system):
     ratio = best["cosim (Jacobi, in process)"] / best["libcosim (libcosimpy)"]
     print(f"cosim / libcosim per macro step ({system}): {ratio:.2f} (target <= {TARGET})")
     assert ratio <= TARGET, (system, best)
+
+
+#: The Reference FMUs' chain: per macro step / whole run including loading, most cosim may
+#: take in multiples of libcosim's time (issue 30's targets).
+REFERENCE_TARGETS = (1.2, 1.5)
+FT = "Float64_continuous"
+SYSTEMS["reference chain"] = (
+    [("vdp", "VanDerPol"), ("ft1", "Feedthrough"), ("ft2", "Feedthrough")],
+    [("vdp", "x0", "ft1", f"{FT}_input"), ("ft1", f"{FT}_output", "ft2", f"{FT}_input")])
+
+
+@pytest.fixture(scope="module")
+def reference_fmus():
+    d = os.environ.get("COSIM_REFERENCE_FMUS")
+    if not d:
+        pytest.skip("set COSIM_REFERENCE_FMUS to a directory of FMI 2.0 Reference FMUs")
+    found = {n: Path(d) / f"{n}.fmu" for n in ("VanDerPol", "Feedthrough")}
+    missing = [str(p) for p in found.values() if not p.is_file()]
+    if missing:
+        pytest.fail(f"COSIM_REFERENCE_FMUS: {', '.join(missing)} missing")
+    return found
+
+
+def _whole(make, fmus, system) -> float:
+    """Seconds for load + initialize + STEPS macro steps."""
+    t0 = time.perf_counter()
+    run, keep = make(fmus, system)
+    run()
+    dt = time.perf_counter() - t0
+    if hasattr(keep, "close"):
+        keep.close()
+    elif hasattr(keep, "master"):
+        keep.master.terminate()
+    return dt
+
+
+def test_reference_chain_vs_libcosim(reference_fmus):
+    pytest.importorskip("libcosimpy", reason="pip install libcosimpy (the bench extra)")
+    system = "reference chain"
+    makers = {"cosim (Jacobi, in process)": cosim_run, "libcosim (libcosimpy)": libcosim_run}
+    step = {k: float("inf") for k in makers}
+    whole = {k: float("inf") for k in makers}
+    for _ in range(REPEAT):                    # interleaved: drift hits every engine alike
+        for name, make in makers.items():
+            run, keep = make(reference_fmus, system)
+            for _ in range(CHUNKS):
+                t0 = time.perf_counter()
+                run()
+                step[name] = min(step[name], (time.perf_counter() - t0) / STEPS * 1e6)
+            if hasattr(keep, "close"):
+                keep.close()
+            del keep
+            whole[name] = min(whole[name], _whole(make, reference_fmus, system) * 1e3)
+    table(f"Reference FMUs {system} (FMI 2.0, H = {H}, {STEPS} macro steps), us per macro "
+          "step", list(step.items()), reference="libcosim (libcosimpy)")
+    table(f"the same, whole run including loading (ms, {STEPS} macro steps)",
+          list(whole.items()), reference="libcosim (libcosimpy)")
+    cos, lib = "cosim (Jacobi, in process)", "libcosim (libcosimpy)"
+    ratios = (step[cos] / step[lib], whole[cos] / whole[lib])
+    print(f"cosim / libcosim: per macro step {ratios[0]:.2f} (target <= "
+          f"{REFERENCE_TARGETS[0]}), whole run {ratios[1]:.2f} (target <= "
+          f"{REFERENCE_TARGETS[1]})")
+    assert ratios[0] <= REFERENCE_TARGETS[0] and ratios[1] <= REFERENCE_TARGETS[1], \
+        (step, whole)

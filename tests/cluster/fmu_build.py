@@ -75,6 +75,7 @@ def _layout(spec: Spec) -> dict:
 def _header(spec: Spec, vrs: dict) -> str:
     n = vrs["_n"]
     kind, start, names, slots = ["'o'"] * n, ["0.0"] * n, ['"?"'] * n, ["1"] * n
+    text, text_len = ['""'] * n, ["0"] * n
     sizes = []
     for v in spec.variables:
         i = vrs[v.name]
@@ -82,23 +83,43 @@ def _header(spec: Spec, vrs: dict) -> str:
         for j in range(i, i + (_size_slots(v))):
             kind[j] = f"'{KINDS[v.kind][3]}'"
             names[j] = f'"{v.name}"'
-            start[j] = repr(float(v.start or 0.0))
+            if v.type in TEXT:
+                raw = _text_bytes(v)
+                text[j] = '"' + "".join(f"\\x{b:02x}" for b in raw) + '"'
+                text_len[j] = str(len(raw))
+            else:
+                start[j] = repr(float(v.start or 0.0))
         if v.dims:
             expr = " * ".join(str(d) if isinstance(d, int) else f"(int)m->v[VR_{d}]"
                               for d in v.dims)
             sizes.append(f"case {i}: return {expr};")
     lines = [f"#define NV {n}"]
     lines += [f"#define VR_{v.name} {vrs[v.name]}" for v in spec.variables]
-    lines += [f"#define NX {len(spec.states)}", f"#define NZ {len(spec.indicators)}",
+    by_name = {v.name: v for v in spec.variables}
+    nx = sum(_size_slots(by_name[x]) for x in spec.states)     # array states count elements
+    lines += [f"#define NX {nx}", f"#define NZ {len(spec.indicators)}",
               f"#define CS_H {spec.cs_h!r}",
               f"static const char KIND[NV] = {{{', '.join(kind)}}};",
               f"static const double START[NV] = {{{', '.join(start)}}};",
               f"static const char *NAMES[NV] = {{{', '.join(names)}}};",
               f"static const int SLOTS[NV] = {{{', '.join(slots)}}};",
+              f"static const char *START_TEXT[NV] = {{{', '.join(text)}}};",
+              f"static const size_t START_TEXT_LEN[NV] = {{{', '.join(text_len)}}};",
               "struct Model;",
               "static int var_size(const struct Model *m, unsigned vr);"]
     lines.append(f"#define VAR_SIZE_BODY switch (vr) {{ {' '.join(sizes)} default: return 1; }}")
     return "\n".join(lines) + "\n"
+
+
+#: Types whose values are text or bytes (held by the shims beside the numbers).
+TEXT = ("String", "Binary")
+
+
+def _text_bytes(v: Var) -> bytes:
+    """The start value of a String (str) or Binary (bytes) variable as bytes."""
+    if v.start is None:
+        return b""
+    return v.start.encode("utf-8") if isinstance(v.start, str) else bytes(v.start)
 
 
 def _size_slots(v: Var) -> int:
@@ -177,14 +198,18 @@ def _fmi3_xml(spec: Spec, vrs: dict, guid: str) -> str:
             attrs["initial"] = initial
         if v.derivative_of:
             attrs["derivative"] = vrs[v.derivative_of]
-        if v.start is not None and initial != "calculated":
+        inner = ""
+        if t in TEXT and v.start is not None and initial != "calculated":
+            value = v.start if t == "String" else _text_bytes(v).hex()
+            inner = f"<Start value={quoteattr(value)}/>"
+        elif v.start is not None and initial != "calculated":
             n = _size_slots(v) if all(isinstance(d, int) for d in v.dims) else v.max_size
             val = ("true" if v.start else "false") if t == "Boolean" else \
                 str(int(v.start)) if not t.startswith("Float") else repr(float(v.start))
             attrs["start"] = " ".join([val] * (n if v.dims else 1))
         dims = "".join(f'<Dimension start="{d}"/>' if isinstance(d, int) else
                        f'<Dimension valueReference="{vrs[d]}"/>' for d in v.dims)
-        rows.append(f"    <{t} {_attrs(attrs)}>{dims}</{t}>")
+        rows.append(f"    <{t} {_attrs(attrs)}>{dims}{inner}</{t}>")
     for name, causality, kind, interval in spec.clocks:
         decimal = f' intervalDecimal="{interval}"' if interval is not None else ""
         rows.append(f'    <Clock name="{name}" valueReference="{vrs[name]}" '

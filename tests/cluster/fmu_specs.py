@@ -29,11 +29,12 @@ def _pairs(*pairs):
                                                   if not t.startswith("Float") else "output"))]
 
 
-#: Every FMI 2.0 type, input -> output (numbers doubled, booleans negated, enumerations next).
+#: Every FMI 2.0 type, input -> output (numbers doubled, booleans negated, enumerations next,
+#: strings copied).
 TYPES2 = Spec("Types", "types.c", _pairs(
     ("r", "Float64", 1.5, ()), ("i", "Int32", 3, ()), ("b", "Boolean", 0, ()),
-    ("e", "Enumeration", 1, ())), enumerations={"Level": ("low", "mid", "high")},
-    step_size=0.1)
+    ("e", "Enumeration", 1, ()), ("t", "String", "Set me!", ())),
+    enumerations={"Level": ("low", "mid", "high")}, step_size=0.1)
 
 #: Every FMI 3.0 type and width, fixed-size and structurally sized arrays.
 TYPES3 = Spec("Types", "types.c", [
@@ -41,7 +42,8 @@ TYPES3 = Spec("Types", "types.c", [
     ("f32", "Float32", 0.25, ()), ("i8", "Int8", -3, ()), ("u16", "UInt16", 7, ()),
     ("i32", "Int32", -5, ()), ("i64", "Int64", 1 << 40, ()), ("u64", "UInt64", 1 << 50, ()),
     ("b", "Boolean", 1, ()), ("e", "Enumeration", 2, ()), ("a", "Float64", 1.0, (3,)),
-    ("s", "Float64", 2.0, ("n",))), enumerations={"Level": ("low", "mid", "high")},
+    ("s", "Float64", 2.0, ("n",)), ("t", "String", "Set me!", ()),
+    ("bin", "Binary", b"\x00\xffab", ())), enumerations={"Level": ("low", "mid", "high")},
     step_size=0.1)
 
 #: An FMI 3.0 co-simulation FMU with a time-based input clock (interval 0.3 s).
@@ -64,3 +66,18 @@ LAG = Spec("Lag", "lag.c", [
     Var("x", "state_output", start=0.0), Var("der_x", "local", derivative_of="x"),
     Var("u", "input", start=1.0), Var("tau", "parameter", start=0.5)],
     states=("x",), step_size=0.01)
+
+#: No continuous state, time events only (FMI 2.0 and 3.0): a counter stepped every
+#: `period`, terminating when it reaches stop_at (at t = (stop_at - 1) * period).
+STAIR = Spec("Stair", "stair.c", [
+    Var("counter", "discrete_output", type="Int32", start=1),
+    Var("period", "parameter", start=1.0), Var("stop_at", "parameter", start=10.0)],
+    step_size=0.2, stop_time=10.0)
+
+#: An FMI 3.0 array state x (3,) with its array derivative, an array input and output, and
+#: a Boolean structural parameter.
+ARRAY_STATE = Spec("ArrayState", "arraystate.c", [
+    Var("doubled", "structural", type="Boolean", start=0),
+    Var("x", "state", start=1.0, dims=(3,)), Var("der_x", "local", dims=(3,), derivative_of="x"),
+    Var("u", "input", start=0.0, dims=(3,)), Var("y", "output", dims=(3,))],
+    states=("x",), step_size=0.1, stop_time=2.0)

@@ -3,12 +3,13 @@ and subsystems exported as FMUs run by fmpy."""
 
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from blocks import Gain, Sine, Step
+from blocks import Constant, Gain, Sine, Step
 from blocks.continuous import Integrator
 from blocks.fmu import FmuBlock
 from cosim.fmi.export import export_fmu
@@ -253,32 +254,64 @@ def test_exported_fmu_declares_structure_parameters_and_experiment(tmp_path):
     assert [u.variable.name for u in md.initialUnknowns] == ["y"]
 
 
-def test_exported_fmu_runs_in_a_python_without_cosim(plant_fmu):
-    """fmpy runs the FMU in an isolated interpreter whose path holds the base site-packages
-    (numpy, scipy, msgpack, fmpy) but not cosim: the FMU carries its engine."""
+@pytest.fixture(scope="session")
+def fmpy_only_python():
+    """A Python with nothing but fmpy and numpy (and their own dependencies): a virtual
+    environment made here with ``python -m venv`` and pip from PyPI, cached under the temp
+    directory between runs (made again if it cannot import fmpy; a lock file serialises
+    concurrent test runs)."""
+    import fcntl
+    import shutil
+    import tempfile
+    root = Path(tempfile.gettempdir()) / \
+        f"cosim-test-fmpy-only-py{sys.version_info[0]}{sys.version_info[1]}"
+    python = root / "bin" / "python"
+    with open(f"{root}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        probe = [str(python), "-I", "-c", "import fmpy, numpy"]
+        if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+            return python
+        shutil.rmtree(root, ignore_errors=True)
+        base = getattr(sys, "_base_executable", sys.executable)
+        subprocess.run([base, "-m", "venv", str(root)], check=True, capture_output=True,
+                       timeout=300)
+        out = subprocess.run([str(python), "-m", "pip", "install", "-q",
+                              "--disable-pip-version-check", "fmpy", "numpy"],
+                             capture_output=True, text=True, timeout=900)
+        if out.returncode != 0:
+            shutil.rmtree(root, ignore_errors=True)
+            pytest.fail(f"cannot make an fmpy-only Python: {out.stderr[-2000:]}")
+    return python
+
+
+@pytest.fixture(scope="module", params=["2.0", "3.0"])
+def exported(request, tmp_path_factory):
+    """The plant exported as FMI 2.0 and 3.0, its gain k tunable."""
+    return export_fmu(plant_model(), "plant", tmp_path_factory.mktemp("exp") / "plant.fmu",
+                      fmi_version=request.param, tunable=["k"])
+
+
+def test_exported_fmu_runs_in_a_python_without_cosim(exported, fmpy_only_python):
+    """fmpy runs the FMU (FMI 2.0 and 3.0) in a Python that has fmpy and numpy only (and
+    what fmpy needs, msgpack among it): no cosim, PyYAML, scipy or pythonfmu — the FMU
+    carries what it runs. Its outputs equal
+    the native co-simulation's at the macro points."""
     import ast
-    import sysconfig
-    purelib = sysconfig.get_paths(vars={"base": sys.base_prefix,
-                                        "platbase": sys.base_prefix})["purelib"]
     script = f"""
-import sys
-sys.path.append({purelib!r})    # no .pth files processed: no editable install of cosim
-try:
-    import cosim
-except ImportError:
-    pass
-else:
-    raise SystemExit("cosim is importable here: the test would prove nothing")
+import importlib.util
+for name in ("cosim", "blocks", "cluster", "yaml", "pythonfmu", "pythonfmu3", "scipy"):
+    if importlib.util.find_spec(name) is not None:
+        raise SystemExit(f"{{name}} is importable here: the test would prove nothing")
 import numpy as np
 from fmpy import simulate_fmu
 t = np.arange(0.0, 1.0001, 0.05)
-res = simulate_fmu({str(plant_fmu)!r}, stop_time=1.0, step_size=0.05, output_interval=0.05,
+res = simulate_fmu({str(exported)!r}, stop_time=1.0, step_size=0.05, output_interval=0.05,
                    start_values={{"k": 3.0}},
                    input=np.array(list(zip(t, np.sin(np.pi * t))),
                                   dtype=[("time", float), ("u", float)]))
 print(repr(res["y"].tolist()))
 """
-    out = subprocess.run([sys._base_executable, "-I", "-S", "-c", script], capture_output=True,
+    out = subprocess.run([str(fmpy_only_python), "-I", "-c", script], capture_output=True,
                          text=True, timeout=300, cwd="/")
     assert out.returncode == 0, out.stderr[-3000:]
     y = np.array(ast.literal_eval(out.stdout.strip().splitlines()[-1]))
@@ -290,6 +323,168 @@ print(repr(res["y"].tolist()))
     t = np.arange(0.0, 1.0001, 0.05)
     np.testing.assert_allclose(y, native["plant/x.out"][np.searchsorted(nat_t, t - 1e-12), 0],
                                rtol=0, atol=1e-12)
+
+
+def test_exported_fmu_runs_under_libcosim_like_the_native_subsystem(tmp_path):
+    """DNV's libcosim (a C++ importer, libcosimpy) steps the FMI 2.0 export: its outputs at
+    the macro points are the native co-simulation's, bit for bit (constant input u = 1)."""
+    pytest.importorskip("libcosimpy", reason="libcosimpy is in the test extra")
+    from libcosimpy.CosimExecution import CosimExecution
+    from libcosimpy.CosimLogging import CosimLogLevel, log_output_level
+    from libcosimpy.CosimObserver import CosimObserver
+    from libcosimpy.CosimSlave import CosimLocalSlave
+    log_output_level(CosimLogLevel.ERROR)
+    fmu = export_fmu(plant_model(), "plant", tmp_path / "plant.fmu")
+    ex = CosimExecution.from_step_size(step_size=int(0.05 * 1e9))
+    i = ex.add_local_slave(CosimLocalSlave(fmu_path=str(fmu), instance_name="plant"))
+    vr = {v.name.decode(): v.reference for v in ex.slave_variables(i)}
+    observer = CosimObserver.create_last_value()
+    ex.add_observer(observer)
+    ex.real_initial_value(i, vr["u"], 1.0)
+    got = []
+    for _ in range(20):
+        ex.step(1)
+        got.append(observer.last_real_values(i, [vr["y"]])[0])
+    m = plant_model()
+    m.blocks[1] = Constant("src", 1.0)
+    native = CoSimulation(m, SimulationConfig(dt=0.01, t_end=1.0,
+                                              cosim=CosimConfig(H=0.05))).run()
+    t, x = native.time_of("plant/x.out"), native["plant/x.out"][:, 0]
+    np.testing.assert_array_equal(got, x[np.searchsorted(t, np.arange(1, 21) * 0.05 - 1e-12)])
+
+
+#: EV subsystems (examples/electric_vehicle.yaml) exported, with constant inputs and the
+#: outputs compared: the battery (an RK4 integrator and a lookup table at 1 ms) and the
+#: discrete PI controller (10 ms).
+EV_CASES = {"battery": ({"current": 120.0}, ["v_batt", "soc_out"]),
+            "control": ({"v_ref": 20.0, "v": 12.5}, ["torque_demand"])}
+
+
+@pytest.mark.parametrize("version", ["2.0", "3.0"])
+@pytest.mark.parametrize("subsystem", list(EV_CASES))
+def test_exported_ev_subsystems_run_without_cosim_bit_for_bit(tmp_path, fmpy_only_python,
+                                                               subsystem, version):
+    """The EV's battery and controller, exported, run in the fmpy-only Python and give the
+    native subsystem's outputs at the macro points bit for bit (same inputs: constants)."""
+    import ast
+    from cosim.model.diagram import Subsystem as Sub
+    ev = Model.from_yaml(str(ROOT / "examples" / "electric_vehicle.yaml"))
+    inputs, outputs = EV_CASES[subsystem]
+    fmu = export_fmu(ev, subsystem, tmp_path / f"{subsystem}.fmu", fmi_version=version)
+    script = f"""
+import numpy as np
+from fmpy import simulate_fmu
+inputs = {inputs!r}
+signal = np.array([(0.0, *inputs.values()), (1.0, *inputs.values())],
+                  dtype=[("time", float)] + [(n, float) for n in inputs])
+res = simulate_fmu({str(fmu)!r}, stop_time=1.0, step_size=0.01, output_interval=0.01,
+                   input=signal)
+print(repr({{n: res[n].tolist() for n in {outputs!r}}}))
+"""
+    out = subprocess.run([str(fmpy_only_python), "-I", "-c", script], capture_output=True,
+                         text=True, timeout=300, cwd="/")
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = ast.literal_eval(out.stdout.strip().splitlines()[-1])
+    # The native subsystem, fed the same constants, co-simulated at the same macro step.
+    m = Model("native", parameters=dict(ev.parameters))
+    sub = next(b for b in ev.blocks if b.name == subsystem)
+    assert isinstance(sub, Sub)
+    m.add(sub, *[Constant(f"c_{n}", v) for n, v in inputs.items()])
+    for n in inputs:
+        m.connect(f"c_{n}.out", f"{subsystem}.{n}")
+    native = CoSimulation(m, SimulationConfig(dt=0.001, t_end=1.0,
+                                              cosim=CosimConfig(H=0.01))).run()
+    for n in outputs:
+        key = f"{subsystem}.{n}"
+        t = native.time_of(key)
+        want = native[key][np.searchsorted(t, np.arange(101) * 0.01 - 1e-12), 0]
+        np.testing.assert_array_equal(got[n], want, err_msg=f"{subsystem}.{n} FMI {version}")
+
+
+def test_exported_fmus_validate_and_expose_only_the_subsystems_parameters(tmp_path):
+    """fmpy.validate_fmu finds nothing in either version; a parameter of the model that the
+    subsystem does not use is not the FMU's; the tunable one is tunable, others fixed."""
+    from fmpy import read_model_description
+    from fmpy.validation import validate_fmu
+    m = plant_model()
+    m.parameters.update({"unused": 5.0, "k2": 4.0})
+    m["plant"].blocks.append(Gain("g2", "=k2"))       # uses k2, connected to nothing
+    m["plant"].connect("x.out", "g2.in")
+    for version in ("2.0", "3.0"):
+        fmu = export_fmu(m, "plant", tmp_path / f"p{version}.fmu", fmi_version=version,
+                         tunable=["k"])
+        assert validate_fmu(str(fmu)) == [], version
+        md = read_model_description(str(fmu))
+        assert md.fmiVersion == version
+        params = {v.name: v.variability for v in md.modelVariables
+                  if v.causality == "parameter"}
+        assert params == {"k": "tunable", "k2": "fixed"}, version
+        assert md.defaultExperiment.stepSize == "0.01"
+
+
+def _drive(fmu, version, script_body):
+    """Run fmpy's low-level API on ``fmu`` in a child interpreter; returns what it prints."""
+    import ast
+    script = f"""
+from fmpy import extract, read_model_description
+from fmpy.fmi{version[0]} import FMU{version[0]}Slave
+md = read_model_description({str(fmu)!r})
+vr = {{v.name: v.valueReference for v in md.modelVariables}}
+s = FMU{version[0]}Slave(guid=md.guid, unzipDirectory=extract({str(fmu)!r}),
+              modelIdentifier=md.coSimulation.modelIdentifier, instanceName="x")
+logged = []
+def logger(*args):
+    logged.append(args[-1].decode() if isinstance(args[-1], bytes) else str(args[-1]))
+if {version!r} == "2.0":
+    s.instantiate(loggingOn=True)
+    s.setDebugLogging(True, ["logStatusError"])
+    s.setupExperiment(startTime=0.0)
+    set_real, get_real = s.setReal, s.getReal
+else:
+    s.instantiate(loggingOn=True)
+    set_real, get_real = s.setFloat64, s.getFloat64
+s.enterInitializationMode()
+s.exitInitializationMode()
+{textwrap.dedent(script_body)}
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, cwd="/")
+    assert out.returncode == 0, out.stderr[-3000:]
+    return ast.literal_eval(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_tunable_parameter_set_between_steps_applies_from_the_next_step(exported):
+    """x' = k u with u = 1: k = 2 until t = 0.5, then 5: x(1) = 2 * 0.5 + 5 * 0.5."""
+    version = read_version(exported)
+    y = _drive(exported, version, """
+    set_real([vr["u"]], [1.0])
+    t = 0.0
+    for n in range(10):
+        if n == 5:
+            set_real([vr["k"]], [5.0])
+        s.doStep(t, 0.1)
+        t = round(t + 0.1, 12)
+    print(repr(get_real([vr["y"]])))
+    """)
+    assert y[0] == pytest.approx(3.5, abs=1e-12)
+
+
+def test_a_fixed_parameter_set_after_initialization_is_an_error_saying_so(tmp_path):
+    fmu = export_fmu(plant_model(), "plant", tmp_path / "fixed.fmu")     # k fixed
+    got = _drive(fmu, "2.0", """
+    try:
+        set_real([vr["k"]], [5.0])
+    except Exception as err:
+        print(repr(str(err)))
+    else:
+        print(repr("accepted"))
+    """)
+    assert "fmi2SetReal failed" in got, got
+
+
+def read_version(fmu) -> str:
+    from fmpy import read_model_description
+    return read_model_description(str(fmu)).fmiVersion
 
 
 def test_exported_fmu_resets_pythonfmu_state_before_its_importer_exits(plant_fmu):
@@ -324,18 +519,20 @@ def test_exported_fmu_refuses_a_step_that_is_not_a_multiple_of_its_own(plant_fmu
         Simulator(m, SimulationConfig(dt=0.033, t_end=0.2)).run()
 
 
-def test_exported_fmu_tells_fmpy_why_it_refuses_a_step(plant_fmu):
-    """The reason reaches fmpy's logger callback as an error in category logStatusError
-    (its own interpreter: fmpy keeps one logger proxy per process)."""
+def test_exported_fmu_tells_fmpy_why_it_refuses_a_step(exported):
+    """The reason reaches fmpy's logger callback as an error in category logStatusError,
+    FMI 2.0 and 3.0 (its own interpreter: fmpy keeps one logger proxy per process)."""
+    version = read_version(exported)
     script = f"""
 import numpy as np
 from fmpy import simulate_fmu
 from fmpy.fmi1 import FMICallException
 got = []
-def logger(env, name, status, category, message):
+def logger(*args):          # FMI 2.0: (env, name, status, category, message); 3.0: no name
+    status, category, message = args[-3:]
     got.append((status, (category or b"").decode(), message.decode()))
 try:
-    simulate_fmu({str(plant_fmu)!r}, stop_time=0.2, step_size=0.033, output_interval=0.033,
+    simulate_fmu({str(exported)!r}, stop_time=0.2, step_size=0.033, output_interval=0.033,
                  debug_logging=True, logger=logger)
 except FMICallException as err:
     print(repr((err.function, err.status, got)))
@@ -345,6 +542,6 @@ except FMICallException as err:
     assert out.returncode == 0, out.stderr[-3000:]
     import ast
     function, status, got = ast.literal_eval(out.stdout.strip().splitlines()[-1])
-    assert (function, status) == ("fmi2DoStep", 4)
+    assert (function, status) == (f"fmi{version[0]}DoStep", 4)
     assert (3, "logStatusError", "doStep at t=0: the step size 0.033 s is not a multiple of "
             "this FMU's step 0.01 s (use a multiple of 0.01)") in got

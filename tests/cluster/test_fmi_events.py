@@ -206,16 +206,29 @@ def test_failed_call_carries_the_fmus_own_log_message(sampler_fmu):
         Simulator(m, SimulationConfig(dt=0.1, t_end=1.0, **TIGHT)).run()
 
 
-def test_finalize_terminates_frees_and_removes_the_unpacked_fmu(ball_fmu, tmp_path,
-                                                               monkeypatch):
-    import tempfile
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+def test_an_fmu_is_unpacked_once_per_process_and_removed_at_exit(ball_fmu, tmp_path):
+    """Two runs (a co-simulation's monolithic check and its units do the same) unpack the
+    FMU once, only what an instance needs; the directory is gone when the process exits
+    (a child process, so that this one's earlier unpacking does not count)."""
+    script = f"""
+import tempfile
+tempfile.tempdir = {str(tmp_path)!r}
+from pathlib import Path
+from blocks.fmu import ModelExchangeFmuBlock
+from cosim import Model, SimulationConfig, Simulator
+for _ in range(2):
     m = Model("m")
-    m.add(ModelExchangeFmuBlock("ball", str(ball_fmu)))
-    sim = Simulator(m, SimulationConfig(dt=0.01, t_end=0.1, **TIGHT))
-    sim.initialize()
-    assert [p.name[:10] for p in tmp_path.iterdir()] == ["cosim-fmu-"]
-    sim.run()
+    m.add(ModelExchangeFmuBlock("ball", {str(ball_fmu)!r}))
+    Simulator(m, SimulationConfig(dt=0.01, t_end=0.1, solver="RK45")).run()
+(d,) = Path({str(tmp_path)!r}).iterdir()
+print(sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file()))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, cwd=str(ROOT))
+    assert out.returncode == 0, out.stderr[-3000:]
+    binary = "linux64" if "2.0" in ball_fmu.parent.name else "x86_64-linux"
+    assert out.stdout.strip().splitlines()[-1] == repr(
+        [f"binaries/{binary}/BouncingBall.so", "modelDescription.xml"])
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,7 +1,9 @@
 """Every FMI variable type and shape as ports, FMI 3.0 time-based input clocks as scheduled
-events, and clear refusals (strings, other clock kinds). The test FMUs are compiled here from
+events, String and Binary variables (set as start values, read as text outputs), and clear
+refusals (other clock kinds, Scheduled Execution). The test FMUs are compiled here from
 ``fmu_sources/c``: ``types.c`` maps every input to an output (numbers doubled, booleans
-negated, enumerations to the next item), ``ticker.c`` counts its clock's ticks."""
+negated, enumerations to the next item, strings and binaries copied), ``ticker.c`` counts
+its clock's ticks."""
 
 import dataclasses
 
@@ -87,13 +89,77 @@ def test_an_input_value_the_type_cannot_hold_is_an_error_naming_the_port(types_f
         Simulator(m, SimulationConfig(dt=0.1, t_end=0.3)).run()
 
 
-def test_string_variables_are_refused_naming_the_variable(tmp_path):
-    spec = dataclasses.replace(TYPES2, variables=TYPES2.variables + [
-        Var("label", "discrete_output", type="String")])
-    fmu = build_fmu(spec, "2.0", tmp_path)
-    with pytest.raises(ModelError, match=r"output 'label' is a String: a string variable "
-                                         r"carries text"):
-        FmuBlock("f", str(fmu), 0.1)
+TEXT_START = {"t_out": "Set me!", "bin_out": b"\x00\xffab"}
+TEXT_SET = {"t_in": "h\u00e9llo, FMU", "bin_in": b"\x01\x00\x02"}
+
+
+def _text(version, d):
+    return {k: v for k, v in d.items() if version == "3.0" or not k.startswith("bin")}
+
+
+@pytest.mark.parametrize("version", ["2.0", "3.0"])
+@pytest.mark.parametrize("path", ["unit", "block", "model_exchange"])
+@pytest.mark.parametrize("given", [False, True], ids=["start", "set"])
+def test_string_and_binary_inputs_keep_their_start_or_set_values(types_fmu, version, path,
+                                                                 given):
+    """String (and FMI 3.0 Binary) variables are not numeric ports; an input holds the value
+    set in start_values, else its start value; types.c copies it to the output."""
+    from blocks.fmu import ModelExchangeFmuBlock
+    from cosim.fmi.unit import FmuUnit
+    fmu = types_fmu[version]
+    start = {"n": 5} if version == "3.0" else {}
+    start |= _text(version, TEXT_SET) if given else {}
+    want = {k.replace("_in", "_out"): v for k, v in _text(version, TEXT_SET).items()} \
+        if given else _text(version, TEXT_START)
+    if path == "unit":
+        unit = FmuUnit(fmu, "f", start)
+        assert not {"t_in", "t_out", "bin_in", "bin_out"} & \
+            {p.name for p in unit.describe().inputs + unit.describe().outputs}
+        unit.initialize(0.0)
+        unit.do_step(0.0, 0.1)
+        got = unit.text_outputs()
+        unit.terminate()
+    else:
+        blk = (FmuBlock("f", str(fmu), 0.1, start) if path == "block"
+               else ModelExchangeFmuBlock("f", str(fmu), start))
+        blk.initialize(0.0)
+        got = blk.text_outputs()
+        blk.finalize()
+    assert got == want
+
+
+def test_a_text_value_of_the_wrong_kind_is_refused_naming_the_variable(types_fmu):
+    with pytest.raises(ModelError, match=r"start value: 't_in' is an FMI String; its value "
+                                         r"must be a str, got int 3"):
+        FmuBlock("f", str(types_fmu["3.0"]), 0.1, {"t_in": 3}).initialize(0.0)
+    with pytest.raises(ModelError, match=r"'bin_in' is an FMI Binary; its value must be "
+                                         r"bytes, got str 'ab'"):
+        FmuBlock("f", str(types_fmu["3.0"]), 0.1, {"bin_in": "ab"}).initialize(0.0)
+
+
+def test_string_values_match_fmpy(types_fmu):
+    """fmpy's own instance of the same FMU, given the same string, reads the same output."""
+    from fmpy import extract, read_model_description
+    from fmpy.fmi2 import FMU2Slave
+    fmu = str(types_fmu["2.0"])
+    md = read_model_description(fmu)
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    d = extract(fmu)
+    slave = FMU2Slave(guid=md.guid, unzipDirectory=d,
+                      modelIdentifier=md.coSimulation.modelIdentifier, instanceName="ref")
+    slave.instantiate()
+    slave.setupExperiment(startTime=0.0)
+    slave.setString([vr["t_in"]], [TEXT_SET["t_in"]])
+    slave.enterInitializationMode()
+    slave.exitInitializationMode()
+    slave.doStep(0.0, 0.1)
+    ref = slave.getString([vr["t_out"]])[0].decode("utf-8")
+    slave.terminate()
+    slave.freeInstance()
+    blk = FmuBlock("f", fmu, 0.1, {"t_in": TEXT_SET["t_in"]})
+    blk.initialize(0.0)
+    assert blk.text_outputs() == {"t_out": ref} == {"t_out": TEXT_SET["t_in"]}
+    blk.finalize()
 
 
 @pytest.mark.parametrize("clock, feature", [
@@ -128,3 +194,26 @@ def test_time_based_input_clock_ticks_as_scheduled_events(ticker_fmu, H, cosim):
     ticks = np.ceil(t / 0.3 - 1e-9)
     np.testing.assert_array_equal(logs[key][:, 0], ticks)
     np.testing.assert_array_equal(logs[key.replace("count", "total")][:, 0], 2.0 * ticks)
+
+
+@pytest.mark.parametrize("block", ["FmuBlock", "ModelExchangeFmuBlock"])
+def test_a_scheduled_execution_only_fmu_is_refused_as_an_optional_interface(ticker_fmu,
+                                                                            tmp_path, block):
+    """Both blocks name the interface the FMU offers (neither points at the other)."""
+    import re
+    import zipfile
+
+    import blocks.fmu
+    fmu = tmp_path / "Scheduled.fmu"
+    with zipfile.ZipFile(ticker_fmu) as z, zipfile.ZipFile(fmu, "w") as out:
+        for n in z.namelist():
+            data = z.read(n)
+            if n == "modelDescription.xml":
+                text = re.sub(r"<ModelExchange[^>]*/>", "", data.decode())
+                text = re.sub(r"<CoSimulation[^>]*/>",
+                              '<ScheduledExecution modelIdentifier="Ticker"/>', text)
+                data = text.encode()
+            out.writestr(n, data)
+    with pytest.raises(ModelError, match=r"offers only FMI 3\.0 Scheduled Execution, an "
+                                         r"optional interface that cosim does not support"):
+        getattr(blocks.fmu, block)("f", str(fmu))

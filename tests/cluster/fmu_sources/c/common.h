@@ -52,6 +52,27 @@ static int check_set(Model *m, const unsigned *vr, size_t n, Mode mode) {
     return 1;
 }
 
+/* The start values of the String and Binary variables (START_TEXT, vars.h). */
+static void init_text(Model *m) {
+    for (int i = 0; i < NV; i++) {
+        size_t n = START_TEXT_LEN[i] < TEXT_MAX ? START_TEXT_LEN[i] : TEXT_MAX - 1;
+        memcpy(m->text[i], START_TEXT[i], n);
+        m->text[i][n] = 0;
+        m->text_len[i] = n;
+    }
+}
+
+/* Set text variable vr to n bytes (cut to TEXT_MAX - 1); 0 with a message if it cannot be
+   set now. */
+static int set_text(Model *m, unsigned vr, const char *value, size_t n, Mode mode) {
+    if (!check_set(m, &vr, 1, mode)) return 0;
+    if (n > TEXT_MAX - 1) n = TEXT_MAX - 1;
+    memcpy(m->text[vr], value, n);
+    m->text[vr][n] = 0;
+    m->text_len[vr] = n;
+    return 1;
+}
+
 /* Number of values the n value references hold (arrays count their elements). */
 static size_t n_values(const Model *m, const unsigned *vr, size_t n) {
     size_t total = 0;

@@ -11,9 +11,13 @@
 #include <math.h>
 #include <stddef.h>
 
+#define TEXT_MAX 64
+
 typedef struct Model {
     double t;
     double v[NV];
+    char text[NV][TEXT_MAX];    /* String and Binary values (at the variable's slot) */
+    size_t text_len[NV];        /* their lengths in bytes (without a terminator) */
     bool terminate;             /* the model asks the environment to stop */
     bool next_event_defined;
     double next_event;          /* time of the next time event */

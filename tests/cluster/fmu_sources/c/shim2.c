@@ -39,6 +39,7 @@ fmi2Component fmi2Instantiate(fmi2String name, fmi2Type type, fmi2String guid,
     s->cb = *cb;
     snprintf(s->name, sizeof s->name, "%s", name);
     memcpy(s->m.v, START, sizeof START);
+    init_text(&s->m);
     s->mode = M_INSTANTIATED;
     return s;
 }
@@ -74,6 +75,7 @@ fmi2Status fmi2Reset(fmi2Component c) {
     Inst *s = c;
     memset(&s->m, 0, sizeof s->m);
     memcpy(s->m.v, START, sizeof START);
+    init_text(&s->m);
     s->mode = M_INSTANTIATED;
     return fmi2OK;
 }
@@ -109,7 +111,10 @@ fmi2Status fmi2GetBoolean(fmi2Component c, const fmi2ValueReference vr[], size_t
 
 fmi2Status fmi2GetString(fmi2Component c, const fmi2ValueReference vr[], size_t n,
                          fmi2String v[]) {
-    return fmi2Error;
+    Inst *s = c;
+    m_evaluate(&s->m);
+    for (size_t i = 0; i < n; i++) v[i] = vr[i] < NV ? s->m.text[vr[i]] : "";
+    return fmi2OK;
 }
 
 static fmi2Status set(Inst *s, const fmi2ValueReference vr[], size_t n, const double *in,
@@ -140,7 +145,10 @@ fmi2Status fmi2SetBoolean(fmi2Component c, const fmi2ValueReference vr[], size_t
 
 fmi2Status fmi2SetString(fmi2Component c, const fmi2ValueReference vr[], size_t n,
                          const fmi2String v[]) {
-    return fmi2Error;
+    Inst *s = c;
+    for (size_t i = 0; i < n; i++)
+        if (!set_text(&s->m, vr[i], v[i], strlen(v[i]), s->mode)) return fail(s, "fmi2SetString");
+    return fmi2OK;
 }
 
 /* FMU state: a copy of the model. */

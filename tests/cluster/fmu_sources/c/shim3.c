@@ -42,6 +42,7 @@ static Inst *make(fmi3String name, fmi3InstanceEnvironment env, fmi3LogMessageCa
     s->log = log;
     s->env = env;
     memcpy(s->m.v, START, sizeof START);
+    init_text(&s->m);
     s->mode = M_INSTANTIATED;
     return s;
 }
@@ -108,6 +109,7 @@ fmi3Status fmi3Reset(fmi3Instance c) {
     Inst *s = c;
     memset(&s->m, 0, sizeof s->m);
     memcpy(s->m.v, START, sizeof START);
+    init_text(&s->m);
     s->mode = M_INSTANTIATED;
     return fmi3OK;
 }
@@ -172,10 +174,43 @@ ACCESS(Int64, fmi3Int64)
 ACCESS(UInt64, fmi3UInt64)
 ACCESS(Boolean, fmi3Boolean)
 
-STUB(fmi3GetString)
-STUB(fmi3SetString)
-STUB(fmi3GetBinary)
-STUB(fmi3SetBinary)
+fmi3Status fmi3GetString(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr,
+                         fmi3String values[], size_t nValues) {
+    Inst *s = c;
+    m_evaluate(&s->m);
+    for (size_t i = 0; i < nvr && i < nValues; i++)
+        values[i] = vr[i] < NV ? s->m.text[vr[i]] : "";
+    return fmi3OK;
+}
+
+fmi3Status fmi3SetString(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr,
+                         const fmi3String values[], size_t nValues) {
+    Inst *s = c;
+    for (size_t i = 0; i < nvr && i < nValues; i++)
+        if (!set_text(&s->m, vr[i], values[i], strlen(values[i]), s->mode))
+            return fail(s, "fmi3SetString");
+    return fmi3OK;
+}
+
+fmi3Status fmi3GetBinary(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr,
+                         size_t sizes[], fmi3Binary values[], size_t nValues) {
+    Inst *s = c;
+    m_evaluate(&s->m);
+    for (size_t i = 0; i < nvr && i < nValues; i++) {
+        values[i] = (fmi3Binary)(vr[i] < NV ? s->m.text[vr[i]] : "");
+        sizes[i] = vr[i] < NV ? s->m.text_len[vr[i]] : 0;
+    }
+    return fmi3OK;
+}
+
+fmi3Status fmi3SetBinary(fmi3Instance c, const fmi3ValueReference vr[], size_t nvr,
+                         const size_t sizes[], const fmi3Binary values[], size_t nValues) {
+    Inst *s = c;
+    for (size_t i = 0; i < nvr && i < nValues; i++)
+        if (!set_text(&s->m, vr[i], (const char *)values[i], sizes[i], s->mode))
+            return fail(s, "fmi3SetBinary");
+    return fmi3OK;
+}
 STUB(fmi3GetNumberOfVariableDependencies)
 STUB(fmi3GetVariableDependencies)
 STUB(fmi3GetDirectionalDerivative)
