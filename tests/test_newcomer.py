@@ -118,7 +118,7 @@ def test_plan_and_the_first_steps_of_serving_a_unit(newcomer):
     assert run.first.returncode == 0, "the first command failed"
     plan = run("cosim plan examples/electric_vehicle.yaml")
     assert plan.returncode == 0, plan.stderr
-    solver = {line.split()[1]: line.split()[3] for line in plan.stdout.splitlines()
+    solver = {line.split()[1]: line.split()[4] for line in plan.stdout.splitlines()
               if re.match(r"^\d+\s", line)}
     assert solver == {"cycle": "discrete", "control": "discrete", "motor": "RK4",
                       "battery": "RK4", "vehicle": "RK4"}, plan.stdout
