@@ -8,5 +8,6 @@ from cosim.cli import Command
 __all__ = ["KEYS", "SERVE", "SWEEP"]
 
 SERVE = Command("serve units over ZeroMQ for remote masters", "cluster.server:main")
-SWEEP = Command("run a parameter study (Ray, process pool or serial)", "cluster.sweep:main")
+SWEEP = Command("run a parameter study (local worker processes; Ray when given an address "
+                "or already running)", "cluster.sweep:main")
 KEYS = Command("make a CURVE key pair for cosim serve and cosim run", "cluster.keys:main")

@@ -35,9 +35,17 @@ def ensure_ray(address: str | None = None) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # ray.init(configure_logging=False) removes every handler of the "ray" logger, which
+    # does not propagate: a notice logged during the start (token authentication) would
+    # reach logging's last resort and print bare. It goes through ours meanwhile.
+    last = logging.lastResort
+    logging.lastResort = _LastResort(last)
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    finally:
+        logging.lastResort = last
     notices_beside_progress_bars()
-    ray.init(address=address, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
 
 
 class _ProgressSafeHandler(logging.Handler):
@@ -52,17 +60,40 @@ class _ProgressSafeHandler(logging.Handler):
             self.handleError(record)
 
 
+class _LastResort(logging.Handler):
+    """logging's last resort (records no handler took) that prints Ray's records as
+    ``ray: ...`` lines beside progress bars, and hands the others to ``fallback``."""
+
+    def __init__(self, fallback: logging.Handler | None):
+        super().__init__(logging.WARNING)
+        self.fallback = fallback
+        self.ray = _ProgressSafeHandler()
+        self.ray.setFormatter(logging.Formatter("ray: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "ray" or record.name.startswith("ray."):
+            self.ray.handle(record)
+        elif self.fallback is not None:
+            self.fallback.handle(record)
+
+
 def notices_beside_progress_bars() -> None:
     """Print Ray's Python log records through ``tqdm.write``, as ``ray: ...`` lines.
 
     Ray's driver logs to stderr through its own plain handler, which writes into the middle
     of a progress bar's line ("Token authentication is enabled ..." on every run). That
     handler is replaced by one that clears the bars, writes the whole line and draws them
-    again. Handlers an application added to the ``ray`` logger are left alone. Idempotent.
+    again; so is logging's last resort, which prints Ray's notices bare when Ray has no
+    handler of its own (``configure_logging=False``) and the application none either.
+    Handlers an application added are left alone. Idempotent.
     """
     logger = logging.getLogger("ray")
+    if any(type(h) is _ProgressSafeHandler for h in logger.handlers):
+        return
     plain = [h for h in logger.handlers if type(h).__name__ == "PlainRayHandler"]
-    if not plain:
+    # Without Ray's handler (``ray.init(configure_logging=False)``) and no handler of the
+    # application's, a notice would reach logging's last resort: printed bare, unprefixed.
+    if not plain and (logger.handlers or logging.getLogger().handlers):
         return
     handler = _ProgressSafeHandler()
     handler.setFormatter(logging.Formatter("ray: %(message)s"))

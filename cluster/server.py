@@ -250,6 +250,10 @@ class UnitServer:
     def _log_refusals(self, poll_ms: int) -> None:
         from zmq.utils.monitor import recv_monitor_message
         peers: dict[int, str] = {}          # connection fd -> the peer's address
+        # A failed handshake's event carries an error code, not the connection: the refused
+        # connection is the one open alone, or else the next to close (a refused client is
+        # disconnected at once), and the log names it then.
+        refused: list[str] = []
         while self._running:
             if not self._monitor.poll(poll_ms):
                 continue
@@ -259,12 +263,20 @@ class UnitServer:
                 peers[fd] = _peer(fd)
                 log.info("a client connected from %s", peers[fd])
             elif kind == zmq.EVENT_DISCONNECTED:
-                log.info("the client from %s left", peers.pop(fd, "?"))
+                peer = peers.pop(fd, "an unknown address")
+                if refused:
+                    log.warning("refused a client from %s: handshake failed (%s)", peer,
+                                refused.pop(0))
+                log.info("the client from %s left", peer)
             else:
-                log.warning("refused a client from %s: handshake failed (%s)",
-                            peers.get(fd, "?"), "authentication (its key is not authorized)"
-                            if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                            else "protocol (encryption or version mismatch)")
+                why = "authentication (its key is not authorized)" \
+                    if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH \
+                    else "protocol (encryption or version mismatch)"
+                if len(peers) == 1:
+                    log.warning("refused a client from %s: handshake failed (%s)",
+                                next(iter(peers.values())), why)
+                else:
+                    refused.append(why)
 
     def stop(self) -> None:
         """Ask :meth:`serve_forever` to return (safe from a signal handler or thread)."""

@@ -4,7 +4,8 @@ Each run is a whole simulation (or co-simulation) of the model with parameter ov
 applied through the evaluation phase (:attr:`cosim.Model.parameters`), so a sweep needs no
 change to the model. Runs go to Ray (the embedded local Ray, or ``address=``: a long-lived
 task per CPU pulls chunks of runs from the driver, :mod:`cluster.sweep_ray`), a process pool,
-or run serially; at most ``max_in_flight`` at once, each retried when its worker dies.
+or run serially (by default a process pool, and Ray when an address is given or Ray already
+runs: :func:`choose_backend`); at most ``max_in_flight`` at once, each retried when its worker dies.
 Finished runs are appended to ``results.csv`` in synced batches, so a sweep that is killed and
 started again with the same output directory skips the runs already written; the final table
 is sorted by run index and equals an uninterrupted sweep's. ``sweep.json`` fingerprints the
@@ -42,9 +43,9 @@ from cosim.errors import CompileError, ModelError
 
 log = logging.getLogger("cosim.sweep")
 
-__all__ = ["KINDS", "Reducer", "Run", "final", "grid", "integral_abs_error", "lhs", "listed",
-           "maximum", "mean", "minimum", "overshoot", "random_uniform", "rms", "settling_time",
-           "sobol", "sweep"]
+__all__ = ["BACKEND_RULE", "KINDS", "Reducer", "Run", "choose_backend", "final", "grid",
+           "integral_abs_error", "lhs", "listed", "maximum", "mean", "minimum", "overshoot",
+           "random_uniform", "ray_running", "rms", "settling_time", "sobol", "sweep"]
 
 #: Columns of every results table besides the parameters and the metrics.
 RESERVED = ("run_id", "index", "status", "error", "wall_time", "reducer_errors")
@@ -125,8 +126,44 @@ def _check_model(built, config, runs: list[Run], reducers: Mapping) -> None:
 
 # -- the sweep ------------------------------------------------------------------------------
 
+#: What a sweep runs on without a ``backend``: the rule, as ``cosim sweep --help`` states it.
+BACKEND_RULE = ("default: ray when a Ray address is given or Ray is already running (in this "
+                "process, RAY_ADDRESS, or a `ray start` cluster on this machine), otherwise "
+                "process: local worker processes, one per core (Ray is never started for it)")
+
+
+def ray_running() -> bool:
+    """Whether Ray is already running for this process to use: initialised here, named by
+    ``RAY_ADDRESS``, or a cluster that ``ray start`` left on this machine (its address file,
+    ``$RAY_TMPDIR/ray/ray_current_cluster``, names a port that answers). Never imports or
+    starts Ray."""
+    import socket
+    import tempfile
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        return True
+    if os.environ.get("RAY_ADDRESS"):
+        return True
+    tmp = os.environ.get("RAY_TMPDIR") or (os.environ.get("TMPDIR") if sys.platform.startswith(
+        "linux") else None) or ("/tmp" if os.name == "posix" else tempfile.gettempdir())
+    try:
+        address = (Path(tmp) / "ray" / "ray_current_cluster").read_text().strip()
+        host, _, port = address.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=0.2):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def choose_backend(backend: str | None, address: str | None) -> str:
+    """The sweep backend: ``backend`` when given, else by :data:`BACKEND_RULE`."""
+    if backend is not None:
+        return backend
+    return "ray" if address is not None or ray_running() else "process"
+
+
 def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None, *,
-          out_dir=None, backend: str = "ray", max_in_flight: int | None = None,
+          out_dir=None, backend: str | None = None, max_in_flight: int | None = None,
           retries: int = 2, address: str | None = None, save_logs: bool = False,
           progress: bool | None = None, if_changed: str = "refuse",
           ensemble: int | None = None, reuse_units: bool = True) -> list[dict]:
@@ -150,9 +187,11 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         Where ``results.csv`` (and ``results.parquet`` when pyarrow is installed, with the
         fingerprint in its metadata, and ``logs/<run_id>.npz`` with ``save_logs``) go;
         running again resumes.
-    backend : str
+    backend : str, optional
         ``"ray"`` (tasks on the embedded local Ray or ``address``), ``"process"`` (a process
-        pool) or ``"serial"``.
+        pool of one worker per core) or ``"serial"``. None (default): ``"ray"`` when
+        ``address`` is given or Ray is already running (:func:`ray_running`), else
+        ``"process"`` (Ray is not started for a study on one machine).
     max_in_flight : int, optional
         Most runs at once (default: one per CPU of the pool or the Ray cluster; on Ray,
         the number of pullers). The pool has a worker's next chunk queued before the
@@ -193,6 +232,7 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         a signal the model does not log (both named, with close matches), or a name clashes.
     """
     reducers = dict(reducers or {})
+    backend = choose_backend(backend, address)
     if backend not in ("ray", "process", "serial"):
         raise ModelError(f"unknown sweep backend {backend!r}; use ray, process or serial")
     runs = runs_of(design)
@@ -223,7 +263,10 @@ def _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight, save_
     columns = ["run_id", "index", *names, "status", "error", "wall_time", *reducers,
                "reducer_errors"]
     built = build(model)
-    fp = fingerprint(model, config, [r.run_id for r in runs], reducers, built=built)
+    # Only a results directory needs the fingerprint (the model written as a model file: the
+    # file writer's imports and the block registry's discovery cost a fresh process ~0.25 s).
+    fp = fingerprint(model, config, [r.run_id for r in runs], reducers, built=built) \
+        if out_dir is not None else None
     _check_model(built, config, runs, reducers)
     if ensemble is not None:
         from cluster.ensemble import check_ensemble
@@ -373,11 +416,13 @@ def main(argv=None) -> int:
     ap.add_argument("--metric", action="append", default=[],
                     metavar="NAME=KIND:SIGNAL[:A[:B]]",
                     help=f"a summary per run; KIND one of {', '.join(KINDS)}")
-    ap.add_argument("--backend", default="ray", choices=("ray", "process", "serial"))
+    ap.add_argument("--backend", default=None, choices=("ray", "process", "serial"),
+                    help=f"where the runs go ({BACKEND_RULE})")
     ap.add_argument("--workers", type=int, default=None, help="runs at once")
     ap.add_argument("--ensemble", type=int, default=None, metavar="N",
                     help="simulate N runs at once as one model (fixed-step explicit solvers)")
-    ap.add_argument("--address", help="Ray cluster to join")
+    ap.add_argument("--ray-address", "--address", dest="address", metavar="ADDRESS",
+                    help="Ray cluster to join (HEAD:6379 or auto); implies --backend ray")
     ap.add_argument("--save-logs", action="store_true", help="keep each run's logs (NPZ)")
     ap.add_argument("--if-changed", choices=("refuse", "new"), default="refuse",
                     help="DIR holds another sweep's results: refuse (default) or write to "

@@ -93,16 +93,30 @@ def units_of(obj) -> dict:
         evaluate(parent)
         # A unit is driven by do_step: t_end is not used.
         cfg = SimulationConfig(dt=obj.dt, t_end=0.0)
-        return {obj.name: LocalUnit(obj, inner_config(obj, cfg))}
+        return {obj.name: LocalUnit(obj, _every_port(inner_config(obj, cfg), obj))}
     evaluate(obj)
     cfg = getattr(obj, "simulation", None) or SimulationConfig(dt=0.01, t_end=0.0)
-    units = {b.name: LocalUnit(b, inner_config(b, cfg)) for b in obj.blocks
+    units = {b.name: LocalUnit(b, _every_port(inner_config(b, cfg), b)) for b in obj.blocks
              if isinstance(b, Subsystem) and b.atomic}
     # Blocks that are units by themselves (an FMU block) are served as such.
     units.update({b.name: b.as_unit(b.name, cfg) for b in obj.blocks if hasattr(b, "as_unit")})
     if not units:
         raise ValueError(f"{obj.name} has no top-level atomic subsystem or FMU block to serve")
     return units
+
+
+def _every_port(config, subsystem):
+    """A served unit's configuration: without a log selection of its own (a file another
+    team serves), it logs every output and every port (its Outport's input), since it
+    cannot know which of its ports its master shows as ``unit.port``; the master keeps
+    what its selection names (:class:`cluster.zmq_backend.ServedProxy`, and the partition's
+    keys hide the ports it does not show)."""
+    from dataclasses import replace
+
+    from cosim.compile.flatten import ALL_OUTPUTS
+    if config.log is not None:
+        return config
+    return replace(config, log=(ALL_OUTPUTS, *(f"{p}.in" for p in subsystem.output_names)))
 
 
 class UnitTemplate:

@@ -24,13 +24,14 @@ from pathlib import Path
 
 from cluster.channel import Channel
 from cluster.unit_files import split_parameters, unit_file_data
+from cosim.compile.flatten import ALL_OUTPUTS
 from cosim.errors import ModelError, TransportError
 from cosim.master import protocol as P
 from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
 from cosim.modelfile.writer import emit
 
-__all__ = ["CONNECT_TIMEOUT", "RemoteUnits", "ZmqBackend", "ZmqProxy"]
+__all__ = ["CONNECT_TIMEOUT", "RemoteUnits", "ServedProxy", "ZmqBackend", "ZmqProxy"]
 
 #: Default seconds to reach a unit server and shake hands.
 CONNECT_TIMEOUT = 10.0
@@ -139,6 +140,27 @@ class ZmqProxy(Proxy):
 
     def close(self) -> None:
         self.conn.close()
+
+
+class ServedProxy(ZmqProxy):
+    """A unit another team serves from its own file: it logs what that file selects (every
+    output and port, see :func:`cluster.unit_files.units_of`), not what this master
+    selects; its log batches keep the signals the master's selection for it names
+    (``shown``: the unit's ``SimulationConfig.log``, in its own names; None or one with
+    ``"*"`` keeps every signal), so its columns are those of the unit run in process."""
+
+    def __init__(self, name: str, address, timeout: float = 60.0, *, shown=None,
+                 **options):
+        super().__init__(name, address, timeout, **options)
+        self.shown = None if shown is None or ALL_OUTPUTS in shown else frozenset(shown)
+
+    def result(self, requests):
+        replies = super().result(requests)
+        if self.shown is None:
+            return replies
+        shown = self.shown
+        return [P.LogBatch({k: v for k, v in r.signals.items() if k in shown})
+                if type(r) is P.LogBatch else r for r in replies]
 
 
 class _ServerProcess:
@@ -310,8 +332,9 @@ class RemoteUnits(Backend):
                     opts.address, ZmqProxy.POLL,
                     curve_server_public=opts.curve_server_public,
                     curve_client_keys=opts.curve_client_keys, patient=True)
-            proxies[spec.name] = ZmqProxy(spec.name, self.connections[key], self.cfg.timeout,
-                                          connect_timeout=self.cfg.connect_timeout)
+            proxies[spec.name] = ServedProxy(spec.name, self.connections[key],
+                                             self.cfg.timeout, shown=spec.config.log,
+                                             connect_timeout=self.cfg.connect_timeout)
         return proxies
 
     def stop(self) -> None:

@@ -170,7 +170,7 @@ SIGNALS = {"cycle/profile.out": "m/s", "vehicle/speed.out": "m/s",
            "motor/current_.out": "A", "battery/v_term.out": "V"}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="local", help="where units run: local, ray, zmq")
     ap.add_argument("--t-end", type=float, default=60.0)
@@ -179,7 +179,7 @@ def main() -> None:
                     help="a unit served elsewhere, e.g. battery=tcp://127.0.0.1:5555")
     ap.add_argument("--export-unit", nargs=2, metavar=("UNIT", "FILE"),
                     help="write UNIT as a model file for `cosim serve`, and stop")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.export_unit:
         export_unit(*args.export_unit)
         print(f"wrote {args.export_unit[1]}: serve it with "

@@ -27,6 +27,12 @@ def build() -> Model:
     return m
 
 
+def fixed(x: float, digits: int = 6) -> str:
+    """``x`` with ``digits`` decimals; a value that rounds to zero shows as 0, never -0."""
+    text = f"{x:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="plant.fmu")
@@ -47,7 +53,7 @@ def main() -> None:
     res = simulate_fmu(str(path), stop_time=2.0, step_size=0.05, output_interval=0.05,
                        input=np.array(list(zip(tin, np.sin(np.pi * tin))),
                                       dtype=[("time", float), ("u", float)]))
-    print(f"fmpy simulate_fmu: y(2 s) = {res['y'][-1]:.6f}, native {nat[-1]:.6f}")
+    print(f"fmpy simulate_fmu: y(2 s) = {fixed(res['y'][-1])}, native {fixed(nat[-1])}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,14 @@ def pytest_configure(config):
     release_at_exit()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _keys_in_a_scratch_directory(tmp_path_factory):
+    """``cosim keys`` run by a test writes to a scratch key directory, never the user's."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COSIM_KEY_DIR", str(tmp_path_factory.mktemp("keys")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """One local Ray instance for the whole session (ray.init costs seconds and ~600 MiB)."""

@@ -92,7 +92,7 @@ def test_the_readme_links_every_guide():
 def _run_block(kind: str, code: str, cwd: Path) -> None:
     import os
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}"
-                                f"{os.environ['PATH']}")
+                                f"{os.environ['PATH']}", COSIM_KEY_DIR=str(cwd / "keys"))
     if kind == "python":
         r = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env,
                            capture_output=True, text=True, timeout=600)

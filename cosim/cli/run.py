@@ -15,9 +15,10 @@ __all__ = ["cmd_run"]
 
 
 def _show(value) -> str:
-    """A logged sample, short: a number, or a (possibly elided) list."""
+    """A logged sample, short: a number, or a (possibly elided) list; a negative zero shows
+    as 0 (``-0.0 + 0.0`` is ``0.0``)."""
     import numpy as np
-    a = np.ravel(np.asarray(value, dtype=float))
+    a = np.ravel(np.asarray(value, dtype=float)) + 0.0
     if a.size == 1:
         return f"{a[0]:.6g}"
     return np.array2string(a, precision=6, separator=", ", threshold=6)

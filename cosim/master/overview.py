@@ -21,7 +21,8 @@ __all__ = ["CosimOverview", "UnitRow", "overview"]
 
 @dataclass(frozen=True)
 class UnitRow:
-    """One unit as ``cosim plan`` shows it."""
+    """One unit as ``cosim plan`` shows it (``solver``: ``"discrete"`` for a unit without
+    continuous state)."""
 
     name: str
     dt: float
@@ -141,7 +142,7 @@ def overview(model, config) -> CosimOverview:
             opts = cfg.options(spec.name)
             where = cfg.backend_of(spec.name) + (f" {opts.address}" if opts.address else "")
             n_blocks = len(spec.subsystem.blocks) if spec.subsystem is not None else 1
-            rows.append(UnitRow(spec.name, d.dt, getattr(spec.config, "solver", "-"),
+            rows.append(UnitRow(spec.name, d.dt, _solver(spec, master.proxies[spec.name]),
                                 n_blocks, tuple(p.name for p in d.inputs),
                                 tuple(p.name for p in d.outputs), where))
         order = master.order if cfg.scheme is Scheme.GAUSS_SEIDEL else \
@@ -155,3 +156,13 @@ def overview(model, config) -> CosimOverview:
                              tuple(tuple(g) for g in master.couplings), tuple(order), program)
     finally:
         sim.close()
+
+
+def _solver(spec, proxy) -> str:
+    """The solver a unit integrates with, or ``"discrete"`` when its plan has no continuous
+    state (its configured solver is never used)."""
+    solver = getattr(spec.config, "solver", "-")
+    sim = getattr(proxy.in_process(), "sim", None)
+    if sim is not None and not any(b.has_derivative for b in sim.plan.blocks):
+        return "discrete"
+    return solver

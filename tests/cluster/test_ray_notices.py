@@ -43,3 +43,30 @@ def test_a_ray_notice_during_a_progress_bar(mode):
         assert segments(r.stderr)[-1].startswith("sweep:  50%")
     else:   # Ray's own handler: the notice lands in the bar's line (what this fixes)
         assert notice[0].startswith("sweep:")
+
+
+START = """
+import logging, os
+os.environ.pop("RAY_AUTH_MODE", None)
+from cluster.ray_backend import ensure_ray
+ensure_ray()
+logging.getLogger("ray.util").warning("a notice after the start")
+logging.getLogger("somebody.else").warning("not Ray's")
+import ray
+ray.shutdown()
+"""
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_every_notice_of_a_real_ray_start_is_a_prefixed_line(tmp_path):
+    """Starting Ray as cosim does (``ray.init(configure_logging=False)``, which removes Ray's
+    own handler) prints Ray's notices as ``ray: ...`` lines, as the Ray guide says; another
+    library's warnings keep their own form."""
+    r = subprocess.run([sys.executable, "-c", START], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [s for s in r.stderr.splitlines() if s.strip()]
+    assert "ray: a notice after the start" in lines
+    assert "not Ray's" in lines
+    assert all(s.startswith("ray: ") for s in lines if s != "not Ray's"), lines

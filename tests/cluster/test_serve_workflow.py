@@ -2,7 +2,7 @@
 section run in order in a scratch directory (the ``cosim`` of this environment, a real
 ``cosim serve`` process on loopback), then the results compared with the same model run in
 one process. The one change: the server's port, 5555 in the text, is a free port here (other
-test sessions may share the machine)."""
+test sessions may share the machine). The key directory is the test's own (``COSIM_KEY_DIR``)."""
 
 from __future__ import annotations
 
@@ -36,17 +36,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def shell(line: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+def environment(cwd: Path, **extra) -> dict:
+    """This environment's ``cosim`` first on PATH; keys in ``cwd/keys`` unless told."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+            f"{os.environ['PATH']}", "COSIM_KEY_DIR": str(cwd / "keys"), **extra}
+
+
+def shell(line: str, cwd: Path, **extra) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", line], cwd=cwd, env=environment(cwd, **extra),
+                          capture_output=True, text=True, timeout=300)
 
 
 def test_the_section_is_what_the_test_follows():
     lines = section_commands()
     assert [line.split()[:2] for line in lines] == [
         ["cosim", "export-unit"], ["cosim", "check"], ["cosim", "keys"], ["cosim", "keys"],
-        ["mkdir", "-p"], ["cosim", "serve"], ["cosim", "run"]]
+        ["cosim", "keys"], ["cosim", "serve"], ["cosim", "run"]]
 
 
 @pytest.mark.cluster
@@ -54,7 +59,7 @@ def test_the_section_is_what_the_test_follows():
 def test_serve_a_unit_to_another_team_as_the_readme_says(tmp_path):
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     port = str(free_port())
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = environment(tmp_path)
     server = None
     outputs = []
     try:
@@ -74,6 +79,11 @@ def test_serve_a_unit_to_another_team_as_the_readme_says(tmp_path):
         assert outputs[1].startswith("OK: battery.yaml")                  # cosim check
         run_out = outputs[-1]
         assert "starting the remote backend" in run_out and "saved ev.csv" in run_out
+        # Nothing secret where the commands ran: the keys are in the key directory.
+        assert not list(tmp_path.glob("*.key*")) and not (tmp_path / "authorized").exists()
+        secrets = sorted(p.name for p in (tmp_path / "keys").glob("*.key_secret"))
+        assert secrets == ["battery_server.key_secret", "ev_master.key_secret"]
+        assert all(p.stat().st_mode & 0o077 == 0 for p in (tmp_path / "keys").glob("*_secret"))
 
         # Without the client key the server refuses the master, and the error says why.
         refused = shell(f"cosim run examples/electric_vehicle.yaml --t-end 0.1 --unit "
@@ -107,9 +117,56 @@ def test_keys_are_a_zmq_pair_and_never_overwritten(tmp_path):
     import zmq.auth
     r = shell("cosim keys team_a", tmp_path)
     assert r.returncode == 0, r.stderr
-    public, secret = zmq.auth.load_certificate(str(tmp_path / "team_a.key_secret"))
-    assert public == zmq.auth.load_certificate(str(tmp_path / "team_a.key"))[0]
+    keys = tmp_path / "keys"
+    public, secret = zmq.auth.load_certificate(str(keys / "team_a.key_secret"))
+    assert public == zmq.auth.load_certificate(str(keys / "team_a.key"))[0]
     assert len(secret) == 40
-    assert (tmp_path / "team_a.key_secret").stat().st_mode & 0o077 == 0
+    assert (keys / "team_a.key_secret").stat().st_mode & 0o777 == 0o600
+    assert keys.stat().st_mode & 0o077 == 0
+    assert not list(tmp_path.glob("team_a*"))             # nothing where the command ran
     again = shell("cosim keys team_a", tmp_path)
     assert again.returncode == 2 and "exists" in again.stderr
+    where = shell("cosim keys --where", tmp_path)
+    assert where.stdout.strip() == str(keys)
+
+
+def test_the_default_key_directory_is_in_the_users_config_directory(tmp_path):
+    home = tmp_path / "home"
+    r = shell("cosim keys team_b && cosim keys --where", tmp_path, COSIM_KEY_DIR="",
+              HOME=str(home), XDG_CONFIG_HOME=str(home / "cfg"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == str(home / "cfg" / "cosim" / "keys")
+    assert (home / "cfg" / "cosim" / "keys" / "team_b.key_secret").stat().st_mode & 0o777 \
+        == 0o600
+
+
+def test_no_secret_is_written_inside_a_git_work_tree_unless_asked(tmp_path):
+    tree = tmp_path / "repo"
+    (tree / ".git").mkdir(parents=True)         # what makes a folder a git work tree
+    inside = tree / "deploy" / "keys"
+    r = shell(f"cosim keys team_c --dir {inside}", tmp_path)
+    assert r.returncode == 2
+    assert f"inside the git work tree {tree}" in r.stderr and "--in-git" in r.stderr
+    assert not inside.exists()
+    # Nor through the key directory's variable.
+    r = shell("cosim keys team_c", tmp_path, COSIM_KEY_DIR=str(inside))
+    assert r.returncode == 2 and not inside.exists()
+    asked = shell(f"cosim keys team_c --dir {inside} --in-git", tmp_path)
+    assert asked.returncode == 0, asked.stderr
+    assert (inside / "team_c.key_secret").stat().st_mode & 0o777 == 0o600
+
+
+def test_authorize_copies_a_public_key_and_refuses_a_secret(tmp_path):
+    made = shell("cosim keys ev_master --dir theirs", tmp_path)
+    assert made.returncode == 0, made.stderr
+    ok = shell("cosim keys --authorize theirs/ev_master.key", tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    copied = tmp_path / "keys" / "authorized" / "ev_master.key"
+    assert copied.read_bytes() == (tmp_path / "theirs" / "ev_master.key").read_bytes()
+    secret = shell("cosim keys --authorize theirs/ev_master.key_secret", tmp_path)
+    assert secret.returncode == 2 and "is a secret key" in secret.stderr
+    assert not (tmp_path / "keys" / "authorized" / "ev_master.key_secret").exists()
+    junk = tmp_path / "junk.key"
+    junk.write_text("not a key\n")
+    bad = shell(f"cosim keys --authorize {junk}", tmp_path)
+    assert bad.returncode == 2 and "not a public key" in bad.stderr

@@ -208,3 +208,27 @@ def test_generated_block_reference_is_current():
     text = (Path(__file__).resolve().parents[2] / "docs" / "blocks.md").read_text()
     assert text == block_reference(markdown=True), \
         "regenerate with: cosim blocks --markdown > docs/blocks.md"
+
+
+def test_final_values_never_show_a_negative_zero(tmp_path):
+    """-1 * 0.0 is -0.0 in IEEE arithmetic: logged as such (bit for bit the run), shown as 0."""
+    from blocks import Constant, Gain, Mux
+    from cosim import SimulationConfig
+    m = Model("signs")
+    m.add(Constant("zero", 0.0), Gain("neg", -1.0), Constant("small", -2.5e-7),
+          Mux("both", 2))
+    m.connect("zero.out", "neg.in")
+    m.connect("neg.out", "both.in1")
+    m.connect("small.out", "both.in2")
+    path = tmp_path / "signs.yaml"
+    m.to_yaml(path, simulation=SimulationConfig(dt=0.1, t_end=0.2))
+    logs = simulation(Model.from_yaml(path), SimulationConfig(dt=0.1, t_end=0.2)).run()
+    assert np.signbit(logs["neg.out"][-1, 0])          # the run itself keeps IEEE's sign
+    r = cosim("run", str(path))
+    assert r.returncode == 0, r.stderr
+    shown = {line.split()[0]: line.split(None, 1)[1] for line in r.stdout.splitlines()
+             if line.startswith("  ") and "." in line.split()[0]}
+    assert shown["neg.out"] == "0"
+    assert shown["small.out"] == "-2.5e-07"                 # a real negative keeps its sign
+    assert shown["both.out"] == "[ 0.0e+00, -2.5e-07]"
+    assert "-0 " not in r.stdout + " " and "-0]" not in r.stdout and "[-0." not in r.stdout

@@ -122,6 +122,41 @@ def test_plan_shows_what_the_master_does(tmp_path):
     assert 'color=red' in text                     # the battery <-> motor coupling
 
 
+def test_plan_names_the_solver_of_units_with_continuous_state_only(tmp_path):
+    """A unit of discrete blocks (a counter at 10 ms), one with an integrator (RK45), one
+    whose only dynamics is a discrete delay under a configured RK4: only the integrator's
+    unit has a solver to name."""
+    from blocks import Constant, Gain, Sum, UnitDelay
+    from blocks.continuous import Integrator
+    from cosim import Inport, Outport, SimulationConfig, Subsystem
+    count = Subsystem("count", atomic=True, dt=0.01)
+    count.add(Constant("one", 1.0), Sum("s", "++"), UnitDelay("z", 0.0), Outport("n"))
+    count.connect("one.out", "s.in1")
+    count.connect("z.out", "s.in2", "n.in")
+    count.connect("s.out", "z.in")
+    plant = Subsystem("plant", atomic=True, dt=0.001, solver="RK45")
+    plant.add(Inport("u"), Integrator("x", 0.0), Outport("y"))
+    plant.connect("u.out", "x.in")
+    plant.connect("x.out", "y.in")
+    held = Subsystem("held", atomic=True, dt=0.002, solver="RK4")
+    held.add(Inport("u"), Gain("g", 0.5), UnitDelay("z", 0.0), Outport("y"))
+    held.connect("u.out", "g.in")
+    held.connect("g.out", "z.in")
+    held.connect("z.out", "y.in")
+    m = Model("kinds")
+    m.add(count, plant, held)
+    m.connect("count.n", "plant.u")
+    m.connect("plant.y", "held.u")
+    path = tmp_path / "kinds.yaml"
+    m.to_yaml(path, simulation=SimulationConfig(dt=0.001, t_end=0.1,
+                                                cosim=CosimConfig(H=0.01, scheme="gauss-seidel")))
+    r = cosim("plan", str(path))
+    assert r.returncode == 0, r.stderr
+    solver = {line.split()[1]: line.split()[4] for line in r.stdout.splitlines()
+              if re.match(r"^\d+\s", line)}
+    assert solver == {"count": "discrete", "plant": "RK45", "held": "discrete"}
+
+
 def test_plot_signals_are_checked_before_the_run(tmp_path):
     png = tmp_path / "p.png"
     r = cosim("run", EV, "--plot", str(png), "vehicle/speed.out", "batery/*")
