@@ -84,7 +84,7 @@ def iterate(c: np.ndarray, run: Callable, cfg) -> tuple[int, float]:
 
 def iterate_step(g: list[str], keys: list, start: dict, T: float, H: float,
                  inputs: Callable, call: Callable, outputs: dict, stats: dict,
-                 cfg) -> tuple[int, float]:
+                 cfg, at_end: Callable = lambda v, cand: None) -> tuple[int, float]:
     """Iterate coupling ``g`` over the macro step ``[T, T+H]``, rolling its units back to
     the start of the step (GetState / SetState) between iterations.
 
@@ -105,6 +105,11 @@ def iterate_step(g: list[str], keys: list, start: dict, T: float, H: float,
     stats : dict
         ``stats["iterations"]`` counts unit evaluations.
     cfg : CosimConfig
+    at_end : callable, optional
+        ``at_end(unit, candidates) -> SetInputs or None``: inputs that take their value at
+        T+H only at T+H (held outputs, constant over the step: ``PortHistory.held_at_end``);
+        the unit then refreshes its outputs at T+H for them, so that ``G(c)`` is the
+        coupling solved at the sample hit, as in the monolithic run.
 
     Returns
     -------
@@ -120,12 +125,15 @@ def iterate_step(g: list[str], keys: list, start: dict, T: float, H: float,
         for k, n, s in shapes:
             cand[k] = c[i:i + n].reshape(s)
             i += n
-        batch = {v: ([P.SetState(snaps[v])] if rollback else []) +
-                 [inputs(v, cand), P.DoStep(T, H), P.GetOutputs()] for v in g}
+        batch = {}
+        for v in g:
+            end = at_end(v, cand)
+            batch[v] = (([P.SetState(snaps[v])] if rollback else []) +
+                        [inputs(v, cand), P.DoStep(T, H)] +
+                        ([] if end is None else [end, P.RefreshOutputs()]) + [P.GetOutputs()])
         reps = call(batch, T)
-        index = len(batch[g[0]]) - 1
         for v, rs in reps.items():
-            for p, y in rs[index].values.items():
+            for p, y in rs[-1].values.items():
                 outputs[(v, p)] = y
         stats["iterations"] += 1
         return np.concatenate([outputs[k].ravel() for k in keys])

@@ -275,7 +275,8 @@ class Master:
         start = {k: self.history.extrapolate(k, H)[2] for k in keys}
         it, res = coupling.iterate_step(
             g, keys, start, T, H, lambda v, cand: self._step_inputs(v, H, fresh, cand),
-            self._call, outputs, self.stats, cfg)
+            self._call, outputs, self.stats, cfg,
+            lambda v, cand: self.history.held_at_end(self.graph.inputs[v], H, cand))
         record = replace(record, iterations=max(record.iterations, it),
                          residual=max(record.residual, res))
         if res > cfg.tolerance:
