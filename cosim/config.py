@@ -135,7 +135,9 @@ class CosimConfig:
         Iterate algebraic couplings (groups of units coupled through direct feedthrough) to a
         fixed point each macro step, rolling units back between iterations.
     tolerance : float
-        Max-norm tolerance of the coupling iteration.
+        Tolerance of the coupling iteration on the max norm of ``G(c) - c``, relative to
+        ``max(1, max|c|)``; an iterate that runs away (1e8 times where it started) is no
+        solution (:mod:`cosim.numerics.fixedpoint`).
     max_iterations : int
     relaxation : float
         Relaxation factor (initial factor for Aitken).
@@ -320,7 +322,8 @@ class SimulationConfig:
     loop_solver : bool
         Solve algebraic loops by iteration; False makes each loop a compile error.
     tolerance_fpi : float
-        Max-norm tolerance of the algebraic-loop iteration.
+        Tolerance of the algebraic-loop iteration on the max norm of ``G(y) - y``, relative
+        to ``max(1, max|y|)`` (:mod:`cosim.run.loops`).
     iterations_max : int
         Fixed-point iterations (and then Newton iterations) before a ConvergenceError.
     iterations_min : int, optional

@@ -273,14 +273,14 @@ class Master:
             return replace(record, status=StepStatus.UNITERATED,
                            residual=max(record.residual, res))
         start = {k: self.history.extrapolate(k, H)[2] for k in keys}
-        it, res = coupling.iterate_step(
+        solve = coupling.iterate_step(
             g, keys, start, T, H, lambda v, cand: self._step_inputs(v, H, fresh, cand),
             self._call, outputs, self.stats, cfg,
             lambda v, cand: self.history.held_at_end(self.graph.inputs[v], H, cand))
-        record = replace(record, iterations=max(record.iterations, it),
-                         residual=max(record.residual, res))
-        if res > cfg.tolerance:
-            coupling.not_converged(cfg, "macro step: the", g, keys, it, res, T)
+        record = replace(record, iterations=max(record.iterations, solve.iterations),
+                         residual=max(record.residual, solve.residual))
+        if not solve.converged:
+            coupling.not_converged(cfg, "macro step: the", self.graph, g, solve, T)
             record = replace(record, status=StepStatus.CONTINUED)
         return record
 

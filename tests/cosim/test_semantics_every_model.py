@@ -73,3 +73,74 @@ def test_a_held_output_stays_at_its_value_at_T_inside_an_iterated_coupling(schem
                      tolerance=1e-14)
     assert co.master.couplings
     assert max_difference(logs, mono) <= 1e-12
+
+
+# -- co-initialization and convergence tests ------------------------------------------------
+
+def gain_loop(gain, H=0.01, switch=None):
+    """y1 = k u + 1 in unit a, y2 = y1 + 0.5 sin(2 pi t) in unit b, u = y2: a linear
+    algebraic coupling of loop gain ``k = gain`` (from ``switch`` s on, ``k = 1``: then it
+    has no solution). Both units discrete at H."""
+    from blocks import Product, Step
+    m = Model("gain_loop")
+    a = Subsystem("a", atomic=True, dt=H)
+    a.add(Inport("u"), Step("k", step_time=1e9 if switch is None else switch,
+                            initial=gain, final=1.0),
+          Product("p", "**"), Constant("c", 1.0), Sum("s", "++"), Outport("y1"))
+    a.connect("u.out", "p.in1")
+    a.connect("k.out", "p.in2")
+    a.connect("p.out", "s.in1")
+    a.connect("c.out", "s.in2")
+    a.connect("s.out", "y1.in")
+    b = Subsystem("b", atomic=True, dt=H)
+    b.add(Inport("y1"), Sine("w", amplitude=0.5), Sum("s", "++"), Outport("y2"))
+    b.connect("y1.out", "s.in1")
+    b.connect("w.out", "s.in2")
+    b.connect("s.out", "y2.in")
+    m.add(a, b)
+    m.connect("a.y1", "b.y1")
+    m.connect("b.y2", "a.u")
+    return m
+
+
+@pytest.mark.parametrize("gain", [0.95, -1.5, 1.8])
+def test_newton_acceleration_solves_the_coupling_at_co_initialization_too(gain):
+    # Before: co-initialization fell back to plain substitution, which diverges for
+    # |gain| >= 1 (and needs ~500 iterations at 0.95): ConvergenceError at t0.
+    co, logs = cosim(gain_loop(gain), 0.01, 0.01, 0.5, acceleration="newton",
+                     tolerance=1e-13)
+    t = logs.time_of("a.y1")
+    exact = (gain * 0.5 * np.sin(2 * np.pi * t) + 1.0) / (1.0 - gain)
+    np.testing.assert_allclose(logs["a.y1"][:, 0], exact, rtol=1e-11, atol=1e-12)
+    mono = Simulator(gain_loop(gain), SimulationConfig(dt=0.01, t_end=0.5,
+                                                       tolerance_fpi=1e-13)).run()
+    assert max_difference(logs, mono) <= 1e-10 * (1 + np.max(np.abs(exact)))
+
+
+def test_an_iterate_that_runs_away_is_no_fixed_point_in_the_coupling_loop():
+    # y = G(y) = y + 0.3 has no solution; Anderson's least squares on residual differences
+    # of rounding size jump to ~1e15, where y + 0.3 == y reads as a zero residual.
+    from cosim.master import coupling
+    cfg = CosimConfig(H=0.01)
+    solve = coupling.iterate(np.array([0.2]), lambda c, rollback: c + 0.3 + 1e-17 * c, cfg)
+    assert not solve.converged
+    # A loop whose values are large converges relative to their size.
+    big = coupling.iterate(np.array([1e7]), lambda c, rollback: 0.5 * c + 1e7, cfg)
+    assert big.converged and abs(big.size - 2e7) <= 1e-9 * 2e7
+
+
+def test_a_coupling_that_loses_its_solution_is_an_error_naming_links_residual_and_size():
+    # From t = 0.5 the loop gain is 1: y1 = y1 + 1 + 0.5 sin(2 pi t) has no solution.
+    # Before: Anderson ran to ~1e15 where the residual reads 0 and the step was accepted.
+    with pytest.raises(ConvergenceError) as mono:
+        Simulator(gain_loop(0.5, switch=0.5), SimulationConfig(dt=0.01, t_end=1.0)).run()
+    assert mono.value.t == pytest.approx(0.5) and "iterate magnitude" in str(mono.value)
+    for acceleration in ("anderson", "aitken", "none", "newton"):
+        with pytest.raises(ConvergenceError) as err:
+            cosim(gain_loop(0.5, switch=0.5), 0.01, 0.01, 1.0, acceleration=acceleration,
+                  max_iterations=200)
+        msg = str(err.value)
+        assert err.value.t == pytest.approx(0.49), msg     # the step [0.49, 0.5]
+        assert "a.y1 -> b.y1" in msg and "b.y2 -> a.u" in msg, msg
+        assert "residual" in msg and "iterate magnitude" in msg, msg
+        assert err.value.size is not None
