@@ -128,6 +128,7 @@ class Master:
                           self.couplings) + " run without iteration: the coupling error "
                           "is recorded per step in step_log ('uniterated')", stacklevel=2)
         self.control = StepControl(self.cfg, {u: d.dt for u, d in self.desc.items()})
+        self.control.check_end(t0, self.config.t_end)
         self._nq = 0          # quanta elapsed: T = t0 + nq * quantum, never accumulated
         self.H = self.cfg.H
         self.T = t0
@@ -320,6 +321,7 @@ class Master:
             self.initialize()
         self._resume()
         t_end = self.config.t_end if t_end is None else t_end
+        self.control.check_end(self.config.t0, t_end)
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
         if self.T < t_end - eps and self._steps(t_end, t_end, eps):
             return self.logs                # a unit stopped the run at an event
@@ -337,6 +339,7 @@ class Master:
             self.initialize()
         self._resume()
         t_end = self.config.t_end if t_end is None else t_end
+        self.control.check_end(self.config.t0, t_end)
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
         if self.T >= t_end - eps:
             t_end = math.inf

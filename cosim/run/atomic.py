@@ -94,6 +94,10 @@ def inner_config(sub: Subsystem, parent):
     except TypeError as err:
         raise ModelError(f"atomic subsystem {sub.name!r}: options {sub.options} are not "
                          f"SimulationConfig fields ({err})") from None
+    except ModelError as err:
+        # The subsystem's own settings (step, solver, options), named as its.
+        msg = err.args[0].removeprefix("SimulationConfig: ")
+        raise ModelError(f"atomic subsystem {sub.name!r}: {msg}") from None
 
 
 class AtomicSubsystem(Block):

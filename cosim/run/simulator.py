@@ -46,20 +46,6 @@ LAZY_SECONDS_PER_BLOCK = 15e-6
 TRIM_BLOCKS = 1000
 
 
-def _check_solver(name) -> None:
-    """An unknown solver is an error whether or not the model has continuous state (it
-    would be silently unused, or fail once a continuous block is added)."""
-    import difflib
-
-    from cosim.solvers import SOLVERS, get_solver
-    try:
-        get_solver(name)
-    except ValueError as err:
-        close = difflib.get_close_matches(str(name), list(SOLVERS), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise ModelError(f"SimulationConfig: {err}{hint}") from None
-
-
 class Simulator(pacing.PacedRuns):
     """Run a model's compiled plan.
 
@@ -93,7 +79,6 @@ class Simulator(pacing.PacedRuns):
             raise ModelError("SimulationConfig.cosim is set: co-simulate with "
                              "cosim.CoSimulation(model, config), or let "
                              "cosim.simulation(model, config) choose from the config")
-        _check_solver(config.solver)
         self.model = model
         self.config = config
         from cosim.model.diagram import Model

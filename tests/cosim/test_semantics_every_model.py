@@ -144,3 +144,78 @@ def test_a_coupling_that_loses_its_solution_is_an_error_naming_links_residual_an
         assert "a.y1 -> b.y1" in msg and "b.y2 -> a.u" in msg, msg
         assert "residual" in msg and "iterate magnitude" in msg, msg
         assert err.value.size is not None
+
+
+# -- settings validated at construction -------------------------------------------------------
+
+BAD_COSIM = [
+    (dict(adaptive=True, rtol=-1), r"rtol must be a finite number >= 0, got -1"),
+    (dict(H_max=-1), r"H_max must be a number > 0, got -1"),
+    (dict(H_min=0.5, H_max=0.1), r"H_min \(0.5\) is above H_max \(0.1\)"),
+    (dict(relaxation=math.nan), r"relaxation must be a finite number > 0, got nan"),
+    (dict(tolerance=math.inf), r"tolerance must be a finite number > 0, got inf"),
+    (dict(atol=-1e-6), r"atol must be"),
+    (dict(rtol=0, atol=0), r"rtol and atol are both 0"),
+    (dict(max_iterations=2.5), r"max_iterations must be a whole number >= 1, got 2.5"),
+    (dict(extrapolation=True), r"extrapolation must be 0, 1 or 2, got True"),
+    (dict(iterate="yes"), r"iterate must be True or False, got 'yes'"),
+    (dict(timeout=0), r"timeout must be a finite number > 0, got 0"),
+    (dict(connect_timeout=-3), r"connect_timeout must be"),
+    (dict(checkpoint_every=0), r"checkpoint_every must be a whole number >= 1 or None"),
+    (dict(max_restarts=-1), r"max_restarts must be a whole number >= 0"),
+    (dict(backend=""), r"backend must be a non-empty string"),
+    (dict(units={"plant": {"num_cpus": -1}}),
+     r"CosimConfig.units\['plant'\]: num_cpus must be a finite number >= 0"),
+    (dict(units={"plant": {"resources": {"gpu": math.nan}}}),
+     r"CosimConfig.units\['plant'\]: resources must be"),
+]
+
+
+@pytest.mark.parametrize("options,message", BAD_COSIM)
+def test_every_cosim_setting_is_checked_at_construction_naming_it(options, message):
+    with pytest.raises(ModelError, match=message):
+        CosimConfig(H=0.1, **options)
+
+
+BAD_SIMULATION = [
+    (dict(rtol=-1), r"rtol must be a finite number >= 0, got -1"),
+    (dict(atol=math.nan), r"atol must be"),
+    (dict(dt_min=-1), r"dt_min must be"),
+    (dict(dt_max=0), r"dt_max must be a number > 0"),
+    (dict(h0=0.0), r"h0 must be a finite number > 0 or None"),
+    (dict(tolerance_fpi=-1e-12), r"tolerance_fpi must be"),
+    (dict(iterations_max=0), r"iterations_max must be a whole number >= 1"),
+    (dict(iterations_min=1.5), r"iterations_min must be a whole number >= 1 or None"),
+    (dict(anderson=-1), r"anderson must be a whole number >= 0"),
+    (dict(fast="no"), r"fast must be True or False"),
+    (dict(solver="RK44"), r"solver: unknown solver 'RK44'.*did you mean 'RK4'"),
+    (dict(cosim={"H": 0.1}), r"cosim must be a CosimConfig or None, got dict"),
+]
+
+
+@pytest.mark.parametrize("options,message", BAD_SIMULATION)
+def test_every_simulation_setting_is_checked_at_construction_naming_it(options, message):
+    with pytest.raises(ModelError, match=r"SimulationConfig: .*" + message):
+        SimulationConfig(dt=0.01, t_end=1.0, **options)
+
+
+def test_a_units_own_unknown_solver_is_reported_against_the_unit():
+    m = held_coupling(0.01)
+    m["b"].solver = "RK44"
+    with pytest.raises(ModelError, match=r"atomic subsystem 'b': solver: unknown solver "
+                                         r"'RK44'"):
+        CoSimulation(m, SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(H=0.01)))
+
+
+@pytest.mark.parametrize("H", [0.1, 0.2])
+def test_an_end_time_off_the_units_common_grid_is_refused(H):
+    # Before: t_end = 0.25 with units at 0.1 s ran on to 0.3 and logged it.
+    co = CoSimulation(held_coupling(0.1), SimulationConfig(dt=0.1, t_end=0.25,
+                                                           cosim=CosimConfig(H=H)))
+    with pytest.raises(ModelError, match=r"t_end=0.25 is not on the units' common grid.*"
+                                         r"multiple of 0.1 s.*end at 0.2 or 0.3 s"):
+        co.run()
+    co.close()
+    # On the grid but not on H's: the last macro step is shortened, ending at t_end.
+    co, logs = cosim(held_coupling(0.1), 0.2, 0.1, 0.3)
+    assert logs.time_of("a.y1")[-1] == pytest.approx(0.3) and co.t == pytest.approx(0.3)
