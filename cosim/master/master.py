@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import warnings
+from collections import ChainMap
 from dataclasses import replace
 
 import numpy as np
@@ -179,7 +180,7 @@ class Master:
         H = self.H if H is None else H
         T = self.T
         direct = self._direct
-        if direct is not None:
+        if direct is not None and not self._starting():
             # What the loop below does for such a step, without its checks.
             outputs: dict = {}
             if direct.step(T, H, self.values, outputs):
@@ -212,27 +213,54 @@ class Master:
             self.H = self.control.propose(H, record.coupling_error, shrink=False)
         return H
 
+    def _starting(self) -> bool:
+        """Whether the next macro step is the first one of an order-2 run whose units can
+        roll back: it is started up (see :meth:`_attempt`)."""
+        return (self.n == 0 and self.cfg.extrapolation == 2
+                and all(d.can_get_set_state for d in self.desc.values()))
+
     def _attempt(self, T, H) -> tuple[dict, StepRecord]:
+        """One try of the macro step ``[T, T+H]``: its outputs at T+H and its record.
+
+        The first step of an order-2 run is *started up*: with only ``y(t0)`` known, the
+        inputs would be held over it (degree 0, a local error O(H^2) that caps the run at
+        order 2 whenever a driver has a slope at t0). So the step is taken once so, rolled
+        back, and taken again with every input interpolated linearly to the outputs that
+        first pass predicted at T+H, as Gauss–Seidel interpolates to a driver that stepped:
+        a local error O(H^3), and order 3 from the first step.
+        """
+        if not self._starting():
+            return self._try(T, H, {})
+        reps = self._call({u: [P.GetState()] for u in self.names}, T)
+        predicted, _ = self._try(T, H, {})
+        self._call({u: [P.SetState(reps[u][0])] for u in self.names}, T)
+        return self._try(T, H, predicted)
+
+    def _try(self, T, H, predicted: dict) -> tuple[dict, StepRecord]:
+        """The macro step with inputs from ``predicted`` outputs at T+H (see
+        :meth:`_attempt`) where no output computed in this step is known."""
         record = StepRecord(T, H)
         outputs: dict = {}
         if self.cfg.scheme is Scheme.JACOBI:
-            if self.rounds is None or not self.rounds.step(T, H, self.values, outputs):
-                batch = {u: self._step_requests(u, T, H, {}) for u in self.plain}
+            if predicted or self.rounds is None or not self.rounds.step(
+                    T, H, self.values, outputs):
+                batch = {u: self._step_requests(u, T, H, predicted) for u in self.plain}
                 self._gather(self._call(batch, T), outputs, -1)
             for g in self.couplings:
-                record = self._iterate(g, T, H, {}, outputs, record)
+                record = self._iterate(g, T, H, predicted, outputs, record)
         else:
             done = set()
+            fresh = ChainMap(outputs, predicted)     # this step's outputs first
             for u in self.order:
                 if u in done:
                     continue
                 g = self.coupling_of.get(u)
                 if g is None:
-                    reps = self._call({u: self._step_requests(u, T, H, outputs)}, T)
+                    reps = self._call({u: self._step_requests(u, T, H, fresh)}, T)
                     self._gather(reps, outputs, -1)
                     done.add(u)
                 else:
-                    record = self._iterate(g, T, H, outputs, outputs, record)
+                    record = self._iterate(g, T, H, fresh, outputs, record)
                     done.update(g)
         return outputs, record
 
@@ -363,7 +391,8 @@ class Master:
         steps through the compiled exchange where it can; True when a unit stopped the run."""
         chunks = self.compiled or self.pipeline
         while True:
-            if goal is not None and chunks is not None and self._run_chunk(chunks, goal, eps):
+            if (goal is not None and chunks is not None and not self._starting()
+                    and self._run_chunk(chunks, goal, eps)):
                 if self.calls.stopped:
                     return True             # a unit stopped the run inside the chunk
                 every = self.cfg.checkpoint_every
