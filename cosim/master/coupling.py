@@ -225,6 +225,8 @@ def coinitialize_units(graph, values: dict, refresh: Callable, cfg, t0: float) -
             not_converged(cfg, "co-initialization of", graph, g, solve, t0)
             records.append(StepRecord(t0, 0.0, solve.iterations, solve.residual,
                                       StepStatus.CONTINUED))
+    if graph.relog_t0:
+        refresh(graph.relog_t0)     # their logs: inputs refreshed after them (UnitGraph)
     return records
 
 

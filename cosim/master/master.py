@@ -122,7 +122,10 @@ class Master:
         self.delayed = self.cfg.feedthrough is Feedthrough.DELAY
         self.couplings = [] if self.delayed else self.graph.groups
         self.coupling_of = {u: g for g in self.couplings for u in g}
-        self.refresh_levels = [] if self.delayed else self.graph.refresh_levels
+        # (Units whose logged inputs their drivers' refresh changed go once more, last:
+        # UnitGraph.relog.)
+        self.refresh_levels = [] if self.delayed else (
+            self.graph.refresh_levels + ([self.graph.relog] if self.graph.relog else []))
         self.order = self.graph.ordered(self.cfg.order)
         if self.couplings and not self.cfg.iterate:
             warnings.warn("algebraic coupling(s) " + "; ".join(" <-> ".join(g) for g in
@@ -140,8 +143,10 @@ class Master:
         self.history = PortHistory(self.cfg.extrapolation, {
             (u, p.name): p.sample_time for u, d in self.desc.items() for p in d.outputs})
         self.history.start(t0, self.values)
-        self.compiled = CompiledExchange.build(self, {
-            u: [p.name for p in d.outputs] for u, d in self.desc.items()})
+        # (Not where a unit is refreshed a second time for its logs, UnitGraph.relog: the
+        # generated refresh does not replace a sample already logged.)
+        self.compiled = None if self.graph.relog and not self.delayed else CompiledExchange.build(
+            self, {u: [p.name for p in d.outputs] for u, d in self.desc.items()})
         # Units in other processes that serve the fused Step get one message per macro step
         # (the codec packs it in one pass); traced runs keep the separate requests.
         self.fused = {u: FusedStep(u, self.graph.inputs[u], self.desc[u].outputs)

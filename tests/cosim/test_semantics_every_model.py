@@ -297,3 +297,44 @@ def test_extrapolation_2_is_third_order_from_the_first_step(case, scheme):
     slope = np.polyfit(np.log(Hs), np.log(errs), 1)[0]
     assert 2.9 <= slope <= 3.2, (errs, slope)
     assert np.all(errs < 0.35 * order_errors(case, scheme, 1, Hs)), errs
+
+
+# -- logs at the macro points -------------------------------------------------------------------
+
+def input_feeding_no_output(H, same_level):
+    """Unit a: in1 -> 2*in1 -> y (feedthrough), in2 -> 3*in2 feeding none of its outputs;
+    unit b: y = -1.5 u (feedthrough) drives a.in2. b's u comes from a.y (b is refreshed after
+    a) or, with ``same_level``, from the top-level sine (refreshed with a)."""
+    m = Model("late")
+    a = Subsystem("a", atomic=True, dt=H)
+    a.add(Inport("in1"), Inport("in2"), Gain("g", 2.0), Gain("h", 3.0), Outport("y"))
+    a.connect("in1.out", "g.in")
+    a.connect("g.out", "y.in")
+    a.connect("in2.out", "h.in")
+    b = Subsystem("b", atomic=True, dt=H)
+    b.add(Inport("u"), Gain("g", -1.5), Outport("y"))
+    b.connect("u.out", "g.in")
+    b.connect("g.out", "y.in")
+    m.add(a, b, Sine("src", frequency=0.8, phase=0.3))
+    m.connect("src.out", "a.in1")
+    m.connect("src.out" if same_level else "a.y", "b.u")
+    m.connect("b.y", "a.in2")
+    return m
+
+
+@pytest.mark.parametrize("same_level", [False, True])
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_an_input_refreshed_after_its_unit_is_logged_at_its_macro_point(same_level, scheme,
+                                                                         compiled):
+    # Before: a/in2.out and a/h.out were logged one macro step late, t0 included (0 at t0
+    # where the monolithic run has -0.887).
+    H = 0.01
+    mono = Simulator(input_feeding_no_output(H, same_level),
+                     SimulationConfig(dt=H, t_end=0.5)).run()
+    co, logs = cosim(input_feeding_no_output(H, same_level), H, H, 0.5, solver="SSPRK22",
+                     scheme=scheme, compiled=compiled)
+    assert "a/h.out" in logs
+    for key in mono:
+        np.testing.assert_array_equal(logs[key], mono[key], err_msg=key, strict=True)
+        np.testing.assert_array_equal(logs.time_of(key), mono.time_of(key), err_msg=key)
