@@ -441,3 +441,126 @@ def test_a_split_model_logs_every_signal_at_t0_as_its_monolithic_run(k):
         np.testing.assert_array_equal(logs[key][0], mono[key][0], err_msg=key)
     # Continuous cuts, held over the step: first order in H (test_autosplit has the slope).
     assert max_difference(logs, mono) < 0.02
+
+
+# -- events inside units ------------------------------------------------------------------------
+
+GRAV, RESTITUTION, HEIGHT = 9.81, 0.8, 1.0
+
+
+def bouncing_ball(where):
+    """A ball dropped from HEIGHT inside an atomic subsystem (RK45 at 10 ms), its bounce a
+    zero crossing of x added to the subsystem (``where="unit"``) or to the model, naming
+    ``ball/x`` (``where="model"``); a top-level gain reads the height."""
+    m = Model("ball")
+    b = Subsystem("ball", atomic=True, dt=0.01, solver="RK45")
+    b.add(Constant("g", -GRAV), Integrator("v", 0.0), Integrator("x", HEIGHT), Outport("h"))
+    b.connect("g.out", "v.in")
+    b.connect("v.out", "x.in")
+    b.connect("x.out", "h.in")
+    m.add(b, Gain("k", 1.0))
+    m.connect("ball.h", "k.in")
+    from cosim.model.events import ZeroCrossing
+    if where == "unit":
+        b.add_event(ZeroCrossing("bounce", watch="x", direction="falling",
+                                 reset={"v": lambda v: -RESTITUTION * v}))
+    else:
+        m.add_event(ZeroCrossing("bounce", watch="ball/x", direction="falling",
+                                 reset={"ball/v": lambda v: -RESTITUTION * v}))
+    return m
+
+
+def ball_height(t):
+    """The closed form: parabolas between bounces, each at RESTITUTION times the speed."""
+    v = math.sqrt(2 * GRAV * HEIGHT)
+    t_hit, x = math.sqrt(2 * HEIGHT / GRAV), np.empty_like(t)
+    first = t < t_hit
+    x[first] = HEIGHT - 0.5 * GRAV * t[first] ** 2
+    start = t_hit
+    while start < t[-1]:
+        v *= RESTITUTION
+        end = start + 2 * v / GRAV
+        seg = (t >= start) & (t < end)
+        x[seg] = v * (t[seg] - start) - 0.5 * GRAV * (t[seg] - start) ** 2
+        start = end
+    return x
+
+
+BOUNCES = [math.sqrt(2 * HEIGHT / GRAV) + sum(2 * RESTITUTION ** j * math.sqrt(
+    2 * GRAV * HEIGHT) / GRAV for j in range(1, i + 1)) for i in range(4)]
+
+
+@pytest.mark.parametrize("where", ["unit", "model"])
+def test_a_zero_crossing_inside_an_atomic_subsystem_is_located_by_its_own_run(where):
+    # Before: Subsystem had no add_event, and a model event could not name "ball/x".
+    cfg = dict(dt=0.01, t_end=2.5, rtol=1e-10, atol=1e-12)
+    sim = Simulator(bouncing_ball(where), SimulationConfig(**cfg))
+    sim.run()
+    assert [name for _, name in sim.event_log] == ["ball/bounce"] * 4
+    np.testing.assert_allclose([t for t, _ in sim.event_log], BOUNCES, rtol=0, atol=1e-9)
+    co, logs = cosim(bouncing_ball(where), 0.01, solver="RK45", **cfg)
+    t = logs.time_of("ball/x.out")
+    np.testing.assert_allclose(logs["ball/x.out"][:, 0], ball_height(t), rtol=0, atol=1e-8)
+
+
+def test_an_event_naming_blocks_of_two_units_is_refused_naming_them():
+    from cosim.errors import CompileError
+    from cosim.model.events import ZeroCrossing
+    m = held_coupling(0.01)
+    m.add_event(ZeroCrossing("odd", watch="b/z", reset={"a/g": [0.0]}))
+    with pytest.raises(CompileError, match=r"event 'odd' names blocks in a, b: an event "
+                                           r"watches and resets blocks of one run"):
+        Simulator(m, SimulationConfig(dt=0.01, t_end=0.1))
+
+
+def thermostat(atomic):
+    """x' = -x + 1.5 u, u a relay on below x = 0.4 and off above 0.6 (starting on), inside a
+    subsystem (atomic: its own run, RK45 at 10 ms)."""
+    from blocks import Relay
+    m = Model("thermo")
+    s = Subsystem("room", atomic=atomic, **(dict(dt=0.01, solver="RK45") if atomic else {}))
+    s.add(Integrator("x", 0.0), Gain("neg", -1.0), Relay("heat", on_point=-0.4, off_point=-0.6,
+                                                           on_value=1.5, off_value=0.0),
+          Gain("k", -1.0), Sum("s", "++"), Outport("y"))
+    s.connect("x.out", "neg.in", "k.in", "y.in")
+    s.connect("neg.out", "heat.in")
+    s.connect("heat.out", "s.in1")
+    s.connect("k.out", "s.in2")
+    s.connect("s.out", "x.in")
+    m.add(s, Gain("g", 1.0))
+    m.connect("room.y", "g.in")
+    return m
+
+
+def test_switches_of_a_relay_inside_an_atomic_subsystem_are_in_the_switch_log():
+    # Before: Simulator.switch_log was empty for the relay inside the atomic subsystem.
+    cfg = SimulationConfig(dt=0.01, t_end=3.0, solver="RK45", rtol=1e-10, atol=1e-12)
+    atomic = Simulator(thermostat(True), cfg)
+    atomic.run()
+    virtual = Simulator(thermostat(False), cfg)
+    virtual.run()
+    # Closed form: on from x = 0 up to 0.6, off down to 0.4, on up to 0.6, ...
+    up, down = math.log(1.5 / (1.5 - 0.6)), math.log(0.6 / 0.4)
+    up_again = math.log((1.5 - 0.4) / (1.5 - 0.6))
+    exact = np.cumsum([up] + [down, up_again] * 5)
+    exact = exact[exact < 3.0]
+    times = [t for t, _ in atomic.switch_log]
+    assert {path for _, path in atomic.switch_log} == {"room/heat"}
+    np.testing.assert_allclose(times, exact, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(times, [t for t, _ in virtual.switch_log], rtol=0, atol=1e-9)
+
+
+def test_a_subsystems_events_travel_in_its_models_file(tmp_path):
+    from cosim.model.evaluate import evaluate
+    path = tmp_path / "ball.yaml"
+    m = bouncing_ball("unit")
+    m["ball"].events[0] = __import__("dataclasses").replace(m["ball"].events[0],
+                                                            reset={"v": [2.0]})
+    m.to_yaml(path)
+    back = Model.from_yaml(path)
+    evaluate(back)
+    assert [(ev.name, ev.watch, dict(ev.reset)) for ev in back.events] == \
+        [("bounce", "ball/x", {"ball/v": [2.0]})]
+    sim = Simulator(back, SimulationConfig(dt=0.01, t_end=0.5, rtol=1e-10, atol=1e-12))
+    sim.run()
+    assert [name for _, name in sim.event_log] == ["ball/bounce"]
