@@ -564,3 +564,34 @@ def test_a_subsystems_events_travel_in_its_models_file(tmp_path):
     sim = Simulator(back, SimulationConfig(dt=0.01, t_end=0.5, rtol=1e-10, atol=1e-12))
     sim.run()
     assert [name for _, name in sim.event_log] == ["ball/bounce"]
+
+
+@pytest.mark.parametrize("extrapolation", [0, 1, 2])
+def test_the_key_of_a_units_port_is_the_units_own_output_also_when_a_top_level_block_reads_it(
+        extrapolation):
+    # Before: with a top-level reader, "p.y" was the top-level unit's input, which follows
+    # the extrapolation polynomial between macro points; in the monolithic run it is the
+    # unit's output.
+    H, dt = 0.04, 0.01
+    m = driven_lag(dt)
+    m.add(Gain("k", 2.0))
+    m.connect("p.y", "k.in")
+    mono = Simulator(m, SimulationConfig(dt=dt, t_end=1.0, solver="RK4")).run()
+    m = driven_lag(dt)
+    m.add(Gain("k", 2.0))
+    m.connect("p.y", "k.in")
+    _, logs = cosim(m, H, dt, 1.0, extrapolation=extrapolation)
+    np.testing.assert_array_equal(logs["p.y"], logs["p/x.out"], strict=True)
+    np.testing.assert_array_equal(logs.time_of("p.y"), mono.time_of("p.y"))
+    np.testing.assert_array_equal(logs["p.y"][:1], mono["p.y"][:1])
+
+
+def test_a_coupling_of_units_with_different_steps_is_refused_naming_the_units_and_steps():
+    # Before: "algebraic loop a -> b -> a mixes sample times; give its blocks one rate".
+    from cosim.errors import CompileError
+    m = held_coupling(0.02)
+    m["b"].dt = 0.01
+    with pytest.raises(CompileError, match=r"couples atomic subsystems \(co-simulation units\) "
+                                           r"with different steps \((.*a: 0\.02.*b: 0\.01|"
+                                           r".*b: 0\.01.*a: 0\.02)"):
+        CoSimulation(m, SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(H=0.02)))
