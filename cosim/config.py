@@ -334,7 +334,8 @@ class CosimConfig:
         _check(problems, self, "max_restarts", "int", low=0)
         _check(problems, self, "backend", "str")
         _check(problems, self, "address", "str", none=True)
-        if not (self.checkpoint_path is None or isinstance(self.checkpoint_path, (str, os.PathLike))):
+        if not (self.checkpoint_path is None
+                or isinstance(self.checkpoint_path, (str, os.PathLike))):
             problems.append(f"checkpoint_path must be a path or None, got "
                             f"{self.checkpoint_path!r}")
         if not isinstance(self.units, dict):

@@ -145,7 +145,8 @@ class Master:
         self.history.start(t0, self.values)
         # (Not where a unit is refreshed a second time for its logs, UnitGraph.relog: the
         # generated refresh does not replace a sample already logged.)
-        self.compiled = None if self.graph.relog and not self.delayed else CompiledExchange.build(
+        relogs = self.graph.relog and not self.delayed
+        self.compiled = None if relogs else CompiledExchange.build(
             self, {u: [p.name for p in d.outputs] for u, d in self.desc.items()})
         # Units in other processes that serve the fused Step get one message per macro step
         # (the codec packs it in one pass); traced runs keep the separate requests.
