@@ -30,6 +30,7 @@ import numpy as np
 from cosim.compile.flatten import flatten
 from cosim.errors import ModelError
 from cosim.model.diagram import Inport, Model, Outport, Subsystem
+from cosim.model.events import lifted
 from cosim.numerics.graphcut import BALANCE, partition_graph
 
 __all__ = ["BALANCE", "Split", "signal_graph", "split_model"]
@@ -121,7 +122,7 @@ def split_model(model, k: int, config, cost=None, shapes: dict | None = None) ->
         raise ModelError(f"partition={k}: {model.name!r} has atomic subsystems or unit blocks "
                          f"({', '.join(whole)}): they are its units already; partition a "
                          "model of plain blocks and virtual subsystems")
-    if getattr(model, "events", None):
+    if getattr(model, "events", None) or lifted(model, atomic=False):
         raise ModelError(f"partition={k}: {model.name!r} has model events, which name block "
                          "paths a split renames; partition the model without them")
     own = copy.deepcopy(model)

@@ -78,6 +78,7 @@ def partition(model, config) -> Partition:
     rest.blocks = [b for b in model.blocks if b.name not in atomic]
     rest.context = {}
     # The model's events naming blocks inside a unit ("unit/block") are that unit's.
+    # (Those of its virtual subsystems, which the top-level unit holds, its run lifts.)
     rest.events, routed, problems = route(list(getattr(model, "events", ())),
                                           {n for n, b in atomic.items()
                                            if isinstance(b, Subsystem)})

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from cosim.errors import ModelError
 
-__all__ = ["Direction", "Scheduled", "ZeroCrossing", "route"]
+__all__ = ["Direction", "Scheduled", "ZeroCrossing", "lifted", "route"]
 
 
 class Direction(enum.Enum):
@@ -190,3 +190,23 @@ def route(events, atomic: set[str]) -> tuple[list, dict[str, list], list[str]]:
             changes["watch"] = ev.watch[cut:]
         inner.setdefault(sub, []).append(dataclasses.replace(ev, **changes))
     return own, inner, problems
+
+
+def lifted(diagram, atomic: bool) -> list:
+    """The events of ``diagram``'s subsystems, at any depth, as ``diagram``'s own: their
+    block references prefixed ``"sub/"``. With ``atomic`` false, only virtual subsystems'
+    (flattened into ``diagram``'s plan; an atomic subsystem's run watches its own).
+    """
+    import dataclasses
+    out = []
+    for b in diagram.blocks:
+        if not hasattr(b, "events") or not hasattr(b, "blocks") or (
+                getattr(b, "atomic", False) and not atomic):
+            continue
+        head = f"{b.name}/"
+        for ev in list(b.events) + lifted(b, atomic):
+            changes = {"reset": {head + k: v for k, v in ev.reset.items()}}
+            if isinstance(ev, ZeroCrossing):
+                changes["watch"] = head + ev.watch
+            out.append(dataclasses.replace(ev, **changes))
+    return out

@@ -14,6 +14,7 @@ from cosim.errors import ModelError
 from cosim.model import registry as blocktypes
 from cosim.model.block import has_spec
 from cosim.model.diagram import Diagram, Model, Reference, Subsystem
+from cosim.model.events import lifted
 from cosim.modelfile.scalars import CoreResolver
 
 __all__ = ["FORMAT_VERSION", "dump_model", "dump_subsystem", "emit", "model_data"]
@@ -227,7 +228,7 @@ def model_data(model: Model, path=None, *, simulation=None) -> dict:
         data["context"] = w.value(model.context, "context")
     data.update(w.diagram(model, ""))
     events = {}
-    for ev in list(model.events) + _inner_events(model, ""):
+    for ev in list(model.events) + lifted(model, atomic=True):
         if ev.name in events:
             w.problems.append(f"two events are named {ev.name!r} (a subsystem's events are "
                               "written as the model's, naming 'sub/block'); rename one")
@@ -241,26 +242,6 @@ def model_data(model: Model, path=None, *, simulation=None) -> dict:
         raise ModelError(f"model {model.name!r} cannot be written as a model file:\n" +
                          "\n".join(f"  {i + 1}. {p}" for i, p in enumerate(w.problems)))
     return data
-
-
-def _inner_events(diagram, prefix: str) -> list:
-    """The events of ``diagram``'s subsystems (at any depth) as the model's own, naming
-    ``"sub/block"`` (:func:`cosim.model.events.route` hands them back on reading)."""
-    import dataclasses
-
-    from cosim.model.events import ZeroCrossing
-    out = []
-    for b in diagram.blocks:
-        if not isinstance(b, Subsystem):
-            continue
-        head = f"{prefix}{b.name}/"
-        for ev in b.events:
-            changes = {"reset": {head + k: v for k, v in ev.reset.items()}}
-            if isinstance(ev, ZeroCrossing):
-                changes["watch"] = head + ev.watch
-            out.append(dataclasses.replace(ev, **changes))
-        out += _inner_events(b, head)
-    return out
 
 
 def _event_data(w: _Writer, ev) -> dict:
@@ -301,7 +282,7 @@ def dump_subsystem(sub: Subsystem, path=None) -> str:
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     w = _Writer(base)
     entry = w.entry(sub, sub.name)
-    if sub.events or _inner_events(sub, ""):
+    if sub.events or lifted(sub, atomic=True):
         w.problems.append("events: library files carry no events; add them to the model "
                           "that uses the subsystem, naming 'sub/block'")
     data = {"version": FORMAT_VERSION, "subsystem": sub.name}

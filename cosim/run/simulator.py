@@ -19,7 +19,7 @@ from cosim.compile.plan import Plan, compile_model
 from cosim.config import SimulationConfig
 from cosim.errors import CompileError, ModelError, SimulationError
 from cosim.run import heap, pacing
-from cosim.model.events import route
+from cosim.model.events import lifted, route
 from cosim.run.eventmonitor import EventMonitor, check_events, switching_blocks
 from cosim.run.interpreter import Interpreter
 from cosim.run.logs import Logs
@@ -96,9 +96,10 @@ class Simulator(pacing.PacedRuns):
         self.atomics = [(n, b) for n, b in zip(self.plan.names, self.plan.blocks)
                         if isinstance(b, AtomicSubsystem)]
         # Events naming blocks inside an atomic subsystem are its own run's (route).
+        # (A virtual subsystem's events are the diagram's, naming "sub/block".)
         self.events, inner, problems = route(
-            list(getattr(model, "events", ())) if events is None else list(events),
-            {path for path, _ in self.atomics})
+            list(getattr(model, "events", ()) if events is None else events)
+            + lifted(model, atomic=False), {path for path, _ in self.atomics})
         if problems:
             raise CompileError(problems, self.plan.name)
         for path, b in self.atomics:

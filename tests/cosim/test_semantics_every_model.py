@@ -451,9 +451,11 @@ GRAV, RESTITUTION, HEIGHT = 9.81, 0.8, 1.0
 def bouncing_ball(where):
     """A ball dropped from HEIGHT inside an atomic subsystem (RK45 at 10 ms), its bounce a
     zero crossing of x added to the subsystem (``where="unit"``) or to the model, naming
-    ``ball/x`` (``where="model"``); a top-level gain reads the height."""
+    ``ball/x`` (``where="model"``); a top-level gain reads the height. ``where="virtual"``:
+    the event added to the subsystem, made virtual."""
     m = Model("ball")
-    b = Subsystem("ball", atomic=True, dt=0.01, solver="RK45")
+    b = Subsystem("ball", **({} if where == "virtual" else dict(atomic=True, dt=0.01,
+                                                                  solver="RK45")))
     b.add(Constant("g", -GRAV), Integrator("v", 0.0), Integrator("x", HEIGHT), Outport("h"))
     b.connect("g.out", "v.in")
     b.connect("v.out", "x.in")
@@ -461,7 +463,7 @@ def bouncing_ball(where):
     m.add(b, Gain("k", 1.0))
     m.connect("ball.h", "k.in")
     from cosim.model.events import ZeroCrossing
-    if where == "unit":
+    if where in ("unit", "virtual"):
         b.add_event(ZeroCrossing("bounce", watch="x", direction="falling",
                                  reset={"v": lambda v: -RESTITUTION * v}))
     else:
@@ -490,13 +492,14 @@ BOUNCES = [math.sqrt(2 * HEIGHT / GRAV) + sum(2 * RESTITUTION ** j * math.sqrt(
     2 * GRAV * HEIGHT) / GRAV for j in range(1, i + 1)) for i in range(4)]
 
 
-@pytest.mark.parametrize("where", ["unit", "model"])
+@pytest.mark.parametrize("where", ["unit", "model", "virtual"])
 def test_a_zero_crossing_inside_an_atomic_subsystem_is_located_by_its_own_run(where):
     # Before: Subsystem had no add_event, and a model event could not name "ball/x".
     cfg = dict(dt=0.01, t_end=2.5, rtol=1e-10, atol=1e-12)
-    sim = Simulator(bouncing_ball(where), SimulationConfig(**cfg))
+    sim = Simulator(bouncing_ball(where), SimulationConfig(**cfg, solver="RK45"))
     sim.run()
-    assert [name for _, name in sim.event_log] == ["ball/bounce"] * 4
+    name = "bounce" if where == "virtual" else "ball/bounce"   # (a virtual one is the model's)
+    assert [name for _, name in sim.event_log] == [name] * 4
     np.testing.assert_allclose([t for t, _ in sim.event_log], BOUNCES, rtol=0, atol=1e-9)
     co, logs = cosim(bouncing_ball(where), 0.01, solver="RK45", **cfg)
     t = logs.time_of("ball/x.out")
