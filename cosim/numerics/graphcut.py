@@ -5,7 +5,9 @@ small weight among parts of about equal vertex weight. METIS balances integer we
 upper bound only; a pass after it holds the stated tolerance on the real weights, both ways
 (every part within ``±balance`` of its share ``total / k``, as far as the vertices' own
 weights allow), then moves boundary vertices that lower the cut while the balance holds
-(Fiduccia–Mattheyses gains, positive moves only).
+(Fiduccia–Mattheyses gains, positive moves only), and groups joined by heavy edges that the
+cut splits whole into one part where that lowers the cut (the balance restored with light
+vertices).
 """
 
 from __future__ import annotations
@@ -88,9 +90,53 @@ def partition_graph(weights: np.ndarray, edges: dict, k: int, balance: float = B
         part = np.asarray(result.vertex_part, dtype=np.int64)
         _rebalance(part, weights, adj, k, balance)
         _refine(part, weights, adj, k, balance)
+        part = _join_heavy(part, weights, edges, adj, k, balance)
         cut = cut_weight(edges, part)
         if cut < best_cut:
             best, best_cut = part, cut
+    return best
+
+
+def _join_heavy(part, weights, edges, adj, k, balance) -> np.ndarray:
+    """Groups of vertices joined by edges heavier than the lightest (direct feedthrough, in
+    a model) that the cut splits: try each whole in each part it touches, balance restored
+    by :func:`_rebalance` (light vertices first); keep what lowers the cut. Single moves
+    cannot do this: every vertex moved alone out of such a group cuts another heavy edge."""
+    light = min(edges.values(), default=0.0)
+    heavy = {v: [] for v in range(len(part))}
+    for (i, j), w in edges.items():
+        if w > light:
+            heavy[i].append(j)
+            heavy[j].append(i)
+    seen, groups = set(), []
+    for v in range(len(part)):
+        if v in seen or not heavy[v]:
+            continue
+        group, stack = [], [v]
+        seen.add(v)
+        while stack:
+            u = stack.pop()
+            group.append(u)
+            for x in heavy[u]:
+                if x not in seen:
+                    seen.add(x)
+                    stack.append(x)
+        groups.append(group)
+    best, best_cut = part, cut_weight(edges, part)
+    for group in groups:
+        touched = sorted({int(best[u]) for u in group})
+        if len(touched) < 2:
+            continue
+        for q in touched:
+            trial = best.copy()
+            trial[group] = q
+            _rebalance(trial, weights, adj, k, balance)
+            _refine(trial, weights, adj, k, balance)
+            cut = cut_weight(edges, trial)
+            lo, hi = _bounds(weights, k, balance)
+            load = np.bincount(trial, weights=weights, minlength=k)
+            if cut < best_cut and load.min() >= lo and load.max() <= hi:
+                best, best_cut = trial, cut
     return best
 
 
