@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
+import numbers
 import os
 from dataclasses import dataclass, field, fields
 
@@ -48,6 +49,43 @@ class OnNonConvergence(enum.Enum):
 #: Backend of the units another team serves (those with an ``address``), whatever
 #: ``CosimConfig.backend`` says: a backend like the others, found in the same registry.
 REMOTE_BACKEND = "remote"
+
+
+def _real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check(problems: list, obj, name: str, kind: str, *, low: float | None = None,
+           strict: bool = False, infinite: bool = False, none: bool = False) -> None:
+    """Append to ``problems`` what is wrong with setting ``name`` of ``obj``.
+
+    ``kind``: ``"real"`` (a number, finite unless ``infinite``), ``"int"`` (a whole number),
+    ``"bool"`` or ``"str"``; ``low`` the least value (excluded when ``strict``); ``none``
+    allows None.
+    """
+    value = getattr(obj, name)
+    if none and value is None:
+        return
+    if kind == "bool":
+        ok = isinstance(value, bool)
+        want = "True or False"
+    elif kind == "str":
+        ok = isinstance(value, str) and value != ""
+        want = "a non-empty string"
+    else:
+        ok = _whole(value) if kind == "int" else (
+            _real(value) and (infinite or math.isfinite(value)) and not math.isnan(value))
+        want = "a whole number" if kind == "int" else (
+            "a number" if infinite else "a finite number")
+        if low is not None:
+            want += f" {'>' if strict else '>='} {low:g}"
+            ok = ok and (value > low if strict else value >= low)
+    if not ok:
+        problems.append(f"{name} must be {want}{' or None' if none else ''}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -101,7 +139,25 @@ class UnitOptions:
         if unknown:
             raise ModelError(f"CosimConfig.units[{unit!r}]: unknown option(s) "
                              f"{', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
-        return cls(**value)
+        try:
+            return cls(**value)
+        except ModelError as err:
+            raise ModelError(f"CosimConfig.units[{unit!r}]: {err.args[0].partition(': ')[2]}"
+                             ) from None
+
+    def __post_init__(self):
+        problems = []
+        for name in ("process", "address", "curve_server_public", "curve_client_keys", "node"):
+            _check(problems, self, name, "str", none=True)
+        _check(problems, self, "num_cpus", "real", low=0, none=True)
+        if self.resources is not None:
+            if not (isinstance(self.resources, dict) and all(
+                    isinstance(k, str) and _real(v) and math.isfinite(v) and v >= 0
+                    for k, v in self.resources.items())):
+                problems.append("resources must be a dict of resource name to a finite "
+                                f"amount >= 0, got {self.resources!r}")
+        if problems:
+            raise ModelError("UnitOptions: " + "; ".join(problems))
 
 
 _DEFAULT_OPTIONS = UnitOptions()
@@ -135,7 +191,9 @@ class CosimConfig:
         Iterate algebraic couplings (groups of units coupled through direct feedthrough) to a
         fixed point each macro step, rolling units back between iterations.
     tolerance : float
-        Max-norm tolerance of the coupling iteration.
+        Tolerance of the coupling iteration on the max norm of ``G(c) - c``, relative to
+        ``max(1, max|c|)``; an iterate that runs away (1e8 times where it started) is no
+        solution (:mod:`cosim.numerics.fixedpoint`).
     max_iterations : int
     relaxation : float
         Relaxation factor (initial factor for Aitken).
@@ -261,16 +319,33 @@ class CosimConfig:
             except ValueError:
                 problems.append(f"{name}={getattr(self, name)!r} is not one of "
                                 f"{[e.value for e in enum_cls]}")
-        if not (isinstance(self.H, (int, float)) and math.isfinite(self.H) and self.H > 0):
-            problems.append(f"H must be a finite number > 0, got {self.H!r}")
-        if self.extrapolation not in (0, 1, 2):
+        _check(problems, self, "H", "real", low=0, strict=True)
+        if not (_whole(self.extrapolation) and self.extrapolation in (0, 1, 2)):
             problems.append(f"extrapolation must be 0, 1 or 2, got {self.extrapolation!r}")
-        if not (isinstance(self.max_iterations, int) and self.max_iterations >= 1):
-            problems.append(f"max_iterations must be an int >= 1, got {self.max_iterations!r}")
-        if not self.tolerance > 0:
-            problems.append(f"tolerance must be > 0, got {self.tolerance!r}")
-        if not (isinstance(self.log_every, int) and self.log_every >= 1):
-            problems.append(f"log_every must be an int >= 1, got {self.log_every!r}")
+        for name in ("iterate", "adaptive", "trace", "curve", "compiled", "pipelined"):
+            _check(problems, self, name, "bool")
+        for name in ("tolerance", "relaxation", "timeout", "connect_timeout"):
+            _check(problems, self, name, "real", low=0, strict=True)
+        for name in ("rtol", "atol", "H_min"):
+            _check(problems, self, name, "real", low=0)
+        _check(problems, self, "H_max", "real", low=0, strict=True, infinite=True)
+        if _real(self.H_min) and _real(self.H_max) and self.H_min > self.H_max:
+            problems.append(f"H_min ({self.H_min}) is above H_max ({self.H_max})")
+        if self.rtol == 0 and self.atol == 0:
+            problems.append("rtol and atol are both 0: the adaptive step could never pass")
+        for name in ("max_iterations", "log_every"):
+            _check(problems, self, name, "int", low=1)
+        _check(problems, self, "checkpoint_every", "int", low=1, none=True)
+        _check(problems, self, "max_restarts", "int", low=0)
+        _check(problems, self, "backend", "str")
+        _check(problems, self, "address", "str", none=True)
+        if not (self.checkpoint_path is None
+                or isinstance(self.checkpoint_path, (str, os.PathLike))):
+            problems.append(f"checkpoint_path must be a path or None, got "
+                            f"{self.checkpoint_path!r}")
+        if not isinstance(self.units, dict):
+            problems.append(f"units must be a dict of unit name to UnitOptions, got "
+                            f"{self.units!r}")
         if self.order is not None:
             if isinstance(self.order, str) or not all(isinstance(u, str) for u in self.order):
                 problems.append(f"order must be a sequence of unit names, got {self.order!r}")
@@ -285,7 +360,7 @@ class CosimConfig:
         if problems:
             raise ModelError("CosimConfig: " + "; ".join(problems))
         object.__setattr__(self, "units", {name: UnitOptions.of(name, opts)
-                                           for name, opts in dict(self.units).items()})
+                                           for name, opts in self.units.items()})
 
     def options(self, unit: str) -> UnitOptions:
         """The options of ``unit`` (the defaults when none were given)."""
@@ -325,7 +400,8 @@ class SimulationConfig:
     loop_solver : bool
         Solve algebraic loops by iteration; False makes each loop a compile error.
     tolerance_fpi : float
-        Max-norm tolerance of the algebraic-loop iteration.
+        Tolerance of the algebraic-loop iteration on the max norm of ``G(y) - y``, relative
+        to ``max(1, max|y|)`` (:mod:`cosim.run.loops`).
     iterations_max : int
         Fixed-point iterations (and then Newton iterations) before a ConvergenceError.
     iterations_min : int, optional
@@ -373,6 +449,29 @@ class SimulationConfig:
                 object.__setattr__(self, "log", (self.log,))
             else:
                 object.__setattr__(self, "log", tuple(self.log))
+            if not all(isinstance(k, str) for k in self.log):
+                problems.append(f"log must be signal names ('block.port'), got {self.log!r}")
+        for name in ("fast", "loop_solver"):
+            _check(problems, self, name, "bool")
+        _check(problems, self, "progress", "bool", none=True)
+        for name in ("rtol", "atol", "dt_min"):
+            _check(problems, self, name, "real", low=0)
+        if self.rtol == 0 and self.atol == 0:
+            problems.append("rtol and atol are both 0: an adaptive solver could never pass")
+        _check(problems, self, "dt_max", "real", low=0, strict=True, infinite=True)
+        if _real(self.dt_min) and _real(self.dt_max) and self.dt_min > self.dt_max:
+            problems.append(f"dt_min ({self.dt_min}) is above dt_max ({self.dt_max})")
+        _check(problems, self, "h0", "real", low=0, strict=True, none=True)
+        _check(problems, self, "tolerance_fpi", "real", low=0, strict=True)
+        _check(problems, self, "iterations_max", "int", low=1)
+        _check(problems, self, "iterations_min", "int", low=1, none=True)
+        _check(problems, self, "anderson", "int", low=0)
+        problem = _solver_problem(self.solver)
+        if problem:
+            problems.append(problem)
+        if not (self.cosim is None or isinstance(self.cosim, CosimConfig)):
+            problems.append(f"cosim must be a CosimConfig or None, got "
+                            f"{type(self.cosim).__name__}")
         if problems:
             raise ModelError("SimulationConfig: " + "; ".join(problems))
         object.__setattr__(self, "dt", float(self.dt))
@@ -383,3 +482,20 @@ class SimulationConfig:
     def n_steps(self) -> int:
         """Number of base steps from ``t0`` to ``t_end`` (rounded to the nearest tick)."""
         return int(round((self.t_end - self.t0) / self.dt))
+
+
+def _solver_problem(name) -> str | None:
+    """What is wrong with ``solver=name`` (an unknown name, a class that is no Solver), with
+    the valid names and the closest ones; None when it is fine. (An unknown solver is an
+    error whether or not the model has continuous state: it would be silently unused, or
+    fail once a continuous block is added.)"""
+    import difflib
+
+    from cosim.solvers import SOLVERS, get_solver
+    try:
+        get_solver(name)
+    except ValueError as err:
+        close = difflib.get_close_matches(str(name), list(SOLVERS), n=3, cutoff=0.5)
+        return f"solver: {err}" + (f"; did you mean {', '.join(map(repr, close))}?"
+                                   if close else "")
+    return None

@@ -91,14 +91,18 @@ class ConvergenceError(SimulationError):
         Simulation time.
     remedy : str, optional
         What the user can change.
+    size : float, optional
+        Max norm of the last iterate (a residual means little once it ran away).
     """
 
     def __init__(self, what: str, iterations: int, residual: float, t: float | None = None,
-                 remedy: str = ""):
+                 remedy: str = "", size: float | None = None):
         self.what = what
         self.iterations = iterations
         self.residual = residual
-        msg = f"{what} did not converge after {iterations} iterations (residual {residual:.3g})"
+        self.size = size
+        msg = f"{what} did not converge after {iterations} iterations (residual {residual:.3g}"
+        msg += ")" if size is None else f", iterate magnitude {size:.3g})"
         if remedy:
             msg += f"; {remedy}"
         super().__init__(msg, t=t)

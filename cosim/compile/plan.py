@@ -289,8 +289,20 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
                                     "without direct feedthrough, or enable the loop solver",
                                     paths[cycle[0]]))
         elif len({rates[i] for i in comp}) > 1 or len({continuous[i] for i in comp}) > 1:
-            problems.append(Problem(f"algebraic loop {path} mixes sample times; give its "
-                                    "blocks one rate", paths[cycle[0]]))
+            subs = [i for i in cycle if blocks[i].nests_plan]
+            if subs:
+                # Atomic subsystems (co-simulation units) coupled algebraically at different
+                # steps: the loop solver cannot, and the master's coupling iteration then
+                # has no monolithic run to equal.
+                steps = ", ".join(f"{paths[i]}: {blocks[i].sample_time}" for i in subs)
+                problems.append(Problem(
+                    f"algebraic loop {path} couples atomic subsystems (co-simulation units) "
+                    f"with different steps ({steps}) through direct feedthrough; give them "
+                    "one step, or break the loop with a state (a UnitDelay) in one of them",
+                    paths[cycle[0]]))
+            else:
+                problems.append(Problem(f"algebraic loop {path} mixes sample times; give its "
+                                        "blocks one rate", paths[cycle[0]]))
 
     if log is not None:
         # "path/inner.port" under a block that runs its own plan is checked by that plan.

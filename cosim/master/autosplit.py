@@ -1,19 +1,23 @@
 """Automatic partitioning: a model cut into ``k`` units of balanced cost
 (``CosimConfig(partition=k)``, ``cosim plan --partition k``).
 
-The model is flattened to its blocks, which are laid out in one line by a depth-first
-topological walk along the wires (so a chain stays together, and parallel chains follow one
-another), and the line is cut into ``k`` runs of about equal estimated cost. Each cut is then
-moved, within a window that keeps every part within ±5 % of its share, to where the fewest
-signals cross it, a signal from an output with direct feedthrough counting
-:data:`FEEDTHROUGH_PENALTY` times: cutting after a state (a delay, an integrator) creates no
-algebraic coupling, and a cut on a discrete delay sampled at the macro step is exact (see
-docs/cosim-semantics.md). Each run of blocks becomes an atomic subsystem ``part1``, ``part2``,
-… whose Inports and Outports carry the cut signals.
+The model is flattened to its blocks, which become the vertices of a graph weighted by their
+estimated cost; every signal is an edge from its driving block to each block it feeds,
+weighted 1, or :data:`FEEDTHROUGH_PENALTY` from an output with direct feedthrough: cutting
+after a state (a delay, an integrator) creates no algebraic coupling, and a cut on a discrete
+delay sampled at the macro step is exact (see docs/cosim-semantics.md). A graph partitioner
+(METIS, :mod:`cosim.numerics.graphcut`) cuts it into ``k`` parts of minimum weighted cut,
+every part's cost within ±:data:`BALANCE` of its share (``total / k``) as far as single
+blocks' costs allow. Each part becomes an atomic subsystem ``part1``, ``part2``, … whose
+Inports and Outports carry the cut signals.
 
 The cost of a block is an estimate: 1 per block, :data:`STATE_COST` more for a block with
 continuous state (evaluated at every solver stage), 1 more for one with discrete state; pass
 ``cost=`` to use your own (e.g. measured) figures.
+
+On Ray, the parts are units like any other: ``CosimConfig(units={"part1": {"num_cpus": 1},
+...})`` makes each reserve a CPU, so that Ray places them where CPUs are free (by default a
+unit reserves none, and Ray may start every part on the driver's node).
 """
 
 from __future__ import annotations
@@ -26,15 +30,15 @@ import numpy as np
 from cosim.compile.flatten import flatten
 from cosim.errors import ModelError
 from cosim.model.diagram import Inport, Model, Outport, Subsystem
+from cosim.model.events import lifted
+from cosim.numerics.graphcut import BALANCE, partition_graph
 
-__all__ = ["Split", "split_model"]
+__all__ = ["BALANCE", "Split", "signal_graph", "split_model"]
 
 #: How many plain signals a cut signal from a direct-feedthrough output is worth.
 FEEDTHROUGH_PENALTY = 8
 #: Extra estimated cost of a block with continuous state.
 STATE_COST = 3
-#: How far (fraction of a part's share) a cut may move to cross fewer signals.
-WINDOW = 0.05
 
 
 def block_cost(block) -> float:
@@ -52,7 +56,7 @@ class Split:
     model : Model
         The parts as atomic subsystems ``part1`` … ``partk`` wired together.
     parts : list of list of str
-        Block paths of each part, in the order they run.
+        Block paths of each part, in the model's order.
     costs : list of float
         Estimated cost of each part.
     cuts : list of str
@@ -118,7 +122,7 @@ def split_model(model, k: int, config, cost=None, shapes: dict | None = None) ->
         raise ModelError(f"partition={k}: {model.name!r} has atomic subsystems or unit blocks "
                          f"({', '.join(whole)}): they are its units already; partition a "
                          "model of plain blocks and virtual subsystems")
-    if getattr(model, "events", None):
+    if getattr(model, "events", None) or lifted(model, atomic=False):
         raise ModelError(f"partition={k}: {model.name!r} has model events, which name block "
                          "paths a split renames; partition the model without them")
     own = copy.deepcopy(model)
@@ -130,87 +134,28 @@ def split_model(model, k: int, config, cost=None, shapes: dict | None = None) ->
     if k > n:
         raise ModelError(f"partition={k}: the model has only {n} blocks")
     index = {p: i for i, p in enumerate(flat.paths)}
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for s, _, d, _ in flat.wires:
-        succ[index[s]].append(index[d])
-    order = _line(n, succ)
     weights = np.array([float(cost(p, b) if cost else block_cost(b))
                         for p, b in zip(flat.paths, flat.blocks)])
-    pos = np.empty(n, dtype=np.int64)
-    pos[order] = np.arange(n)
-    crossing = _crossings(n, flat, index, pos)
-    bounds = _cuts(weights[order], crossing, k)
-    part_of = np.empty(n, dtype=np.int64)
-    for j in range(k):
-        part_of[order[bounds[j]:bounds[j + 1]]] = j
+    part_of = partition_graph(weights, signal_graph(flat, index), k)
     return _assemble(model, own, flat, index, part_of, k, weights, config, shapes or {})
 
 
-def _line(n: int, succ: list[list[int]]) -> np.ndarray:
-    """Blocks in reverse postorder of a depth-first walk along the wires (a topological order
-    where the wires allow one), roots taken in model order; iterative, for deep chains."""
-    indeg = [0] * n
-    for out in succ:
-        for d in out:
-            indeg[d] += 1
-    seen = [False] * n
-    post: list[int] = []
-    roots = [i for i in range(n) if indeg[i] == 0] + list(range(n))
-    for r in roots:
-        if seen[r]:
-            continue
-        seen[r] = True
-        stack = [(r, iter(succ[r]))]
-        while stack:
-            node, it = stack[-1]
-            for d in it:
-                if not seen[d]:
-                    seen[d] = True
-                    stack.append((d, iter(succ[d])))
-                    break
-            else:
-                stack.pop()
-                post.append(node)
-    return np.array(post[::-1], dtype=np.int64)
-
-
-def _crossings(n: int, flat, index: dict, pos: np.ndarray) -> np.ndarray:
-    """``c[i]``: weighted signals crossing a cut between line positions ``i-1`` and ``i``
-    (each driving output counted once however many inputs it drives)."""
-    diff = np.zeros(n + 1)
-    reach: dict[tuple[int, str], tuple[int, int]] = {}
+def signal_graph(flat, index: dict) -> dict:
+    """The undirected weighted graph the partitioner cuts: ``(i, j) -> weight`` between
+    blocks ``i < j`` (indices into ``flat.paths``), the sum over the signals between them of
+    1, or :data:`FEEDTHROUGH_PENALTY` for a signal from a direct-feedthrough output (an
+    output feeding several inputs of one block counts once)."""
+    seen = set()
+    edges: dict[tuple[int, int], float] = {}
     for s, sp, d, _ in flat.wires:
-        a, b = pos[index[s]], pos[index[d]]
-        lo, hi = reach.get((index[s], sp), (a, a))
-        reach[(index[s], sp)] = (min(lo, b), max(hi, b))
-    for (i, _), (lo, hi) in reach.items():
+        i, j = index[s], index[d]
+        if i == j or (i, sp, j) in seen:
+            continue
+        seen.add((i, sp, j))
         w = FEEDTHROUGH_PENALTY if flat.blocks[i].direct_feedthrough else 1.0
-        diff[lo + 1] += w                 # cuts at positions lo+1 .. hi separate the ends
-        diff[hi + 1] -= w
-    return np.cumsum(diff)[:n + 1]
-
-
-def _cuts(w: np.ndarray, crossing: np.ndarray, k: int) -> list[int]:
-    """Line positions ``0 = b0 < b1 < … < bk = n`` of balanced parts with few crossings."""
-    n = len(w)
-    prefix = np.concatenate([[0.0], np.cumsum(w)])
-    total = prefix[-1]
-    share = total / k
-    bounds = [0]
-    for j in range(1, k):
-        target = j * share
-        lo = int(np.searchsorted(prefix, target - WINDOW * share, side="left"))
-        hi = int(np.searchsorted(prefix, target + WINDOW * share, side="right"))
-        lo = max(lo, bounds[-1] + 1)
-        hi = min(max(hi, lo + 1), n - (k - j) + 1)
-        if lo >= hi:
-            lo, hi = bounds[-1] + 1, bounds[-1] + 2
-        window = np.arange(lo, hi)
-        # fewest crossings, then closest to the share
-        score = crossing[window] + np.abs(prefix[window] - target) / (total + 1.0)
-        bounds.append(int(window[np.argmin(score)]))
-    bounds.append(n)
-    return bounds
+        key = (min(i, j), max(i, j))
+        edges[key] = edges.get(key, 0.0) + w
+    return edges
 
 
 def _assemble(model, own, flat, index, part_of, k, weights, config, shapes) -> Split:

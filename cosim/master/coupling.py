@@ -8,6 +8,7 @@ for candidate values ``c`` (a flat vector) of those outputs; the master runs the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -16,10 +17,11 @@ from cosim.config import Acceleration, OnNonConvergence
 from cosim.errors import ConvergenceError
 from cosim.master import protocol as P
 from cosim.master.records import StepRecord, StepStatus
-from cosim.numerics.fixedpoint import Aitken, Anderson, Relaxation
+from cosim.numerics.fixedpoint import (Aitken, Anderson, Relaxation, converged, magnitude,
+                                      ran_away)
 from cosim.numerics.jacobian import FORWARD_REL_STEP, fd_jacobian
 
-__all__ = ["accelerator", "coinitialize", "coinitialize_units", "iterate", "iterate_step",
+__all__ = ["Solve", "accelerator", "coinitialize_units", "iterate", "iterate_step", "links",
            "newton_update", "not_converged"]
 
 
@@ -47,44 +49,78 @@ def newton_update(c: np.ndarray, G: np.ndarray, run: Callable) -> np.ndarray:
     return c - np.linalg.solve(J, F)
 
 
-def iterate(c: np.ndarray, run: Callable, cfg) -> tuple[int, float]:
-    """Fixed-point iteration of a coupling over one macro step.
+@dataclass(frozen=True)
+class Solve:
+    """How one iteration of a coupling ended.
+
+    Attributes
+    ----------
+    iterations : int
+        Unit evaluations (a Newton step counts one per Jacobian column).
+    residual : float
+        Max norm of ``G(c) - c`` at the last candidate.
+    size : float
+        Max norm of the last candidate.
+    converged : bool
+        The residual met the tolerance relative to the candidate's size
+        (:func:`~cosim.numerics.fixedpoint.converged`) before the candidate ran away.
+    ran_away : bool
+        The candidate (or its image) grew past
+        :data:`~cosim.numerics.fixedpoint.RUNAWAY_GROWTH` times where it started: divergence,
+        or no solution near the start.
+    """
+
+    iterations: int
+    residual: float
+    size: float
+    converged: bool
+    ran_away: bool = False
+
+
+def iterate(c: np.ndarray, run: Callable, cfg) -> Solve:
+    """Fixed-point (or Newton) iteration of a coupling, to ``cfg.tolerance`` relative to the
+    candidate's size, stopped early when the candidate runs away.
 
     Parameters
     ----------
     c : ndarray, shape (n,)
         First candidate (the extrapolated coupling outputs).
     run : callable
-        ``run(c, rollback) -> G(c)``: the units step with inputs ramping to ``c``; with
-        ``rollback`` they are first restored to the start of the step.
+        ``run(c, rollback) -> G(c)``, shape (n,): the units step with inputs ramping to
+        ``c``; with ``rollback`` they are first restored to the start of the step (at t0,
+        where no time passes, both are a refresh).
     cfg : CosimConfig
 
     Returns
     -------
-    iterations : int
-        Unit evaluations (a Newton step counts one per Jacobian column).
-    residual : float
-        Max norm of ``G(c) - c`` at the last candidate.
+    Solve
     """
     accel = accelerator(cfg)
     G = run(c, False)
-    res = float(np.max(np.abs(G - c)))
+    scale = max(magnitude(c), magnitude(G))
     it = 1
-    while res > cfg.tolerance and it < cfg.max_iterations:
+    while True:
+        res = magnitude(G - c)
+        away = ran_away(c, scale) or ran_away(G, scale)
+        if not away and converged(res, c, cfg.tolerance):
+            return Solve(it, res, magnitude(c), True)
+        if away or it >= cfg.max_iterations:
+            return Solve(it, res, magnitude(c), False, away)
         if accel is None:
-            c = newton_update(c, G, run)
+            try:
+                c = newton_update(c, G, run)
+            except np.linalg.LinAlgError:       # a singular coupling Jacobian
+                return Solve(it, res, magnitude(c), False)
             it += c.size
         else:
             c = accel.update(c, G)
         G = run(c, True)
-        res = float(np.max(np.abs(G - c)))
         it += 1
-    return it, res
 
 
 def iterate_step(g: list[str], keys: list, start: dict, T: float, H: float,
                  inputs: Callable, call: Callable, outputs: dict, stats: dict,
-                 cfg) -> tuple[int, float]:
+                 cfg, at_end: Callable = lambda v, cand: None) -> tuple[int, float]:
     """Iterate coupling ``g`` over the macro step ``[T, T+H]``, rolling its units back to
     the start of the step (GetState / SetState) between iterations.
 
@@ -105,11 +141,15 @@ def iterate_step(g: list[str], keys: list, start: dict, T: float, H: float,
     stats : dict
         ``stats["iterations"]`` counts unit evaluations.
     cfg : CosimConfig
+    at_end : callable, optional
+        ``at_end(unit, candidates) -> SetInputs or None``: inputs that take their value at
+        T+H only at T+H (held outputs, constant over the step: ``PortHistory.held_at_end``);
+        the unit then refreshes its outputs at T+H for them, so that ``G(c)`` is the
+        coupling solved at the sample hit, as in the monolithic run.
 
     Returns
     -------
-    iterations, residual : int, float
-        As :func:`iterate`.
+    Solve
     """
     reps = call({v: [P.GetState()] for v in g}, T)
     snaps = {v: reps[v][0] for v in g}
@@ -120,45 +160,20 @@ def iterate_step(g: list[str], keys: list, start: dict, T: float, H: float,
         for k, n, s in shapes:
             cand[k] = c[i:i + n].reshape(s)
             i += n
-        batch = {v: ([P.SetState(snaps[v])] if rollback else []) +
-                 [inputs(v, cand), P.DoStep(T, H), P.GetOutputs()] for v in g}
+        batch = {}
+        for v in g:
+            end = at_end(v, cand)
+            batch[v] = (([P.SetState(snaps[v])] if rollback else []) +
+                        [inputs(v, cand), P.DoStep(T, H)] +
+                        ([] if end is None else [end, P.RefreshOutputs()]) + [P.GetOutputs()])
         reps = call(batch, T)
-        index = len(batch[g[0]]) - 1
         for v, rs in reps.items():
-            for p, y in rs[index].values.items():
+            for p, y in rs[-1].values.items():
                 outputs[(v, p)] = y
         stats["iterations"] += 1
         return np.concatenate([outputs[k].ravel() for k in keys])
 
     return iterate(np.concatenate([start[k].ravel() for k in keys]), run, cfg)
-
-
-def coinitialize(c: np.ndarray, evaluate: Callable, cfg) -> tuple[int, float, bool]:
-    """Fixed-point iteration of a coupling at t0 (no time passes, so no rollback; Newton
-    falls back to plain substitution).
-
-    Parameters
-    ----------
-    c : ndarray, shape (n,)
-        The coupling outputs as the units initialized them.
-    evaluate : callable
-        ``evaluate(c) -> G(c)``: the units refresh their outputs for inputs ``c``.
-    cfg : CosimConfig
-
-    Returns
-    -------
-    iterations : int
-    residual : float
-    converged : bool
-    """
-    accel = accelerator(cfg)
-    for it in range(1, cfg.max_iterations + 1):
-        G = evaluate(c)
-        res = float(np.max(np.abs(G - c)))
-        if res <= cfg.tolerance:
-            return it, res, True
-        c = accel.update(c, G) if accel is not None else G
-    return it, res, False
 
 
 def coinitialize_units(graph, values: dict, refresh: Callable, cfg, t0: float) -> list:
@@ -202,21 +217,38 @@ def coinitialize_units(graph, values: dict, refresh: Callable, cfg, t0: float) -
             refresh(g)
             return np.concatenate([values[k].ravel() for k in keys])
 
+        # No time passes at t0: a rollback is nothing, every acceleration (Newton too)
+        # iterates the refresh.
         c = np.concatenate([values[k].ravel() for k in keys])
-        it, res, converged = coinitialize(c, evaluate, cfg)
-        if not converged:
-            not_converged(cfg, "co-initialization of", g, keys, it, res, t0)
-            records.append(StepRecord(t0, 0.0, it, res, StepStatus.CONTINUED))
+        solve = iterate(c, lambda v, rollback: evaluate(v), cfg)
+        if not solve.converged:
+            not_converged(cfg, "co-initialization of", graph, g, solve, t0)
+            records.append(StepRecord(t0, 0.0, solve.iterations, solve.residual,
+                                      StepStatus.CONTINUED))
+    if graph.relog_t0:
+        refresh(graph.relog_t0)     # their logs: inputs refreshed after them (UnitGraph)
     return records
 
 
-def not_converged(cfg, what: str, g: list[str], keys: list, iterations: int, residual: float,
-                  t: float) -> None:
-    """A coupling did not converge: raise ConvergenceError naming it, unless
-    ``on_nonconvergence="continue"`` (then return; the caller records it)."""
+def links(graph, g: list[str]) -> list[str]:
+    """The links inside coupling ``g``, as ``"unit.output -> unit.input"``."""
+    return sorted(f"{key[0]}.{key[1]} -> {v}.{name}" for v in g
+                  for name, key in graph.inputs[v] if key[0] in g)
+
+
+def not_converged(cfg, what: str, graph, g: list[str], solve: Solve, t: float) -> None:
+    """A coupling did not converge: raise ConvergenceError naming it, its links, the
+    residual and the candidate's size, unless ``on_nonconvergence="continue"`` (then
+    return; the caller records it)."""
     if cfg.on_nonconvergence is OnNonConvergence.RAISE:
+        head = (f"{what} algebraic coupling {' <-> '.join(g)} (links "
+                f"{', '.join(links(graph, g))})")
+        if solve.ran_away:
+            head += (" ran away from where it started (divergence, or no solution of the "
+                     "coupling there) and")
         raise ConvergenceError(
-            f"{what} algebraic coupling {' <-> '.join(g)} (ports "
-            f"{', '.join(f'{u}.{p}' for u, p in keys)})", iterations, residual, t=t,
+            head, solve.iterations, solve.residual, t=t, size=solve.size,
             remedy="reduce H, use acceleration='newton', raise max_iterations, or set "
-                   "on_nonconvergence='continue' to accept (recorded in step_log)")
+                   "on_nonconvergence='continue' to accept (recorded in step_log)"
+            + ("; check that the coupling has a solution (a loop gain of 1 has none)"
+               if solve.ran_away else ""))

@@ -51,9 +51,18 @@ class Engine:
         self.cfg = master.cfg
         names = master.names
         local = {u for u in names if master.proxies[u].in_process() is not None}
-        self.fusable = {u for u in names if P.FUSED_STEP in master.desc[u].capabilities}
+        # Units of a coupling through an output held over the step (a discrete output): a
+        # held candidate reaches them only at T+H, with a refresh for it there
+        # (PortHistory.held_at_end): they take the separate requests, whose refresh may set
+        # a part of the inputs.
+        graph, period = master.graph, master.history.period
+        self.held = {u for g in master.couplings
+                     if any(period[k] > 0 for k in graph.coupling_keys(g)) for u in g}
+        self.fusable = {u for u in names if P.FUSED_STEP in master.desc[u].capabilities
+                        and u not in self.held}
         self.program: Program = compile_program(master.graph, self.cfg.scheme, master.order,
-                                                master.delayed, local, self.fusable)
+                                                master.delayed, local, self.fusable,
+                                                master.refresh_levels)
         self.packers = {u: FusedStep(u, master.graph.inputs[u], master.desc[u].outputs)
                         for u in names}
         self.names_of = {u: tuple(name for name, _ in master.graph.inputs[u]) for u in names}
@@ -78,8 +87,8 @@ class Engine:
 
     # -- one attempt ------------------------------------------------------------------------
 
-    def attempt(self, T: float, H: float, T_next: float, keep: bool,
-                rollback: bool) -> tuple[dict, dict, StepRecord]:
+    def attempt(self, T: float, H: float, T_next: float, keep: bool, rollback: bool,
+                predicted: dict | None = None) -> tuple[dict, dict, StepRecord]:
         """One attempt of the macro step ``[T, T+H]``.
 
         Parameters
@@ -92,6 +101,10 @@ class Engine:
             Every unit keeps its state at ``T`` (the attempt may be rejected).
         rollback : bool
             Every unit first goes back to the state kept at ``T`` (a retried attempt).
+        predicted : dict, optional
+            Outputs at ``T+H`` a first pass predicted: inputs are interpolated to them where
+            no output computed in this attempt is read (the started-up first step of an
+            order-2 run, :meth:`Master._attempt <cosim.master.master.Master>`).
 
         Returns
         -------
@@ -104,6 +117,7 @@ class Engine:
         """
         first = (P.STEP_KEEP if keep else 0) | (P.STEP_ROLLBACK if rollback else 0)
         self._flags = dict.fromkeys(self.master.names, first)
+        self._predicted = predicted or {}
         outputs: dict = {}
         refreshed: dict = {}
         record = StepRecord(T, H)
@@ -137,7 +151,7 @@ class Engine:
             if s.reset:
                 after = [(refreshed[key] if post else outputs[key]) for _, key, post
                          in s.sources]
-            fresh = {k: outputs[k] for k in s.fresh}
+            fresh = self._fresh((u,), s.fresh, outputs)
             batch[u], kinds[u] = self._requests(u, s.step, after, fresh, {}, flags, T, H,
                                                 T_next)
         if hold:
@@ -149,8 +163,23 @@ class Engine:
             self._gather(u, kinds[u], rs, outputs, refreshed)
         return None
 
-    def _requests(self, u, step, after, fresh, cand, flags, T, H, T_next) -> tuple:
-        """Unit ``u``'s requests for one stage and how to read its replies."""
+    def _fresh(self, units, keys, outputs) -> dict:
+        """The outputs at T+H that ``units``' inputs are interpolated to: those computed in
+        this attempt before them (``keys``), else the first pass's prediction."""
+        fresh = {k: outputs[k] for k in keys}
+        predicted = self._predicted
+        if predicted:
+            for u in units:
+                for _, key in self.graph.inputs[u]:
+                    if key not in fresh and key in predicted:
+                        fresh[key] = predicted[key]
+        return fresh
+
+    def _requests(self, u, step, after, fresh, cand, flags, T, H, T_next,
+                  end=None) -> tuple:
+        """Unit ``u``'s requests for one stage and how to read its replies (``end``: inputs
+        set at T+H for a refresh after the step, ``PortHistory.held_at_end``; separate
+        requests only)."""
         history, values = self.master.history, self.master.values
         unit = self.direct.get(u)
         if unit is not None:
@@ -185,6 +214,8 @@ class Engine:
         if step:
             reqs += [history.inputs(self.graph.inputs[u], values, H, fresh, cand),
                      P.DoStep(T, H)]
+            if end is not None:
+                reqs += [end, P.RefreshOutputs()]
             if self.refresh:
                 reqs.append(P.RefreshOutputs())
             kind = "step"
@@ -384,8 +415,9 @@ class Engine:
         cfg, master = self.cfg, self.master
         g = stage.coupling
         keys = self.graph.coupling_keys(list(g))
-        fresh = {k: outputs[k] for k in stage.fresh}
+        fresh = self._fresh(g, stage.fresh, outputs)
         history = master.history
+        graph = self.graph
 
         def run(cand, extra):
             nonlocal held
@@ -399,8 +431,10 @@ class Engine:
             for v in g:
                 flags = self._flags[v] | extra
                 self._flags[v] = 0
+                end = history.held_at_end(graph.inputs[v], H, cand) if v in self.held \
+                    else None
                 batch[v], kinds[v] = self._requests(v, True, None, fresh, cand, flags, T, H,
-                                                    T + H)
+                                                    T + H, end)
             reps = self._exchange(batch, T, H)
             for v, rs in reps.items():
                 self._gather(v, kinds[v], rs, outputs, refreshed if v in joined else {})
@@ -423,12 +457,12 @@ class Engine:
             master.stats["iterations"] += 1
             return np.concatenate([outputs[k].ravel() for k in keys])
 
-        it, res = coupling.iterate(np.concatenate([start[k].ravel() for k in keys]),
-                                   evaluate, cfg)
-        record = _replace(record, iterations=max(record.iterations, it),
-                          residual=max(record.residual, res))
-        if res > cfg.tolerance:
-            coupling.not_converged(cfg, "macro step: the", list(g), keys, it, res, T)
+        solve = coupling.iterate(np.concatenate([start[k].ravel() for k in keys]),
+                                 evaluate, cfg)
+        record = _replace(record, iterations=max(record.iterations, solve.iterations),
+                          residual=max(record.residual, solve.residual))
+        if not solve.converged:
+            coupling.not_converged(cfg, "macro step: the", graph, list(g), solve, T)
             record = _replace(record, status=StepStatus.CONTINUED)
         return record
 

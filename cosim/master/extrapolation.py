@@ -113,6 +113,23 @@ class PortHistory:
         f012 = (f01 - (y - y0) / (t1 - t0)) / (t1 + H - t0)
         return (f01 - f012 * H, 2.0 * f012)
 
+    def held_at_end(self, ports, H: float, cand: dict) -> P.SetInputs | None:
+        """The inputs of a unit in an iterated coupling at the end of the step, T+H, that
+        come from held coupling outputs (:meth:`held`): their candidates, the values of the
+        sample hit at T+H (over the step they stayed at T, see :meth:`inputs`); None when
+        the unit has no such input.
+
+        Parameters
+        ----------
+        ports : list of (str, (str, str))
+            The unit's inputs and the outputs driving them (``UnitGraph.inputs[unit]``).
+        cand : dict
+            Coupling candidates at T+H.
+        """
+        vals = {name: cand[key] for name, key in ports
+                if key in cand and self.held(key, H)}
+        return P.SetInputs(vals, {}) if vals else None
+
     def inputs(self, ports, values: dict, H: float, fresh: dict, cand: dict) -> P.SetInputs:
         """A unit's inputs over ``[T, T+H]``.
 
@@ -126,7 +143,9 @@ class PortHistory:
             Outputs already computed for T+H (Gauss–Seidel): inputs are interpolated to them
             (:meth:`interpolate`).
         cand : dict
-            Coupling candidates at T+H (iteration): inputs ramp to them.
+            Coupling candidates at T+H (iteration): inputs ramp to them, except from a
+            held output (:meth:`held`), which stays at its value at T as in every other
+            exchange: it changes only at its next sample hit, T+H itself.
 
         Returns
         -------
@@ -137,7 +156,9 @@ class PortHistory:
         for name, key in ports:
             y = values[key]
             if key in cand:
-                vals[name], ders[name] = y, ((cand[key] - y) / H,)
+                vals[name] = y
+                if not self.held(key, H):
+                    ders[name] = ((cand[key] - y) / H,)
             elif key in fresh:
                 vals[name] = y
                 d = self.interpolate(key, y, fresh[key], H)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import warnings
+from collections import ChainMap
 from dataclasses import replace
 
 import numpy as np
@@ -121,7 +122,10 @@ class Master:
         self.delayed = self.cfg.feedthrough is Feedthrough.DELAY
         self.couplings = [] if self.delayed else self.graph.groups
         self.coupling_of = {u: g for g in self.couplings for u in g}
-        self.refresh_levels = [] if self.delayed else self.graph.refresh_levels
+        # (Units whose logged inputs their drivers' refresh changed go once more, last:
+        # UnitGraph.relog.)
+        self.refresh_levels = [] if self.delayed else (
+            self.graph.refresh_levels + ([self.graph.relog] if self.graph.relog else []))
         self.order = self.graph.ordered(self.cfg.order)
         if self.couplings and not self.cfg.iterate:
             warnings.warn("algebraic coupling(s) " + "; ".join(" <-> ".join(g) for g in
@@ -129,6 +133,7 @@ class Master:
                           "is recorded per step in step_log ('uniterated')", stacklevel=2)
         self.control = StepControl(self.cfg, {u: d.dt for u, d in self.desc.items()})
         self.central.stamp(t0, self.control.quantum_s)     # macro points: the master's time
+        self.control.check_end(t0, self.config.t_end)
         self._nq = 0          # quanta elapsed: T = t0 + nq * quantum, never accumulated
         self.H = self.cfg.H
         self.T = t0
@@ -142,8 +147,11 @@ class Master:
         # Every macro step through the macro-step program (traced runs: the protocol's
         # separate requests, the reference the engine is held to).
         self.engine = Engine(self) if self.cfg.engine and not self.cfg.trace else None
-        self.compiled = CompiledExchange.build(self, {
-            u: [p.name for p in d.outputs] for u, d in self.desc.items()})
+        # (Not where a unit is refreshed a second time for its logs, UnitGraph.relog: the
+        # generated refresh does not replace a sample already logged.)
+        relogs = self.graph.relog and not self.delayed
+        self.compiled = None if relogs else CompiledExchange.build(
+            self, {u: [p.name for p in d.outputs] for u, d in self.desc.items()})
         # Units in other processes that serve the fused Step get one message per macro step
         # (the codec packs it in one pass); traced runs keep the separate requests.
         self.fused = {u: FusedStep(u, self.graph.inputs[u], self.desc[u].outputs)
@@ -178,8 +186,13 @@ class Master:
         while True:
             snaps = None
             if engine is not None:
+                predicted = None
+                if self._starting():        # (see _attempt)
+                    predicted, _, _ = engine.attempt(T, H, self._next_point(H), True,
+                                                     tries > 0)
                 outputs, refreshed, record = engine.attempt(
-                    T, H, self._next_point(H), self.cfg.adaptive, tries > 0)
+                    T, H, self._next_point(H), self.cfg.adaptive and predicted is None,
+                    tries > 0 or predicted is not None, predicted)
             else:
                 if self.cfg.adaptive:
                     reps = self._call({u: [P.GetState()] for u in self.names}, T)
@@ -219,26 +232,52 @@ class Master:
         """The macro point a step of ``H`` from ``T`` ends at (never accumulated)."""
         return self.config.t0 + (self._nq + self.control.quanta(H)) * self.control.quantum_s
 
+    def _starting(self) -> bool:
+        """Whether the next macro step is the first one of an order-2 run whose units can
+        roll back: it is started up (see :meth:`_attempt`)."""
+        return (self.n == 0 and self.cfg.extrapolation == 2
+                and all(d.can_get_set_state for d in self.desc.values()))
+
     def _attempt(self, T, H) -> tuple[dict, StepRecord]:
+        """One try of the macro step ``[T, T+H]``: its outputs at T+H and its record.
+
+        The first step of an order-2 run is *started up*: with only ``y(t0)`` known, the
+        inputs would be held over it (degree 0, a local error O(H^2) that caps the run at
+        order 2 whenever a driver has a slope at t0). So the step is taken once so, rolled
+        back, and taken again with every input interpolated linearly to the outputs that
+        first pass predicted at T+H, as Gauss–Seidel interpolates to a driver that stepped:
+        a local error O(H^3), and order 3 from the first step.
+        """
+        if not self._starting():
+            return self._try(T, H, {})
+        reps = self._call({u: [P.GetState()] for u in self.names}, T)
+        predicted, _ = self._try(T, H, {})
+        self._call({u: [P.SetState(reps[u][0])] for u in self.names}, T)
+        return self._try(T, H, predicted)
+
+    def _try(self, T, H, predicted: dict) -> tuple[dict, StepRecord]:
+        """The macro step with inputs from ``predicted`` outputs at T+H (see
+        :meth:`_attempt`) where no output computed in this step is known."""
         record = StepRecord(T, H)
         outputs: dict = {}
         if self.cfg.scheme is Scheme.JACOBI:
-            batch = {u: self._step_requests(u, T, H, {}) for u in self.plain}
+            batch = {u: self._step_requests(u, T, H, predicted) for u in self.plain}
             self._gather(self._call(batch, T), outputs, -1)
             for g in self.couplings:
-                record = self._iterate(g, T, H, {}, outputs, record)
+                record = self._iterate(g, T, H, predicted, outputs, record)
         else:
             done = set()
+            fresh = ChainMap(outputs, predicted)     # this step's outputs first
             for u in self.order:
                 if u in done:
                     continue
                 g = self.coupling_of.get(u)
                 if g is None:
-                    reps = self._call({u: self._step_requests(u, T, H, outputs)}, T)
+                    reps = self._call({u: self._step_requests(u, T, H, fresh)}, T)
                     self._gather(reps, outputs, -1)
                     done.add(u)
                 else:
-                    record = self._iterate(g, T, H, outputs, outputs, record)
+                    record = self._iterate(g, T, H, fresh, outputs, record)
                     done.update(g)
         return outputs, record
 
@@ -281,13 +320,14 @@ class Master:
             return replace(record, status=StepStatus.UNITERATED,
                            residual=max(record.residual, res))
         start = {k: self.history.extrapolate(k, H)[2] for k in keys}
-        it, res = coupling.iterate_step(
+        solve = coupling.iterate_step(
             g, keys, start, T, H, lambda v, cand: self._step_inputs(v, H, fresh, cand),
-            self._call, outputs, self.stats, cfg)
-        record = replace(record, iterations=max(record.iterations, it),
-                         residual=max(record.residual, res))
-        if res > cfg.tolerance:
-            coupling.not_converged(cfg, "macro step: the", g, keys, it, res, T)
+            self._call, outputs, self.stats, cfg,
+            lambda v, cand: self.history.held_at_end(self.graph.inputs[v], H, cand))
+        record = replace(record, iterations=max(record.iterations, solve.iterations),
+                         residual=max(record.residual, solve.residual))
+        if not solve.converged:
+            coupling.not_converged(cfg, "macro step: the", self.graph, g, solve, T)
             record = replace(record, status=StepStatus.CONTINUED)
         return record
 
@@ -332,6 +372,7 @@ class Master:
             self.initialize()
         self._resume()
         t_end = self.config.t_end if t_end is None else t_end
+        self.control.check_end(self.config.t0, t_end)
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
         if self.T < t_end - eps and self._steps(t_end, t_end, eps):
             return self.logs                # a unit stopped the run at an event
@@ -349,6 +390,7 @@ class Master:
             self.initialize()
         self._resume()
         t_end = self.config.t_end if t_end is None else t_end
+        self.control.check_end(self.config.t0, t_end)
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
         if self.T >= t_end - eps:
             t_end = math.inf
@@ -372,7 +414,8 @@ class Master:
         steps through the compiled exchange where it can; True when a unit stopped the run."""
         chunks = self.compiled or self.pipeline
         while True:
-            if goal is not None and chunks is not None and self._run_chunk(chunks, goal, eps):
+            if (goal is not None and chunks is not None and not self._starting()
+                    and self._run_chunk(chunks, goal, eps)):
                 if self.calls.stopped:
                     return True             # a unit stopped the run inside the chunk
                 every = self.cfg.checkpoint_every

@@ -150,7 +150,7 @@ def overview(model, config) -> CosimOverview:
         local = {r.name for r in rows if cfg.backend_of(r.name) == "local"}
         fusable = {u for u, d in master.desc.items() if P.FUSED_STEP in d.capabilities}
         program = compile_program(master.graph, cfg.scheme, master.order, master.delayed,
-                                  local, fusable)
+                                  local, fusable, master.refresh_levels)
         return CosimOverview(model.name, cfg.H, cfg.scheme, tuple(rows),
                              tuple(sim.partition.links),
                              tuple(tuple(g) for g in master.couplings), tuple(order), program)

@@ -8,12 +8,14 @@ become Inport / Outport blocks named ``<block>__<port>``. Runs on an evaluated m
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 
 from cosim.run.atomic import inner_config, nested_log
 from cosim.errors import CompileError
 from cosim.compile.flatten import ALL_OUTPUTS, split_ref
 from cosim.model.diagram import Inport, Outport, Subsystem
+from cosim.model.events import route
 
 __all__ = ["Link", "Partition", "UnitSpec", "partition"]
 
@@ -65,6 +67,8 @@ class Partition:
 def partition(model, config) -> Partition:
     """Split an evaluated ``model`` into units for ``config`` (its ``cosim`` is dropped)."""
     base = replace(config, cosim=None, log=None)
+    cosim = config.cosim
+    remote = {u for u in cosim.units if cosim.options(u).address} if cosim else set()
     atomic = {b.name: b for b in model.blocks
               if (isinstance(b, Subsystem) and b.atomic) or hasattr(b, "as_unit")}
     if REST in atomic:
@@ -73,8 +77,12 @@ def partition(model, config) -> Partition:
     rest = Subsystem(REST)
     rest.blocks = [b for b in model.blocks if b.name not in atomic]
     rest.context = {}
-    rest.events = list(getattr(model, "events", ()))
-    links, problems = [], []
+    # The model's events naming blocks inside a unit ("unit/block") are that unit's.
+    # (Those of its virtual subsystems, which the top-level unit holds, its run lifts.)
+    rest.events, routed, problems = route(list(getattr(model, "events", ())),
+                                          {n for n, b in atomic.items()
+                                           if isinstance(b, Subsystem)})
+    links = []
     outs: dict[str, str] = {}
     ins: dict[str, str] = {}
     for c in model.connections:
@@ -109,40 +117,49 @@ def partition(model, config) -> Partition:
     workspace = {**getattr(model, "parameters", {}), **model.context}
     for name, b in atomic.items():
         if isinstance(b, Subsystem):
-            own = _own_ports(config.log, name, b, ins)
+            own = _own_ports(config.log, name, b)
             # A unit served from its own file logs every port (it cannot know the master's
             # selection: cluster.unit_files.units_of): the ports not shown here are hidden.
             keys.update((f"{name}/{p}.in", f"{name}.{p}" if p in own else None)
                         for p in b.output_names)
+            # What the top-level unit received of them is its view (extrapolated between
+            # macro points), not the port: hidden (but for a unit another team serves,
+            # which logs what its own file selects: the view is all there is).
+            if name not in remote:
+                keys.update((f"{name}.{p}", None) for p in own if f"{name}.{p}" in ins)
             log = _unit_log(config.log, name, atomic)
             log = (ALL_OUTPUTS,) if log is None else log
             log += tuple(f"{p}.in" for p in own)
             cfg = replace(inner_config(b, base), log=log)
+            if name in routed:
+                b = copy.copy(b)            # the model's subsystem keeps its own events
+                b.events = list(b.events) + routed[name]
             units.append(UnitSpec(name, b, cfg, workspace=workspace))
         else:
             units.append(UnitSpec(name, None, base,
                                   factory=lambda b=b, name=name: b.as_unit(name, base)))
     if rest.blocks:
-        log = _unit_log(config.log, REST, atomic, ins)
+        log = _unit_log(config.log, REST, atomic, ins, remote)
         units.append(UnitSpec(REST, rest, replace(base, log=(ALL_OUTPUTS,) if log is None
                                                   else log), workspace=workspace))
     return Partition(units, links, keys)
 
 
-def _own_ports(log, unit: str, sub: Subsystem, ins) -> list[str]:
+def _own_ports(log, unit: str, sub: Subsystem) -> list[str]:
     """Output ports of atomic unit ``unit`` logged under ``log`` (as ``"unit.port"``, or all of
-    them for None / ``"*"``) that no top-level block receives (``ins``: source -> Inport): the
-    unit logs them itself, as its Outport's input."""
+    them for None / ``"*"``): the unit logs them itself, as its Outport's input, so that the
+    key ``unit.port`` is the unit's own output as in the monolithic run (not what a reader
+    saw of it between macro points)."""
     every = log is None or ALL_OUTPUTS in log
-    return [p for p in sub.output_names if f"{unit}.{p}" not in ins
-            and (every or f"{unit}.{p}" in log)]
+    return [p for p in sub.output_names if every or f"{unit}.{p}" in log]
 
 
-def _unit_log(log, unit: str, atomic, ins=None) -> tuple[str, ...] | None:
+def _unit_log(log, unit: str, atomic, ins=None, remote=()) -> tuple[str, ...] | None:
     """The signals unit ``unit`` logs of the model's selection ``log`` (None: all), in the
     unit's own names: ``"a/x.out"`` is ``"x.out"`` of unit ``a``; an atomic unit's port
-    ``"a.y"`` is the top-level unit's Inport ``a__y`` that receives it (``ins``: source ->
-    Inport name), as the central logs name it back; the rest is the top-level unit's."""
+    ``"a.y"`` is logged by that unit (:func:`_own_ports`), or, for a unit another team
+    serves (``remote``), by the top-level Inport ``a__y`` that receives it (``ins``: source
+    -> Inport name); the rest is the top-level unit's."""
     if log is None:
         return None
     if unit != REST:
@@ -152,6 +169,6 @@ def _unit_log(log, unit: str, atomic, ins=None) -> tuple[str, ...] | None:
         head = k.partition("/")[0] if "/" in k else k.rpartition(".")[0]
         if head not in atomic:
             mine.append(k)
-        elif "/" not in k and k in ins:
+        elif "/" not in k and k in ins and head in remote:
             mine.append(f"{ins[k]}.out")
     return tuple(mine)

@@ -103,7 +103,7 @@ class Program:
 
 
 def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: set,
-                    fusable: set) -> Program:
+                    fusable: set, levels: list | None = None) -> Program:
     """The program of a macro step.
 
     Parameters
@@ -120,6 +120,10 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         Units in this process (their actions cost no round trip).
     fusable : set of str
         Units that take a step and a refresh in one message (``FUSED_STEP``).
+    levels : list of list of str, optional
+        The refresh levels, in order (default: the graph's; the master's add a last level
+        refreshing some units once more for their logs, :attr:`UnitGraph.relog`). A unit
+        may be refreshed at several levels.
 
     Returns
     -------
@@ -127,14 +131,24 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
     """
     couplings = [] if delayed else graph.groups
     coupling_of = {u: tuple(g) for g in couplings for u in g}
-    levels = [] if delayed else graph.refresh_levels
-    level = {u: i for i, lv in enumerate(levels) for u in lv}
+    if delayed:
+        levels = []
+    elif levels is None:
+        levels = graph.refresh_levels
+    at = {}                             # unit -> the levels it is refreshed at, in order
+    for i, lv in enumerate(levels):
+        for u in lv:
+            at.setdefault(u, []).append(i)
     rank = {u: i for i, u in enumerate(order)}
     gs = scheme is Scheme.GAUSS_SEIDEL
 
     def node(u):                        # the action that computes u's outputs at T+H
         g = coupling_of.get(u)
         return ("iterate", g) if g is not None else ("step", u)
+
+    def latest(d, i):                   # d's last refresh before level i, or None
+        before = [j for j in at.get(d, ()) if j < i]
+        return ("refresh", d, before[-1]) if before else None
 
     # What each action reads (the protocol path's values, fixed here once).
     needs: dict = {}
@@ -153,12 +167,14 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         fresh_of[n] = tuple(sorted(fresh))
         needs[n] = {node(key[0]) for key in fresh}
     sources = {}
-    for u in level:
-        src = tuple((name, key, key[0] in level and level[key[0]] < level[u])
-                    for name, key in graph.inputs[u])
-        sources[u] = src
-        needs[("refresh", u)] = {("refresh", key[0]) if refreshed else node(key[0])
-                                 for _, key, refreshed in src} | {node(u)}
+    for u, indices in at.items():
+        for i in indices:
+            src = tuple((name, key, latest(key[0], i) is not None)
+                        for name, key in graph.inputs[u])
+            sources[("refresh", u, i)] = src
+            needs[("refresh", u, i)] = {latest(key[0], i) or node(key[0])
+                                        for _, key in graph.inputs[u]} | {
+                latest(u, i) or node(u)}
     # List scheduling: actions of units in this process run as soon as what they read is
     # known; every other ready action goes into the next round, a unit's step and refresh in
     # one message when both are ready.
@@ -183,9 +199,9 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         # A remote unit's refresh joins its step when all it reads is known already.
         batch = set(ready)
         for n in ready:
-            if n[0] == "step" and ("refresh", n[1]) in needs and ("refresh", n[1]) in pending \
-                    and n[1] in fusable and needs[("refresh", n[1])] - {n} <= done:
-                batch.add(("refresh", n[1]))
+            r = ("refresh", n[1], at[n[1]][0]) if n[0] == "step" and n[1] in at else None
+            if r is not None and r in pending and n[1] in fusable and needs[r] - {n} <= done:
+                batch.add(r)
         ready = sorted(batch, key=lambda n: _position(n, rank))
         stages += _stages(ready, False, fresh_of, sources, needs, done, local, fusable)
         done.update(ready)
@@ -195,7 +211,7 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
 
 def _position(n, rank) -> tuple:
     units = n[1] if n[0] == "iterate" else (n[1],)
-    return (min(rank[u] for u in units), n[0] == "refresh")
+    return (min(rank[u] for u in units), n[0] == "refresh", n[2] if n[0] == "refresh" else 0)
 
 
 def _units(n) -> set:
@@ -210,17 +226,17 @@ def _stages(ready, local, fresh_of, sources, needs, done, local_units, fusable) 
         if n[0] == "iterate":
             continue
         u = n[1]
-        step, reset = sends.get(u, (False, False))
+        step, reset = sends.get(u, (False, None))
         if n[0] == "step":
             step = True
         else:
-            reset = True
+            reset = n                   # (one refresh of a unit per stage)
         sends[u] = (step, reset)
     out = []
     if sends:
         out.append(Stage(sends=tuple(
-            Send(u, step, reset, fresh_of.get(("step", u), ()) if step else (),
-                 sources.get(u, ()) if reset else ())
+            Send(u, step, reset is not None, fresh_of.get(("step", u), ()) if step else (),
+                 sources[reset] if reset is not None else ())
             for u, (step, reset) in sends.items()), local=local))
     couplings = [n for n in ready if n[0] == "iterate"]
     out += [Stage(coupling=n[1], fresh=fresh_of[n], local=local,

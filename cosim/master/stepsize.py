@@ -53,6 +53,24 @@ class StepControl:
                              f"({', '.join(f'{u}: {dt:g}' for u, dt in dts.items())}); "
                              f"use a multiple of {float(q):g}")
 
+    def check_end(self, t0: float, t_end: float) -> None:
+        """Refuse an end time off the units' common grid ``t0 + n * quantum``: no unit can
+        stop there, so the run would log past it.
+
+        Raises
+        ------
+        ModelError
+            Naming ``t_end``, the grid and the two grid points around it.
+        """
+        n = (t_end - t0) / self.quantum_s
+        if math.isfinite(n) and abs(n - round(n)) > 1e-9 * max(1.0, abs(n)):
+            q = self.quantum_s
+            below, above = t0 + math.floor(n) * q, t0 + math.ceil(n) * q
+            raise ModelError(f"t_end={t_end:g} is not on the units' common grid (t0 + a "
+                             f"multiple of {q:g} s, the least common multiple of their "
+                             f"steps): no unit can stop there; end at {below:g} or "
+                             f"{above:g} s")
+
     def quanta(self, H: float) -> int | None:
         """``H`` in quanta, or None if it is not a multiple."""
         n = self._quanta_cache.get(H)

@@ -38,6 +38,12 @@ class UnitGraph:
     refresh_levels : list of list of str
         Feedthrough units outside couplings, level by level of the direct-feedthrough graph:
         refreshed at each macro point once their inputs are known (one level together).
+    relog : list of str
+        Units of :attr:`refresh_levels` refreshed once more after the last level, for their
+        logs: an input of theirs that feeds none of their outputs is driven by a unit
+        refreshed with them or later.
+    relog_t0 : list of str
+        The same for co-initialization, whose units go in :attr:`order`.
 
     Raises
     ------
@@ -83,6 +89,32 @@ class UnitGraph:
                                    default=0)
         self.refresh_levels = [[u for u in self.order if level.get(u) == n]
                                for n in range(1, max(level.values(), default=0) + 1)]
+        # A unit logs the inputs it is refreshed with. An input that feeds none of its
+        # outputs does not order it after its driver, so a driver refreshed with it or later
+        # leaves it logging the driver's value before that refresh (one macro step late):
+        # such units are refreshed once more at the end, for their log (their outputs,
+        # following only inputs from earlier units, stay the same).
+        self._fed = fed
+        self.relog = self._late(level, self.refresh_levels)
+        at = {}
+        for i, u in enumerate(self.order):
+            if u not in at:
+                at.update((v, i) for v in self.group_of.get(u, [u]))
+        self.relog_t0 = self._late(at, [self.order])
+
+    def _late(self, position: dict, refreshed: list[list[str]]) -> list[str]:
+        """Units of ``refreshed`` (lists, in order) with an input driven by a unit refreshed
+        at the same ``position`` or later, through an output a refresh can change (one that
+        follows its unit's inputs), outside their own coupling (a coupling's last iteration
+        is consistent to its tolerance)."""
+        late = []
+        for units in refreshed:
+            for u in units:
+                own = self.group_of.get(u, [u])
+                if any(d in position and position[d] >= position[u] and out in self._fed[d]
+                       and (d == u or d not in own) for _, (d, out) in self.inputs[u]):
+                    late.append(u)
+        return late
 
     def ordered(self, order) -> list[str]:
         """The Gauss–Seidel order: ``order`` (every unit once) if given, else :attr:`order`.

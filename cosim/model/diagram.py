@@ -50,6 +50,15 @@ class Diagram:
         self.blocks: list = []
         self.connections: list[Connection] = []
         self.context: dict = dict(context or {})
+        self.events: list = []
+
+    def add_event(self, *events) -> None:
+        """Add zero-crossing or scheduled events (:mod:`cosim.model.events`) naming this
+        diagram's blocks; those of a subsystem go with it: an atomic one (a co-simulation
+        unit) watches and resets them in its own run. A model's event may also name a block
+        inside a top-level atomic subsystem as ``"sub/block"``, and is then that
+        subsystem's event (:func:`cosim.model.events.route`)."""
+        self.events.extend(events)
 
     def add(self, *blocks):
         """Add blocks, subsystems or references; returns the last one added."""
@@ -117,11 +126,6 @@ class Model(Diagram):
     def __init__(self, name: str = "model", parameters: dict | None = None):
         super().__init__(name)
         self.parameters: dict = dict(parameters or {})
-        self.events: list = []
-
-    def add_event(self, *events) -> None:
-        """Add zero-crossing or scheduled events (:mod:`cosim.model.events`)."""
-        self.events.extend(events)
 
     def to_yaml(self, path=None, *, simulation=None) -> str:
         """Write this model as a model file (see :mod:`cosim.modelfile`); returns the text.

@@ -6,6 +6,11 @@ inside a solver step, the crossing is located on the solver's dense output to ``
 the actions run there. A :class:`Scheduled` event fires at given times or periodically. Actions:
 ``reset`` (new continuous state values per block), ``stop`` (end the run), ``callback``. Every
 event that fires is logged as ``(t, name)`` in ``Simulator.event_log``.
+
+Events belong to the diagram whose blocks they name (``Model.add_event``,
+``Subsystem.add_event``); an event of a diagram naming blocks inside one of its atomic
+subsystems as ``"sub/block"`` is handed to that subsystem's own run (:func:`route`), so a
+zero crossing inside a co-simulation unit is located by the unit's solver.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 
 from cosim.errors import ModelError
 
-__all__ = ["Direction", "Scheduled", "ZeroCrossing"]
+__all__ = ["Direction", "Scheduled", "ZeroCrossing", "lifted", "route"]
 
 
 class Direction(enum.Enum):
@@ -131,3 +136,77 @@ class Scheduled:
             n = math.floor((t + eps - self.start) / self.period) + 1
             best = min(best, self.start + max(n, 0) * self.period)
         return best
+
+
+def _blocks_named(ev) -> list[str]:
+    """The block references of an event: its reset keys and, for a zero crossing, its
+    watched block (``"block.port"`` or ``"block"``)."""
+    names = list(ev.reset)
+    if isinstance(ev, ZeroCrossing):
+        names.append(ev.watch)
+    return names
+
+
+def route(events, atomic: set[str]) -> tuple[list, dict[str, list], list[str]]:
+    """Split a diagram's events into its own and those of its atomic subsystems.
+
+    An event whose every block reference names a block inside the same atomic subsystem
+    (``"sub/block"``, ``"sub/block.port"``) is that subsystem's, its references made
+    relative to it; one that names blocks in several (or in one and at this level) is a
+    problem: an event runs in one run (one unit).
+
+    Parameters
+    ----------
+    events : list of ZeroCrossing or Scheduled
+    atomic : set of str
+        Names of the diagram's atomic subsystems (its units, in a co-simulation).
+
+    Returns
+    -------
+    own : list
+        Events of the diagram itself.
+    inner : dict of str to list
+        Atomic subsystem name -> its events, relative to it.
+    problems : list of str
+    """
+    import dataclasses
+    own, inner, problems = [], {}, []
+    for ev in events:
+        refs = _blocks_named(ev) if isinstance(ev, (ZeroCrossing, Scheduled)) else []
+        heads = {r.partition("/")[0] if "/" in r and r.partition("/")[0] in atomic else None
+                 for r in refs}
+        if not refs or heads == {None}:
+            own.append(ev)
+            continue
+        if len(heads) > 1:
+            problems.append(f"event {ev.name!r} names blocks in "
+                            f"{', '.join(sorted(h or 'the top level' for h in heads))}: an "
+                            "event watches and resets blocks of one run (one unit); split it")
+            continue
+        sub = heads.pop()
+        cut = len(sub) + 1
+        changes = {"reset": {k[cut:]: v for k, v in ev.reset.items()}}
+        if isinstance(ev, ZeroCrossing):
+            changes["watch"] = ev.watch[cut:]
+        inner.setdefault(sub, []).append(dataclasses.replace(ev, **changes))
+    return own, inner, problems
+
+
+def lifted(diagram, atomic: bool) -> list:
+    """The events of ``diagram``'s subsystems, at any depth, as ``diagram``'s own: their
+    block references prefixed ``"sub/"``. With ``atomic`` false, only virtual subsystems'
+    (flattened into ``diagram``'s plan; an atomic subsystem's run watches its own).
+    """
+    import dataclasses
+    out = []
+    for b in diagram.blocks:
+        if not hasattr(b, "events") or not hasattr(b, "blocks") or (
+                getattr(b, "atomic", False) and not atomic):
+            continue
+        head = f"{b.name}/"
+        for ev in list(b.events) + lifted(b, atomic):
+            changes = {"reset": {head + k: v for k, v in ev.reset.items()}}
+            if isinstance(ev, ZeroCrossing):
+                changes["watch"] = head + ev.watch
+            out.append(dataclasses.replace(ev, **changes))
+    return out

@@ -321,11 +321,14 @@ class Builder:
 
     # -- options --------------------------------------------------------------------------
 
-    def solver(self, name: str, path: tuple, where: str) -> None:
+    def solver(self, name: str, path: tuple, where: str) -> bool:
+        """Report an unknown solver ``name`` at ``path``; True when it is known."""
         from cosim.solvers import SOLVERS
         if name not in SOLVERS:
             self.doc.add(path, f"{where}: unknown solver {name!r}{suggest(name, SOLVERS)} "
                                f"(solvers: {', '.join(SOLVERS)})")
+            return False
+        return True
 
     def options(self, options: dict, path: tuple, where: str) -> None:
         from cosim.config import SimulationConfig
@@ -368,7 +371,8 @@ class Builder:
         # The solver is checked even when another field of the section is wrong (one pass
         # reports both).
         if isinstance(spec.get("solver"), str) and self.ok(("simulation", "solver")):
-            self.solver(spec["solver"], ("simulation", "solver"), "simulation")
+            if not self.solver(spec["solver"], ("simulation", "solver"), "simulation"):
+                return None     # reported with its line: not again by the config
         if not self.ok(("simulation",)):
             return None
         kwargs = dict(spec)

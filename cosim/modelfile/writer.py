@@ -14,6 +14,7 @@ from cosim.errors import ModelError
 from cosim.model import registry as blocktypes
 from cosim.model.block import has_spec
 from cosim.model.diagram import Diagram, Model, Reference, Subsystem
+from cosim.model.events import lifted
 from cosim.modelfile.scalars import CoreResolver
 
 __all__ = ["FORMAT_VERSION", "dump_model", "dump_subsystem", "emit", "model_data"]
@@ -226,7 +227,12 @@ def model_data(model: Model, path=None, *, simulation=None) -> dict:
     if model.context:
         data["context"] = w.value(model.context, "context")
     data.update(w.diagram(model, ""))
-    events = {ev.name: _event_data(w, ev) for ev in model.events}
+    events = {}
+    for ev in list(model.events) + lifted(model, atomic=True):
+        if ev.name in events:
+            w.problems.append(f"two events are named {ev.name!r} (a subsystem's events are "
+                              "written as the model's, naming 'sub/block'); rename one")
+        events[ev.name] = _event_data(w, ev)
     if events:
         data["events"] = events
     cfg = simulation if simulation is not None else getattr(model, "simulation", None)
@@ -276,6 +282,9 @@ def dump_subsystem(sub: Subsystem, path=None) -> str:
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     w = _Writer(base)
     entry = w.entry(sub, sub.name)
+    if sub.events or lifted(sub, atomic=True):
+        w.problems.append("events: library files carry no events; add them to the model "
+                          "that uses the subsystem, naming 'sub/block'")
     data = {"version": FORMAT_VERSION, "subsystem": sub.name}
     data.update((k, v) for k, v in entry.items() if k != "type")
     if w.problems:

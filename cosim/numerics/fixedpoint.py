@@ -3,6 +3,11 @@
 Both solve ``y = G(y)`` by iteration: within a block diagram (one sweep of a loop's blocks) and
 across units (one rolled-back macro step). The update rules live here once.
 
+Both judge convergence the same way (:func:`converged`: relative to the iterate's size) and
+stop an iterate that runs away (:func:`ran_away`), which no residual computed in floating
+point can be trusted on: at ``|y| > 2**53 * 0.3`` the sum ``y + 0.3`` is ``y``, so a loop
+``y = y + 0.3`` with no solution shows a zero residual there.
+
 Every accelerator has the same two methods: ``reset()`` forgets the history (call it before a
 new solve), and ``update(y, g)`` takes the current iterate ``y`` and ``g = G(y)`` (both
 ndarray, shape ``(n,)``) and returns the next iterate, shape ``(n,)``.
@@ -12,7 +17,32 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Aitken", "Anderson", "Relaxation"]
+__all__ = ["Aitken", "Anderson", "RUNAWAY_GROWTH", "Relaxation", "converged", "magnitude",
+           "ran_away"]
+
+#: An iterate larger than this many times its solve's scale (the size of the first iterate
+#: and of its image, at least 1) has run away: the iteration diverges, or the loop has no
+#: solution near where it started. (A legitimate solution that far away needs a loop gain
+#: within 1e-8 of 1, whose solution rounding already spoils beyond the default tolerances.)
+RUNAWAY_GROWTH = 1e8
+
+
+def magnitude(v: np.ndarray) -> float:
+    """Max norm of ``v`` (0.0 when empty; nan when it holds a nan)."""
+    return float(np.max(np.abs(v))) if v.size else 0.0
+
+
+def converged(residual: float, iterate: np.ndarray, tolerance: float) -> bool:
+    """Whether ``residual = max|G(y) - y|`` meets ``tolerance`` relative to the iterate's
+    size: ``residual <= tolerance * max(1, max|y|)`` (absolute below 1), so that a loop
+    whose values are 1e6 is not held to a resolution its floating point does not have."""
+    return residual <= tolerance * max(1.0, magnitude(iterate))
+
+
+def ran_away(iterate: np.ndarray, scale: float) -> bool:
+    """Whether ``iterate`` is not finite or beyond :data:`RUNAWAY_GROWTH` times ``scale``
+    (at least 1)."""
+    return not magnitude(iterate) <= RUNAWAY_GROWTH * max(1.0, scale)
 
 
 class Relaxation:

@@ -94,6 +94,10 @@ def inner_config(sub: Subsystem, parent):
     except TypeError as err:
         raise ModelError(f"atomic subsystem {sub.name!r}: options {sub.options} are not "
                          f"SimulationConfig fields ({err})") from None
+    except ModelError as err:
+        # The subsystem's own settings (step, solver, options), named as its.
+        msg = err.args[0].removeprefix("SimulationConfig: ")
+        raise ModelError(f"atomic subsystem {sub.name!r}: {msg}") from None
 
 
 class AtomicSubsystem(Block):
@@ -124,16 +128,18 @@ class AtomicSubsystem(Block):
             blk = _BLOCK_OF[sub] = cls(sub)
         return blk
 
-    def bind(self, parent_config, log: tuple[str, ...] | None = None) -> None:
+    def bind(self, parent_config, log: tuple[str, ...] | None = None, events=()) -> None:
         """Compile the inner plan with the configuration derived from the parent's.
 
         ``log`` is the inner plan's selection in its own names (None: every signal), see
-        :func:`nested_log`.
+        :func:`nested_log`; ``events`` the parent's events routed to this subsystem, watched
+        by the inner run beside the subsystem's own.
         """
         from cosim.run.simulator import Simulator
 
         cfg = replace(inner_config(self.subsystem, parent_config), log=log)
-        self.inner = Simulator(self.subsystem, cfg)
+        self.inner = Simulator(self.subsystem, cfg,
+                               events=list(self.subsystem.events) + list(events))
         plan = self.inner.plan
         self.inports = [(p, plan.blocks[plan.index[p]]) for p in self.input_names]
         # Each output port reads the inner signal driving its Outport (wherever it is held).

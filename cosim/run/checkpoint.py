@@ -113,7 +113,8 @@ def snapshot(sim) -> dict:
             "t_cont": values["t_stop"], "last_logged": pos["last_logged"],
             "events": [ev.name for ev in sim.events],
             "g_prev": list(monitor.g_prev) if monitor is not None else [],
-            "event_log": [list(e) for e in sim.event_log],
+            # The run's own (an atomic subsystem's travel in its own snapshot).
+            "event_log": [list(e) for e in (monitor.log if monitor is not None else [])],
             "stats": values["stats"],
             "log_lengths": pos["log_lengths"], "task_ticks": pos["task_ticks"],
             "solver_exact": sim.solver is None or bool(type(sim.solver).checkpoint_exact),

@@ -2,18 +2,24 @@
 
 The loop's blocks are swept in execution order (Gauss–Seidel); the outputs read by a block at or
 before their producer in that order are the *tear* variables ``y``. One sweep is a map
-``y -> G(y)``; the loop is solved when ``max|G(y) - y| <= tolerance_fpi`` (max norm, as PathSim),
-after at least ``iterations_min`` sweeps (default: the number of blocks in the loop, the
-longest feedthrough path inside it). Anderson acceleration speeds up the fixed-point iteration;
-if it stalls, Newton's method on ``G(y) - y`` with a finite-difference Jacobian takes over.
+``y -> G(y)``; the loop is solved when ``max|G(y) - y| <= tolerance_fpi * max(1, max|y|)``
+(max norm, as PathSim; relative to the tear values' size above 1), after at least
+``iterations_min`` sweeps (default: the number of blocks in the loop, the longest feedthrough
+path inside it). Anderson acceleration speeds up the fixed-point iteration; if it stalls or
+runs away (:func:`~cosim.numerics.fixedpoint.ran_away`: diverging, or no solution near the
+start), Newton's method on ``G(y) - y`` with a finite-difference Jacobian takes over (from
+the starting tear values when the iteration ran away); a Newton iterate that runs away too
+is a ConvergenceError naming the loop, the residual and the iterate's size.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cosim.errors import ConvergenceError
-from cosim.numerics.fixedpoint import Anderson, Relaxation
+from cosim.numerics.fixedpoint import Anderson, Relaxation, converged, magnitude, ran_away
 from cosim.numerics.jacobian import FORWARD_REL_STEP, fd_jacobian
 
 __all__ = ["AlgebraicLoop", "LoopOptions"]
@@ -25,7 +31,7 @@ class LoopOptions:
     Parameters
     ----------
     tolerance_fpi : float
-        Max-norm tolerance on ``G(y) - y``.
+        Max-norm tolerance on ``G(y) - y``, relative to ``max(1, max|y|)``.
     iterations_max : int
         Fixed-point sweeps before Newton takes over (and Newton steps after that).
     iterations_min : int or None
@@ -101,43 +107,56 @@ class AlgebraicLoop:
             self._shapes = [b.outputs[p].shape for b, p in self.tears]
         y = self._get()
         g = self._sweep(t, y)
-        res = float(np.max(np.abs(g - y))) if y.size else 0.0
+        scale = max(magnitude(y), magnitude(g))
+        res = magnitude(g - y)
         it = 1
         accel = self._accel
         accel.reset()
-        while it < self.min_it or res > opts.tolerance_fpi:
-            if it >= opts.iterations_max:
-                self._newton(t, g, it)
+        tol = opts.tolerance_fpi
+        first = y
+        while it < self.min_it or not converged(res, y, tol) or ran_away(y, scale):
+            away = ran_away(y, scale) or ran_away(g, scale)
+            if it >= opts.iterations_max or away:
+                # A run-away iteration may still have a solution Newton finds: from where
+                # it started.
+                self._newton(t, first if away else g, it, scale)
                 return
             y = accel.update(y, g)
             g = self._sweep(t, y)
-            res = float(np.max(np.abs(g - y)))
+            res = magnitude(g - y)
             it += 1
         # The last sweep left every output consistent with the converged tear values.
 
-    def _newton(self, t, y, it):
-        """Newton on F(y) = G(y) - y with a forward-difference Jacobian; raise if it fails."""
+    def _newton(self, t, y, it, scale):
+        """Newton on F(y) = G(y) - y with a forward-difference Jacobian; raise if it fails
+        (or its iterate runs away from ``scale``)."""
         opts = self.opts
+        tol = opts.tolerance_fpi
+        res = math.inf
         for _ in range(opts.iterations_max):
             g = self._sweep(t, y)
             F = g - y
-            res = float(np.max(np.abs(F)))
+            res = magnitude(F)
             it += 1
-            if res <= opts.tolerance_fpi:
-                return g, res, it
+            if ran_away(y, scale) or ran_away(g, scale):
+                break
+            if converged(res, y, tol):
+                return
             J = fd_jacobian(lambda v: self._sweep(t, v) - v, y, F, rel=FORWARD_REL_STEP,
                             represented_step=False)
             try:
                 y = y - np.linalg.solve(J, F)
             except np.linalg.LinAlgError:
                 break
-            if not np.all(np.isfinite(y)):
-                break
-        g = self._sweep(t, y)
-        res = float(np.max(np.abs(g - y)))
-        if res <= opts.tolerance_fpi:
-            return g, res, it
-        raise ConvergenceError(self.describe(), it, res, t=t,
-                               remedy="check the loop gain (|gain| >= 1 diverges under "
-                                      "fixed-point iteration), raise iterations_max or "
-                                      "tolerance_fpi, or break the loop with a UnitDelay")
+        else:
+            g = self._sweep(t, y)
+            res = magnitude(g - y)
+            if converged(res, y, tol) and not ran_away(y, scale):
+                return
+        away = ran_away(y, scale)
+        raise ConvergenceError(
+            self.describe() + (" ran away from where it started (diverging, or no solution "
+                               "there) and" if away else ""), it, res, t=t, size=magnitude(y),
+            remedy="check the loop gain (|gain| >= 1 diverges under fixed-point iteration; "
+                   "a loop gain of exactly 1 has no solution), raise iterations_max or "
+                   "tolerance_fpi, or break the loop with a UnitDelay")

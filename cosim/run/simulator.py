@@ -17,8 +17,9 @@ import numpy as np
 
 from cosim.compile.plan import Plan, compile_model
 from cosim.config import SimulationConfig
-from cosim.errors import ModelError, SimulationError
+from cosim.errors import CompileError, ModelError, SimulationError
 from cosim.run import heap, pacing
+from cosim.model.events import lifted, route
 from cosim.run.eventmonitor import EventMonitor, check_events, switching_blocks
 from cosim.run.interpreter import Interpreter
 from cosim.run.logs import Logs
@@ -46,20 +47,6 @@ LAZY_SECONDS_PER_BLOCK = 15e-6
 TRIM_BLOCKS = 1000
 
 
-def _check_solver(name) -> None:
-    """An unknown solver is an error whether or not the model has continuous state (it
-    would be silently unused, or fail once a continuous block is added)."""
-    import difflib
-
-    from cosim.solvers import SOLVERS, get_solver
-    try:
-        get_solver(name)
-    except ValueError as err:
-        close = difflib.get_close_matches(str(name), list(SOLVERS), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise ModelError(f"SimulationConfig: {err}{hint}") from None
-
-
 class Simulator(pacing.PacedRuns):
     """Run a model's compiled plan.
 
@@ -73,6 +60,9 @@ class Simulator(pacing.PacedRuns):
     model : Model
         The diagram (its ``events`` are watched).
     config : SimulationConfig
+    events : list, optional
+        Events to watch besides the diagram's own (an atomic subsystem's run gets those its
+        parent routes to it, :func:`cosim.model.events.route`).
         Base step, end time, solver, loop solver, logging and fast-path options.
 
     Attributes
@@ -86,14 +76,13 @@ class Simulator(pacing.PacedRuns):
         ``nreject``, ``nnewton``, ... (see :attr:`solver_stats`).
     """
 
-    def __init__(self, model, config: SimulationConfig):
+    def __init__(self, model, config: SimulationConfig, events=None):
         if not isinstance(config, SimulationConfig):
             raise ModelError(f"Simulator needs a SimulationConfig, got {type(config).__name__}")
         if config.cosim is not None:
             raise ModelError("SimulationConfig.cosim is set: co-simulate with "
                              "cosim.CoSimulation(model, config), or let "
                              "cosim.simulation(model, config) choose from the config")
-        _check_solver(config.solver)
         self.model = model
         self.config = config
         from cosim.model.diagram import Model
@@ -106,9 +95,15 @@ class Simulator(pacing.PacedRuns):
                                             allow_loops=config.loop_solver)
         self.atomics = [(n, b) for n, b in zip(self.plan.names, self.plan.blocks)
                         if isinstance(b, AtomicSubsystem)]
+        # Events naming blocks inside an atomic subsystem are its own run's (route).
+        # (A virtual subsystem's events are the diagram's, naming "sub/block".)
+        self.events, inner, problems = route(
+            list(getattr(model, "events", ()) if events is None else events)
+            + lifted(model, atomic=False), {path for path, _ in self.atomics})
+        if problems:
+            raise CompileError(problems, self.plan.name)
         for path, b in self.atomics:
-            b.bind(config, nested_log(config.log, path))
-        self.events = list(getattr(model, "events", ()))
+            b.bind(config, nested_log(config.log, path), inner.get(path, ()))
         check_events(self.plan, self.events)
         self.state = RunState(self.plan)
         self.stats = self.state.stats
@@ -156,13 +151,22 @@ class Simulator(pacing.PacedRuns):
 
     @property
     def event_log(self) -> list[tuple[float, str]]:
-        """Events that fired, as ``(t, name)``."""
-        return self.monitor.log if self.monitor is not None else []
+        """Events that fired, as ``(t, name)``, in time order; an atomic subsystem's
+        (its own or routed to it) as ``(t, "sub/name")``."""
+        return self._gathered("log", "event_log")
 
     @property
     def switch_log(self) -> list[tuple[float, str]]:
-        """Mode switches located in continuous time (relays), as ``(t, block path)``."""
-        return self.monitor.switch_log if self.monitor is not None else []
+        """Mode switches located in continuous time (relays), as ``(t, block path)``, in
+        time order, those inside atomic subsystems included."""
+        return self._gathered("switch_log", "switch_log")
+
+    def _gathered(self, own: str, inner: str) -> list[tuple[float, str]]:
+        entries = list(getattr(self.monitor, own)) if self.monitor is not None else []
+        for path, b in self.atomics:
+            if b.inner is not None:
+                entries += [(t, f"{path}/{name}") for t, name in getattr(b.inner, inner)]
+        return sorted(entries, key=lambda e: e[0]) if self.atomics else entries
 
     # -- running ----------------------------------------------------------------------------
 

@@ -19,6 +19,9 @@ CASES = [
     ("coupled", dict(scheme="gauss-seidel", acceleration="newton", tolerance=1e-9)),
     ("coupled", dict(scheme="gauss-seidel", extrapolation=1, adaptive=True, rtol=1e-9,
                      atol=1e-12, H_min=0.00125, H_max=0.01)),
+    ("held", dict(scheme="jacobi", extrapolation=2)),
+    ("relog", dict(scheme="gauss-seidel")),
+    ("driven", dict(scheme="jacobi", extrapolation=2)),
 ]
 
 

@@ -9,7 +9,7 @@ import pytest
 from blocks import FirstOrderLag, Gain, Sine, Sum, UnitDelay
 from blocks.continuous import Integrator
 from cosim import (CosimConfig, Model, ModelError, SimulationConfig, Simulator, Subsystem)
-from cosim.master.autosplit import block_cost, split_model
+from cosim.master.autosplit import BALANCE, block_cost, split_model
 from cosim.master.cosimulation import CoSimulation
 from cosim.model.evaluate import evaluate
 
@@ -64,7 +64,7 @@ def test_ten_thousand_blocks_split_evenly_on_delays_and_equal_the_monolithic_run
     evaluate(model)
     split = split_model(model, k, config(0.2))
     share = sum(split.costs) / k
-    assert all(abs(c - share) <= 0.10 * share for c in split.costs), split.table()
+    assert all(abs(c - share) <= BALANCE * share for c in split.costs), split.table()
     assert len(split.cuts) == k - 1 and all(c.startswith("d") and not c.endswith("*")
                                             for c in split.cuts), split.table()
     mono = Simulator(delay_chain(10_000), config(0.2)).run()
@@ -81,7 +81,7 @@ def test_a_wide_model_is_cut_through_few_signals_after_states():
     evaluate(model)
     split = split_model(model, 4, config(1.0))
     share = sum(split.costs) / 4
-    assert all(abs(c - share) <= 0.10 * share for c in split.costs), split.table()
+    assert all(abs(c - share) <= BALANCE * share for c in split.costs), split.table()
     # each cut separates at most one chain, after a lag (a state): no feedthrough signal
     assert len(split.cuts) <= 3 and not any(c.endswith("*") for c in split.cuts), split.table()
     assert "part1" in split.table() and "cut signals" in split.table()

@@ -4,7 +4,7 @@
   by outputs held over a step, and feedthrough resolved at macro points, Jacobi and
   Gauss–Seidel at every extrapolation order give bit for bit the monolithic run of the same
   model (its units as atomic subsystems, base step H). Jacobi with extrapolation 0 does so for
-  any model.
+  any model whose units all step at H.
 - Orders: on two coupled oscillators against ``solve_ivp``, the error falls as H^(e+1) for
   extrapolation e = 0, 1, 2 under both schemes.
 - Classic delayed feedthrough (``feedthrough="delay"``) is the textbook Jacobi loop of FMI
@@ -139,9 +139,10 @@ def test_units_sampling_at_H_reproduce_the_monolithic_run(case, scheme, extrapol
         assert co.master.order == ["motor", "main", "ctrl"]
 
 
-def test_jacobi_without_extrapolation_is_the_monolithic_run_for_any_model():
-    # Continuous units coupled through continuous outputs: only the held (order 0) exchange
-    # is what a monolithic run with atomic subsystems computes.
+def test_jacobi_without_extrapolation_is_the_monolithic_run_when_H_is_the_units_step():
+    # Continuous units coupled through continuous outputs, H their step: only the held
+    # (order 0) exchange is what a monolithic run with atomic subsystems computes (above
+    # their step it is not: test_semantics_every_model).
     from tests.cluster.scenarios import three_units
     H = 0.002
     model = lambda: three_units(True, solvers=("RK4", "RK4"))     # noqa: E731

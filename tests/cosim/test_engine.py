@@ -18,6 +18,8 @@ from cosim.master.program import compile_program
 from cosim.master.unitgraph import UnitGraph
 from cosim.config import Scheme
 from tests.cosim.test_cosim_semantics import servo_chain
+from tests.cosim.test_semantics_every_model import (driven_loop, held_coupling,
+                                                     input_feeding_no_output)
 
 
 def fan(n=4, H=0.01):
@@ -69,7 +71,13 @@ def coupled(H=0.01):
 
 
 MODELS = {"fan": (fan, 0.01), "servo": (lambda: servo_chain(0.02), 0.02),
-          "coupled": (coupled, 0.01)}
+          "coupled": (coupled, 0.01),
+          # The semantics page's held-out shapes: a coupling through a held (discrete)
+          # output, a unit refreshed once more for its logs, drivers with a slope at t0.
+          "held": (lambda: held_coupling(0.01), 0.01),
+          "relog": (lambda: input_feeding_no_output(0.01, True), 0.01),
+          "relog-later": (lambda: input_feeding_no_output(0.01, False), 0.01),
+          "driven": (lambda: driven_loop(0.01), 0.01)}
 
 
 def run(model, H, engine, **options):
