@@ -224,6 +224,9 @@ def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
     ns.update(ensemble.UFUNCS)
     ns.update(math=math)
     exec(code, ns)
+    for text in tr.not_nan:
+        if np.isnan(eval(text, ns, dict(members))).any():
+            raise Unsupported(f"a NaN limit ({text})")
     V = _bind(tr, ns, members, sim, differ, n, n_c)
     cfg = sim.config
     k_end = pacing.end_tick(sim, None, None)
@@ -259,18 +262,35 @@ def _bind(tr, ns: dict, members: dict, sim, differ: dict, n: int, n_c: int) -> t
             if cstates[j] is not None:
                 C[cslice[i], j] = cstates[j]
     stacked = {"C": C}
+
+    def value_of(text: str):
+        v = members[text] if text in members else eval(text, ns, dict(members))
+        return v if isinstance(v, np.ndarray) else float(v)
+    made: dict = {}
+
+    def buffer(name: str) -> np.ndarray:
+        if name not in made:
+            shape = tr.buffers[name]
+            dtype = {"bool": bool, "int": np.intp}.get(shape[0] if shape else None, np.float64)
+            dims = tuple({"N": n, "C": n_c}.get(d, d) for d in shape if d not in ("bool", "int"))
+            made[name] = np.zeros(dims, dtype=dtype)
+            if "rows" in tr.tables.get(name, {}):
+                made[name][-1] = True       # a lookup's else: its last test always holds
+        return made[name]
     out = []
     for name in tr.names:
-        if name in members:
+        if name in tr.views:
+            parent, row = tr.views[name]
+            out.append(buffer(parent)[row])
+        elif name in members:
             out.append(members[name])
         elif name in tr.zero_d:
             text = tr.zero_d[name]
-            out.append(np.array(ns[text] if text in ns else float(text)))
+            out.append(np.array(float(eval(text, ns))))
+        elif name in tr.buffers and tr.buffers[name] == ("table",):
+            out.append(ensemble.make_table(tr.tables[name], value_of, n))
         elif name in tr.buffers:
-            shape = tr.buffers[name]
-            dtype = bool if shape and shape[0] == "bool" else np.float64
-            dims = tuple({"N": n, "C": n_c}[d] for d in shape if d != "bool")
-            out.append(np.zeros(dims, dtype=dtype))
+            out.append(buffer(name))
         elif name[0] == "x":
             out.append(D[int(name[1:])].copy())
         elif name in ("C", "Z") or name[0] == "K":

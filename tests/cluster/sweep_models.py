@@ -244,3 +244,78 @@ def cosim_loop_config(backend: str) -> SimulationConfig:
     """:func:`cosim_loop`'s runs: 0.6 s at H = 10 ms, units on ``backend``."""
     return SimulationConfig(dt=0.002, t_end=0.6, solver="RK4",
                             cosim=CosimConfig(H=0.01, backend=backend))
+
+
+def thermal_zone():
+    """A two-node thermal zone (air and wall) heated through a saturated heater by a discrete
+    PI (sample 0.1 s, output limits 0..q_max) tracking a set point, 16 blocks. Parameters:
+    kp, ki, q_max (heater limit), r12 (air-wall resistance), c1 (air capacity); gains large
+    enough that the heater and the PI's limits are active for part of every run."""
+    from blocks import Constant, DiscretePID, Gain, Integrator, Saturation, Sum, ZeroOrderHold
+    m = Model("zone", parameters={"kp": 8.0, "ki": 2.0, "q_max": 3.0, "r12": 0.5, "c1": 1.0})
+    m.add(Step("ref", step_time=0.5, initial=18.0, final=21.0), Sum("e", "+-"),
+          DiscretePID("pi", kp="=kp", ki="=ki", lower=-1.0, upper="=2 * q_max",
+                      anti_windup="clamping", sample_time=0.1),
+          Saturation("heater", lower=0.0, upper="=q_max"),
+          ZeroOrderHold("sensor", sample_time=0.1),
+          Integrator("t1", 18.0), Integrator("t2", 17.0), Sum("d12", "+-"),
+          Gain("g12", "=1 / r12"), Sum("q1", "+-"), Gain("inv_c1", "=1 / c1"),
+          Sum("d2o", "+-"), Constant("t_out", 5.0), Gain("g2o", 0.3), Sum("q2", "+-"),
+          Gain("inv_c2", 0.25))
+    m.connect("ref.out", "e.in1")
+    m.connect("sensor.out", "e.in2")
+    m.connect("e.out", "pi.in")
+    m.connect("pi.out", "heater.in")
+    m.connect("heater.out", "q1.in1")
+    m.connect("t1.out", "sensor.in", "d12.in1")
+    m.connect("t2.out", "d12.in2", "d2o.in1")
+    m.connect("d12.out", "g12.in")
+    m.connect("g12.out", "q1.in2", "q2.in1")
+    m.connect("q1.out", "inv_c1.in")
+    m.connect("inv_c1.out", "t1.in")
+    m.connect("t_out.out", "d2o.in2")
+    m.connect("d2o.out", "g2o.in")
+    m.connect("g2o.out", "q2.in2")
+    m.connect("q2.out", "inv_c2.in")
+    m.connect("inv_c2.out", "t2.in")
+    return m
+
+
+#: The thermal-zone study's runs: RK4, dt 0.01, 20 s.
+ZONE_CONFIG = SimulationConfig(dt=0.01, t_end=20.0, solver="RK4", log=["t1.out", "heater.out"])
+
+
+def msd_friction():
+    """The mass-spring-damper + PID of :func:`msd_pid` with the control force limited to
+    +-``u_max`` (a Saturation) and a friction force from a Lookup1D map of the velocity
+    (Stribeck-like, peak ``mu``, per-member table) subtracted from it: 18 blocks.
+    Parameters kp, ki, kd, u_max, mu."""
+    from blocks import Gain, Integrator, Lookup1D, Saturation, Sum
+    m = Model("msdf", parameters={"kp": 20.0, "ki": 10.0, "kd": 5.0, "u_max": 8.0, "mu": 1.5})
+    m.add(Step("ref", step_time=0.0, final=1.0), Sum("e", "+-"), Gain("kp", "=kp"),
+          Integrator("ie", 0.0), Gain("ki", "=ki"), Sum("dfe", "+-"), Gain("kdn", "=kd * 100"),
+          Gain("nf", 100.0), Integrator("xf", 0.0), Sum("u", "+++"),
+          Saturation("lim", lower="=-u_max", upper="=u_max"),
+          Lookup1D("fric", [-1.0, -0.05, -0.01, 0.0, 0.01, 0.05, 1.0],
+                   "=[-0.6 * mu, -0.5 * mu, -mu, 0.0, mu, 0.5 * mu, 0.6 * mu]"),
+          Sum("f", "+---"), Gain("inv_m", 1.0), Integrator("v", 0.0), Integrator("x", 0.0),
+          Gain("c", 0.5), Gain("k", 2.0))
+    m.connect("ref.out", "e.in1")
+    m.connect("x.out", "e.in2", "k.in")
+    m.connect("e.out", "kp.in", "ie.in", "dfe.in1")
+    m.connect("ie.out", "ki.in")
+    m.connect("xf.out", "dfe.in2")
+    m.connect("dfe.out", "kdn.in", "nf.in")
+    m.connect("nf.out", "xf.in")
+    m.connect("kp.out", "u.in1")
+    m.connect("ki.out", "u.in2")
+    m.connect("kdn.out", "u.in3")
+    m.connect("u.out", "lim.in")
+    m.connect("lim.out", "f.in1")
+    m.connect("c.out", "f.in2")
+    m.connect("k.out", "f.in3")
+    m.connect("fric.out", "f.in4")
+    m.connect("f.out", "inv_m.in")
+    m.connect("inv_m.out", "v.in")
+    m.connect("v.out", "x.in", "c.in", "fric.in")
+    return m
