@@ -31,7 +31,12 @@ from cluster.sweep_design import Run
 from cluster.sweep_reducers import reduce_all
 from cosim.errors import ModelError
 
-__all__ = ["check_ensemble", "ensemble_model", "member", "run_ensemble"]
+__all__ = ["PATH_KEY", "check_ensemble", "ensemble_model", "member", "run_ensemble"]
+
+#: Key of a row saying how its ensemble ran: ``"translated"``, ``"copies: <why>"`` (the
+#: block that forced the copies) or ``"one by one: <why>"``; the sweep's driver takes it out
+#: of the row (:attr:`cluster.sweep.Rows.ensembles`).
+PATH_KEY = "_ensemble"
 
 
 def _prefix(r: Run) -> str:
@@ -140,16 +145,18 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
     start = time.perf_counter()
     from cosim.fastpath.runtime import Unsupported
     try:
-        members = _translated(model_source, config, runs)
-    except Unsupported:
-        # Not translatable: the copies. (A member that fails here fails there too: the
-        # caller then runs the members one by one.)
+        members, structures = _translated(model_source, config, runs)
+        how = "translated" + (f" ({structures} structures)" if structures > 1 else "")
+    except Unsupported as err:
+        # Not translatable: the copies, saying why. (A member that fails here fails there
+        # too: the caller then runs the members one by one.)
         members = _copies(model_source, config, runs)
+        how = f"copies: {err}"
     share = (time.perf_counter() - start) / len(runs)
     out = []
     for r, mine in zip(runs, members):
         row = {"run_id": r.run_id, "index": r.index, **r.params, "status": "ok", "error": "",
-               "wall_time": share, "reducer_errors": ""}
+               "wall_time": share, "reducer_errors": "", PATH_KEY: how}
         values, row["reducer_errors"] = reduce_all(mine, reducers)
         row.update(values)
         if logs_dir is not None:
@@ -158,19 +165,32 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
     return out
 
 
-def _translated(model_source, config, runs: Sequence[Run]) -> list:
-    """Each run's logs from the ensemble translation of the scalar fast path."""
+def _translated(model_source, config, runs: Sequence[Run]) -> tuple[list, int]:
+    """Each run's logs from the ensemble translation of the scalar fast path, and the
+    number of structures they took: runs whose parameters change the structure (a sample
+    time, a table's length) run as an ensemble of their own structure."""
     from cluster.sweep_worker import build
     from cosim import Simulator
     from cosim.fastpath.ensemble_run import run_members
-    model = build(model_source)
-    unknown = sorted({k for r in runs for k in r.params} - set(model.parameters))
-    if unknown:
-        raise ModelError(f"{', '.join(unknown)} not a parameter of model {model.name!r}")
-    model.parameters.update(runs[0].params)
-    sim = Simulator(model, config if config is not None else model.simulation)
-    sim.initialize()
-    return run_members(sim, model, [r.params for r in runs])
+    out: list = [None] * len(runs)
+    todo = list(range(len(runs)))
+    structures = 0
+    while todo:
+        model = build(model_source)
+        unknown = sorted({k for r in runs for k in r.params} - set(model.parameters))
+        if unknown:
+            raise ModelError(f"{', '.join(unknown)} not a parameter of model {model.name!r}")
+        model.parameters.update(runs[todo[0]].params)
+        sim = Simulator(model, config if config is not None else model.simulation)
+        sim.initialize()
+        others: list[int] = []
+        logs = run_members(sim, model, [runs[j].params for j in todo], others)
+        for j, mine in zip(todo, logs):
+            if mine is not None:
+                out[j] = mine
+        todo = [todo[j] for j in others]    # the first member (the reference) always ran
+        structures += 1
+    return out, structures
 
 
 def _copies(model_source, config, runs: Sequence[Run]) -> list:

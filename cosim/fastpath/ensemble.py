@@ -119,7 +119,8 @@ class Translation:
         self.not_nan: set[str] = set()
 
 
-def translate(source: str, member_consts: set[str], n_c: int) -> Translation:
+def translate(source: str, member_consts: set[str], n_c: int,
+              owners: dict | None = None) -> Translation:
     """Translate the scalar strategy's step function for an ensemble.
 
     Parameters
@@ -130,17 +131,22 @@ def translate(source: str, member_consts: set[str], n_c: int) -> Translation:
         Constants (``_k<i>``) whose values differ between members.
     n_c : int
         Continuous-state components.
+    owners : dict of str to str, optional
+        The block path of each value the source names (``s<j>``, ``x<j>``, ``c<j>``, ...):
+        a statement that cannot be translated is reported with its block.
 
     Raises
     ------
     Unsupported
-        The source uses something without an exact elementwise translation.
+        The source uses something without an exact elementwise translation (naming the
+        block and the expression).
     """
-    return _Translator(source, member_consts, n_c).run()
+    return _Translator(source, member_consts, n_c, owners or {}).run()
 
 
 class _Translator:
-    def __init__(self, source, member_consts, n_c):
+    def __init__(self, source, member_consts, n_c, owners):
+        self.owners = owners
         tree = ast.parse(source)
         fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
         if len(fns) != 1 or fns[0].name != "advance":
@@ -555,6 +561,21 @@ class _Translator:
         self.lines.append(" " * indent + text)
 
     def stmt(self, st, indent: int) -> None:
+        try:
+            self._stmt(st, indent)
+        except Unsupported as err:
+            if getattr(err, "named", False) or isinstance(st, ast.If):
+                raise
+            names = [n.id for t in getattr(st, "targets", ()) for n in ast.walk(t)
+                     if isinstance(n, ast.Name)]
+            owner = next((self.owners.get(re.sub(r"^k\d+_", "k_", n)) for n in names
+                          if self.owners.get(re.sub(r"^k\d+_", "k_", n))), None)
+            where = f"block {owner}: " if owner else ""
+            named = Unsupported(f"{where}{err}")
+            named.named = True
+            raise named from None
+
+    def _stmt(self, st, indent: int) -> None:
         for shape in self.temps:
             self.temps[shape] = 0
         if isinstance(st, ast.If):

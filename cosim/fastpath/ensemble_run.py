@@ -22,7 +22,7 @@ from cosim.fastpath import ensemble
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["Members", "const_values", "reusable", "run_members"]
+__all__ = ["Members", "const_values", "reusable", "run_members", "scalar_fast_path", "why_not_fast"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
 _compiled: dict = {}
@@ -55,30 +55,97 @@ def _structure(b, kern) -> tuple:
             tuple(kern.cstate), tuple(kern.params), kern.live is not None)
 
 
-def reusable(sim, model) -> None:
+def reusable(sim, model, fast=None) -> None:
     """Check that runs of ``sim``'s model with other parameter values can reuse its
     generated code (:class:`Members`, :func:`run_members`).
+
+    Parameters
+    ----------
+    fast : FastPath, optional
+        The scalar fast path to reuse (default: the simulator's own).
 
     Raises
     ------
     Unsupported
-        Naming the reason: no scalar fast path, a task with an offset (its signals' initial
-        values are read), a block that does something at the end of a run (``finalize``),
-        library references (resolved by parameter values), or the code no longer cached.
+        Naming the reason and the block: no scalar fast path, a task with an offset (its
+        signals' initial values are read), a block that does something at the end of a run
+        (``finalize``), events, or the code no longer cached.
     """
     from cosim.fastpath import cache
     from cosim.model.block import Block
-    fast = sim.fast_path
-    if fast is None or fast.vector:
-        raise Unsupported("no scalar fast path")
-    if any(t.offset for t in sim.plan.tasks):
-        raise Unsupported("tasks with an offset")
-    if any(type(b).finalize is not Block.finalize for b in sim.plan.blocks):
-        raise Unsupported("a block finalizes its run")
+    fast = fast if fast is not None else sim.fast_path
+    if fast is None:
+        raise Unsupported(why_not_fast(sim))
+    if fast.vector:
+        raise Unsupported("the plan runs on the vector strategy")
+    plan = sim.plan
+    offset = next((t for t in plan.tasks if t.offset), None)
+    if offset is not None:
+        first = next(n for i, n in enumerate(plan.names)
+                     if plan.tasks[plan.task_of[i]] is offset)
+        raise Unsupported(f"block {first} runs in a task with an offset")
+    ends = next((n for b, n in zip(plan.blocks, plan.names)
+                 if type(b).finalize is not Block.finalize), None)
+    if ends is not None:
+        raise Unsupported(f"block {ends} finalizes its run")
     if getattr(model, "events", None):
-        raise Unsupported("events")
+        raise Unsupported(f"events ({', '.join(e.name for e in model.events)})")
     if cache.by_source(fast.source) is None:
         raise Unsupported("generated code not in the cache")
+
+
+def why_not_fast(sim) -> str:
+    """Why ``sim``'s plan has no generated fast path, naming the block where one is the
+    reason."""
+    from cosim.fastpath import emitter
+    from cosim.run.eventmonitor import switching_blocks
+    plan = sim.plan
+    if not sim.config.fast:
+        return "SimulationConfig(fast=False)"
+    if plan.loops:
+        return "algebraic loops"
+    modes = switching_blocks(plan)
+    if modes:
+        path, b = modes[0]
+        return (f"block {path} ({type(b).__name__}) switches modes at located times "
+                "(continuous input)")
+    if sim.state.X.size and emitter.tableau(sim.interpreter.solver) is None:
+        return f"solver {sim.config.solver!r} has no inline form"
+    for b, n in zip(plan.blocks, plan.names):
+        if b.kernel() is None:
+            return f"block {n} ({type(b).__name__}) has no fast-path kernel"
+    return "a block's signals or states are not scalars"
+
+
+def scalar_fast_path(sim):
+    """The scalar strategy's fast path of ``sim``'s plan: the simulator's own, or, where it
+    chose the vector strategy (many blocks of one kind), one built for the ensemble
+    (initialized, not run: its values are the reference's initial ones).
+
+    Raises
+    ------
+    Unsupported
+        The plan has no fast path (the reason names the block).
+    """
+    fast = sim.fast_path
+    if fast is None:
+        raise Unsupported(why_not_fast(sim))
+    if not fast.vector:
+        return fast
+    from cosim.fastpath import emitter
+    from cosim.fastpath.layout import Layout
+    from cosim.fastpath.scalar import Scalar
+    plan, interp = sim.plan, sim.interpreter
+    kernels = kernels_of(plan)
+    n_c = sim.state.X.size
+    tab = emitter.tableau(interp.solver) if n_c else None
+    layout = Layout(plan, interp.cslices)
+    # Its own run state's flat values: the simulator's stay the vector path's.
+    from cosim.run.state import RunState
+    state = RunState(plan)
+    state.X = sim.state.X.copy()
+    return emitter.build(plan, sim.config, state, sim.store, interp.solver, layout, kernels,
+                         tab, Scalar(plan, layout, n_c))
 
 
 class Members:
@@ -108,9 +175,16 @@ class Members:
                        _structure(b, self.ref_kernels[plan.index[plan.path_of[id(b)]]]))
                       for b, chain, path in _expression_blocks(model)]
 
-    def of(self, overrides: Sequence[Mapping]) -> dict:
+    def of(self, overrides: Sequence[Mapping], others: list | None = None) -> dict:
         """Per plan index of an expression block: the members' lifted kernels, initial
         states (name -> float) and initial continuous states (lists over ``overrides``).
+
+        Parameters
+        ----------
+        others : list, optional
+            Where given, the members whose parameters change the structure (a sample time,
+            a table's length) are appended to it (their entries stay None) instead of
+            raising: they run in an ensemble of their own structure.
 
         Raises
         ------
@@ -128,6 +202,7 @@ class Members:
         for j, over in enumerate(overrides):
             root = Workspace({**params, **over, **model.context}, path=model.name)
             children: dict = {}
+            found = []
             for b, chain, path, i, spec, structure in self.specs:
                 ws = root
                 for sub in chain:
@@ -144,12 +219,17 @@ class Members:
                     raise Unsupported(f"{path} has no kernel for member {j}")
                 kern = lift(kern)
                 if _structure(clone, kern) != structure:
-                    raise Unsupported(f"parameters of member {j} change the structure of "
-                                      f"{path}")
-                kernels, states, cstates = out[i]
-                kernels[j] = kern
-                states[j] = {n: float(v[0]) for n, v in clone.state.items()}
-                cstates[j] = None if clone.cstate is None else np.asarray(clone.cstate, float)
+                    if others is None:
+                        raise Unsupported(f"parameters of member {j} change the structure "
+                                          f"of {path}")
+                    others.append(j)
+                    break
+                found.append((i, kern, {n: float(v[0]) for n, v in clone.state.items()},
+                              None if clone.cstate is None else np.asarray(clone.cstate,
+                                                                           float)))
+            else:
+                for i, kern, state, cstate in found:
+                    out[i][0][j], out[i][1][j], out[i][2][j] = kern, state, cstate
         return out
 
 
@@ -178,18 +258,23 @@ def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
     return values
 
 
-def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
+def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = None) -> list:
     """Run ``sim``'s model for each parameter set of ``overrides`` as one ensemble.
 
     Parameters
     ----------
     sim : Simulator
         Built from ``model`` (with any parameter values of the members' structure),
-        initialized, not run; it must have the scalar fast path.
+        initialized, not run; its plan must have a fast path (the scalar strategy's is
+        translated; built here when the simulator chose the vector one).
     model : Model
         Its model (evaluated).
     overrides : list of dict
         Each member's parameter values (over ``model.parameters``).
+    others : list, optional
+        Where given, members whose parameters change the structure are not run: their
+        indices are appended to it and their logs are None (run them as an ensemble of
+        their own structure). Else such a member raises.
 
     Returns
     -------
@@ -199,24 +284,30 @@ def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
     Raises
     ------
     Unsupported
-        The model cannot run as an ensemble here (run its members one by one).
+        The model cannot run as an ensemble here (the message names the block and why).
     """
     from cosim import Logs
     from cosim.fastpath import cache
     from cosim.run import pacing
-    reusable(sim, model)
-    fast = sim.fast_path
+    fast = scalar_fast_path(sim)
+    reusable(sim, model, fast)
     entry = cache.by_source(fast.source)
-    n = len(overrides)
     found = Members(sim, model)
-    ref_kernels, differ = found.ref_kernels, found.of(overrides)
+    skipped: list = [] if others is not None else None
+    ref_kernels, differ = found.ref_kernels, found.of(overrides, skipped)
+    keep = [j for j in range(len(overrides)) if not skipped or j not in skipped]
+    if skipped:
+        others.extend(skipped)
+        differ = {i: tuple([lst[j] for j in keep] for lst in entry_) for i, entry_ in
+                  differ.items()}
+    n = len(keep)
     ns = dict(fast.fn.__globals__)
     members = const_values(entry.consts, ns, ref_kernels, differ, n)
     n_c = sim.state.X.size
     key = (fast.source, frozenset(members))
     hit = _compiled.get(key)
     if hit is None:
-        tr = ensemble.translate(fast.source, set(members), n_c)
+        tr = ensemble.translate(fast.source, set(members), n_c, _owners(sim, fast))
         hit = _compiled[key] = (tr, compile(tr.source, "<cosim ensemble>", "exec"))
         while len(_compiled) > 8:
             _compiled.pop(next(iter(_compiled)))
@@ -227,7 +318,7 @@ def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
     for text in tr.not_nan:
         if np.isnan(eval(text, ns, dict(members))).any():
             raise Unsupported(f"a NaN limit ({text})")
-    V = _bind(tr, ns, members, sim, differ, n, n_c)
+    V = _bind(tr, ns, members, sim, fast, differ, n, n_c)
     cfg = sim.config
     k_end = pacing.end_tick(sim, None, None)
     columns = sim.store.columns
@@ -241,13 +332,28 @@ def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
         rows = len(ticks[task])
         t = cfg.t0 + np.asarray(ticks[task], dtype=np.float64) * cfg.dt
         keyed += [(key, L[task][col][:rows], t) for key, col in cols]
-    return [Logs({k: a[:, j:j + 1] for k, a, _ in keyed}, {k: t for k, _, t in keyed}, base)
-            for j in range(n)]
+    out = [None] * len(overrides)
+    for m, j in enumerate(keep):
+        out[j] = Logs({k: a[:, m:m + 1] for k, a, _ in keyed}, {k: t for k, _, t in keyed},
+                      base)
+    return out
 
 
-def _bind(tr, ns: dict, members: dict, sim, differ: dict, n: int, n_c: int) -> tuple:
+def _owners(sim, fast) -> dict:
+    """The block path of each value the scalar step function names (``s<j>``, ``x<j>``,
+    ``c<j>``, ``z<j>``, ``k<i>_<j>``): a translation that fails names the block."""
+    plan = sim.plan
+    out = {f"s{j}": plan.path_of[id(b)] for j, (b, _) in enumerate(fast.flat.signal_slots)}
+    out.update((f"x{j}", plan.path_of[id(b)]) for j, (b, _) in enumerate(fast.flat.state_slots))
+    for b, sl in sim.interpreter.cslices:
+        for j in range(sl.start, sl.stop):
+            out[f"c{j}"] = out[f"z{j}"] = plan.path_of[id(b)]
+            out[f"k_{j}"] = plan.path_of[id(b)]
+    return out
+
+
+def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int) -> tuple:
     """The arrays the translated function unpacks, in ``tr.names`` order."""
-    fast = sim.fast_path
     slot_of = {(id(b), name): j for j, (b, name) in enumerate(fast.flat.state_slots)}
     plan = sim.plan
     D = np.repeat(np.asarray(fast.flat.D, dtype=np.float64)[:, None], n, axis=1)
