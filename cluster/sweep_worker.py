@@ -203,8 +203,8 @@ def execute_many(model_source, config, runs: Sequence[Run], reducers: Mapping,
     every run gets its own row and error). With ``reuse_units``, co-simulated runs share
     their units' hosts: ``hosts`` (a :class:`~cosim.master.hosts.UnitHosts` the caller
     closes), else the chunk's own (stopped when the chunk is done)."""
-    how = "one by one: a chunk of one run" if ensemble and len(runs) == 1 else None
-    if ensemble and len(runs) > 1:
+    how = None
+    if ensemble and runs:
         from cluster.ensemble import run_ensemble
         try:
             return run_ensemble(model_source, config, runs, reducers, logs_dir)

@@ -331,7 +331,7 @@ class _Translator:
                 src = self.operand(node.args[0], stacked) if first else acc
                 c = self.operand(arg, stacked)
                 self.out.not_nan.add(ast.unparse(arg))
-                self.lines.append(f"_{fn}imum({c}, {src}, {acc})")
+                self.lines.append(f"_{fn}imum({c}, {src}, out={acc})")
             else:
                 if first:
                     self.expr(node.args[0], acc, stacked, mask)
@@ -726,7 +726,8 @@ class _Translator:
                 elif tg in self.member and tg[0] == "s" and tg not in self.alias:
                     latest[tg] = None if guarded else st
         walk(body, False)
-        targets = {id(st): st.targets[0].id for st in self._assigns(body)}
+        targets = {id(st): st.targets[0].id for st in self._assigns(body)
+                   if isinstance(st.targets[0], ast.Name)}
         self.moved = {targets[i] for i in self.retarget}
 
     def run(self) -> Translation:

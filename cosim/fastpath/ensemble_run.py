@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -53,6 +54,37 @@ def _structure(b, kern) -> tuple:
             tuple((n, np.shape(v)) for n, v in b.state.items()), np.shape(b.cstate),
             tuple(kern.outputs.items()), tuple(kern.state.items()), tuple(kern.derivatives),
             tuple(kern.cstate), tuple(kern.params), kern.live is not None)
+
+
+#: A parameter under a unary minus in a lifted kernel (``-p__3``, as a negative literal is
+#: lifted: the sign stays in the expression); not the base of a power.
+_NEGATED = re.compile(r"(?<![\w)\]])-(p__\d+)\b(?!\s*\*\*)")
+
+
+def _signed_like(kern, ref):
+    """``kern`` spelt with the signs of ``ref``'s lifted parameters where the two differ
+    only in which parameters carry a unary minus (a swept parameter crossing zero: ``(u -
+    -p__1)`` against ``(u - p__1)``), each such parameter's value negated: ``-v`` and
+    ``-(v)`` are the same float, so the reference's code computes each member's own values.
+    Otherwise ``kern`` itself."""
+    def texts(k):
+        return [*k.outputs.values(), *k.state.values(), *k.derivatives, *k.cstate]
+    mine, theirs = texts(kern), texts(ref)
+    if len(mine) != len(theirs) or not kern.params:
+        return kern
+    flip = set()
+    for a, b in zip(mine, theirs):
+        if _NEGATED.sub(r"\1", a) != _NEGATED.sub(r"\1", b):
+            return kern
+        flip ^= set(_NEGATED.findall(a)) ^ set(_NEGATED.findall(b))
+    if not flip:
+        return kern
+    params = dict(kern.params)
+    for name in flip:
+        params[name[2:]] = -params[name[2:]]
+    from cosim.model.block import Kernel
+    return Kernel(dict(ref.outputs), dict(ref.state), ref.derivatives, ref.cstate, params,
+                  kern.live)
 
 
 def reusable(sim, model, fast=None) -> None:
@@ -218,6 +250,8 @@ class Members:
                 if kern is None:
                     raise Unsupported(f"{path} has no kernel for member {j}")
                 kern = lift(kern)
+                if _structure(clone, kern) != structure:
+                    kern = _signed_like(kern, self.ref_kernels[i])
                 if _structure(clone, kern) != structure:
                     if others is None:
                         raise Unsupported(f"parameters of member {j} change the structure "

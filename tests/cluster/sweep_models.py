@@ -252,7 +252,7 @@ def thermal_zone():
     kp, ki, q_max (heater limit), r12 (air-wall resistance), c1 (air capacity); gains large
     enough that the heater and the PI's limits are active for part of every run."""
     from blocks import Constant, DiscretePID, Gain, Integrator, Saturation, Sum, ZeroOrderHold
-    m = Model("zone", parameters={"kp": 8.0, "ki": 2.0, "q_max": 3.0, "r12": 0.5, "c1": 1.0})
+    m = Model("zone", parameters={"kp": 8.0, "ki": 2.0, "q_max": 6.0, "r12": 0.5, "c1": 1.0})
     m.add(Step("ref", step_time=0.5, initial=18.0, final=21.0), Sum("e", "+-"),
           DiscretePID("pi", kp="=kp", ki="=ki", lower=-1.0, upper="=2 * q_max",
                       anti_windup="clamping", sample_time=0.1),
@@ -260,7 +260,7 @@ def thermal_zone():
           ZeroOrderHold("sensor", sample_time=0.1),
           Integrator("t1", 18.0), Integrator("t2", 17.0), Sum("d12", "+-"),
           Gain("g12", "=1 / r12"), Sum("q1", "+-"), Gain("inv_c1", "=1 / c1"),
-          Sum("d2o", "+-"), Constant("t_out", 5.0), Gain("g2o", 0.3), Sum("q2", "+-"),
+          Sum("d2o", "+-"), Constant("t_out", 10.0), Gain("g2o", 0.3), Sum("q2", "+-"),
           Gain("inv_c2", 0.25))
     m.connect("ref.out", "e.in1")
     m.connect("sensor.out", "e.in2")
@@ -318,4 +318,78 @@ def msd_friction():
     m.connect("f.out", "inv_m.in")
     m.connect("inv_m.out", "v.in")
     m.connect("v.out", "x.in", "c.in", "fric.in")
+    return m
+
+
+def limits_zoo():
+    """The nonlinear blocks users put in swept models, each with a swept parameter that
+    moves where it acts: a sine of amplitude ``amp`` through a dead zone (end ``dz``), a
+    rate limiter (rising rate ``rise``), a saturation (upper ``hi``), the max with a floor,
+    a Lookup1D whose middle breakpoint ``bp`` is a member's own, a Switch on the sine (threshold ``hi - 0.5``)
+    between a gain and the exponential of ``-gain * |sine|`` (math per member), a first-order
+    lag, and a relay sampled at 50 ms on the lag (on point ``on``)."""
+    from blocks import (Abs, Constant, DeadZone, Gain, Lookup1D, MathFunction, MinMax,
+                        RateLimiter, Relay, Saturation, Sine, Switch)
+    m = Model("zoo", parameters={"amp": 1.5, "dz": 0.3, "rise": 4.0, "hi": 0.6, "bp": 0.2,
+                                 "on": 0.3})
+    m.add(Sine("s", amplitude="=amp", frequency=0.7),
+          DeadZone("dz", start=-0.3, end="=dz"), RateLimiter("rl", rising="=rise",
+                                                             falling=2.0),
+          Saturation("sat", lower=-0.5, upper="=hi"), Constant("floor", -0.2),
+          MinMax("mx", "max"),
+          Lookup1D("map", [-1.0, "=bp", 1.0], [-2.0, 0.5, 1.0], extrapolation="linear"),
+          Abs("a"), Gain("neg", "=-amp"), MathFunction("e", "exp"), Gain("g", 2.0),
+          Switch("sw", ">=", threshold="=hi - 0.5"), FirstOrderLag("lag", tau=0.3),
+          Relay("r", on_point="=on", off_point=0.0, sample_time=0.05))
+    m.connect("s.out", "dz.in", "a.in", "sw.in2", "g.in")
+    m.connect("dz.out", "rl.in")
+    m.connect("rl.out", "sat.in")
+    m.connect("sat.out", "mx.in1")
+    m.connect("floor.out", "mx.in2")
+    m.connect("mx.out", "map.in")
+    m.connect("a.out", "neg.in")
+    m.connect("neg.out", "e.in")
+    m.connect("g.out", "sw.in1")
+    m.connect("e.out", "sw.in3")
+    m.connect("map.out", "lag.in")
+    m.connect("lag.out", "r.in")
+    return m
+
+
+#: The zoo's runs: RK4, dt 0.01, 4 s (every nonlinearity acts for part of the run).
+ZOO_CONFIG = SimulationConfig(dt=0.01, t_end=4.0, solver="RK4")
+
+
+from cosim import Block as _Block, Kernel as _Kernel  # noqa: E402
+
+
+class Ratio(_Block):
+    """``out = a / b`` where ``b != 0``, else 0: a kernel whose branch raises for the
+    members that do not take it (an ensemble must compute it only for those that do)."""
+
+    input_ports = ("a", "b")
+
+    def output_update(self, t, dt):
+        import numpy as np
+        a, b = float(self.inputs["a"][0]), float(self.inputs["b"][0])
+        self.outputs["out"] = np.array([a / b if b != 0.0 else 0.0])
+
+    def kernel(self):
+        return _Kernel({"out": "(u_a / u_b if u_b != 0.0 else 0.0)"})
+
+
+def guarded():
+    """A lag divided by a step to ``den`` at 0.1 s through :class:`Ratio` (a member with
+    ``den = 0`` takes the other branch: its own run never divides by zero), and a discrete
+    PID (sample 50 ms) on the quotient whose derivative gain ``kd`` is structural (``kd =
+    0`` drops the derivative's state)."""
+    from blocks import DiscretePID
+    m = lag()
+    m.parameters.update({"den": 1.0, "kd": 0.0})
+    m.add(Step("d", step_time=0.1, initial=1.0, final="=den"), Ratio("q"),
+          DiscretePID("pid", kp=1.5, ki=0.5, kd="=kd", N=10.0, lower=-1.0, upper=1.0,
+                      sample_time=0.05))
+    m.connect("plant.out", "q.a")
+    m.connect("d.out", "q.b")
+    m.connect("q.out", "pid.in")
     return m
