@@ -393,3 +393,29 @@ def guarded():
     m.connect("d.out", "q.b")
     m.connect("q.out", "pid.in")
     return m
+
+
+def thermostat():
+    """A room heated by a relay thermostat (on below ``t_on``, off above ``t_off``) against
+    the outside at ``t_out``, through a wall of conductance ``ua``; the relay reads the room's
+    temperature (continuous state): its switches are located in time, per run."""
+    from blocks import Constant, Gain, Integrator, Relay, Sum
+    m = Model("thermostat", parameters={"t_on": 19.0, "t_off": 21.0, "ua": 0.2, "q": 6.0,
+                                        "t_out": 5.0})
+    m.add(Integrator("room", 15.0), Constant("outside", "=t_out"), Sum("d", "+-"),
+          Gain("loss", "=ua"), Gain("neg", -1.0),
+          Relay("r", on_point="=-t_on", off_point="=-t_off", on_value="=q", off_value=0.0),
+          Sum("net", "+-"), Gain("cap", 0.5))
+    m.connect("room.out", "d.in1", "neg.in")
+    m.connect("outside.out", "d.in2")
+    m.connect("d.out", "loss.in")
+    m.connect("neg.out", "r.in")              # on when -T >= -t_on, i.e. T <= t_on
+    m.connect("r.out", "net.in1")
+    m.connect("loss.out", "net.in2")
+    m.connect("net.out", "cap.in")
+    m.connect("cap.out", "room.in")
+    return m
+
+
+#: The thermostat's runs: RK4, dt 0.01, 60 s (a few switches per run).
+THERMOSTAT_CONFIG = SimulationConfig(dt=0.01, t_end=60.0, solver="RK4", log=["room.out"])
