@@ -15,10 +15,17 @@ step costs a few numpy calls per block for all members together, and only the bl
 from parameter expressions are re-evaluated per member. The copies above are the fallback
 for what that translation does not take (the vector strategy, interpreter-only blocks).
 
+Blocks that switch modes at located times (a Relay reading a continuous signal) are
+translated too: the translated code holds each member's mode through its steps and, after
+each step, compares each member's switching surfaces; a member whose surface changed sign has
+that step run again on its own interpreter (the switch located on the solver's dense output,
+exactly as its own run does), the others keep the vectorised step. Copies in one model
+cannot do that (every member's step would be cut at any member's switch): such a model that
+does not translate runs one run at a time, and says why.
+
 What an ensemble cannot share is refused before it runs: an adaptive solver would choose one
-step for all members (each member's step would depend on the others), and events and
-mode switches (relays) located in time would cut every member's step where any one member
-switches; co-simulations run their own units.
+step for all members (each member's step would depend on the others), events (ZeroCrossing,
+Scheduled) are located per run and not per member; co-simulations run their own units.
 """
 
 from __future__ import annotations
@@ -72,18 +79,11 @@ def check_ensemble(model, config) -> None:
             problems.append(f"solver {config.solver!r} is {what} over all members, so no "
                             "member would compute as it does alone; use an explicit "
                             "fixed-step solver (RK4, SSPRK22, ...)")
-    if getattr(model, "events", None):
-        problems.append(f"model {model.name!r} has events, located in time for the whole "
-                        "ensemble (every member's step would be cut at any member's event)")
-
-    def modes(d: Diagram, prefix: str) -> None:
-        for b in d.blocks:
-            if isinstance(b, Diagram):
-                modes(b, f"{prefix}{b.name}/")
-            elif getattr(b, "has_modes", False):
-                problems.append(f"block {prefix}{b.name} ({type(b).__name__}) switches modes "
-                                "at located times (every member's step would be cut there)")
-    modes(model, "")
+    events = getattr(model, "events", None)
+    if events:
+        problems.append(f"model {model.name!r} has events ({', '.join(e.name for e in events)}"
+                        "), located in time per run: an ensemble does not locate them per "
+                        "member (mode switches of blocks such as Relay it does)")
     if config is not None and not problems:
         from cosim import compile_model
         try:
@@ -149,7 +149,13 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
         how = "translated" + (f" ({structures} structures)" if structures > 1 else "")
     except Unsupported as err:
         # Not translatable: the copies, saying why. (A member that fails here fails there
-        # too: the caller then runs the members one by one.)
+        # too: the caller then runs the members one by one.) Copies of a block with modes
+        # would cut every member's step at any member's switch: the caller runs the members
+        # one by one instead, saying why.
+        switching = _switching(model_source)
+        if switching:
+            raise Unsupported(f"{err}; block {switching} switches modes, which copies in one "
+                              "model would locate for all members together") from None
         members = _copies(model_source, config, runs)
         how = f"copies: {err}"
     share = (time.perf_counter() - start) / len(runs)
@@ -191,6 +197,23 @@ def _translated(model_source, config, runs: Sequence[Run]) -> tuple[list, int]:
         todo = [todo[j] for j in others]    # the first member (the reference) always ran
         structures += 1
     return out, structures
+
+
+def _switching(model_source) -> str | None:
+    """The path of the first block of the model that switches modes (``has_modes``)."""
+    from cluster.sweep_worker import build
+    from cosim.model.diagram import Diagram
+
+    def find(d: Diagram, prefix: str) -> str | None:
+        for b in d.blocks:
+            if isinstance(b, Diagram):
+                found = find(b, f"{prefix}{b.name}/")
+                if found:
+                    return found
+            elif getattr(b, "has_modes", False):
+                return f"{prefix}{b.name} ({type(b).__name__})"
+        return None
+    return find(build(model_source), "")
 
 
 def _copies(model_source, config, runs: Sequence[Run]) -> list:

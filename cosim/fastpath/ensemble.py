@@ -652,6 +652,15 @@ class _Translator:
         if re.fullmatch(r"ticks\[\d+\]\.append\(k\)", text):
             self.emit(indent, text)
             return
+        if text == "_tickstart()":
+            # The continuous state a step starts from, kept for the members whose step
+            # changes a switching surface's sign (run again on the interpreter).
+            self._buffer("C0", ("C", "N"))
+            self.emit(indent, "_copyto(C0, C)")
+            return
+        if isinstance(f, ast.Name) and f.id == "_located":
+            self.emit(indent, text)
+            return
         raise Unsupported(f"statement {text!r}")
 
     # -- Runge-Kutta combinations of every component at once ----------------------------------
@@ -740,7 +749,7 @@ class _Translator:
                   if isinstance(n, ast.Name)}
         out.names = sorted(n for n in loaded - self.alias - self.moved
                            if n in out.buffers or n in out.views or n in self.member or
-                           _STATE.match(n) or re.fullmatch(r"C|Z|K\d+", n))
+                           _STATE.match(n) or re.fullmatch(r"C|C0|Z|K\d+", n))
         head = ["def advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L):",
                 f"    {', '.join(out.names)}, = V" if out.names else "    pass",
                 "    try:", f"        while {ast.unparse(self.loop.test)}:"]

@@ -159,10 +159,12 @@ def scalar_fast_path(sim):
     Unsupported
         The plan has no fast path (the reason names the block).
     """
+    from cosim.run.eventmonitor import switching_blocks
     fast = sim.fast_path
-    if fast is None:
+    modes = bool(switching_blocks(sim.plan)) and not getattr(sim, "events", None)
+    if fast is None and not modes:
         raise Unsupported(why_not_fast(sim))
-    if not fast.vector:
+    if fast is not None and not fast.vector:
         return fast
     from cosim.fastpath import emitter
     from cosim.fastpath.layout import Layout
@@ -171,13 +173,21 @@ def scalar_fast_path(sim):
     kernels = kernels_of(plan)
     n_c = sim.state.X.size
     tab = emitter.tableau(interp.solver) if n_c else None
+    if kernels is None or (n_c and tab is None) or plan.loops or not sim.config.fast:
+        raise Unsupported(why_not_fast(sim))
     layout = Layout(plan, interp.cslices)
-    # Its own run state's flat values: the simulator's stay the vector path's.
+    strategy = Scalar(plan, layout, n_c)
+    if modes:
+        # Modes held through each step; a step that changes a switching surface's sign is
+        # handed to ``_located`` (run again on the interpreter, member by member).
+        strategy.locate_modes = True
+        strategy.label += " (modes held)"
+    # Its own run state's flat values: the simulator's stay its own path's.
     from cosim.run.state import RunState
     state = RunState(plan)
     state.X = sim.state.X.copy()
     return emitter.build(plan, sim.config, state, sim.store, interp.solver, layout, kernels,
-                         tab, Scalar(plan, layout, n_c))
+                         tab, strategy)
 
 
 class Members:
@@ -292,7 +302,8 @@ def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
     return values
 
 
-def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = None) -> list:
+def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = None,
+                switches: list | None = None) -> list:
     """Run ``sim``'s model for each parameter set of ``overrides`` as one ensemble.
 
     Parameters
@@ -309,6 +320,9 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
         Where given, members whose parameters change the structure are not run: their
         indices are appended to it and their logs are None (run them as an ensemble of
         their own structure). Else such a member raises.
+    switches : list, optional
+        Filled with each member's located mode switches ``(t, block path)``, as its own
+        run's ``Simulator.switch_log`` (a relay on a continuous signal).
 
     Returns
     -------
@@ -352,7 +366,12 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
     for text in tr.not_nan:
         if np.isnan(eval(text, ns, dict(members))).any():
             raise Unsupported(f"a NaN limit ({text})")
-    V = _bind(tr, ns, members, sim, fast, differ, n, n_c)
+    V, D = _bind(tr, ns, members, sim, fast, differ, n, n_c)
+    located = None
+    if "_located" in tr.source:
+        located = _Located(sim, model, fast, [overrides[j] for j in keep],
+                           dict(zip(tr.names, V)), D)
+        ns["_located"] = located
     cfg = sim.config
     k_end = pacing.end_tick(sim, None, None)
     columns = sim.store.columns
@@ -370,7 +389,89 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
     for m, j in enumerate(keep):
         out[j] = Logs({k: a[:, m:m + 1] for k, a, _ in keyed}, {k: t for k, _, t in keyed},
                       base)
+    if switches is not None:
+        switches[:] = [[] for _ in overrides]
+        for m, j in enumerate(keep):
+            switches[j] = located.switch_log(m) if located is not None else []
     return out
+
+
+class _Located:
+    """The members whose step changes a switching surface's sign (a relay on a continuous
+    signal), each step run again on the interpreter as the member's own run runs it: from
+    the step's start (its continuous state, discrete states and the held outputs the step
+    reads), the switches located on the solver's dense output; the member's continuous and
+    discrete states taken back. Every other member's step is the vectorised one: without a
+    sign change the interpreter's step is the plain Runge-Kutta step with the modes held.
+
+    Parameters
+    ----------
+    sim : Simulator
+        The reference run (its plan's paths name the blocks).
+    model : Model
+        Its model; each member that switches gets a copy with its parameters.
+    fast : FastPath
+        The scalar fast path translated (its flat slots name the values).
+    overrides : list of dict
+        The members' parameters.
+    arrays : dict of str to ndarray
+        The translated function's arrays by name (``C0``, ``C``, ``x<j>``).
+    D : ndarray, shape (n_d, N)
+        Every discrete state's initial values (those the function never names keep them).
+    """
+
+    def __init__(self, sim, model, fast, overrides, arrays, D):
+        self.model, self.config, self.overrides = model, sim.config, overrides
+        self.arrays, self.D = arrays, D
+        plan = sim.plan
+        self.states = [(plan.path_of[id(b)], name, f"x{j}")
+                       for j, (b, name) in enumerate(fast.flat.state_slots)]
+        self.signals = [(plan.path_of[id(b)], port)
+                        for b, port in fast.flat.signal_slots]
+        self.sims: dict[int, object] = {}
+
+    def member(self, m: int):
+        """Member ``m``'s own simulator (built on its first switch) and its snapshot."""
+        if m not in self.sims:
+            from cosim import Simulator
+            model = copy.deepcopy(self.model)
+            model.parameters.update(self.overrides[m])
+            sim = Simulator(model, self.config)
+            sim.initialize()
+            self.sims[m] = (sim, sim.state.snapshot())
+        return self.sims[m]
+
+    def __call__(self, k: int, flags: tuple, held: tuple, slots: tuple) -> None:
+        """After tick ``k``'s vectorised step: run again the members with a nonzero flag
+        (a surface changed sign), ``held`` the values of signal ``slots`` the step read."""
+        crossed = flags[0] != 0.0
+        for f in flags[1:]:
+            crossed = crossed | (f != 0.0)
+        for m in np.flatnonzero(crossed).tolist():
+            self.step(m, k, held, slots)
+
+    def step(self, m: int, k: int, held: tuple, slots: tuple) -> None:
+        """Member ``m``'s step from tick ``k`` on its own interpreter."""
+        sim, tree = self.member(m)
+        arrays = self.arrays
+        blocks = {path: {"state": dict(v["state"]), "outputs": dict(v["outputs"])}
+                  for path, v in tree["blocks"].items()}
+        for j, (path, name, local) in enumerate(self.states):
+            v = arrays[local][m] if local in arrays else self.D[j, m]
+            blocks[path]["state"][name] = np.array([v])
+        for j, v in zip(slots, held):
+            path, port = self.signals[j]
+            blocks[path]["outputs"][port] = np.array([v[m] if np.ndim(v) else v])
+        sim.state.restore({**tree, "k": k, "X": arrays["C0"][:, m], "blocks": blocks})
+        sim.interpreter.integrate_tick(k)
+        arrays["C"][:, m] = sim.state.X
+        for path, name, local in self.states:
+            if local in arrays:
+                arrays[local][m] = sim.plan.blocks[sim.plan.index[path]].state[name][0]
+
+    def switch_log(self, m: int) -> list:
+        """Member ``m``'s located switches ``(t, block path)`` (none if it never switched)."""
+        return list(self.sims[m][0].switch_log) if m in self.sims else []
 
 
 def _owners(sim, fast) -> dict:
@@ -387,7 +488,8 @@ def _owners(sim, fast) -> dict:
 
 
 def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int) -> tuple:
-    """The arrays the translated function unpacks, in ``tr.names`` order."""
+    """The arrays the translated function unpacks, in ``tr.names`` order, and the discrete
+    states' initial values ``(n_d, N)``."""
     slot_of = {(id(b), name): j for j, (b, name) in enumerate(fast.flat.state_slots)}
     plan = sim.plan
     D = np.repeat(np.asarray(fast.flat.D, dtype=np.float64)[:, None], n, axis=1)
@@ -442,4 +544,4 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             out.append(stacked.setdefault(f"K{si}", np.zeros((n_c, n)))[int(comp)])
         else:
             raise Unsupported(f"unknown value {name}")
-    return tuple(out)
+    return tuple(out), D

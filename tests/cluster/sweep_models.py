@@ -419,3 +419,19 @@ def thermostat():
 
 #: The thermostat's runs: RK4, dt 0.01, 60 s (a few switches per run).
 THERMOSTAT_CONFIG = SimulationConfig(dt=0.01, t_end=60.0, solver="RK4", log=["room.out"])
+
+
+def bouncing():
+    """A ball of restitution ``gain`` bouncing on a floor: a ZeroCrossing event."""
+    from blocks import Constant, Integrator
+    from cosim.model.events import ZeroCrossing
+    m = Model("bounce", parameters={"gain": 0.8})
+    m.add(Constant("g", -9.81), Integrator("v", 0.0), Integrator("x", 1.0))
+    m.connect("g.out", "v.in")
+    m.connect("v.out", "x.in")
+    m.add_event(ZeroCrossing("floor", "x", direction="falling", reset={"v": _bounce}))
+    return m
+
+
+def _bounce(v):
+    return -0.8 * v

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cluster.ensemble import ensemble_model, member
-from cluster.sweep import final, grid, lhs, sweep
+from cluster.sweep import final, grid, lhs, maximum, sweep
 from cluster.sweep_design import runs_of
 from cosim import ModelError, SimulationConfig, Simulator
 
@@ -195,7 +195,8 @@ def test_a_failing_member_fails_alone():
      r"solver 'RK45' is adaptive: one step size would be chosen over all members"),
     (sm.lag, SimulationConfig(dt=0.01, t_end=1.0, solver="BDF"),
      r"solver 'BDF' is (adaptive|implicit)"),
-    (sm.relay_loop, sm.CONFIG, r"block r \(Relay\) switches modes at located times"),
+    (sm.bouncing, sm.CONFIG, r"model 'bounce' has events \(floor\), located in time per "
+                             r"run: an ensemble does not locate them per member"),
     (sm.cosim_lag, sm.COSIM_CONFIG, r"co-simulations run their own units"),
 ])
 def test_what_an_ensemble_cannot_share_is_refused_before_any_run(tmp_path, factory, config,
@@ -351,3 +352,45 @@ connections:
   - [heater.out, t1.in]
 simulation: {dt: 0.01, t_end: 1.0, solver: RK4}
 """
+
+
+THERMOSTAT_POINTS = lhs({"t_on": (18.0, 20.0), "t_off": (20.5, 22.0), "ua": (0.1, 0.25),
+                         "q": (6.0, 9.0)}, 16, seed=1)
+
+
+def test_relay_switches_are_located_per_member_as_in_its_own_run():
+    """A relay on a continuous state: each member's step that switches is run on its own
+    interpreter, the rest vectorised; every signal and every switch time is the member's
+    own run's, bit for bit."""
+    from dataclasses import replace
+
+    from cosim.fastpath.ensemble_run import run_members
+    config = replace(sm.THERMOSTAT_CONFIG, t_end=25.0, log=None)
+    config = _all_logged(sm.thermostat, config)
+    m = sm.thermostat()
+    m.parameters.update(THERMOSTAT_POINTS[0])
+    sim = Simulator(m, config)
+    sim.initialize()
+    switches: list = []
+    got = run_members(sim, m, THERMOSTAT_POINTS, switches=switches)
+    counts = set()
+    for params, mine, located in zip(THERMOSTAT_POINTS, got, switches, strict=True):
+        m = sm.thermostat()
+        m.parameters.update(params)
+        own = Simulator(m, config)
+        alone = own.run()
+        assert located == own.switch_log and len(located) >= 3, params
+        counts.add(len(located))
+        for key in alone:
+            assert same_bits(mine[key], alone[key]), (params, key)
+    assert len(counts) > 1          # members switch at their own times, not together
+
+
+def test_a_relay_loop_sweeps_in_translated_ensembles():
+    points = grid({"gain": [0.6, 1.0, 1.7], "tau": [0.1, 0.25]})
+    config = SimulationConfig(dt=0.01, t_end=2.0, solver="RK4", log=["plant.out", "r.out"])
+    reducers = {"y": final("plant.out"), "r_peak": maximum("r.out")}
+    alone = sweep(sm.relay_loop, config, points, reducers, backend="serial")
+    together = sweep(sm.relay_loop, config, points, reducers, backend="serial", ensemble=6)
+    assert [(r["y"], r["r_peak"]) for r in together] == [(r["y"], r["r_peak"]) for r in alone]
+    assert [e["path"] for e in together.ensembles] == ["translated"]
