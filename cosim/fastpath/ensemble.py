@@ -104,9 +104,8 @@ class Translation:
     tables : dict of str to dict
         Constant arrays of the lookups (:meth:`_Translator._piecewise`), made once per run
         by :func:`make_table`: ``texts`` (the source of each entry: constants, which may be
-        members' arrays), ``kind`` (float, int, bool), ``column`` (a ``(k, 1)`` or
-        ``(k, N)`` array of tests' right sides), ``gather`` (a table gathered per member);
-        or ``rows`` for a lookup's boolean test rows (the last one always true).
+        members' arrays), ``kind`` (float, int, bool, or chain: a :class:`Chain` of the
+        tests ``ops``), ``gather`` (a table gathered per member).
     """
 
     def __init__(self):
@@ -413,23 +412,13 @@ class _Translator:
             slots.setdefault(shape, []).append(consts)
         if len(groups) > 3:
             return None
-        n_t = len(tests)
         left = self.operand(tests[0].left, False, mask)
         tid = f"_pw{len(self.out.tables)}"
-        rows = self._buffer(tid, ("bool", n_t + 1, "N"))
-        self.out.tables[tid] = {"rows": n_t + 1}
-        j = 0
-        while j < n_t:           # consecutive tests of one operator: one broadcast call
-            e = j
-            while e < n_t and type(tests[e].ops[0]) is type(tests[j].ops[0]):
-                e += 1
-            col = self._table(f"{tid}_r{j}", [[ast.unparse(t.comparators[0])
-                                                for t in tests[j:e]]], column=True)
-            self._call_text(_CMPS[type(tests[j].ops[0])], [left, col], f"{rows}[{j}:{e}]",
-                            None)
-            j = e
+        chain = self._table(f"{tid}_c", [[ast.unparse(t.comparators[0]) for t in tests]],
+                            kind="chain")
+        self.out.tables[chain]["ops"] = [_CMPS[type(t.ops[0])] for t in tests]
         idx = self._buffer(f"{tid}_i", ("int", "N"))
-        self.lines.append(f"_argmax({rows}, 0, {idx})")
+        self.lines.append(f"_branch({chain}, {left}, {idx})")
         whole = ast.Tuple([*tests, *values], ast.Load())
         out = dst if dst is not None and not _reads(whole, self._sharing(dst)) \
             else self._temp("N")
@@ -469,12 +458,11 @@ class _Translator:
             return dst
         return out
 
-    def _table(self, name: str, texts: list[str], column: bool = False, kind: str = "float",
+    def _table(self, name: str, texts: list[str], kind: str = "float",
                gather: bool = False) -> str:
         """A constant array made once per run from constants' sources (see
         :attr:`Translation.tables`)."""
-        self.out.tables[name] = {"texts": texts, "column": column, "kind": kind,
-                                 "gather": gather}
+        self.out.tables[name] = {"texts": texts, "kind": kind, "gather": gather}
         self._buffer(name, ("table",))
         return name
 
@@ -907,27 +895,91 @@ def _gather(table, idx, out) -> None:
         table.gather(idx, out)
 
 
-UFUNCS.update(_mapf=_mapf, _gather=_gather)
+class Chain:
+    """Which branch of ``v0 if L op0 R0 else v1 if L op1 R1 else ... else vm`` each member
+    takes: the first test that holds (``m``, the else, if none).
+
+    With the right sides shared and no NaN, the branch is a function of the cell of ``L``
+    among the sorted thresholds (each test is a threshold function of ``L``): one
+    ``searchsorted`` (a NaN threshold appended, so that a NaN ``L`` has a cell of its own)
+    and one lookup, where each cell ``[v_i, v_i+1)`` takes one branch throughout (true of a
+    lookup table's chain), each cell's branch found by evaluating the tests on Python floats.
+    Otherwise every test is compared for every member and the first true one found
+    (``argmax`` over the tests, an always-true row last).
+
+    Parameters
+    ----------
+    ops : list of str
+        Each test's comparison (a key of :data:`UFUNCS`: ``_lt``, ``_ge``, ...).
+    rights : list of float or ndarray
+        Each test's right side (an ``(n,)`` array for a member's own).
+    n : int
+        Members.
+    """
+
+    _PY = {"_lt": float.__lt__, "_le": float.__le__, "_gt": float.__gt__,
+           "_ge": float.__ge__, "_eq": float.__eq__, "_ne": float.__ne__}
+
+    def __init__(self, ops: list[str], rights: list, n: int):
+        self.ops, self.rights = ops, rights
+        self.lut = self._cells(ops, rights)
+        if self.lut is None:
+            self.rows = np.zeros((len(ops) + 1, n), dtype=bool)
+            self.rows[-1] = True
+            self.cols = [np.asarray(r, dtype=np.float64)[None] if np.ndim(r) else
+                         np.array([[r]]) for r in rights]
+
+    def _first(self, u: float) -> int:
+        return next((j for j, (op, r) in enumerate(zip(self.ops, self.rights))
+                     if self._PY[op](u, r)), len(self.ops))
+
+    def _cells(self, ops, rights):
+        """The branch of each cell of ``searchsorted(self.edges, L, 'right')``, or None."""
+        if any(np.ndim(r) for r in rights) or any(math.isnan(r) for r in rights):
+            return None
+        v = sorted(set(float(r) for r in rights))
+        self.edges = np.array(v + [math.nan])
+        lut = [self._first(math.nextafter(v[0], -math.inf)) if v[0] > -math.inf else 0]
+        for i, x in enumerate(v):
+            branch = self._first(x)
+            after = math.nextafter(x, math.inf)
+            if after < (v[i + 1] if i + 1 < len(v) else math.inf) and \
+                    self._first(after) != branch:
+                return None     # the point and the interval after it differ
+            lut.append(branch)
+        lut.append(self._first(math.nan))
+        return np.array(lut, dtype=np.intp)
+
+    def __call__(self, left, idx) -> None:
+        if self.lut is not None:
+            np.take(self.lut, np.searchsorted(self.edges, left, "right"), out=idx)
+            return
+        for j, (op, col) in enumerate(zip(self.ops, self.cols)):
+            UFUNCS[op](left, col[0], out=self.rows[j])
+        np.argmax(self.rows, 0, out=idx)
+
+
+def _branch(chain, left, idx) -> None:
+    chain(left, idx)
+
+
+UFUNCS.update(_mapf=_mapf, _gather=_gather, _branch=_branch)
 
 
 def make_table(spec: dict, value_of, n: int):
     """The constant array of a lookup (see :attr:`Translation.tables`); ``value_of(text)``
     gives a constant's value (a float, or an ``(n,)`` array for a member's).
 
-    ``texts`` is a list of rows (slots) of entries (branches or tests). Tests' right sides
-    are ``(k, 1)`` (shared) or ``(k, n)``; a gathered table is ``(slots, branches)`` (shared) or
+    ``texts`` is a list of rows (slots) of entries (branches or tests). A gathered table is ``(slots, branches)`` (shared) or
     a :class:`MemberTable`; an int or bool table ``(1, k)``.
     """
+    if spec["kind"] == "chain":
+        return Chain(spec["ops"], [value_of(t) for t in spec["texts"][0]], n)
     if spec["kind"] != "float":
         return np.array([[float(t) for t in row] for row in spec["texts"]]).astype(
             np.intp if spec["kind"] == "int" else bool)
     values = [[value_of(t) for t in row] for row in spec["texts"]]
     member = any(isinstance(v, np.ndarray) for row in values for v in row)
-    if spec["column"]:
-        (row,) = values
-        if member:
-            return np.array([np.broadcast_to(v, (n,)) for v in row], dtype=np.float64)
-        return np.array(row, dtype=np.float64)[:, None]
     if member:
         return MemberTable(np.array([[np.broadcast_to(v, (n,)) for v in row]
                                      for row in values], dtype=np.float64))

@@ -516,8 +516,6 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             dtype = {"bool": bool, "int": np.intp}.get(shape[0] if shape else None, np.float64)
             dims = tuple({"N": n, "C": n_c}.get(d, d) for d in shape if d not in ("bool", "int"))
             made[name] = np.zeros(dims, dtype=dtype)
-            if "rows" in tr.tables.get(name, {}):
-                made[name][-1] = True       # a lookup's else: its last test always holds
         return made[name]
     out = []
     for name in tr.names:
