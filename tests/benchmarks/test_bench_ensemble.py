@@ -14,9 +14,12 @@ asserted; every run's metrics are compared with its own run's (the tests compare
 signal). Run: python -m pytest -m bench -s tests/benchmarks/test_bench_ensemble.py
 """
 
+from dataclasses import replace
+
 import pytest
 
 from cluster.sweep import final, lhs, maximum, sweep
+from cosim import Simulator
 from tests.benchmarks.test_bench_sweep import interleaved, load
 from tests.cluster import sweep_models as sm
 
@@ -57,4 +60,53 @@ def test_bench_ensemble_of_a_swept_model(case):
     print(f"  ensemble vs one by one: {best['one by one'] / best[f'ensemble={n}']:.1f}x wall, "
           f"{cpu['one by one'] / cpu[f'ensemble={n}']:.1f}x CPU; path: {', '.join(paths)}; "
           f"every run's metrics equal to its own run's: {same}")
+    assert same
+
+
+#: Relay thermostat runs: 20 s at dt 0.01 (RK4), about 15 switches each.
+RELAY_RUNS = 200
+
+
+@pytest.mark.bench
+def test_bench_ensemble_of_a_relay_thermostat():
+    """Switches located per member: each member's step that switches runs on its own
+    interpreter, the others vectorised. Every member's switch times and logs are compared
+    with its own run's."""
+    from cosim.fastpath.ensemble_run import run_members
+    n = RELAY_RUNS
+    config = replace(sm.THERMOSTAT_CONFIG, t_end=20.0)
+    points = lhs({"t_on": (18.0, 20.0), "t_off": (20.5, 22.0), "ua": (0.1, 0.25),
+                  "q": (6.0, 9.0)}, n, seed=1)
+    out, cpu = {}, {}
+
+    def alone():
+        runs = []
+        for p in points:
+            m = sm.thermostat()
+            m.parameters.update(p)
+            sim = Simulator(m, config)
+            runs.append((sim.run(), list(sim.switch_log)))
+        out["alone"] = runs
+
+    def together():
+        m = sm.thermostat()
+        m.parameters.update(points[0])
+        sim = Simulator(m, config)
+        sim.initialize()
+        switches: list = []
+        logs = run_members(sim, m, points, switches=switches)
+        out["ensemble"] = list(zip(logs, switches))
+    best = interleaved({"one by one": alone, f"ensemble={n}": together}, 2, cpu)
+    same = all(s == s2 and all(a[k].tobytes() == b[k].tobytes() for k in a)
+               for (a, s), (b, s2) in zip(out["alone"], out["ensemble"]))
+    n_switch = sum(len(s) for _, s in out["alone"])
+    print(f"\nrelay thermostat (8 blocks, relay on the room's continuous temperature, RK4, "
+          f"dt 0.01, 20 s), {n} runs, {n_switch} located switches, best of 2 interleaved "
+          f"({load()}):")
+    for name, t in best.items():
+        print(f"  {name:<16} {n / t:8.1f} runs/s wall  {n / cpu[name]:8.1f} runs/s CPU")
+    print(f"  ensemble vs one by one: {best['one by one'] / best[f'ensemble={n}']:.1f}x wall, "
+          f"{cpu['one by one'] / cpu[f'ensemble={n}']:.1f}x CPU; path: translated, "
+          f"switching steps on each member's interpreter; every member's logs and switch "
+          f"times equal to its own run's: {same}")
     assert same
