@@ -12,15 +12,19 @@ an operand of a numpy call they become 0-d arrays (numpy's scalar path is slower
 Runge–Kutta combinations of all continuous-state components run as one call per term on
 ``(n_c, N)`` arrays.
 
-Only what translates exactly is accepted (else :class:`~cosim.fastpath.runtime.Unsupported`):
-``+ - * /``, unary ``- +``, ``abs``, comparisons and conditional expressions. Errors follow
-Python's floats: a division by zero or an invalid operation raises (numpy is told to), an
-overflow gives inf.
+Only what translates exactly is accepted (else :class:`~cosim.fastpath.runtime.Unsupported`,
+naming the block): ``+ - * /``, unary ``- +``, ``abs``, ``min``/``max``, comparisons (chained
+too), ``and``/``or``/``not``, conditional expressions (a branch per member; a branch that can
+raise computed only for the members that take it; a chain over one value against constants,
+a lookup table's, as gathers), ``math.*`` functions (called per member: numpy's differ by an
+ulp). Errors follow Python's floats: a division by zero raises (divisors are checked), an
+overflow gives inf and inf - inf NaN (numpy's flags are off).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import math
 import re
 
@@ -104,8 +108,8 @@ class Translation:
     tables : dict of str to dict
         Constant arrays of the lookups (:meth:`_Translator._piecewise`), made once per run
         by :func:`make_table`: ``texts`` (the source of each entry: constants, which may be
-        members' arrays), ``kind`` (float, int, bool, or chain: a :class:`Chain` of the
-        tests ``ops``), ``gather`` (a table gathered per member).
+        members' arrays, one list per slot), ``kind`` (float: a table gathered per member;
+        int, bool; chain: a :class:`Chain` of the tests ``ops``).
     """
 
     def __init__(self):
@@ -265,6 +269,11 @@ class _Translator:
             a = self.operand(node.left, stacked, mask)
             b = self.operand(node.right, stacked, mask)
             out = dst or self._temp(shape)
+            if isinstance(node.op, ast.Div):
+                # Python raises on every division by zero (0/0, x/-0.0 too), numpy on some:
+                # the divisors are checked (numpy's own flags are off, as Python's
+                # arithmetic sets none: inf - inf is NaN in a run).
+                self.lines.append(f"_nonzero({b}, {mask})")
             self._call_text(_BINOPS[type(node.op)], [a, b], out, mask)
             return True, out
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -392,10 +401,10 @@ class _Translator:
 
         Every test compares one left side ``L`` with a constant; every branch is safe and the
         branches fall into a few templates that differ only in constants (``a * (L - b) +
-        c``). Each member's branch is the first whose test holds (``argmax`` over the
-        tests' rows, a last row always true for the ``else``); each template is evaluated
-        once, on its constants gathered per member (per-member tables are data), so each
-        member computes its own branch's operations on its own branch's values.
+        c``). Each member's branch is the first whose test holds (:class:`Chain`); each
+        template is evaluated once, on its constants gathered per member (per-member tables
+        are data), so each member computes its own branch's operations on its own branch's
+        values.
         """
         tests, values = chain
         lefts = {ast.dump(t.left) for t in tests if isinstance(t, ast.Compare)}
@@ -430,17 +439,19 @@ class _Translator:
             n_s = len(slots[shape][0])
             texts = [[slots[shape][inside.index(b) if b in inside else 0][s]
                       for b in range(len(values))] for s in range(n_s)]
-            table = self._table(f"{tid}_g{g}", texts, gather=True)
-            vals = self._buffer(f"{tid}_v{g}", (n_s, "N"))
-            self.lines.append(f"_gather({table}, {idx}, {vals})")
-            names = [self._view(f"{vals}_{s}", vals, s) for s in range(n_s)]
+            names = []
+            if n_s:
+                table = self._table(f"{tid}_g{g}", texts)
+                vals = self._buffer(f"{tid}_v{g}", (n_s, "N"))
+                self.lines.append(f"_gather({table}, {idx}, {vals})")
+                names = [self._view(f"{vals}_{s}", vals, s) for s in range(n_s)]
             if g == 0:
                 target = out
             elif shape == "_P0":
                 target = names[0]           # a constant branch: the gathered value itself
             else:
                 target = self._temp("N")
-            if target != names[0] or shape != "_P0":
+            if shape != "_P0" or target != names[0]:
                 saved = self.member
                 self.member = saved | set(names)
                 self.expr(_fill(ast.parse(shape, mode="eval").body, names), target, False,
@@ -458,11 +469,10 @@ class _Translator:
             return dst
         return out
 
-    def _table(self, name: str, texts: list[str], kind: str = "float",
-               gather: bool = False) -> str:
+    def _table(self, name: str, texts: list[list[str]], kind: str = "float") -> str:
         """A constant array made once per run from constants' sources (see
         :attr:`Translation.tables`)."""
-        self.out.tables[name] = {"texts": texts, "kind": kind, "gather": gather}
+        self.out.tables[name] = {"texts": texts, "kind": kind}
         self._buffer(name, ("table",))
         return name
 
@@ -845,7 +855,6 @@ class _Slots(ast.NodeTransformer):
 
 def _template(node) -> tuple[str, list[str]]:
     """``(source with slots, constants' sources)`` of an expression (see :class:`_Slots`)."""
-    import copy
     slots = _Slots()
     tree = slots.visit(copy.deepcopy(node))
     return ast.unparse(tree), slots.consts
@@ -959,11 +968,18 @@ class Chain:
         np.argmax(self.rows, 0, out=idx)
 
 
+def _nonzero(divisor, where=None) -> None:
+    """Raise ZeroDivisionError as a run's float division does when a divisor (of the
+    members ``where`` selects) is zero."""
+    if not (divisor.all() if where is None else np.logical_or(divisor, ~where).all()):
+        raise ZeroDivisionError("float division by zero")
+
+
 def _branch(chain, left, idx) -> None:
     chain(left, idx)
 
 
-UFUNCS.update(_mapf=_mapf, _gather=_gather, _branch=_branch)
+UFUNCS.update(_mapf=_mapf, _gather=_gather, _branch=_branch, _nonzero=_nonzero)
 
 
 def make_table(spec: dict, value_of, n: int):

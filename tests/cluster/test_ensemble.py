@@ -394,3 +394,23 @@ def test_a_relay_loop_sweeps_in_translated_ensembles():
     together = sweep(sm.relay_loop, config, points, reducers, backend="serial", ensemble=6)
     assert [(r["y"], r["r_peak"]) for r in together] == [(r["y"], r["r_peak"]) for r in alone]
     assert [e["path"] for e in together.ensembles] == ["translated"]
+
+
+def test_a_member_that_blows_up_stays_in_the_translated_ensemble():
+    """An unstable member overflows to inf and then NaN (inf - inf), as its own run does
+    without raising: the other members stay vectorised with it, every value bit for bit."""
+    from cosim.fastpath.ensemble_run import run_members
+    config = SimulationConfig(dt=1e-2, t_end=1.0, solver="RK4")
+    points = [{"kp": 2.0}, {"kp": 1e5}, {"kp": 4.0}]
+    m = sm.pi_loop()
+    sim = Simulator(m, config)
+    sim.initialize()
+    got = run_members(sim, m, points)
+    assert np.isnan(got[1]["plant.out"][-1, 0]) and np.isfinite(got[0]["plant.out"][-1, 0])
+    for params, mine in zip(points, got):
+        alone = own_run(sm.pi_loop, config, params)
+        for key in alone:
+            assert same_bits(mine[key], alone[key]), (params, key)
+    rows = sweep(sm.pi_loop, config, points, {"y": final("plant.out")}, backend="serial",
+                 ensemble=3)
+    assert [e["path"] for e in rows.ensembles] == ["translated"]
