@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from cosim.fastpath import ensemble
+from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
@@ -360,7 +360,7 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
         while len(_compiled) > 8:
             _compiled.pop(next(iter(_compiled)))
     tr, code = hit
-    ns.update(ensemble.UFUNCS)
+    ns.update(ensemble_ops.UFUNCS)
     ns.update(math=math)
     exec(code, ns)
     for text in tr.not_nan:
@@ -528,7 +528,7 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             text = tr.zero_d[name]
             out.append(np.array(float(eval(text, ns))))
         elif name in tr.buffers and tr.buffers[name] == ("table",):
-            out.append(ensemble.make_table(tr.tables[name], value_of, n))
+            out.append(ensemble_ops.make_table(tr.tables[name], value_of, n))
         elif name in tr.buffers:
             out.append(buffer(name))
         elif name[0] == "x":
