@@ -378,19 +378,35 @@ class Ratio(_Block):
         return _Kernel({"out": "(u_a / u_b if u_b != 0.0 else 0.0)"})
 
 
+class Above(_Block):
+    """``out = 1`` where ``b != 0 and a / b > 0.5``, else 0: the right operand of ``and``
+    raises where its own run never evaluates it."""
+
+    input_ports = ("a", "b")
+
+    def output_update(self, t, dt):
+        import numpy as np
+        a, b = float(self.inputs["a"][0]), float(self.inputs["b"][0])
+        self.outputs["out"] = np.array([1.0 if b != 0.0 and a / b > 0.5 else 0.0])
+
+    def kernel(self):
+        return _Kernel({"out": "(1.0 if u_b != 0.0 and u_a / u_b > 0.5 else 0.0)"})
+
+
 def guarded():
-    """A lag divided by a step to ``den`` at 0.1 s through :class:`Ratio` (a member with
-    ``den = 0`` takes the other branch: its own run never divides by zero), and a discrete
+    """A lag divided by a step to ``den`` at 0.1 s through :class:`Ratio` and compared by
+    :class:`Above` (a member with ``den = 0`` takes the other branch: its own run never
+    divides by zero), and a discrete
     PID (sample 50 ms) on the quotient whose derivative gain ``kd`` is structural (``kd =
     0`` drops the derivative's state)."""
     from blocks import DiscretePID
     m = lag()
     m.parameters.update({"den": 1.0, "kd": 0.0})
-    m.add(Step("d", step_time=0.1, initial=1.0, final="=den"), Ratio("q"),
+    m.add(Step("d", step_time=0.1, initial=1.0, final="=den"), Ratio("q"), Above("above"),
           DiscretePID("pid", kp=1.5, ki=0.5, kd="=kd", N=10.0, lower=-1.0, upper=1.0,
                       sample_time=0.05))
-    m.connect("plant.out", "q.a")
-    m.connect("d.out", "q.b")
+    m.connect("plant.out", "q.a", "above.a")
+    m.connect("d.out", "q.b", "above.b")
     m.connect("q.out", "pid.in")
     return m
 

@@ -261,15 +261,19 @@ def test_limits_lookups_and_switches_act_and_every_signal_is_bit_identical(case)
 
 
 def test_a_branch_that_raises_is_computed_only_for_the_members_that_take_it():
-    """``a / b if b != 0 else 0``: a member with b = 0 runs alone without dividing by zero,
-    so it must in the ensemble too (guarded evaluation, not both branches for all)."""
+    """``a / b if b != 0 else 0`` and ``b != 0 and a / b > 0.5``: a member with b = 0 runs
+    alone without dividing by zero, so it must in the ensemble too (guarded evaluation, not
+    both branches, both operands, for all)."""
     from cosim.fastpath.ensemble_run import run_members
-    points = [{"den": 2.0, "kd": 0.0}, {"den": 0.0, "kd": 0.0}, {"den": -0.5, "kd": 0.0}]
+    points = [{"den": 2.0, "kd": 0.0}, {"den": 0.0, "kd": 0.0}, {"den": 0.3, "kd": 0.0}]
+    config = _all_logged(sm.guarded, sm.CONFIG)
     m = sm.guarded()
-    sim = Simulator(m, sm.CONFIG)
+    sim = Simulator(m, config)
     sim.initialize()
-    for params, mine in zip(points, run_members(sim, m, points), strict=True):
-        alone = own_run(sm.guarded, sm.CONFIG, params)
+    got = run_members(sim, m, points)
+    assert {float(v) for g in got for v in g["above.out"].ravel()} == {0.0, 1.0}
+    for params, mine in zip(points, got, strict=True):
+        alone = own_run(sm.guarded, config, params)
         for key in alone:
             assert same_bits(mine[key], alone[key]), (params, key)
 
