@@ -62,7 +62,8 @@ class Translation:
         the caller allocates; member values ``x<i>``, ``c<i>`` and varying constants are
         given by the caller.
     zero_d : dict of str to str
-        0-d constant name -> the scalar source it holds (a literal or a shared constant).
+        Constant name -> the source of the value it holds: a literal or shared constant
+        (a 0-d array), or a constant expression of members' constants (``(N,)``).
     not_nan : set of str
         Constants the code takes to be no NaN for any member (a ``min``/``max`` limit, see
         :meth:`_Translator._extremum`): the caller checks them.
@@ -191,14 +192,16 @@ class _Translator:
         return self._buffer(f"_t{shape}{n}", {"N": ("N",), "C": ("C", "N"), "B": ("bool", "N"),
                                              "BC": ("bool", "C", "N")}[shape])
 
-    def _zero_d(self, text: str) -> str:
-        """A 0-d array holding the constant scalar ``text`` (a literal or shared constant)."""
+    def _zero_d(self, text: str, member: bool = False) -> str:
+        """A 0-d array holding the constant scalar ``text`` (a literal or shared constant),
+        or with ``member`` the ``(N,)`` array of a constant expression of members' constants
+        (both made once per run from ``text``)."""
         for name, t in self.out.zero_d.items():
             if t == text:
                 return name
         name = f"_z{len(self.out.zero_d)}"
         self.out.zero_d[name] = text
-        self._buffer(name, ())
+        self._buffer(name, ("N",) if member else ())
         return name
 
     # -- expressions -------------------------------------------------------------------------
@@ -224,6 +227,10 @@ class _Translator:
                 return True, dst
             return False, ast.unparse(node)
         shape = "C" if stacked else "N"
+        if isinstance(node, ast.UnaryOp) and _constant(node) and dst is None:
+            # A member's negated constant (``-_k3``, a negative parameter): made once per
+            # run (the negation is exact), not per evaluation.
+            return True, self._zero_d(ast.unparse(node), member=True)
         if isinstance(node, ast.Name):
             if dst is not None and dst != node.id:
                 self.lines.append(f"_copyto({dst}, {node.id})")

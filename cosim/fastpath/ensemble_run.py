@@ -526,7 +526,8 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             out.append(members[name])
         elif name in tr.zero_d:
             text = tr.zero_d[name]
-            out.append(np.array(float(eval(text, ns))))
+            v = eval(text, ns, dict(members))
+            out.append(np.array(v if isinstance(v, np.ndarray) else float(v)))
         elif name in tr.buffers and tr.buffers[name] == ("table",):
             out.append(ensemble_ops.make_table(tr.tables[name], value_of, n))
         elif name in tr.buffers:
