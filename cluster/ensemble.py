@@ -134,13 +134,15 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
     -------
     list of (dict, str)
         Each run's row and an empty structure digest (see
-        :func:`cluster.sweep_worker.execute`); ``wall_time`` is the ensemble's share per run.
+        :func:`cluster.sweep_worker.execute`); ``wall_time`` is the ensemble's share per run;
+        :data:`PATH_KEY` says how the ensemble ran (translated, or copies and why).
 
     Raises
     ------
     Exception
-        Whatever the ensemble's simulation raised (the caller runs the members one by one
-        to give each its own row).
+        Whatever the ensemble's simulation raised, or Unsupported for a model with modes
+        that does not translate (the caller runs the members one by one, to give each its
+        own row, and says why).
     """
     start = time.perf_counter()
     from cosim.fastpath.runtime import Unsupported
@@ -173,8 +175,8 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
 
 def _translated(model_source, config, runs: Sequence[Run]) -> tuple[list, int]:
     """Each run's logs from the ensemble translation of the scalar fast path, and the
-    number of structures they took: runs whose parameters change the structure (a sample
-    time, a table's length) run as an ensemble of their own structure."""
+    number of structures they took: runs whose parameters change the structure (a table's
+    length, a PID's ``kd = 0``) run as an ensemble of their own structure."""
     from cluster.sweep_worker import build
     from cosim import Simulator
     from cosim.fastpath.ensemble_run import run_members
