@@ -407,17 +407,24 @@ class _Translator:
         # The group of the most branches first, computed into the result; the others are
         # copied over it where members take them.
         order = sorted(groups, key=lambda g: (-len(groups[g]), groups[g][0]))
+        # Every group's constants in one table, gathered in one call: a group's rows are
+        # its slots, each entry its branch's constant (another group's branches take the
+        # group's first: computed, never selected).
+        texts, first_row = [], []
+        for shape in order:
+            inside = groups[shape]
+            first_row.append(len(texts))
+            texts += [[slots[shape][inside.index(b) if b in inside else 0][s]
+                       for b in range(len(values))] for s in range(len(slots[shape][0]))]
+        rows = []
+        if texts:
+            table = self._table(f"{tid}_g", texts)
+            vals = self._buffer(f"{tid}_v", (len(texts), "N"))
+            self.lines.append(f"_gather({table}, {idx}, {vals})")
+            rows = [self._view(f"{vals}_{r}", vals, r) for r in range(len(texts))]
         for g, shape in enumerate(order):
             inside = groups[shape]
-            n_s = len(slots[shape][0])
-            texts = [[slots[shape][inside.index(b) if b in inside else 0][s]
-                      for b in range(len(values))] for s in range(n_s)]
-            names = []
-            if n_s:
-                table = self._table(f"{tid}_g{g}", texts)
-                vals = self._buffer(f"{tid}_v{g}", (n_s, "N"))
-                self.lines.append(f"_gather({table}, {idx}, {vals})")
-                names = [self._view(f"{vals}_{s}", vals, s) for s in range(n_s)]
+            names = rows[first_row[g]:first_row[g] + len(slots[shape][0])]
             if g == 0:
                 target = out
             elif shape == "_P0":
