@@ -75,9 +75,15 @@ class Strategy:
         :meth:`const`).
     vector : bool
         Whether the run state holds the flat values as numpy arrays (else Python lists).
+    locate_modes : bool
+        Hold the modes of blocks with switching surfaces through each Runge–Kutta step and
+        hand the steps that change a surface's sign to ``_located(k, flags, held, slots)``
+        (an ensemble's scalar code, :mod:`cosim.fastpath.ensemble_run`; False by default:
+        such plans run on the interpreter).
     """
 
     vector = False
+    locate_modes = False
 
     def __init__(self, groups: list[list[int]], label: str):
         self.groups = groups
@@ -383,8 +389,7 @@ class _Writer:
         minor = [g for g in s.groups if plan.continuous[g[0]]]
         # Modes held through the step, and the steps that change a switching surface's sign
         # handed to the caller (``_located``): only for a strategy that asks (ensembles).
-        modes = [g for g in minor if self.kernels[g[0]].surfaces] \
-            if getattr(s, "locate_modes", False) else []
+        modes = [g for g in minor if self.kernels[g[0]].surfaces] if s.locate_modes else []
         current = not held and not modes and not any(
             guard(plan.tasks[plan.task_of[g[0]]]) is not None or
             any(STATE.search(text) for text in self.kernels[g[0]].outputs.values())
