@@ -352,7 +352,7 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
     ns = dict(fast.fn.__globals__)
     members = const_values(entry.consts, ns, ref_kernels, differ, n)
     n_c = sim.state.X.size
-    key = (fast.source, frozenset(members))
+    key = (fast.source, frozenset(members), ensemble.EXTREMA_EXACT)
     hit = _compiled.get(key)
     if hit is None:
         tr = ensemble.translate(fast.source, set(members), n_c, _owners(sim, fast))

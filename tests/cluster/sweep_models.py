@@ -451,3 +451,25 @@ def bouncing():
 
 def _bounce(v):
     return -0.8 * v
+
+
+def zeros_and_nan():
+    """Limits and extrema fed signed zeros (``-c`` for ``c = 0.0``) and NaN (``inf - inf``
+    when ``g`` overflows ``1e308``): a run's ``min``/``max`` keep the first argument on ties
+    and when a later one is NaN."""
+    from blocks import Constant, Gain, MinMax, Saturation, Sum
+    m = Model("zeros", parameters={"c": 0.0, "g": 0.5})
+    m.add(Constant("c", "=c"), Gain("neg", -1.0), Constant("zero", 0.0),
+          Constant("nzero", -0.0), Saturation("a", lower=0.0, upper=1.0),
+          Saturation("b", lower=-1.0, upper=-0.0), MinMax("hi", "max"), MinMax("lo", "min"),
+          Constant("big", 1e308), Gain("g", "=g"), Sum("nan", "+-"),
+          Saturation("n", lower="=-c", upper=2.0), MinMax("nmax", "max"))
+    m.connect("c.out", "neg.in")
+    m.connect("neg.out", "a.in", "b.in", "hi.in1", "lo.in2")
+    m.connect("zero.out", "hi.in2")
+    m.connect("nzero.out", "lo.in1")
+    m.connect("big.out", "g.in")
+    m.connect("g.out", "nan.in1", "nan.in2")
+    m.connect("nan.out", "n.in", "nmax.in2")
+    m.connect("neg.out", "nmax.in1")
+    return m

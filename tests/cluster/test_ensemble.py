@@ -418,3 +418,27 @@ def test_a_member_that_blows_up_stays_in_the_translated_ensemble():
     rows = sweep(sm.pi_loop, config, points, {"y": final("plant.out")}, backend="serial",
                  ensemble=3)
     assert [e["path"] for e in rows.ensembles] == ["translated"]
+
+
+@pytest.mark.parametrize("extrema", [True, False], ids=["numpy extrema", "compare and copy"])
+def test_limits_select_signed_zeros_and_nan_as_a_run_does(monkeypatch, extrema):
+    """Both translations of min/max (numpy's extrema where the probe allows, else a
+    comparison and a masked copy) select what a run selects: ties of 0.0 and -0.0, NaN."""
+    from cosim.fastpath import ensemble
+    from cosim.fastpath.ensemble_run import run_members
+    if extrema and not ensemble.EXTREMA_EXACT:
+        pytest.skip("numpy's extrema select otherwise on this machine (the probe says so)")
+    monkeypatch.setattr(ensemble, "EXTREMA_EXACT", extrema)
+    points = [{"c": 0.0, "g": 0.5}, {"c": -0.0, "g": 10.0}, {"c": 0.5, "g": 10.0},
+              {"c": -2.0, "g": 0.5}]
+    config = _all_logged(sm.zeros_and_nan, SimulationConfig(dt=0.1, t_end=0.3))
+    m = sm.zeros_and_nan()
+    m.parameters.update(points[0])
+    sim = Simulator(m, config)
+    sim.initialize()
+    got = run_members(sim, m, points)
+    assert np.signbit(got[0]["a.out"][0, 0]) and np.isnan(got[1]["n.out"][0, 0])
+    for params, mine in zip(points, got, strict=True):
+        alone = own_run(sm.zeros_and_nan, config, params)
+        for key in alone:
+            assert same_bits(mine[key], alone[key]), (params, key)
