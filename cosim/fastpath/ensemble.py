@@ -442,7 +442,7 @@ class _Translator:
                                                      for b in range(len(values))]],
                                     kind="bool")
                 sel = self._temp("B")
-                self.lines.append(f"_take({where}[0], {idx}, out={sel})")
+                self.lines.append(f"_take({where}[0], {idx}, out={sel}, mode='clip')")
                 self.lines.append(f"_copyto({out}, {target}, where={sel})")
         if dst is not None and out != dst:
             self.lines.append(f"_copyto({dst}, {out})")

@@ -73,14 +73,17 @@ class MemberTable:
 
     def gather(self, idx, out) -> None:
         np.add(self.base, idx, out=self.at)
-        np.take(self.flat, self.at, out=out)
+        np.take(self.flat, self.at, out=out, mode="clip")
 
+
+# Every index taken is in range by construction: ``mode="clip"`` spares numpy the copy of
+# ``out`` that its bounds check ("raise") makes (about half a take's time here).
 
 def _gather(table, idx, out) -> None:
     """Each member's entry ``idx[m]`` of each slot of a lookup's constants (shared or its
     own): ``out[s, m] = table[s, idx[m]]``."""
     if isinstance(table, np.ndarray):
-        np.take(table, idx, axis=1, out=out)
+        np.take(table, idx, axis=1, out=out, mode="clip")
     else:
         table.gather(idx, out)
 
@@ -142,7 +145,8 @@ class Chain:
 
     def __call__(self, left, idx) -> None:
         if self.lut is not None:
-            np.take(self.lut, np.searchsorted(self.edges, left, "right"), out=idx)
+            np.take(self.lut, np.searchsorted(self.edges, left, "right"), out=idx,
+                    mode="clip")
             return
         for j, (op, col) in enumerate(zip(self.ops, self.cols)):
             UFUNCS[op](left, col[0], out=self.rows[j])
