@@ -23,9 +23,14 @@ exactly as its own run does), the others keep the vectorised step. Copies in one
 cannot do that (every member's step would be cut at any member's switch): such a model that
 does not translate runs one run at a time, and says why.
 
+Zero crossings of a continuous state (events that reset states or call back, without
+stopping the run) are located the same way: a member whose watched state changes sign in a
+step has that step run on its own interpreter, which locates and fires the event.
+
 What an ensemble cannot share is refused before it runs: an adaptive solver would choose one
-step for all members (each member's step would depend on the others), events (ZeroCrossing,
-Scheduled) are located per run and not per member; co-simulations run their own units.
+step for all members (each member's step would depend on the others); scheduled events,
+crossings of signals and stopping events are not located per member; co-simulations run
+their own units.
 """
 
 from __future__ import annotations
@@ -79,11 +84,17 @@ def check_ensemble(model, config) -> None:
             problems.append(f"solver {config.solver!r} is {what} over all members, so no "
                             "member would compute as it does alone; use an explicit "
                             "fixed-step solver (RK4, SSPRK22, ...)")
-    events = getattr(model, "events", None)
-    if events:
-        problems.append(f"model {model.name!r} has events ({', '.join(e.name for e in events)}"
-                        "), located in time per run: an ensemble does not locate them per "
-                        "member (mode switches of blocks such as Relay it does)")
+    from cosim.compile.flatten import split_ref
+    from cosim.model.events import ZeroCrossing
+    # Zero crossings of a continuous state are located per member (the member's step run
+    # on its own interpreter); what an ensemble cannot locate per member is refused.
+    others = [e.name for e in getattr(model, "events", None) or []
+              if not isinstance(e, ZeroCrossing) or split_ref(e.watch) is not None or e.stop]
+    if others:
+        problems.append(f"model {model.name!r} has events ({', '.join(others)}) that an "
+                        "ensemble does not locate per member: only zero crossings of a "
+                        "continuous state that do not stop the run are (scheduled events, "
+                        "crossings of signals and stopping events are not)")
     if config is not None and not problems:
         from cosim import compile_model
         try:

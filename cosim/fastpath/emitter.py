@@ -84,6 +84,9 @@ class Strategy:
 
     vector = False
     locate_modes = False
+    #: With ``locate_modes``: continuous-state slots whose zero crossings are watched too,
+    #: ``(slot, "rising" | "falling" | "both")`` (an ensemble's events).
+    watched: tuple = ()
 
     def __init__(self, groups: list[list[int]], label: str):
         self.groups = groups
@@ -407,20 +410,26 @@ class _Writer:
             return lines
 
         first = stage(0, "C", "t")
-        if modes:
-            first = ["_tickstart()", *first, *self.surfaces(modes, "vp", "C", "t")]
+        # Zero crossings of continuous states watched (ensembles' events): ``(slot, rule)``.
+        watched = list(s.watched) if s.locate_modes else []
+        if modes or watched:
+            first = ["_tickstart()", *first, *self.surfaces(modes, watched, "vp", "C", "t")]
         segments = [([f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"], first, None)]
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
             segments.append(([], s.stage_sum("Z", tm), ("Z", tm)))
             segments.append(([f"ts = t + {node!r} * h"], stage(si, "Z", "ts"), None))
         segments.append(([], s.stage_sum("C", weights), ("C", weights)))
-        if modes:
+        if modes or watched:
             # The surfaces at the step's end (the interpreter's check after a solver step).
-            end = [st for g in minor for st in self.outputs(g, "C", "te", held=True)]
-            end += self.surfaces(modes, "vn", "C", "te")
-            count = sum(len(self.kernels[g[0]].surfaces) for g in modes)
-            flags = [f"vq{n} = (1.0 if vp{n} < 0.0 and vn{n} >= 0.0 or "
-                     f"vp{n} > 0.0 and vn{n} <= 0.0 else 0.0)" for n in range(count)]
+            end = [st for g in minor for st in self.outputs(g, "C", "te", held=True)] \
+                if modes else []
+            end += self.surfaces(modes, watched, "vn", "C", "te")
+            rules = ["both"] * sum(len(self.kernels[g[0]].surfaces) for g in modes) + \
+                [rule for _, rule in watched]
+            rising, falling = "vp{n} < 0.0 and vn{n} >= 0.0", "vp{n} > 0.0 and vn{n} <= 0.0"
+            test = {"rising": rising, "falling": falling, "both": f"{rising} or {falling}"}
+            flags = [f"vq{n} = (1.0 if {test[rule].format(n=n)} else 0.0)"
+                     for n, rule in enumerate(rules)]
             # What the steps read that is not computed inside them: the held outputs of the
             # blocks outside (``_located`` restores them for the member's own step).
             inside = {id(plan.blocks[i]) for g in minor for i in g}
@@ -429,17 +438,21 @@ class _Writer:
                            for p in plan.blocks[i].input_names
                            if (i, p) in driver and id(slots[driver[(i, p)]][0]) not in inside})
             held_in = "".join(f"{s.ref('S', [j])}, " for j in read)
-            end += flags + [f"_located(k, ({', '.join(f'vq{n}' for n in range(count))},), "
+            end += flags + [f"_located(k, ({', '.join(f'vq{n}' for n in range(len(rules)))},), "
                             f"({held_in}), {tuple(read)!r})"]
             segments.append(([f"te = {config.t0!r} + (k + 1) * {config.dt!r}"], end, None))
         return segments
 
-    def surfaces(self, modes, prefix: str, cvar: str, tvar: str) -> list[str]:
-        """``<prefix><n> = <surface n>`` of the mode blocks ``modes`` (groups), numbered on."""
+    def surfaces(self, modes, watched, prefix: str, cvar: str, tvar: str) -> list[str]:
+        """``<prefix><n> = <surface n>`` of the mode blocks ``modes`` (groups), then of the
+        watched continuous-state slots, numbered on."""
         out = []
         for g in modes:
             for text in self.kernels[g[0]].surfaces:
                 out.append(f"{prefix}{len(out)} = {self.subst(g, text, cvar, tvar)}")
+        for slot, _ in watched:
+            # ``+c``: a value of its own (a bare name would be bound to the state's array)
+            out.append(f"{prefix}{len(out)} = +{self.s.ref(cvar, [slot])}")
         return out
 
     def pieces(self, config, store, tab, n_c: int) -> tuple[list[str], list]:

@@ -120,7 +120,7 @@ def reusable(sim, model, fast=None) -> None:
                  if type(b).finalize is not Block.finalize), None)
     if ends is not None:
         raise Unsupported(f"block {ends} finalizes its run")
-    if getattr(model, "events", None):
+    if getattr(model, "events", None) and not getattr(fast, "watching", False):
         raise Unsupported(f"events ({', '.join(e.name for e in model.events)})")
     if cache.by_source(fast.source) is None:
         raise Unsupported("generated code not in the cache")
@@ -149,6 +149,35 @@ def why_not_fast(sim) -> str:
     return "a block's signals or states are not scalars"
 
 
+def _watched(sim) -> list[tuple[int, str]]:
+    """``(continuous-state slot, direction)`` of each of the model's events, which an
+    ensemble locates per member: zero crossings of a continuous state that do not stop the
+    run.
+
+    Raises
+    ------
+    Unsupported
+        Naming an event it cannot locate per member: a scheduled one, one watching a signal,
+        one that stops the run (each member's run would end at its own time).
+    """
+    from cosim.model.events import ZeroCrossing
+    events = getattr(sim, "events", None) or []
+    slices = {sim.plan.path_of[id(b)]: sl for b, sl in sim.interpreter.cslices}
+    out = []
+    for ev in events:
+        if not isinstance(ev, ZeroCrossing):
+            raise Unsupported(f"event {ev.name!r} is scheduled (only zero crossings of a "
+                              "continuous state are located per member)")
+        if ev.watch not in slices:
+            raise Unsupported(f"event {ev.name!r} watches the signal {ev.watch!r} (only "
+                              "zero crossings of a continuous state are located per member)")
+        if ev.stop:
+            raise Unsupported(f"event {ev.name!r} stops the run (each member would stop at "
+                              "its own time)")
+        out.append((slices[ev.watch].start + ev.index, ev.direction.value))
+    return out
+
+
 def scalar_fast_path(sim):
     """The scalar strategy's fast path of ``sim``'s plan: the simulator's own, or, where it
     chose the vector strategy (many blocks of one kind), one built for the ensemble
@@ -161,7 +190,8 @@ def scalar_fast_path(sim):
     """
     from cosim.run.eventmonitor import switching_blocks
     fast = sim.fast_path
-    modes = bool(switching_blocks(sim.plan)) and not getattr(sim, "events", None)
+    watched = _watched(sim)
+    modes = bool(switching_blocks(sim.plan)) or bool(watched)
     if fast is None and not modes:
         raise Unsupported(why_not_fast(sim))
     if fast is not None and not fast.vector:
@@ -178,16 +208,20 @@ def scalar_fast_path(sim):
     layout = Layout(plan, interp.cslices)
     strategy = Scalar(plan, layout, n_c)
     if modes:
-        # Modes held through each step; a step that changes a switching surface's sign is
-        # handed to ``_located`` (run again on the interpreter, member by member).
+        # Modes held through each step; a step that changes a switching surface's or a
+        # watched state's sign is handed to ``_located`` (run again on the interpreter,
+        # member by member).
         strategy.locate_modes = True
-        strategy.label += " (modes held)"
+        strategy.watched = tuple(watched)
+        strategy.label += f" (modes held, watching {strategy.watched})"
     # Its own run state's flat values: the simulator's stay its own path's.
     from cosim.run.state import RunState
     state = RunState(plan)
     state.X = sim.state.X.copy()
-    return emitter.build(plan, sim.config, state, sim.store, interp.solver, layout, kernels,
+    fast = emitter.build(plan, sim.config, state, sim.store, interp.solver, layout, kernels,
                          tab, strategy)
+    fast.watching = bool(watched)          # its events are located per member
+    return fast
 
 
 class Members:
@@ -303,7 +337,7 @@ def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
 
 
 def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = None,
-                switches: list | None = None) -> list:
+                switches: list | None = None, events: list | None = None) -> list:
     """Run ``sim``'s model for each parameter set of ``overrides`` as one ensemble.
 
     Parameters
@@ -323,6 +357,9 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
     switches : list, optional
         Filled with each member's located mode switches ``(t, block path)``, as its own
         run's ``Simulator.switch_log`` (a relay on a continuous signal).
+    events : list, optional
+        Filled with each member's events ``(t, name)``, as its own run's
+        ``Simulator.event_log`` (zero crossings of continuous states, located per member).
 
     Returns
     -------
@@ -393,6 +430,10 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
         switches[:] = [[] for _ in overrides]
         for m, j in enumerate(keep):
             switches[j] = located.switch_log(m) if located is not None else []
+    if events is not None:
+        events[:] = [[] for _ in overrides]
+        for m, j in enumerate(keep):
+            events[j] = located.event_log(m) if located is not None else []
     return out
 
 
@@ -472,6 +513,10 @@ class _Located:
     def switch_log(self, m: int) -> list:
         """Member ``m``'s located switches ``(t, block path)`` (none if it never switched)."""
         return list(self.sims[m][0].switch_log) if m in self.sims else []
+
+    def event_log(self, m: int) -> list:
+        """Member ``m``'s events ``(t, name)`` (none if it never crossed)."""
+        return list(self.sims[m][0].event_log) if m in self.sims else []
 
 
 def _owners(sim, fast) -> dict:

@@ -437,16 +437,23 @@ def thermostat():
 THERMOSTAT_CONFIG = SimulationConfig(dt=0.01, t_end=60.0, solver="RK4", log=["room.out"])
 
 
-def bouncing():
-    """A ball of restitution ``gain`` bouncing on a floor: a ZeroCrossing event."""
+def bouncing(stop: bool = False):
+    """A ball dropped from ``h0`` (thrown up at ``v0``) bouncing on a floor: a ZeroCrossing
+    event of its height resetting its velocity (with ``stop``, ending the run instead)."""
     from blocks import Constant, Integrator
     from cosim.model.events import ZeroCrossing
-    m = Model("bounce", parameters={"gain": 0.8})
-    m.add(Constant("g", -9.81), Integrator("v", 0.0), Integrator("x", 1.0))
+    m = Model("bounce", parameters={"gain": 0.8, "h0": 1.0, "v0": 0.0})
+    m.add(Constant("g", -9.81), Integrator("v", "=v0"), Integrator("x", "=h0"))
     m.connect("g.out", "v.in")
     m.connect("v.out", "x.in")
-    m.add_event(ZeroCrossing("floor", "x", direction="falling", reset={"v": _bounce}))
+    m.add_event(ZeroCrossing("floor", "x", direction="falling", reset={"v": _bounce},
+                             stop=stop))
     return m
+
+
+def stopping():
+    """:func:`bouncing` whose first impact ends the run."""
+    return bouncing(stop=True)
 
 
 def _bounce(v):

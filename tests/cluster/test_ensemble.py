@@ -195,8 +195,9 @@ def test_a_failing_member_fails_alone():
      r"solver 'RK45' is adaptive: one step size would be chosen over all members"),
     (sm.lag, SimulationConfig(dt=0.01, t_end=1.0, solver="BDF"),
      r"solver 'BDF' is (adaptive|implicit)"),
-    (sm.bouncing, sm.CONFIG, r"model 'bounce' has events \(floor\), located in time per "
-                             r"run: an ensemble does not locate them per member"),
+    (sm.stopping, sm.CONFIG, r"model 'bounce' has events \(floor\) that an ensemble does "
+                             r"not locate per member: only zero crossings of a continuous "
+                             r"state that do not stop the run are"),
     (sm.cosim_lag, sm.COSIM_CONFIG, r"co-simulations run their own units"),
 ])
 def test_what_an_ensemble_cannot_share_is_refused_before_any_run(tmp_path, factory, config,
@@ -442,3 +443,36 @@ def test_limits_select_signed_zeros_and_nan_as_a_run_does(monkeypatch, extrema):
         alone = own_run(sm.zeros_and_nan, config, params)
         for key in alone:
             assert same_bits(mine[key], alone[key]), (params, key)
+
+
+def test_zero_crossings_are_located_per_member_as_in_its_own_run():
+    """A ball bouncing (a ZeroCrossing of its height resetting its velocity): each member's
+    step with an impact runs on its own interpreter, which locates and fires the event;
+    every signal and every event time is the member's own run's."""
+    from cosim.fastpath.ensemble_run import run_members
+    points = [{"h0": 1.0, "v0": 0.0}, {"h0": 2.5, "v0": 1.0}, {"h0": 0.4, "v0": -2.0},
+              {"h0": 1.7, "v0": 3.0}]
+    config = SimulationConfig(dt=0.01, t_end=3.0, solver="RK4", log=["x.out", "v.out"])
+    m = sm.bouncing()
+    m.parameters.update(points[0])
+    sim = Simulator(m, config)
+    sim.initialize()
+    events: list = []
+    got = run_members(sim, m, points, events=events)
+    for params, mine, fired in zip(points, got, events, strict=True):
+        own = Simulator(_with(sm.bouncing(), params), config)
+        alone = own.run()
+        assert fired == own.event_log and len(fired) >= 2, params
+        for key in alone:
+            assert same_bits(mine[key], alone[key]), (params, key)
+    assert len({e[0][0] for e in events}) == len(points)      # each at its own time
+    reducers = {"x": final("x.out"), "v": final("v.out")}
+    alone = sweep(sm.bouncing, config, points, reducers, backend="serial")
+    together = sweep(sm.bouncing, config, points, reducers, backend="serial", ensemble=4)
+    assert [(r["x"], r["v"]) for r in together] == [(r["x"], r["v"]) for r in alone]
+    assert [e["path"] for e in together.ensembles] == ["translated"]
+
+
+def _with(model, params):
+    model.parameters.update(params)
+    return model
