@@ -171,9 +171,10 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     ensemble : int, optional
         Simulate this many runs at once as one model (:mod:`cluster.ensemble`; a Ray task or
         pool process runs one ensemble): with a fixed-step explicit solver every run's
-        results are bit for bit its own simulation's. Adaptive and implicit solvers, events,
-        algebraic loops and co-simulations are refused before the first run (mode switches,
-        a Relay's, are located per member).
+        results are bit for bit its own simulation's. Adaptive and implicit solvers,
+        scheduled or stopping events, crossings of signals, algebraic loops and
+        co-simulations are refused before the first run (mode switches, a Relay's, and zero
+        crossings of continuous states are located per member).
         Each ensemble runs the generated code translated for arrays of N members where it
         can, else as N copies in one model; the result's ``ensembles`` say which, and which
         block forced the copies (also logged, and counted on the progress bar).
