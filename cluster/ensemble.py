@@ -163,12 +163,12 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
     except Unsupported as err:
         # Not translatable: the copies, saying why. (A member that fails here fails there
         # too: the caller then runs the members one by one.) Copies of a block with modes
-        # would cut every member's step at any member's switch: the caller runs the members
-        # one by one instead, saying why.
-        switching = _switching(model_source)
-        if switching:
-            raise Unsupported(f"{err}; block {switching} switches modes, which copies in one "
-                              "model would locate for all members together") from None
+        # would cut every member's step at any member's switch (and a model's events are
+        # not copied): the caller runs the members one by one instead, saying why.
+        located = _located_in_time(model_source)
+        if located:
+            raise Unsupported(f"{err}; {located}, which copies in one model would locate "
+                              "for all members together") from None
         members = _copies(model_source, config, runs)
         how = f"copies: {err}"
     share = (time.perf_counter() - start) / len(runs)
@@ -212,8 +212,9 @@ def _translated(model_source, config, runs: Sequence[Run]) -> tuple[list, int]:
     return out, structures
 
 
-def _switching(model_source) -> str | None:
-    """The path of the first block of the model that switches modes (``has_modes``)."""
+def _located_in_time(model_source) -> str | None:
+    """What of the model is located in time per run (its events, the first block that
+    switches modes), said, or None."""
     from cluster.sweep_worker import build
     from cosim.model.diagram import Diagram
 
@@ -224,9 +225,13 @@ def _switching(model_source) -> str | None:
                 if found:
                     return found
             elif getattr(b, "has_modes", False):
-                return f"{prefix}{b.name} ({type(b).__name__})"
+                return f"block {prefix}{b.name} ({type(b).__name__}) switches modes"
         return None
-    return find(build(model_source), "")
+    model = build(model_source)
+    events = getattr(model, "events", None)
+    if events:
+        return f"its events ({', '.join(e.name for e in events)}) are located per run"
+    return find(model, "")
 
 
 def _copies(model_source, config, runs: Sequence[Run]) -> list:

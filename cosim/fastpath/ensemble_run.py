@@ -504,7 +504,10 @@ class _Located:
             path, port = self.signals[j]
             blocks[path]["outputs"][port] = np.array([v[m] if np.ndim(v) else v])
         sim.state.restore({**tree, "k": k, "X": arrays["C0"][:, m], "blocks": blocks})
-        sim.interpreter.integrate_tick(k)
+        if not sim.interpreter.integrate_tick(k) or sim.state.stop_requested:
+            # An event's callback stopped the member's run: its own run ends there.
+            raise Unsupported(f"member {m}'s run stopped at t = {sim.state.t_stop} (an event "
+                              "callback)")
         arrays["C"][:, m] = sim.state.X
         for path, name, local in self.states:
             if local in arrays:

@@ -476,3 +476,27 @@ def test_zero_crossings_are_located_per_member_as_in_its_own_run():
 def _with(model, params):
     model.parameters.update(params)
     return model
+
+
+def bounce_delayed():
+    """The bouncing ball with a transport delay (no fast-path kernel) on its height."""
+    from blocks import TransportDelay
+    m = sm.bouncing()
+    m.add(TransportDelay("d", delay=0.05))
+    m.connect("x.out", "d.in")
+    return m
+
+
+def test_events_that_do_not_translate_run_one_by_one_saying_why():
+    """Copies in one model cannot locate each member's events: such an ensemble runs its
+    members one by one, and says so, naming the block and the events."""
+    config = SimulationConfig(dt=0.01, t_end=1.0, solver="RK4")
+    points = [{"h0": 1.0}, {"h0": 0.5}]
+    alone = sweep(bounce_delayed, config, points, {"x": final("x.out")}, backend="serial")
+    rows = sweep(bounce_delayed, config, points, {"x": final("x.out")}, backend="serial",
+                 ensemble=2)
+    assert [r["x"] for r in rows] == [r["x"] for r in alone]
+    (e,) = rows.ensembles
+    assert e["path"] == "one by one"
+    assert "block d (TransportDelay) has no fast-path kernel; its events (floor) are " \
+           "located per run" in e["reason"]
