@@ -289,8 +289,9 @@ class Relay(Block):
     solver stages (fed by continuous state), it holds its on/off mode through each solver
     step and switches at the crossing located on the dense output (to 1e-12 s), so a relay
     in a continuous loop switches where the analytic solution does, with every solver; such a
-    model runs on the interpreter, not the generated fast path. Fast-path kernel: yes
-    (sampled use).
+    model runs on the interpreter, not the generated fast path (an ensemble's translated
+    code holds the mode through its steps and runs the steps that switch on the
+    interpreter, member by member). Fast-path kernel: yes.
     """
 
     def __init__(self, name: str, on_point: float = 0.5, off_point: float = -0.5,
@@ -335,5 +336,8 @@ class Relay(Block):
     def kernel(self):
         on = (f"(u_in >= {lit(self.on_point)} or "
               f"(x_on != 0.0 and u_in > {lit(self.off_point)}))")
+        held = f"({lit(self.on_value)} if x_on != 0.0 else {lit(self.off_value)})"
+        level = f"({lit(self.off_point)} if x_on != 0.0 else {lit(self.on_point)})"
         return Kernel({"out": f"({lit(self.on_value)} if {on} else {lit(self.off_value)})"},
-                      {"on": f"(1.0 if {on} else 0.0)"})
+                      {"on": f"(1.0 if {on} else 0.0)"}, held={"out": held},
+                      surfaces=(f"u_in - {level}",))

@@ -15,10 +15,22 @@ step costs a few numpy calls per block for all members together, and only the bl
 from parameter expressions are re-evaluated per member. The copies above are the fallback
 for what that translation does not take (the vector strategy, interpreter-only blocks).
 
+Blocks that switch modes at located times (a Relay reading a continuous signal) are
+translated too: the translated code holds each member's mode through its steps and, after
+each step, compares each member's switching surfaces; a member whose surface changed sign has
+that step run again on its own interpreter (the switch located on the solver's dense output,
+exactly as its own run does), the others keep the vectorised step. Copies in one model
+cannot do that (every member's step would be cut at any member's switch): such a model that
+does not translate runs one run at a time, and says why.
+
+Zero crossings of a continuous state (events that reset states or call back, without
+stopping the run) are located the same way: a member whose watched state changes sign in a
+step has that step run on its own interpreter, which locates and fires the event.
+
 What an ensemble cannot share is refused before it runs: an adaptive solver would choose one
-step for all members (each member's step would depend on the others), and events and
-mode switches (relays) located in time would cut every member's step where any one member
-switches; co-simulations run their own units.
+step for all members (each member's step would depend on the others); scheduled events,
+crossings of signals and stopping events are not located per member; co-simulations run
+their own units.
 """
 
 from __future__ import annotations
@@ -31,7 +43,12 @@ from cluster.sweep_design import Run
 from cluster.sweep_reducers import reduce_all
 from cosim.errors import ModelError
 
-__all__ = ["check_ensemble", "ensemble_model", "member", "run_ensemble"]
+__all__ = ["PATH_KEY", "check_ensemble", "ensemble_model", "member", "run_ensemble"]
+
+#: Key of a row saying how its ensemble ran: ``"translated"``, ``"copies: <why>"`` (the
+#: block that forced the copies) or ``"one by one: <why>"``; the sweep's driver takes it out
+#: of the row (:attr:`cluster.sweep.Rows.ensembles`).
+PATH_KEY = "_ensemble"
 
 
 def _prefix(r: Run) -> str:
@@ -67,18 +84,17 @@ def check_ensemble(model, config) -> None:
             problems.append(f"solver {config.solver!r} is {what} over all members, so no "
                             "member would compute as it does alone; use an explicit "
                             "fixed-step solver (RK4, SSPRK22, ...)")
-    if getattr(model, "events", None):
-        problems.append(f"model {model.name!r} has events, located in time for the whole "
-                        "ensemble (every member's step would be cut at any member's event)")
-
-    def modes(d: Diagram, prefix: str) -> None:
-        for b in d.blocks:
-            if isinstance(b, Diagram):
-                modes(b, f"{prefix}{b.name}/")
-            elif getattr(b, "has_modes", False):
-                problems.append(f"block {prefix}{b.name} ({type(b).__name__}) switches modes "
-                                "at located times (every member's step would be cut there)")
-    modes(model, "")
+    from cosim.compile.flatten import split_ref
+    from cosim.model.events import ZeroCrossing
+    # Zero crossings of a continuous state are located per member (the member's step run
+    # on its own interpreter); what an ensemble cannot locate per member is refused.
+    others = [e.name for e in getattr(model, "events", None) or []
+              if not isinstance(e, ZeroCrossing) or split_ref(e.watch) is not None or e.stop]
+    if others:
+        problems.append(f"model {model.name!r} has events ({', '.join(others)}) that an "
+                        "ensemble does not locate per member: only zero crossings of a "
+                        "continuous state that do not stop the run are (scheduled events, "
+                        "crossings of signals and stopping events are not)")
     if config is not None and not problems:
         from cosim import compile_model
         try:
@@ -129,27 +145,37 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
     -------
     list of (dict, str)
         Each run's row and an empty structure digest (see
-        :func:`cluster.sweep_worker.execute`); ``wall_time`` is the ensemble's share per run.
+        :func:`cluster.sweep_worker.execute`); ``wall_time`` is the ensemble's share per run;
+        :data:`PATH_KEY` says how the ensemble ran (translated, or copies and why).
 
     Raises
     ------
     Exception
-        Whatever the ensemble's simulation raised (the caller runs the members one by one
-        to give each its own row).
+        Whatever the ensemble's simulation raised, or Unsupported for a model with modes
+        that does not translate (the caller runs the members one by one, to give each its
+        own row, and says why).
     """
     start = time.perf_counter()
     from cosim.fastpath.runtime import Unsupported
     try:
-        members = _translated(model_source, config, runs)
-    except Unsupported:
-        # Not translatable: the copies. (A member that fails here fails there too: the
-        # caller then runs the members one by one.)
+        members, structures = _translated(model_source, config, runs)
+        how = "translated" + (f" ({structures} structures)" if structures > 1 else "")
+    except Unsupported as err:
+        # Not translatable: the copies, saying why. (A member that fails here fails there
+        # too: the caller then runs the members one by one.) Copies of a block with modes
+        # would cut every member's step at any member's switch (and a model's events are
+        # not copied): the caller runs the members one by one instead, saying why.
+        located = _located_in_time(model_source)
+        if located:
+            raise Unsupported(f"{err}; {located}, which copies in one model would locate "
+                              "for all members together") from None
         members = _copies(model_source, config, runs)
+        how = f"copies: {err}"
     share = (time.perf_counter() - start) / len(runs)
     out = []
     for r, mine in zip(runs, members):
         row = {"run_id": r.run_id, "index": r.index, **r.params, "status": "ok", "error": "",
-               "wall_time": share, "reducer_errors": ""}
+               "wall_time": share, "reducer_errors": "", PATH_KEY: how}
         values, row["reducer_errors"] = reduce_all(mine, reducers)
         row.update(values)
         if logs_dir is not None:
@@ -158,19 +184,54 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
     return out
 
 
-def _translated(model_source, config, runs: Sequence[Run]) -> list:
-    """Each run's logs from the ensemble translation of the scalar fast path."""
+def _translated(model_source, config, runs: Sequence[Run]) -> tuple[list, int]:
+    """Each run's logs from the ensemble translation of the scalar fast path, and the
+    number of structures they took: runs whose parameters change the structure (a table's
+    length, a PID's ``kd = 0``) run as an ensemble of their own structure."""
     from cluster.sweep_worker import build
     from cosim import Simulator
     from cosim.fastpath.ensemble_run import run_members
+    out: list = [None] * len(runs)
+    todo = list(range(len(runs)))
+    structures = 0
+    while todo:
+        model = build(model_source)
+        unknown = sorted({k for r in runs for k in r.params} - set(model.parameters))
+        if unknown:
+            raise ModelError(f"{', '.join(unknown)} not a parameter of model {model.name!r}")
+        model.parameters.update(runs[todo[0]].params)
+        sim = Simulator(model, config if config is not None else model.simulation)
+        sim.initialize()
+        others: list[int] = []
+        logs = run_members(sim, model, [runs[j].params for j in todo], others)
+        for j, mine in zip(todo, logs):
+            if mine is not None:
+                out[j] = mine
+        todo = [todo[j] for j in others]    # the first member (the reference) always ran
+        structures += 1
+    return out, structures
+
+
+def _located_in_time(model_source) -> str | None:
+    """What of the model is located in time per run (its events, the first block that
+    switches modes), said, or None."""
+    from cluster.sweep_worker import build
+    from cosim.model.diagram import Diagram
+
+    def find(d: Diagram, prefix: str) -> str | None:
+        for b in d.blocks:
+            if isinstance(b, Diagram):
+                found = find(b, f"{prefix}{b.name}/")
+                if found:
+                    return found
+            elif getattr(b, "has_modes", False):
+                return f"block {prefix}{b.name} ({type(b).__name__}) switches modes"
+        return None
     model = build(model_source)
-    unknown = sorted({k for r in runs for k in r.params} - set(model.parameters))
-    if unknown:
-        raise ModelError(f"{', '.join(unknown)} not a parameter of model {model.name!r}")
-    model.parameters.update(runs[0].params)
-    sim = Simulator(model, config if config is not None else model.simulation)
-    sim.initialize()
-    return run_members(sim, model, [r.params for r in runs])
+    events = getattr(model, "events", None)
+    if events:
+        return f"its events ({', '.join(e.name for e in events)}) are located per run"
+    return find(model, "")
 
 
 def _copies(model_source, config, runs: Sequence[Run]) -> list:

@@ -210,8 +210,13 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     ensemble : int, optional
         Simulate this many runs at once as one model (:mod:`cluster.ensemble`; a Ray task or
         pool process runs one ensemble): with a fixed-step explicit solver every run's
-        results are bit for bit its own simulation's. Adaptive and implicit solvers, events,
-        mode switches, algebraic loops and co-simulations are refused before the first run.
+        results are bit for bit its own simulation's. Adaptive and implicit solvers,
+        scheduled or stopping events, crossings of signals, algebraic loops and
+        co-simulations are refused before the first run (mode switches, a Relay's, and zero
+        crossings of continuous states are located per member).
+        Each ensemble runs the generated code translated for arrays of N members where it
+        can, else as N copies in one model; the result's ``ensembles`` say which, and which
+        block forced the copies (also logged, and counted on the progress bar).
     reuse_units : bool
         Co-simulated runs of a chunk (a task) reload their units into the Ray actors or
         server processes of the run before instead of starting new ones
@@ -220,8 +225,8 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
 
     Returns
     -------
-    list of dict
-        One row per run, sorted by index: ``run_id``, ``index``, the parameters, ``status``
+    Rows
+        A list of dicts, one row per run, sorted by index (and :attr:`Rows.ensembles`): ``run_id``, ``index``, the parameters, ``status``
         (``ok`` / ``failed``), ``error``, ``wall_time`` (s), one column per reducer, and
         ``reducer_errors`` (each failed reducer: ``"name: Exception: message"``).
 
@@ -288,11 +293,14 @@ def _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight, save_
     todo = [r for r in runs if r.run_id not in done]
     results: dict[str, dict] = {}
     structures: dict[int, str] = {}
+    ensembles: list[dict] = []
     if backend == "ray" and todo:
         pullers.start()         # Ray first: its start-up notices come before the bar
     bar = _Progress.open(len(runs), len(runs) - len(todo), progress)
 
     def finished(done: list[tuple[dict, str]]):
+        if ensemble is not None and done:
+            _ensemble_ran(done, ensembles, bar)
         for row, structure in done:
             results[row["run_id"]] = row
             structures[row["index"]] = structure
@@ -332,7 +340,45 @@ def _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight, save_
     if out is not None:
         write_parquet(rows, out / "results.parquet", fp)
     _report_structures(runs, structures)
-    return rows
+    return Rows(rows, sorted(ensembles, key=lambda e: e["runs"][0]))
+
+
+class Rows(list):
+    """The results table, one row per run (a list of dicts), with what ran:
+
+    Attributes
+    ----------
+    ensembles : list of dict
+        With ``ensemble=N``, each ensemble simulated by this call (runs resumed from the
+        results file are not): ``runs`` (their indices), ``path`` (``"translated"``: one
+        vectorised run of the generated code; ``"copies"``: one model holding a copy per
+        run; ``"one by one"``: each run alone, after the ensemble failed) and ``reason``
+        (why not translated: the block and what it needs, or the error).
+    """
+
+    def __init__(self, rows, ensembles=()):
+        super().__init__(rows)
+        self.ensembles = list(ensembles)
+
+
+def _ensemble_ran(done: list[tuple[dict, str]], ensembles: list, bar) -> None:
+    """Take the ensemble's path out of its rows (:data:`cluster.ensemble.PATH_KEY`), keep it
+    and say it: a warning for the first ensemble that did not translate, for each
+    reason; the progress bar counts the translated ones."""
+    from cluster.ensemble import PATH_KEY
+    how = ""
+    for row, _ in done:
+        how = row.pop(PATH_KEY, how) or how
+    path, _, reason = (how or "lost: its worker was lost").partition(": ")
+    entry = {"runs": [row["index"] for row, _ in done], "path": path.split(" (")[0],
+             "reason": reason}
+    if entry["path"] != "translated" and not any(
+            e["reason"] == reason and e["path"] == entry["path"] for e in ensembles):
+        log.warning("ensemble of runs %d-%d ran %s: %s", entry["runs"][0], entry["runs"][-1],
+                    "as copies" if entry["path"] == "copies" else entry["path"], reason)
+    ensembles.append(entry)
+    if bar is not None:
+        bar.ensemble(entry["path"] == "translated")
 
 
 def _report_structures(runs: list[Run], structures: dict[int, str]) -> None:
@@ -353,7 +399,19 @@ class _Progress:
     def __init__(self, bar):
         self.bar = bar
         self.failed = 0
+        self.ensembles = [0, 0]         # translated, not
         bar.set_postfix_str("failed 0", refresh=False)
+
+    def _postfix(self) -> str:
+        text = f"failed {self.failed}"
+        done = sum(self.ensembles)
+        if done:
+            text += f", ensembles translated {self.ensembles[0]}/{done}"
+        return text
+
+    def ensemble(self, translated: bool) -> None:
+        self.ensembles[0 if translated else 1] += 1
+        self.bar.set_postfix_str(self._postfix(), refresh=False)
 
     @classmethod
     def open(cls, total: int, initial: int, progress: bool | None):
@@ -366,7 +424,7 @@ class _Progress:
     def update(self, row: dict) -> None:
         if row["status"] != "ok":
             self.failed += 1
-            self.bar.set_postfix_str(f"failed {self.failed}", refresh=False)
+            self.bar.set_postfix_str(self._postfix(), refresh=False)
         self.bar.update(1)
 
     def close(self) -> None:
@@ -479,6 +537,8 @@ def main(argv=None) -> int:
         return 2
     failed = sum(r["status"] != "ok" for r in rows)
     print(f"{len(rows)} runs ({failed} failed); results in {Path(args.out) / 'results.csv'}")
+    if args.ensemble is not None:
+        _print_ensembles(rows.ensembles)
     if args.sensitivity and not failed:
         for metric in reducers:
             try:
@@ -489,6 +549,16 @@ def main(argv=None) -> int:
                 continue
             _write_indices(table, Path(args.out) / f"sensitivity_{metric}.csv", metric)
     return 0 if not failed else 1
+
+
+def _print_ensembles(ensembles: list[dict]) -> None:
+    """How the ensembles ran: how many were translated, and why the others were not."""
+    paths = [e["path"] for e in ensembles]
+    print(f"ensembles: {paths.count('translated')} translated, {paths.count('copies')} as "
+          f"copies, {paths.count('one by one')} one by one")
+    for reason in dict.fromkeys(e["reason"] for e in ensembles if e["path"] != "translated"):
+        which = [e for e in ensembles if e["reason"] == reason]
+        print(f"  {len(which)} {which[0]['path']}: {reason}")
 
 
 def _write_indices(table: list[dict], path: Path, metric: str) -> None:

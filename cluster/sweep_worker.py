@@ -203,19 +203,26 @@ def execute_many(model_source, config, runs: Sequence[Run], reducers: Mapping,
     every run gets its own row and error). With ``reuse_units``, co-simulated runs share
     their units' hosts: ``hosts`` (a :class:`~cosim.master.hosts.UnitHosts` the caller
     closes), else the chunk's own (stopped when the chunk is done)."""
-    if ensemble and len(runs) > 1:
+    how = None
+    if ensemble and runs:
         from cluster.ensemble import run_ensemble
         try:
             return run_ensemble(model_source, config, runs, reducers, logs_dir)
-        except Exception:  # noqa: BLE001 - a member failed: find which, run by run
-            pass
+        except Exception as err:  # noqa: BLE001 - a member failed: find which, run by run
+            how = f"one by one: {type(err).__name__}: {err}"[:300]
     if not reuse_units:
-        return [execute(model_source, config, r, reducers, logs_dir) for r in runs]
-    if hosts is not None:
-        return [execute(model_source, config, r, reducers, logs_dir, hosts) for r in runs]
-    from cosim.master.hosts import UnitHosts
-    with UnitHosts() as own:
-        return [execute(model_source, config, r, reducers, logs_dir, own) for r in runs]
+        done = [execute(model_source, config, r, reducers, logs_dir) for r in runs]
+    elif hosts is not None:
+        done = [execute(model_source, config, r, reducers, logs_dir, hosts) for r in runs]
+    else:
+        from cosim.master.hosts import UnitHosts
+        with UnitHosts() as own:
+            done = [execute(model_source, config, r, reducers, logs_dir, own) for r in runs]
+    if how is not None:
+        from cluster.ensemble import PATH_KEY
+        for row, _ in done:
+            row[PATH_KEY] = how
+    return done
 
 
 def structural_parameters(runs: Sequence[Run], structures: Mapping[int, str]) -> list[str]:

@@ -75,9 +75,18 @@ class Strategy:
         :meth:`const`).
     vector : bool
         Whether the run state holds the flat values as numpy arrays (else Python lists).
+    locate_modes : bool
+        Hold the modes of blocks with switching surfaces through each Runge–Kutta step and
+        hand the steps that change a surface's sign to ``_located(k, flags, held, slots)``
+        (an ensemble's scalar code, :mod:`cosim.fastpath.ensemble_run`; False by default:
+        such plans run on the interpreter).
     """
 
     vector = False
+    locate_modes = False
+    #: With ``locate_modes``: continuous-state slots whose zero crossings are watched too,
+    #: ``(slot, "rising" | "falling" | "both")`` (an ensemble's events).
+    watched: tuple = ()
 
     def __init__(self, groups: list[list[int]], label: str):
         self.groups = groups
@@ -312,10 +321,13 @@ class _Writer:
             out += (name(parts[j], parts[j + 1]), parts[j + 2])
         return "".join(out)
 
-    def outputs(self, group, cvar: str = "C", tvar: str = "t") -> list[str]:
-        """Statements computing ``group``'s outputs."""
+    def outputs(self, group, cvar: str = "C", tvar: str = "t", held: bool = False) -> list[str]:
+        """Statements computing ``group``'s outputs (with ``held``, a block with modes gives
+        its outputs with the mode held, as inside a solver step)."""
         at, s = self.layout.signal_at, self.s
-        return [st for p, text in self.kernels[group[0]].outputs.items()
+        kern = self.kernels[group[0]]
+        texts = kern.held if held and kern.held else kern.outputs
+        return [st for p, text in texts.items()
                 for st in s.set(s.ref("S", [at[(i, p)] for i in group]),
                                 self.subst(group, text, cvar, tvar))]
 
@@ -378,7 +390,10 @@ class _Writer:
         terms, nodes, weights = tab
         plan, at, s = self.plan, self.layout.cont_at, self.s
         minor = [g for g in s.groups if plan.continuous[g[0]]]
-        current = not held and not any(
+        # Modes held through the step, and the steps that change a switching surface's sign
+        # handed to the caller (``_located``): only for a strategy that asks (ensembles).
+        modes = [g for g in minor if self.kernels[g[0]].surfaces] if s.locate_modes else []
+        current = not held and not modes and not any(
             guard(plan.tasks[plan.task_of[g[0]]]) is not None or
             any(STATE.search(text) for text in self.kernels[g[0]].outputs.values())
             for g in minor)
@@ -387,20 +402,58 @@ class _Writer:
             lines = []
             for g in minor:
                 if si or not current:
-                    lines.extend(self.outputs(g, cvar, tvar))
+                    lines.extend(self.outputs(g, cvar, tvar, held=bool(modes)))
             for g in minor:
                 for j, text in enumerate(self.kernels[g[0]].derivatives):
                     lines.extend(s.set(s.ref(f"K{si}", [at[(i, str(j))] for i in g]),
                                        self.subst(g, text, cvar, tvar)))
             return lines
 
-        segments = [([f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"], stage(0, "C", "t"),
-                     None)]
+        first = stage(0, "C", "t")
+        # Zero crossings of continuous states watched (ensembles' events): ``(slot, rule)``.
+        watched = list(s.watched) if s.locate_modes else []
+        if modes or watched:
+            first = ["_tickstart()", *first, *self.surfaces(modes, watched, "vp", "C", "t")]
+        segments = [([f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"], first, None)]
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
             segments.append(([], s.stage_sum("Z", tm), ("Z", tm)))
             segments.append(([f"ts = t + {node!r} * h"], stage(si, "Z", "ts"), None))
         segments.append(([], s.stage_sum("C", weights), ("C", weights)))
+        if modes or watched:
+            # The surfaces at the step's end (the interpreter's check after a solver step).
+            end = [st for g in minor for st in self.outputs(g, "C", "te", held=True)] \
+                if modes else []
+            end += self.surfaces(modes, watched, "vn", "C", "te")
+            rules = ["both"] * sum(len(self.kernels[g[0]].surfaces) for g in modes) + \
+                [rule for _, rule in watched]
+            rising, falling = "vp{n} < 0.0 and vn{n} >= 0.0", "vp{n} > 0.0 and vn{n} <= 0.0"
+            test = {"rising": rising, "falling": falling, "both": f"{rising} or {falling}"}
+            flags = [f"vq{n} = (1.0 if {test[rule].format(n=n)} else 0.0)"
+                     for n, rule in enumerate(rules)]
+            # What the steps read that is not computed inside them: the held outputs of the
+            # blocks outside (``_located`` restores them for the member's own step).
+            inside = {id(plan.blocks[i]) for g in minor for i in g}
+            driver, slots = self.layout.driver, self.layout.signal_slots
+            read = sorted({driver[(i, p)] for g in minor for i in g
+                           for p in plan.blocks[i].input_names
+                           if (i, p) in driver and id(slots[driver[(i, p)]][0]) not in inside})
+            held_in = "".join(f"{s.ref('S', [j])}, " for j in read)
+            end += flags + [f"_located(k, ({', '.join(f'vq{n}' for n in range(len(rules)))},), "
+                            f"({held_in}), {tuple(read)!r})"]
+            segments.append(([f"te = {config.t0!r} + (k + 1) * {config.dt!r}"], end, None))
         return segments
+
+    def surfaces(self, modes, watched, prefix: str, cvar: str, tvar: str) -> list[str]:
+        """``<prefix><n> = <surface n>`` of the mode blocks ``modes`` (groups), then of the
+        watched continuous-state slots, numbered on."""
+        out = []
+        for g in modes:
+            for text in self.kernels[g[0]].surfaces:
+                out.append(f"{prefix}{len(out)} = {self.subst(g, text, cvar, tvar)}")
+        for slot, _ in watched:
+            # ``+c``: a value of its own (a bare name would be bound to the state's array)
+            out.append(f"{prefix}{len(out)} = +{self.s.ref(cvar, [slot])}")
+        return out
 
     def pieces(self, config, store, tab, n_c: int) -> tuple[list[str], list]:
         """Source of the step function in pieces of whole functions (compiled one by one,

@@ -12,19 +12,22 @@ an operand of a numpy call they become 0-d arrays (numpy's scalar path is slower
 Runge–Kutta combinations of all continuous-state components run as one call per term on
 ``(n_c, N)`` arrays.
 
-Only what translates exactly is accepted (else :class:`~cosim.fastpath.runtime.Unsupported`):
-``+ - * /``, unary ``- +``, ``abs``, comparisons and conditional expressions. Errors follow
-Python's floats: a division by zero or an invalid operation raises (numpy is told to), an
-overflow gives inf.
+Only what translates exactly is accepted (else :class:`~cosim.fastpath.runtime.Unsupported`,
+naming the block): ``+ - * /``, unary ``- +``, ``abs``, ``min``/``max``, comparisons (chained
+too), ``and``/``or``/``not``, conditional expressions (a branch per member; a branch that can
+raise computed only for the members that take it; a chain over one value against constants,
+a lookup table's, as gathers), ``math.*`` functions (called per member: numpy's differ by an
+ulp). Errors follow Python's floats: a division by zero raises (divisors are checked), an
+overflow gives inf and inf - inf NaN (numpy's flags are off).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import re
 
-import numpy as np
-
+from cosim.fastpath.ensemble_ops import EXTREMA_EXACT
 from cosim.fastpath.runtime import Unsupported
 
 __all__ = ["Translation", "translate"]
@@ -32,11 +35,11 @@ __all__ = ["Translation", "translate"]
 _BINOPS = {ast.Add: "_add", ast.Sub: "_sub", ast.Mult: "_mul", ast.Div: "_div"}
 _CMPS = {ast.Lt: "_lt", ast.LtE: "_le", ast.Gt: "_gt", ast.GtE: "_ge", ast.Eq: "_eq",
          ast.NotEq: "_ne"}
-#: The numpy functions the translated code calls (its globals).
-UFUNCS = {"_add": np.add, "_sub": np.subtract, "_mul": np.multiply, "_div": np.true_divide,
-          "_neg": np.negative, "_abs": np.absolute, "_lt": np.less, "_le": np.less_equal,
-          "_gt": np.greater, "_ge": np.greater_equal, "_eq": np.equal, "_ne": np.not_equal,
-          "_copyto": np.copyto, "_arr": np.array}
+#: Conditional chains of at least this many tests are translated as lookups (``_piecewise``).
+_CHAIN_MIN = 3
+
+#: Operators that can raise on some values (a member's own run may never evaluate them).
+_RAISING = (ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 
 #: Names of the scalar strategy's values that hold state across ticks (always member arrays).
 _STATE = re.compile(r"^(x\d+|c\d+|z\d+|k\d+_\d+)$")
@@ -59,7 +62,19 @@ class Translation:
         the caller allocates; member values ``x<i>``, ``c<i>`` and varying constants are
         given by the caller.
     zero_d : dict of str to str
-        0-d constant name -> the scalar source it holds (a literal or a shared constant).
+        Constant name -> the source of the value it holds: a literal or shared constant
+        (a 0-d array), or a constant expression of members' constants (``(N,)``).
+    not_nan : set of str
+        Constants the code takes to be no NaN for any member (a ``min``/``max`` limit, see
+        :meth:`_Translator._extremum`): the caller checks them.
+    views : dict of str to (str, int)
+        Name -> ``(buffer, row)``: a name bound to a row of a 2-D buffer.
+    tables : dict of str to dict
+        Constant arrays of the lookups (:meth:`_Translator._piecewise`), made once per run
+        by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each entry: constants, which may be
+        members' arrays, one list per slot), ``kind`` (float: a table gathered per member;
+        int, bool; chain: a :class:`~cosim.fastpath.ensemble_ops.Chain` of the tests
+        ``ops``).
     """
 
     def __init__(self):
@@ -67,9 +82,13 @@ class Translation:
         self.names: list[str] = []
         self.buffers: dict[str, tuple] = {}
         self.zero_d: dict[str, str] = {}
+        self.tables: dict[str, dict] = {}
+        self.views: dict[str, tuple[str, int]] = {}
+        self.not_nan: set[str] = set()
 
 
-def translate(source: str, member_consts: set[str], n_c: int) -> Translation:
+def translate(source: str, member_consts: set[str], n_c: int,
+              owners: dict | None = None) -> Translation:
     """Translate the scalar strategy's step function for an ensemble.
 
     Parameters
@@ -80,17 +99,22 @@ def translate(source: str, member_consts: set[str], n_c: int) -> Translation:
         Constants (``_k<i>``) whose values differ between members.
     n_c : int
         Continuous-state components.
+    owners : dict of str to str, optional
+        The block path of each value the source names (``s<j>``, ``x<j>``, ``c<j>``, ...):
+        a statement that cannot be translated is reported with its block.
 
     Raises
     ------
     Unsupported
-        The source uses something without an exact elementwise translation.
+        The source uses something without an exact elementwise translation (naming the
+        block and the expression).
     """
-    return _Translator(source, member_consts, n_c).run()
+    return _Translator(source, member_consts, n_c, owners or {}).run()
 
 
 class _Translator:
-    def __init__(self, source, member_consts, n_c):
+    def __init__(self, source, member_consts, n_c, owners):
+        self.owners = owners
         tree = ast.parse(source)
         fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
         if len(fns) != 1 or fns[0].name != "advance":
@@ -105,6 +129,7 @@ class _Translator:
         self.out = Translation()
         self.member = set(member_consts)
         self.alias: set[str] = set()        # signals bound to a state's view
+        self.alias_of: dict[str, str] = {}  # such a signal -> the state
         self.lines: list[str] = []
         self.temps = {"N": 0, "C": 0, "B": 0, "BC": 0}
         self._kinds()
@@ -141,6 +166,7 @@ class _Translator:
             if tg.id in self.member and isinstance(value, ast.Name) and \
                     re.match(r"^[cz]\d+$", value.id):
                 self.alias.add(tg.id)
+                self.alias_of[tg.id] = value.id
         for tg, value in pairs:
             bare = isinstance(value, ast.Name) and re.match(r"^[cz]\d+$", value.id)
             if tg.id in self.alias and not bare:
@@ -155,29 +181,45 @@ class _Translator:
         self.out.buffers.setdefault(name, shape)
         return name
 
+    def _view(self, name: str, parent: str, row: int) -> str:
+        """A name bound to row ``row`` of buffer ``parent`` (see :attr:`Translation.views`)."""
+        self.out.views[name] = (parent, row)
+        return name
+
     def _temp(self, shape: str) -> str:
         n = self.temps[shape]
         self.temps[shape] += 1
         return self._buffer(f"_t{shape}{n}", {"N": ("N",), "C": ("C", "N"), "B": ("bool", "N"),
                                              "BC": ("bool", "C", "N")}[shape])
 
-    def _zero_d(self, text: str) -> str:
-        """A 0-d array holding the constant scalar ``text`` (a literal or shared constant)."""
+    def _zero_d(self, text: str, member: bool = False) -> str:
+        """A 0-d array holding the constant scalar ``text`` (a literal or shared constant),
+        or with ``member`` the ``(N,)`` array of a constant expression of members' constants
+        (both made once per run from ``text``)."""
         for name, t in self.out.zero_d.items():
             if t == text:
                 return name
         name = f"_z{len(self.out.zero_d)}"
         self.out.zero_d[name] = text
-        self._buffer(name, ())
+        self._buffer(name, ("N",) if member else ())
         return name
 
     # -- expressions -------------------------------------------------------------------------
 
-    def expr(self, node, dst: str | None, stacked: bool = False) -> tuple[bool, str]:
+    def _call_text(self, fn: str, args: list[str], out: str, mask: str | None) -> None:
+        """A ufunc call into ``out``; under a guard only the guarded members are computed
+        (``where=``), so a member whose own run does not evaluate it cannot raise here."""
+        where = f", where={mask}" if mask else ""
+        self.lines.append(f"{fn}({', '.join(args)}, {out}{where})")
+
+    def expr(self, node, dst: str | None, stacked: bool = False,
+             mask: str | None = None) -> tuple[bool, str]:
         """Emit the calls computing ``node``; ``(is member array, source of the value)``.
 
         A member value is written into ``dst`` when given (else into a temporary, or it is a
-        name already holding it); a shared value is returned as Python source.
+        name already holding it); a shared value is returned as Python source. With ``mask``
+        (a boolean member array), only the members it selects are computed: the others'
+        elements of the result are left undefined (their own runs do not evaluate ``node``).
         """
         if not self._reads_member(node):
             if dst is not None:
@@ -185,73 +227,297 @@ class _Translator:
                 return True, dst
             return False, ast.unparse(node)
         shape = "C" if stacked else "N"
+        if isinstance(node, ast.UnaryOp) and _constant(node) and dst is None:
+            # A member's negated constant (``-_k3``, a negative parameter): made once per
+            # run (the negation is exact), not per evaluation.
+            return True, self._zero_d(ast.unparse(node), member=True)
         if isinstance(node, ast.Name):
             if dst is not None and dst != node.id:
                 self.lines.append(f"_copyto({dst}, {node.id})")
                 return True, dst
             return True, node.id
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            a = self.operand(node.left, stacked)
-            b = self.operand(node.right, stacked)
+            a = self.operand(node.left, stacked, mask)
+            b = self.operand(node.right, stacked, mask)
             out = dst or self._temp(shape)
-            self.lines.append(f"{_BINOPS[type(node.op)]}({a}, {b}, {out})")
+            if isinstance(node.op, ast.Div):
+                # Python raises on every division by zero (0/0, x/-0.0 too), numpy on some:
+                # the divisors are checked (numpy's own flags are off, as Python's
+                # arithmetic sets none: inf - inf is NaN in a run).
+                self.lines.append(f"_nonzero({b}, {mask})")
+            self._call_text(_BINOPS[type(node.op)], [a, b], out, mask)
             return True, out
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             if isinstance(node.op, ast.UAdd):
-                return self.expr(node.operand, dst, stacked)
-            a = self.operand(node.operand, stacked)
+                return self.expr(node.operand, dst, stacked, mask)
+            a = self.operand(node.operand, stacked, mask)
             out = dst or self._temp(shape)
-            self.lines.append(f"_neg({a}, {out})")
+            self._call_text("_neg", [a], out, mask)
             return True, out
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id == "abs" and len(node.args) == 1 and not node.keywords:
-            a = self.operand(node.args[0], stacked)
+            a = self.operand(node.args[0], stacked, mask)
             out = dst or self._temp(shape)
-            self.lines.append(f"_abs({a}, {out})")
+            self._call_text("_abs", [a], out, mask)
+            return True, out
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("min", "max") and len(node.args) >= 2 and not node.keywords \
+                and not any(isinstance(a, ast.Starred) for a in node.args):
+            return self._extremum(node, dst, stacked, mask)
+        if isinstance(node, ast.Call) and _math_call(node):
+            # math.* per member, by the very function a run calls (numpy's may differ by an
+            # ulp): exact, one Python call per member.
+            a = self.operand(node.args[0], stacked, mask)
+            out = dst or self._temp(shape)
+            self.lines.append(f"_mapf({ast.unparse(node.func)}, {a}, {out}, {mask})")
             return True, out
         if isinstance(node, ast.IfExp):
-            out = dst or self._temp(shape)
-            if not self._reads_member(node.test):
-                self.lines.append(f"if {ast.unparse(node.test)}:")
-                self._indented(lambda: self.expr(node.body, out, stacked))
-                self.lines.append("else:")
-                self._indented(lambda: self.expr(node.orelse, out, stacked))
-                return True, out
-            # Both branches are computed (each member selects its own), into a temporary:
-            # a branch may read the target's old value.
-            cond = self.condition(node.test, stacked)
-            sel = self._temp(shape)
-            self.expr(node.orelse, sel, stacked)
-            b = self.operand(node.body, stacked)
-            self.lines.append(f"_copyto({sel}, {b}, where={cond})")
-            if dst is None:
-                return True, sel
-            self.lines.append(f"_copyto({dst}, {sel})")
-            return True, dst
+            return self._select(node, dst, stacked, mask)
         raise Unsupported(f"no exact elementwise form of {ast.unparse(node)!r}")
+
+    def _into(self, node, dst: str | None, shape: str) -> str:
+        """Where a value computed in several calls goes: ``dst`` when ``node`` does not read
+        it (the first call would overwrite what a later one reads), else a temporary."""
+        if dst is not None and not _reads(node, self._sharing(dst)):
+            return dst
+        return self._temp(shape)
+
+    def _sharing(self, name: str) -> set:
+        """The names whose arrays may be ``name``'s memory: itself, a signal bound to a
+        state's view and that state, a signal computed into a stage derivative's row."""
+        out = {name}
+        out |= {a for a, s in self.alias_of.items() if s == name}
+        if name in self.alias_of:
+            out.add(self.alias_of[name])
+        if name in self.moved or re.fullmatch(r"k\d+_\d+", name):
+            out |= self.moved | {n for n in self.member if re.fullmatch(r"k\d+_\d+", n)}
+        return out
+
+    def _extremum(self, node, dst, stacked, mask) -> tuple[bool, str]:
+        """``min(a, b, ...)`` / ``max(...)`` as Python selects: ``a``, replaced by each next
+        argument that is smaller (greater); NaN and signed zeros as a run selects them.
+
+        Against a constant (a limit) that is no NaN for any member, Python's ``min(a, c)``
+        selects what ``numpy.minimum(c, a)`` does where numpy keeps its second argument on
+        ties and NaN in it (:data:`~cosim.fastpath.ensemble_ops.EXTREMA_EXACT`, probed on
+        this machine): one call. Else a
+        comparison and a masked copy per argument."""
+        shape = "C" if stacked else "N"
+        fn = node.func.id
+        acc = self._into(node, dst, shape)
+        first = True
+        for arg in node.args[1:]:
+            if EXTREMA_EXACT and _constant(arg) and not mask:
+                src = self.operand(node.args[0], stacked) if first else acc
+                c = self.operand(arg, stacked)
+                self.out.not_nan.add(ast.unparse(arg))
+                self.lines.append(f"_{fn}imum({c}, {src}, out={acc})")
+            else:
+                if first:
+                    self.expr(node.args[0], acc, stacked, mask)
+                v = self.operand(arg, stacked, mask)
+                cond = self._temp("BC" if stacked else "B")
+                self._call_text("_lt" if fn == "min" else "_gt", [v, acc], cond, mask)
+                self.lines.append(f"_copyto({acc}, {v}, where={cond})")
+            first = False
+        if dst is not None and acc != dst:
+            self.lines.append(f"_copyto({dst}, {acc})")
+            return True, dst
+        return True, acc
+
+    def _select(self, node, dst, stacked, mask) -> tuple[bool, str]:
+        """A conditional expression: a branch per member."""
+        shape = "C" if stacked else "N"
+        if not self._reads_member(node.test):
+            out = dst or self._temp(shape)
+            self.lines.append(f"if {ast.unparse(node.test)}:")
+            self._indented(lambda: self.expr(node.body, out, stacked, mask))
+            self.lines.append("else:")
+            self._indented(lambda: self.expr(node.orelse, out, stacked, mask))
+            return True, out
+        chain = _chain(node)
+        if not stacked and len(chain[0]) >= _CHAIN_MIN:
+            done = self._piecewise(chain, dst, mask)
+            if done is not None:
+                return True, done
+        cond = self.condition(node.test, stacked, mask)
+        sel = self._temp(shape)
+        if _safe(node.body) and _safe(node.orelse):
+            # Both branches computed for every member (none can raise); each member selects.
+            self.expr(node.orelse, sel, stacked, mask)
+            b = self.operand(node.body, stacked, mask)
+            self.lines.append(f"_copyto({sel}, {b}, where={cond})")
+        else:
+            # A branch that can raise (a division, math.*) is computed only for the members
+            # whose own runs take it.
+            bshape = "BC" if stacked else "B"
+            yes, no = self._temp(bshape), self._temp(bshape)
+            if mask:
+                self.lines.append(f"_and({cond}, {mask}, {yes})")
+            else:
+                yes = cond
+            self.lines.append(f"_not({cond}, {no})")
+            if mask:
+                self.lines.append(f"_and({no}, {mask}, {no})")
+            self.expr(node.orelse, sel, stacked, no)
+            b = self.operand(node.body, stacked, yes)
+            self.lines.append(f"_copyto({sel}, {b}, where={yes})")
+        if dst is None:
+            return True, sel
+        self.lines.append(f"_copyto({dst}, {sel})")
+        return True, dst
+
+    def _piecewise(self, chain, dst, mask) -> str | None:
+        """A chain ``v0 if L op0 R0 else v1 if L op1 R1 else ... else vm`` (a lookup table's
+        segments) in a fixed number of calls, or None when it has not that form.
+
+        Every test compares one left side ``L`` with a constant; every branch is safe and the
+        branches fall into a few templates that differ only in constants (``a * (L - b) +
+        c``). Each member's branch is the first whose test holds
+        (:class:`~cosim.fastpath.ensemble_ops.Chain`); each
+        template is evaluated once, on its constants gathered per member (per-member tables
+        are data), so each member computes its own branch's operations on its own branch's
+        values.
+        """
+        tests, values = chain
+        lefts = {ast.dump(t.left) for t in tests if isinstance(t, ast.Compare)}
+        if len(lefts) != 1 or not all(
+                isinstance(t, ast.Compare) and len(t.ops) == 1 and type(t.ops[0]) in _CMPS and
+                _constant(t.comparators[0]) for t in tests) or \
+                not all(_safe(v) for v in values):
+            return None
+        groups: dict[str, list[int]] = {}
+        slots: dict[str, list[list[str]]] = {}
+        for j, v in enumerate(values):
+            shape, consts = _template(v)
+            groups.setdefault(shape, []).append(j)
+            slots.setdefault(shape, []).append(consts)
+        if len(groups) > 3:
+            return None
+        left = self.operand(tests[0].left, False, mask)
+        tid = f"_pw{len(self.out.tables)}"
+        chain = self._table(f"{tid}_c", [[ast.unparse(t.comparators[0]) for t in tests]],
+                            kind="chain")
+        self.out.tables[chain]["ops"] = [_CMPS[type(t.ops[0])] for t in tests]
+        idx = self._buffer(f"{tid}_i", ("int", "N"))
+        self.lines.append(f"_branch({chain}, {left}, {idx})")
+        whole = ast.Tuple([*tests, *values], ast.Load())
+        out = dst if dst is not None and not _reads(whole, self._sharing(dst)) \
+            else self._temp("N")
+        # The group of the most branches first, computed into the result; the others are
+        # copied over it where members take them.
+        order = sorted(groups, key=lambda g: (-len(groups[g]), groups[g][0]))
+        # Every group's constants in one table, gathered in one call: a group's rows are
+        # its slots, each entry its branch's constant (another group's branches take the
+        # group's first: computed, never selected).
+        texts, first_row = [], []
+        for shape in order:
+            inside = groups[shape]
+            first_row.append(len(texts))
+            texts += [[slots[shape][inside.index(b) if b in inside else 0][s]
+                       for b in range(len(values))] for s in range(len(slots[shape][0]))]
+        rows = []
+        if texts:
+            table = self._table(f"{tid}_g", texts)
+            vals = self._buffer(f"{tid}_v", (len(texts), "N"))
+            self.lines.append(f"_gather({table}, {idx}, {vals})")
+            rows = [self._view(f"{vals}_{r}", vals, r) for r in range(len(texts))]
+        for g, shape in enumerate(order):
+            inside = groups[shape]
+            names = rows[first_row[g]:first_row[g] + len(slots[shape][0])]
+            if g == 0:
+                target = out
+            elif shape == "_P0":
+                target = names[0]           # a constant branch: the gathered value itself
+            else:
+                target = self._temp("N")
+            if shape != "_P0" or target != names[0]:
+                saved = self.member
+                self.member = saved | set(names)
+                self.expr(_fill(ast.parse(shape, mode="eval").body, names), target, False,
+                          mask)
+                self.member = saved
+            if g:
+                where = self._table(f"{tid}_m{g}", [["1" if b in inside else "0"
+                                                     for b in range(len(values))]],
+                                    kind="bool")
+                sel = self._temp("B")
+                self.lines.append(f"_take({where}[0], {idx}, out={sel}, mode='clip')")
+                self.lines.append(f"_copyto({out}, {target}, where={sel})")
+        if dst is not None and out != dst:
+            self.lines.append(f"_copyto({dst}, {out})")
+            return dst
+        return out
+
+    def _table(self, name: str, texts: list[list[str]], kind: str = "float") -> str:
+        """A constant array made once per run from constants' sources (see
+        :attr:`Translation.tables`)."""
+        self.out.tables[name] = {"texts": texts, "kind": kind}
+        self._buffer(name, ("table",))
+        return name
 
     def _indented(self, emit) -> None:
         start = len(self.lines)
         emit()
         self.lines[start:] = ["    " + ln for ln in self.lines[start:]]
 
-    def operand(self, node, stacked: bool) -> str:
+    def operand(self, node, stacked: bool, mask: str | None = None) -> str:
         """Source of ``node``'s value as a numpy operand (a member array or a 0-d array)."""
-        member, src = self.expr(node, None, stacked)
+        member, src = self.expr(node, None, stacked, mask)
         if member:
             return src
-        if isinstance(node, ast.Constant) or (isinstance(node, ast.Name) and
-                                              node.id.startswith("_k")):
+        if _constant(node):
             return self._zero_d(src)
         return f"_arr({src})"
 
-    def condition(self, node, stacked: bool) -> str:
-        """A boolean member array of a comparison ``a < b`` (one operator)."""
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMPS:
-            a = self.operand(node.left, stacked)
-            b = self.operand(node.comparators[0], stacked)
-            out = self._temp("BC" if stacked else "B")
-            self.lines.append(f"{_CMPS[type(node.ops[0])]}({a}, {b}, {out})")
+    def condition(self, node, stacked: bool, mask: str | None = None) -> str:
+        """A boolean member array of a test: comparisons (chained too), ``and``, ``or``,
+        ``not`` and the truth of a value. The right operand of ``and`` / ``or`` is computed
+        only for the members whose own runs evaluate it when it can raise."""
+        bshape = "BC" if stacked else "B"
+        if not self._reads_member(node):
+            return f"_arr(bool({ast.unparse(node)}))"
+        if isinstance(node, ast.Compare) and all(type(op) in _CMPS for op in node.ops):
+            left = self.operand(node.left, stacked, mask)
+            out = None
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self.operand(right_node, stacked, mask)
+                part = self._temp(bshape)
+                self._call_text(_CMPS[type(op)], [left, right], part, mask)
+                if out is None:
+                    out = part
+                else:
+                    self._call_text("_and", [out, part], out, mask)
+                left = right
+            return out
+        if isinstance(node, ast.BoolOp):
+            fn = "_and" if isinstance(node.op, ast.And) else "_or"
+            out = self._temp(bshape)
+            first = self.condition(node.values[0], stacked, mask)
+            self.lines.append(f"_copyto({out}, {first})")
+            for v in node.values[1:]:
+                guard = None
+                if not _safe(v):
+                    # evaluated where the run evaluates it: ``and`` while true, ``or`` while false
+                    guard = self._temp(bshape)
+                    if fn == "_and":
+                        self.lines.append(f"_copyto({guard}, {out})")
+                    else:
+                        self.lines.append(f"_not({out}, {guard})")
+                    if mask:
+                        self.lines.append(f"_and({guard}, {mask}, {guard})")
+                part = self.condition(v, stacked, guard or mask)
+                self._call_text(fn, [out, part], out, mask)
+            return out
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            inner = self.condition(node.operand, stacked, mask)
+            out = self._temp(bshape)
+            self._call_text("_not", [inner], out, mask)
+            return out
+        if isinstance(node, (ast.Name, ast.BinOp, ast.UnaryOp, ast.Call, ast.IfExp)):
+            v = self.operand(node, stacked, mask)          # a value's truth: nonzero (NaN too)
+            out = self._temp(bshape)
+            self._call_text("_ne", [v, self._zero_d("0.0")], out, mask)
             return out
         raise Unsupported(f"no exact elementwise form of the test {ast.unparse(node)!r}")
 
@@ -273,6 +539,21 @@ class _Translator:
         self.lines.append(" " * indent + text)
 
     def stmt(self, st, indent: int) -> None:
+        try:
+            self._stmt(st, indent)
+        except Unsupported as err:
+            if getattr(err, "named", False) or isinstance(st, ast.If):
+                raise
+            names = [n.id for t in getattr(st, "targets", ()) for n in ast.walk(t)
+                     if isinstance(n, ast.Name)]
+            owner = next((self.owners.get(re.sub(r"^k\d+_", "k_", n)) for n in names
+                          if self.owners.get(re.sub(r"^k\d+_", "k_", n))), None)
+            where = f"block {owner}: " if owner else ""
+            named = Unsupported(f"{where}{err}")
+            named.named = True
+            raise named from None
+
+    def _stmt(self, st, indent: int) -> None:
         for shape in self.temps:
             self.temps[shape] = 0
         if isinstance(st, ast.If):
@@ -349,6 +630,15 @@ class _Translator:
         if re.fullmatch(r"ticks\[\d+\]\.append\(k\)", text):
             self.emit(indent, text)
             return
+        if text == "_tickstart()":
+            # The continuous state a step starts from, kept for the members whose step
+            # changes a switching surface's sign (run again on the interpreter).
+            self._buffer("C0", ("C", "N"))
+            self.emit(indent, "_copyto(C0, C)")
+            return
+        if isinstance(f, ast.Name) and f.id == "_located":
+            self.emit(indent, text)
+            return
         raise Unsupported(f"statement {text!r}")
 
     # -- Runge-Kutta combinations of every component at once ----------------------------------
@@ -423,7 +713,8 @@ class _Translator:
                 elif tg in self.member and tg[0] == "s" and tg not in self.alias:
                     latest[tg] = None if guarded else st
         walk(body, False)
-        targets = {id(st): st.targets[0].id for st in self._assigns(body)}
+        targets = {id(st): st.targets[0].id for st in self._assigns(body)
+                   if isinstance(st.targets[0], ast.Name)}
         self.moved = {targets[i] for i in self.retarget}
 
     def run(self) -> Translation:
@@ -435,8 +726,8 @@ class _Translator:
                                                               if not ln.strip().endswith(":"))))
                   if isinstance(n, ast.Name)}
         out.names = sorted(n for n in loaded - self.alias - self.moved
-                           if n in out.buffers or n in self.member or _STATE.match(n) or
-                           re.fullmatch(r"C|Z|K\d+", n))
+                           if n in out.buffers or n in out.views or n in self.member or
+                           _STATE.match(n) or re.fullmatch(r"C|C0|Z|K\d+", n))
         head = ["def advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L):",
                 f"    {', '.join(out.names)}, = V" if out.names else "    pass",
                 "    try:", f"        while {ast.unparse(self.loop.test)}:"]
@@ -480,3 +771,80 @@ def _without_repeated_outputs(body: list) -> list:
         kept.append(st)
     new = ast.If(test=full.test, body=kept, orelse=full.orelse)
     return [new if st is full else st for st in body]
+
+
+# -- helpers of the translation ------------------------------------------------------------
+
+def _reads(node, names: set) -> bool:
+    """True if ``node`` reads one of ``names``."""
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _math_call(node) -> bool:
+    """``math.<f>(x)``: a one-argument function of the math module."""
+    f = node.func
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+        f.value.id == "math" and len(node.args) == 1 and not node.keywords
+
+
+def _safe(node) -> bool:
+    """True if evaluating ``node`` cannot raise whatever the values (no division, power or
+    math function), so every member may compute it whether or not its run does."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, _RAISING):
+            return False
+        if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and
+                                            n.func.id in ("abs", "min", "max")):
+            return False
+    return True
+
+
+def _chain(node) -> tuple[list, list]:
+    """``(tests, values)`` of ``v0 if t0 else v1 if t1 else ... else vm``."""
+    tests, values = [], []
+    while isinstance(node, ast.IfExp):
+        tests.append(node.test)
+        values.append(node.body)
+        node = node.orelse
+    values.append(node)
+    return tests, values
+
+
+def _constant(node) -> bool:
+    """A constant of the generated code: a number, a constant ``_k<i>`` (shared or a
+    member's), or the negation of one."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    if isinstance(node, ast.Name):
+        return node.id.startswith("_k")
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+class _Slots(ast.NodeTransformer):
+    """Replaces each constant of an expression by a slot ``_P<i>`` (in evaluation order)."""
+
+    def __init__(self):
+        self.consts: list[str] = []
+
+    def visit(self, node):
+        if _constant(node):
+            self.consts.append(ast.unparse(node))
+            return ast.Name(f"_P{len(self.consts) - 1}", ast.Load())
+        return self.generic_visit(node)
+
+
+def _template(node) -> tuple[str, list[str]]:
+    """``(source with slots, constants' sources)`` of an expression (see :class:`_Slots`)."""
+    slots = _Slots()
+    tree = slots.visit(copy.deepcopy(node))
+    return ast.unparse(tree), slots.consts
+
+
+def _fill(tree, names: list[str]):
+    """``tree`` (a template) with slot ``_P<i>`` read from ``names[i]``."""
+    class Fill(ast.NodeTransformer):
+        def visit_Name(self, n):
+            if re.fullmatch(r"_P\d+", n.id):
+                return ast.parse(names[int(n.id[2:])], mode="eval").body
+            return n
+    return Fill().visit(tree)

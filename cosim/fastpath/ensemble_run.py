@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from cosim.fastpath import ensemble
+from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["Members", "const_values", "reusable", "run_members"]
+__all__ = ["Members", "const_values", "reusable", "run_members", "scalar_fast_path", "why_not_fast"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
 _compiled: dict = {}
@@ -55,30 +56,172 @@ def _structure(b, kern) -> tuple:
             tuple(kern.cstate), tuple(kern.params), kern.live is not None)
 
 
-def reusable(sim, model) -> None:
+#: A parameter under a unary minus in a lifted kernel (``-p__3``, as a negative literal is
+#: lifted: the sign stays in the expression); not the base of a power.
+_NEGATED = re.compile(r"(?<![\w)\]])-(p__\d+)\b(?!\s*\*\*)")
+
+
+def _signed_like(kern, ref):
+    """``kern`` spelt with the signs of ``ref``'s lifted parameters where the two differ
+    only in which parameters carry a unary minus (a swept parameter crossing zero: ``(u -
+    -p__1)`` against ``(u - p__1)``), each such parameter's value negated: ``-v`` and
+    ``-(v)`` are the same float, so the reference's code computes each member's own values.
+    Otherwise ``kern`` itself."""
+    def texts(k):
+        return [*k.outputs.values(), *k.state.values(), *k.derivatives, *k.cstate]
+    mine, theirs = texts(kern), texts(ref)
+    if len(mine) != len(theirs) or not kern.params:
+        return kern
+    flip = set()
+    for a, b in zip(mine, theirs):
+        if _NEGATED.sub(r"\1", a) != _NEGATED.sub(r"\1", b):
+            return kern
+        flip ^= set(_NEGATED.findall(a)) ^ set(_NEGATED.findall(b))
+    if not flip:
+        return kern
+    params = dict(kern.params)
+    for name in flip:
+        params[name[2:]] = -params[name[2:]]
+    from cosim.model.block import Kernel
+    return Kernel(dict(ref.outputs), dict(ref.state), ref.derivatives, ref.cstate, params,
+                  kern.live)
+
+
+def reusable(sim, model, fast=None) -> None:
     """Check that runs of ``sim``'s model with other parameter values can reuse its
     generated code (:class:`Members`, :func:`run_members`).
+
+    Parameters
+    ----------
+    fast : FastPath, optional
+        The scalar fast path to reuse (default: the simulator's own).
 
     Raises
     ------
     Unsupported
-        Naming the reason: no scalar fast path, a task with an offset (its signals' initial
-        values are read), a block that does something at the end of a run (``finalize``),
-        library references (resolved by parameter values), or the code no longer cached.
+        Naming the reason and the block: no scalar fast path, a task with an offset (its
+        signals' initial values are read), a block that does something at the end of a run
+        (``finalize``), events, or the code no longer cached.
     """
     from cosim.fastpath import cache
     from cosim.model.block import Block
-    fast = sim.fast_path
-    if fast is None or fast.vector:
-        raise Unsupported("no scalar fast path")
-    if any(t.offset for t in sim.plan.tasks):
-        raise Unsupported("tasks with an offset")
-    if any(type(b).finalize is not Block.finalize for b in sim.plan.blocks):
-        raise Unsupported("a block finalizes its run")
-    if getattr(model, "events", None):
-        raise Unsupported("events")
+    fast = fast if fast is not None else sim.fast_path
+    if fast is None:
+        raise Unsupported(why_not_fast(sim))
+    if fast.vector:
+        raise Unsupported("the plan runs on the vector strategy")
+    plan = sim.plan
+    offset = next((t for t in plan.tasks if t.offset), None)
+    if offset is not None:
+        first = next(n for i, n in enumerate(plan.names)
+                     if plan.tasks[plan.task_of[i]] is offset)
+        raise Unsupported(f"block {first} runs in a task with an offset")
+    ends = next((n for b, n in zip(plan.blocks, plan.names)
+                 if type(b).finalize is not Block.finalize), None)
+    if ends is not None:
+        raise Unsupported(f"block {ends} finalizes its run")
+    if getattr(model, "events", None) and not getattr(fast, "watching", False):
+        raise Unsupported(f"events ({', '.join(e.name for e in model.events)})")
     if cache.by_source(fast.source) is None:
         raise Unsupported("generated code not in the cache")
+
+
+def why_not_fast(sim) -> str:
+    """Why ``sim``'s plan has no generated fast path, naming the block where one is the
+    reason."""
+    from cosim.fastpath import emitter
+    from cosim.run.eventmonitor import switching_blocks
+    plan = sim.plan
+    if not sim.config.fast:
+        return "SimulationConfig(fast=False)"
+    if plan.loops:
+        return "algebraic loops"
+    modes = switching_blocks(plan)
+    if modes:
+        path, b = modes[0]
+        return (f"block {path} ({type(b).__name__}) switches modes at located times "
+                "(continuous input)")
+    if sim.state.X.size and emitter.tableau(sim.interpreter.solver) is None:
+        return f"solver {sim.config.solver!r} has no inline form"
+    for b, n in zip(plan.blocks, plan.names):
+        if b.kernel() is None:
+            return f"block {n} ({type(b).__name__}) has no fast-path kernel"
+    return "a block's signals or states are not scalars"
+
+
+def _watched(sim) -> list[tuple[int, str]]:
+    """``(continuous-state slot, direction)`` of each of the model's events, which an
+    ensemble locates per member: zero crossings of a continuous state that do not stop the
+    run.
+
+    Raises
+    ------
+    Unsupported
+        Naming an event it cannot locate per member: a scheduled one, one watching a signal,
+        one that stops the run (each member's run would end at its own time).
+    """
+    from cosim.model.events import ZeroCrossing
+    events = getattr(sim, "events", None) or []
+    slices = {sim.plan.path_of[id(b)]: sl for b, sl in sim.interpreter.cslices}
+    out = []
+    for ev in events:
+        if not isinstance(ev, ZeroCrossing):
+            raise Unsupported(f"event {ev.name!r} is scheduled (only zero crossings of a "
+                              "continuous state are located per member)")
+        if ev.watch not in slices:
+            raise Unsupported(f"event {ev.name!r} watches the signal {ev.watch!r} (only "
+                              "zero crossings of a continuous state are located per member)")
+        if ev.stop:
+            raise Unsupported(f"event {ev.name!r} stops the run (each member would stop at "
+                              "its own time)")
+        out.append((slices[ev.watch].start + ev.index, ev.direction.value))
+    return out
+
+
+def scalar_fast_path(sim):
+    """The scalar strategy's fast path of ``sim``'s plan: the simulator's own, or, where it
+    chose the vector strategy (many blocks of one kind), one built for the ensemble
+    (initialized, not run: its values are the reference's initial ones).
+
+    Raises
+    ------
+    Unsupported
+        The plan has no fast path (the reason names the block).
+    """
+    from cosim.run.eventmonitor import switching_blocks
+    fast = sim.fast_path
+    watched = _watched(sim)
+    modes = bool(switching_blocks(sim.plan)) or bool(watched)
+    if fast is None and not modes:
+        raise Unsupported(why_not_fast(sim))
+    if fast is not None and not fast.vector:
+        return fast
+    from cosim.fastpath import emitter
+    from cosim.fastpath.layout import Layout
+    from cosim.fastpath.scalar import Scalar
+    plan, interp = sim.plan, sim.interpreter
+    kernels = kernels_of(plan)
+    n_c = sim.state.X.size
+    tab = emitter.tableau(interp.solver) if n_c else None
+    if kernels is None or (n_c and tab is None) or plan.loops or not sim.config.fast:
+        raise Unsupported(why_not_fast(sim))
+    layout = Layout(plan, interp.cslices)
+    strategy = Scalar(plan, layout, n_c)
+    if modes:
+        # Modes held through each step; a step that changes a switching surface's or a
+        # watched state's sign is handed to ``_located`` (run again on the interpreter,
+        # member by member).
+        strategy.locate_modes = True
+        strategy.watched = tuple(watched)
+        strategy.label += f" (modes held, watching {strategy.watched})"
+    # Its own run state's flat values: the simulator's stay its own path's.
+    from cosim.run.state import RunState
+    state = RunState(plan)
+    state.X = sim.state.X.copy()
+    fast = emitter.build(plan, sim.config, state, sim.store, interp.solver, layout, kernels,
+                         tab, strategy)
+    fast.watching = bool(watched)          # its events are located per member
+    return fast
 
 
 class Members:
@@ -108,9 +251,16 @@ class Members:
                        _structure(b, self.ref_kernels[plan.index[plan.path_of[id(b)]]]))
                       for b, chain, path in _expression_blocks(model)]
 
-    def of(self, overrides: Sequence[Mapping]) -> dict:
+    def of(self, overrides: Sequence[Mapping], others: list | None = None) -> dict:
         """Per plan index of an expression block: the members' lifted kernels, initial
         states (name -> float) and initial continuous states (lists over ``overrides``).
+
+        Parameters
+        ----------
+        others : list, optional
+            Where given, the members whose parameters change the structure (a sample time,
+            a table's length) are appended to it (their entries stay None) instead of
+            raising: they run in an ensemble of their own structure.
 
         Raises
         ------
@@ -128,6 +278,7 @@ class Members:
         for j, over in enumerate(overrides):
             root = Workspace({**params, **over, **model.context}, path=model.name)
             children: dict = {}
+            found = []
             for b, chain, path, i, spec, structure in self.specs:
                 ws = root
                 for sub in chain:
@@ -144,12 +295,19 @@ class Members:
                     raise Unsupported(f"{path} has no kernel for member {j}")
                 kern = lift(kern)
                 if _structure(clone, kern) != structure:
-                    raise Unsupported(f"parameters of member {j} change the structure of "
-                                      f"{path}")
-                kernels, states, cstates = out[i]
-                kernels[j] = kern
-                states[j] = {n: float(v[0]) for n, v in clone.state.items()}
-                cstates[j] = None if clone.cstate is None else np.asarray(clone.cstate, float)
+                    kern = _signed_like(kern, self.ref_kernels[i])
+                if _structure(clone, kern) != structure:
+                    if others is None:
+                        raise Unsupported(f"parameters of member {j} change the structure "
+                                          f"of {path}")
+                    others.append(j)
+                    break
+                found.append((i, kern, {n: float(v[0]) for n, v in clone.state.items()},
+                              None if clone.cstate is None else np.asarray(clone.cstate,
+                                                                           float)))
+            else:
+                for i, kern, state, cstate in found:
+                    out[i][0][j], out[i][1][j], out[i][2][j] = kern, state, cstate
         return out
 
 
@@ -178,18 +336,30 @@ def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
     return values
 
 
-def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
+def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = None,
+                switches: list | None = None, events: list | None = None) -> list:
     """Run ``sim``'s model for each parameter set of ``overrides`` as one ensemble.
 
     Parameters
     ----------
     sim : Simulator
         Built from ``model`` (with any parameter values of the members' structure),
-        initialized, not run; it must have the scalar fast path.
+        initialized, not run; its plan must have a fast path (the scalar strategy's is
+        translated; built here when the simulator chose the vector one).
     model : Model
         Its model (evaluated).
     overrides : list of dict
         Each member's parameter values (over ``model.parameters``).
+    others : list, optional
+        Where given, members whose parameters change the structure are not run: their
+        indices are appended to it and their logs are None (run them as an ensemble of
+        their own structure). Else such a member raises.
+    switches : list, optional
+        Filled with each member's located mode switches ``(t, block path)``, as its own
+        run's ``Simulator.switch_log`` (a relay on a continuous signal).
+    events : list, optional
+        Filled with each member's events ``(t, name)``, as its own run's
+        ``Simulator.event_log`` (zero crossings of continuous states, located per member).
 
     Returns
     -------
@@ -199,38 +369,52 @@ def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
     Raises
     ------
     Unsupported
-        The model cannot run as an ensemble here (run its members one by one).
+        The model cannot run as an ensemble here (the message names the block and why).
     """
     from cosim import Logs
     from cosim.fastpath import cache
     from cosim.run import pacing
-    reusable(sim, model)
-    fast = sim.fast_path
+    fast = scalar_fast_path(sim)
+    reusable(sim, model, fast)
     entry = cache.by_source(fast.source)
-    n = len(overrides)
     found = Members(sim, model)
-    ref_kernels, differ = found.ref_kernels, found.of(overrides)
+    skipped: list = [] if others is not None else None
+    ref_kernels, differ = found.ref_kernels, found.of(overrides, skipped)
+    keep = [j for j in range(len(overrides)) if not skipped or j not in skipped]
+    if skipped:
+        others.extend(skipped)
+        differ = {i: tuple([lst[j] for j in keep] for lst in entry_) for i, entry_ in
+                  differ.items()}
+    n = len(keep)
     ns = dict(fast.fn.__globals__)
     members = const_values(entry.consts, ns, ref_kernels, differ, n)
     n_c = sim.state.X.size
-    key = (fast.source, frozenset(members))
+    key = (fast.source, frozenset(members), ensemble.EXTREMA_EXACT)
     hit = _compiled.get(key)
     if hit is None:
-        tr = ensemble.translate(fast.source, set(members), n_c)
+        tr = ensemble.translate(fast.source, set(members), n_c, _owners(sim, fast))
         hit = _compiled[key] = (tr, compile(tr.source, "<cosim ensemble>", "exec"))
         while len(_compiled) > 8:
             _compiled.pop(next(iter(_compiled)))
     tr, code = hit
-    ns.update(ensemble.UFUNCS)
+    ns.update(ensemble_ops.UFUNCS)
     ns.update(math=math)
     exec(code, ns)
-    V = _bind(tr, ns, members, sim, differ, n, n_c)
+    for text in tr.not_nan:
+        if np.isnan(eval(text, ns, dict(members))).any():
+            raise Unsupported(f"a NaN limit ({text})")
+    V, D = _bind(tr, ns, members, sim, fast, differ, n, n_c)
+    located = None
+    if "_located" in tr.source:
+        located = _Located(sim, model, fast, [overrides[j] for j in keep],
+                           dict(zip(tr.names, V)), D)
+        ns["_located"] = located
     cfg = sim.config
     k_end = pacing.end_tick(sim, None, None)
     columns = sim.store.columns
     L = [[np.empty((k_end + 1, n)) for _ in cols] for cols in columns]
     ticks = [[] for _ in columns]
-    with np.errstate(divide="raise", invalid="raise", over="ignore", under="ignore"):
+    with np.errstate(all="ignore"):
         ns["advance"](0, k_end + 1, -1, ticks, k_end, k_end + 1, V, L)
     base = cfg.t0 + np.arange(0, k_end + 1, dtype=np.float64) * cfg.dt
     keyed = []
@@ -238,13 +422,122 @@ def run_members(sim, model, overrides: Sequence[Mapping]) -> list:
         rows = len(ticks[task])
         t = cfg.t0 + np.asarray(ticks[task], dtype=np.float64) * cfg.dt
         keyed += [(key, L[task][col][:rows], t) for key, col in cols]
-    return [Logs({k: a[:, j:j + 1] for k, a, _ in keyed}, {k: t for k, _, t in keyed}, base)
-            for j in range(n)]
+    out = [None] * len(overrides)
+    for m, j in enumerate(keep):
+        out[j] = Logs({k: a[:, m:m + 1] for k, a, _ in keyed}, {k: t for k, _, t in keyed},
+                      base)
+    if switches is not None:
+        switches[:] = [[] for _ in overrides]
+        for m, j in enumerate(keep):
+            switches[j] = located.switch_log(m) if located is not None else []
+    if events is not None:
+        events[:] = [[] for _ in overrides]
+        for m, j in enumerate(keep):
+            events[j] = located.event_log(m) if located is not None else []
+    return out
 
 
-def _bind(tr, ns: dict, members: dict, sim, differ: dict, n: int, n_c: int) -> tuple:
-    """The arrays the translated function unpacks, in ``tr.names`` order."""
-    fast = sim.fast_path
+class _Located:
+    """The members whose step changes a switching surface's sign (a relay on a continuous
+    signal), each step run again on the interpreter as the member's own run runs it: from
+    the step's start (its continuous state, discrete states and the held outputs the step
+    reads), the switches located on the solver's dense output; the member's continuous and
+    discrete states taken back. Every other member's step is the vectorised one: without a
+    sign change the interpreter's step is the plain Runge-Kutta step with the modes held.
+
+    Parameters
+    ----------
+    sim : Simulator
+        The reference run (its plan's paths name the blocks).
+    model : Model
+        Its model; each member that switches gets a copy with its parameters.
+    fast : FastPath
+        The scalar fast path translated (its flat slots name the values).
+    overrides : list of dict
+        The members' parameters.
+    arrays : dict of str to ndarray
+        The translated function's arrays by name (``C0``, ``C``, ``x<j>``).
+    D : ndarray, shape (n_d, N)
+        Every discrete state's initial values (those the function never names keep them).
+    """
+
+    def __init__(self, sim, model, fast, overrides, arrays, D):
+        self.model, self.config, self.overrides = model, sim.config, overrides
+        self.arrays, self.D = arrays, D
+        plan = sim.plan
+        self.states = [(plan.path_of[id(b)], name, f"x{j}")
+                       for j, (b, name) in enumerate(fast.flat.state_slots)]
+        self.signals = [(plan.path_of[id(b)], port)
+                        for b, port in fast.flat.signal_slots]
+        self.sims: dict[int, object] = {}
+
+    def member(self, m: int):
+        """Member ``m``'s own simulator (built on its first switch) and its snapshot."""
+        if m not in self.sims:
+            from cosim import Simulator
+            model = copy.deepcopy(self.model)
+            model.parameters.update(self.overrides[m])
+            sim = Simulator(model, self.config)
+            sim.initialize()
+            self.sims[m] = (sim, sim.state.snapshot())
+        return self.sims[m]
+
+    def __call__(self, k: int, flags: tuple, held: tuple, slots: tuple) -> None:
+        """After tick ``k``'s vectorised step: run again the members with a nonzero flag
+        (a surface changed sign), ``held`` the values of signal ``slots`` the step read."""
+        crossed = flags[0] != 0.0
+        for f in flags[1:]:
+            crossed = crossed | (f != 0.0)
+        for m in np.flatnonzero(crossed).tolist():
+            self.step(m, k, held, slots)
+
+    def step(self, m: int, k: int, held: tuple, slots: tuple) -> None:
+        """Member ``m``'s step from tick ``k`` on its own interpreter."""
+        sim, tree = self.member(m)
+        arrays = self.arrays
+        blocks = {path: {"state": dict(v["state"]), "outputs": dict(v["outputs"])}
+                  for path, v in tree["blocks"].items()}
+        for j, (path, name, local) in enumerate(self.states):
+            v = arrays[local][m] if local in arrays else self.D[j, m]
+            blocks[path]["state"][name] = np.array([v])
+        for j, v in zip(slots, held):
+            path, port = self.signals[j]
+            blocks[path]["outputs"][port] = np.array([v[m] if np.ndim(v) else v])
+        sim.state.restore({**tree, "k": k, "X": arrays["C0"][:, m], "blocks": blocks})
+        if not sim.interpreter.integrate_tick(k) or sim.state.stop_requested:
+            # An event's callback stopped the member's run: its own run ends there.
+            raise Unsupported(f"member {m}'s run stopped at t = {sim.state.t_stop} (an event "
+                              "callback)")
+        arrays["C"][:, m] = sim.state.X
+        for path, name, local in self.states:
+            if local in arrays:
+                arrays[local][m] = sim.plan.blocks[sim.plan.index[path]].state[name][0]
+
+    def switch_log(self, m: int) -> list:
+        """Member ``m``'s located switches ``(t, block path)`` (none if it never switched)."""
+        return list(self.sims[m][0].switch_log) if m in self.sims else []
+
+    def event_log(self, m: int) -> list:
+        """Member ``m``'s events ``(t, name)`` (none if it never crossed)."""
+        return list(self.sims[m][0].event_log) if m in self.sims else []
+
+
+def _owners(sim, fast) -> dict:
+    """The block path of each value the scalar step function names (``s<j>``, ``x<j>``,
+    ``c<j>``, ``z<j>``, ``k<i>_<j>``): a translation that fails names the block."""
+    plan = sim.plan
+    out = {f"s{j}": plan.path_of[id(b)] for j, (b, _) in enumerate(fast.flat.signal_slots)}
+    out.update((f"x{j}", plan.path_of[id(b)]) for j, (b, _) in enumerate(fast.flat.state_slots))
+    for b, sl in sim.interpreter.cslices:
+        for j in range(sl.start, sl.stop):
+            out[f"c{j}"] = out[f"z{j}"] = plan.path_of[id(b)]
+            out[f"k_{j}"] = plan.path_of[id(b)]
+    return out
+
+
+def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int) -> tuple:
+    """The arrays the translated function unpacks, in ``tr.names`` order, and the discrete
+    states' initial values ``(n_d, N)``."""
     slot_of = {(id(b), name): j for j, (b, name) in enumerate(fast.flat.state_slots)}
     plan = sim.plan
     D = np.repeat(np.asarray(fast.flat.D, dtype=np.float64)[:, None], n, axis=1)
@@ -259,18 +552,34 @@ def _bind(tr, ns: dict, members: dict, sim, differ: dict, n: int, n_c: int) -> t
             if cstates[j] is not None:
                 C[cslice[i], j] = cstates[j]
     stacked = {"C": C}
+
+    def value_of(text: str):
+        v = members[text] if text in members else eval(text, ns, dict(members))
+        return v if isinstance(v, np.ndarray) else float(v)
+    made: dict = {}
+
+    def buffer(name: str) -> np.ndarray:
+        if name not in made:
+            shape = tr.buffers[name]
+            dtype = {"bool": bool, "int": np.intp}.get(shape[0] if shape else None, np.float64)
+            dims = tuple({"N": n, "C": n_c}.get(d, d) for d in shape if d not in ("bool", "int"))
+            made[name] = np.zeros(dims, dtype=dtype)
+        return made[name]
     out = []
     for name in tr.names:
-        if name in members:
+        if name in tr.views:
+            parent, row = tr.views[name]
+            out.append(buffer(parent)[row])
+        elif name in members:
             out.append(members[name])
         elif name in tr.zero_d:
             text = tr.zero_d[name]
-            out.append(np.array(ns[text] if text in ns else float(text)))
+            v = eval(text, ns, dict(members))
+            out.append(np.array(v if isinstance(v, np.ndarray) else float(v)))
+        elif name in tr.buffers and tr.buffers[name] == ("table",):
+            out.append(ensemble_ops.make_table(tr.tables[name], value_of, n))
         elif name in tr.buffers:
-            shape = tr.buffers[name]
-            dtype = bool if shape and shape[0] == "bool" else np.float64
-            dims = tuple({"N": n, "C": n_c}[d] for d in shape if d != "bool")
-            out.append(np.zeros(dims, dtype=dtype))
+            out.append(buffer(name))
         elif name[0] == "x":
             out.append(D[int(name[1:])].copy())
         elif name in ("C", "Z") or name[0] == "K":
@@ -282,4 +591,4 @@ def _bind(tr, ns: dict, members: dict, sim, differ: dict, n: int, n_c: int) -> t
             out.append(stacked.setdefault(f"K{si}", np.zeros((n_c, n)))[int(comp)])
         else:
             raise Unsupported(f"unknown value {name}")
-    return tuple(out)
+    return tuple(out), D

@@ -45,16 +45,17 @@ def lift(kern: Kernel) -> Kernel:
         0.6 kB per block while its code is generated).
     """
     texts = (tuple(kern.outputs.items()), tuple(kern.state.items()), kern.derivatives,
-             kern.cstate)
+             kern.cstate, tuple(kern.held.items()), kern.surfaces)
     if not kern.params and kern.live is None:
         return _shared(texts) or kern
     shape, values = _lifted(texts)
     if not values:
         return kern
-    outputs, state, derivatives, cstate = shape
+    outputs, state, derivatives, cstate, held, surfaces = shape
     params = dict(kern.params)
     params.update((f"_{j}", v) for j, v in enumerate(values))
-    return Kernel(dict(outputs), dict(state), derivatives, cstate, params, kern.live)
+    return Kernel(dict(outputs), dict(state), derivatives, cstate, params, kern.live,
+                  dict(held), surfaces)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -62,23 +63,25 @@ def _shared(texts: tuple) -> Kernel | None:
     """The lifted kernel of expressions ``texts`` (see :func:`_lifted`) without parameters
     or live values of the block's own, one per spelling; None when it has no float
     literal."""
-    (outputs, state, derivatives, cstate), values = _lifted(texts)
+    (outputs, state, derivatives, cstate, held, surfaces), values = _lifted(texts)
     if not values:
         return None
     return Kernel(dict(outputs), dict(state), derivatives, cstate,
-                  {f"_{j}": v for j, v in enumerate(values)})
+                  {f"_{j}": v for j, v in enumerate(values)}, None, dict(held), surfaces)
 
 
 @functools.lru_cache(maxsize=4096)
 def _lifted(texts: tuple) -> tuple[tuple, tuple[float, ...]]:
-    """``(outputs, state, derivatives, cstate)`` with their literals named, and the literals'
-    values (memoized: large models repeat a few kernels with the same values)."""
+    """``(outputs, state, derivatives, cstate, held, surfaces)`` with their literals named,
+    and the literals' values (memoized: large models repeat a few kernels with the same values)."""
     values: list[str] = []
-    outputs, state, derivatives, cstate = texts
+    outputs, state, derivatives, cstate, held, surfaces = texts
     shape = (tuple((p, _template(e, values)) for p, e in outputs),
              tuple((n, _template(e, values)) for n, e in state),
              tuple(_template(e, values) for e in derivatives),
-             tuple(_template(e, values) for e in cstate))
+             tuple(_template(e, values) for e in cstate),
+             tuple((p, _template(e, values)) for p, e in held),
+             tuple(_template(e, values) for e in surfaces))
     return shape, tuple(float(v) for v in values)
 
 

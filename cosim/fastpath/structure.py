@@ -41,7 +41,8 @@ def _spelling(key: tuple) -> bytes:
 def _template(kern) -> tuple:
     """A lifted kernel's expressions and parameter names (not their values)."""
     return (tuple(kern.outputs.items()), tuple(kern.state.items()), tuple(kern.derivatives),
-            tuple(kern.cstate), tuple(kern.params), kern.live is not None)
+            tuple(kern.cstate), tuple(kern.params), kern.live is not None,
+            tuple(kern.held.items()), tuple(kern.surfaces))
 
 
 def fingerprint(plan, config, store, layout, kernels, tab, strategy, n_c: int,

@@ -156,6 +156,14 @@ class Kernel:
         Values that change between calls of the step function, read as ``l_0``, ``l_1``, ...
         The block keeps this very list and writes into it (e.g. an Inport whose value the
         co-simulation master sets every macro step).
+    held : dict of str to str, optional
+        A block with modes (``switch_surfaces``): its outputs inside solver steps, the mode
+        held (``held_output_update``).
+    surfaces : tuple of str, optional
+        A block with modes: its switching surfaces (``switch_surfaces``), whose sign changes
+        inside a solver step are located. Generated code that holds the modes through its
+        steps (ensembles, :mod:`cosim.fastpath.ensemble`) runs a step that changes a sign
+        again on the interpreter.
     """
 
     outputs: dict[str, str]
@@ -164,6 +172,8 @@ class Kernel:
     cstate: tuple[str, ...] = ()
     params: dict[str, float] = field(default_factory=dict)
     live: list | None = None
+    held: dict[str, str] = field(default_factory=dict)
+    surfaces: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=None)

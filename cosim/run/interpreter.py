@@ -225,6 +225,14 @@ class Interpreter:
             append(k)
         store.last = k
 
+    def integrate_tick(self, k: int) -> bool:
+        """Integrate the continuous state from tick ``k`` to ``k + 1`` as tick ``k`` ends
+        (after its state update, as :meth:`advance` does), locating events and mode switches;
+        False when an event stopped the run. An ensemble runs a member's step that switches
+        modes this way (:mod:`cosim.fastpath.ensemble_run`)."""
+        t0, dt = self.config.t0, self.config.dt
+        return self._integrate(t0 + k * dt, t0 + (k + 1) * dt, True)
+
     def _integrate(self, t: float, t_next: float, jump: bool) -> bool:
         """Integrate the continuous state from tick time ``t`` to ``t_next``; False on stop."""
         solver, X, monitor = self.solver, self.state.X, self.monitor

@@ -56,13 +56,23 @@ def test_reruns_of_a_chunked_step_function_are_bit_identical(monkeypatch):
 
 
 def test_a_parameter_that_changes_the_structure_is_refused():
+    rerun = Rerun(sm.guarded(), sm.CONFIG)
+    with pytest.raises(Unsupported, match="change the structure of pid"):
+        rerun.run({"kd": 0.2})                # a derivative state the reference has not
+
+
+def test_a_parameter_crossing_zero_reuses_the_code():
+    """``-3.0`` is lifted as ``-p__0`` (the sign stays in the kernel): the reference's
+    code runs it with the parameter negated, bit for bit its own run."""
     rerun = Rerun(sm.timed_step(), sm.CONFIG)
-    with pytest.raises(Unsupported, match="change the structure of u"):
-        rerun.run({"height": -3.0})           # spelled "-p__0": another source
+    mine, alone = rerun.run({"height": -3.0}), own_run(sm.timed_step, sm.CONFIG,
+                                                      {"height": -3.0})
+    for key in alone:
+        assert np.array_equal(mine[key], alone[key]), key
 
 
 def test_the_interpreter_and_models_with_offsets_are_not_rerun():
-    with pytest.raises(Unsupported, match="no scalar fast path"):
+    with pytest.raises(Unsupported, match=r"SimulationConfig\(fast=False\)"):
         Rerun(sm.lag(), SimulationConfig(dt=0.01, t_end=0.1, fast=False))
 
 
