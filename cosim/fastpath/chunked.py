@@ -21,17 +21,22 @@ CHUNK_PREFIXES = ("_out", "_upd", "_rk")
 
 
 def grouped(stmts, indent: int) -> list[str]:
-    """Source lines of ``[(guard, statement)]``, consecutive statements of one guard grouped."""
+    """Source lines of ``[(guard, statement)]``, consecutive statements of one guard grouped.
+
+    A statement of several lines (an inlined atomic subsystem's, see
+    :mod:`cosim.fastpath.nested`) is indented as a whole.
+    """
     out, cur = [], object()
     for g, s in stmts:
         if g is None:
-            out.append(" " * indent + s)
+            pad = " " * indent
             cur = object()
         else:
             if g != cur:
                 out.append(" " * indent + f"if {g}:")
                 cur = g
-            out.append(" " * (indent + 4) + s)
+            pad = " " * (indent + 4)
+        out.append(pad + s.replace("\n", "\n" + pad) if "\n" in s else pad + s)
     return out
 
 

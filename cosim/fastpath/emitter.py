@@ -20,9 +20,9 @@ import sys
 
 import numpy as np
 
-from cosim.fastpath import cache, chunked, structure
+from cosim.fastpath import cache, chunked, nested, structure
 from cosim.fastpath.chunked import ADVANCE, define, grouped, loop_end, own_globals
-from cosim.fastpath.runtime import FastPath
+from cosim.fastpath.runtime import FastPath, Unsupported
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
 
@@ -78,6 +78,8 @@ class Strategy:
     """
 
     vector = False
+    #: Names of the log lists and of a Runge–Kutta step's ``h`` in the generated code.
+    rows, ticks, h = "rows", "ticks", "h"
 
     def __init__(self, groups: list[list[int]], label: str):
         self.groups = groups
@@ -165,12 +167,13 @@ class Strategy:
         return statement
 
 
-def guard(task) -> str | None:
-    """Source of the condition under which ``task`` runs at tick ``k`` (None: every tick)."""
+def guard(task, k: str = "k") -> str | None:
+    """Source of the condition under which ``task`` runs at tick ``k`` (the variable named
+    ``k``; None: every tick)."""
     if task.period == 1 and task.offset == 0:
         return None
-    cond = f"(k - {task.offset}) % {task.period} == 0"
-    return cond + (f" and k >= {task.offset}" if task.offset else "")
+    cond = f"({k} - {task.offset}) % {task.period} == 0"
+    return cond + (f" and {k} >= {task.offset}" if task.offset else "")
 
 
 def tableau(solver):
@@ -225,9 +228,12 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy,
 def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, flat):
     """:func:`build` once the flat values ``flat`` hold the run's values."""
     namespace = strategy.namespace
-    key = structure.fingerprint(plan, config, store, layout, kernels, tab, strategy,
-                                state.X.size, CHUNK)
-    entry = cache.emitted(key)
+    # A plan inlining atomic subsystems binds their run states: its code is written for
+    # each run (compiled once per source, see cache.code_for).
+    inlines = any(isinstance(kern, nested.Nested) for kern in kernels)
+    key = None if inlines else structure.fingerprint(plan, config, store, layout, kernels,
+                                                     tab, strategy, state.X.size, CHUNK)
+    entry = None if inlines else cache.emitted(key)
     if entry is None:
         pieces, columns = _Writer(plan, layout, kernels, strategy).pieces(config, store, tab,
                                                                           state.X.size)
@@ -235,7 +241,8 @@ def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, f
         entry = cache.Emitted("".join(pieces), codes, tuple(map(tuple, columns)),
                               strategy.consts)
         del pieces
-        cache.remember(key, entry)
+        if not inlines:
+            cache.remember(key, entry)
     else:
         # The same structure: the source is the one written before; only the values differ.
         namespace.update((name, value if recipe is None else _recipe_value(recipe, kernels))
@@ -278,10 +285,29 @@ def _parts(text: str, dt: str, tvar: str) -> tuple[str, ...]:
 
 
 class _Writer:
-    """Writes the statements of one plan's step function through a strategy."""
+    """Writes the statements of one plan's step function through a strategy.
 
-    def __init__(self, plan, layout, kernels, strategy):
+    A plan inlined in another's step function (an atomic subsystem, see
+    :mod:`cosim.fastpath.nested`) has a clock of its own: ``prefix`` names its tick
+    ``<prefix>k``, time ``<prefix>t`` and stage time ``<prefix>ts``; ``top`` is the strategy
+    of the outermost function (which loads and stores every inlined plan's values), and
+    ``bound`` maps each of its Inports (plan index) to the source of the value it takes.
+    """
+
+    def __init__(self, plan, layout, kernels, strategy, prefix: str = "", top=None,
+                 bound: dict | None = None):
         self.plan, self.layout, self.kernels, self.s = plan, layout, kernels, strategy
+        self.prefix = prefix
+        self.k, self.t, self.ts = prefix + "k", prefix + "t", prefix + "ts"
+        self.top = top or strategy
+        self.bound = bound or {}
+        self.inlined: dict[int, nested.Inlined] = {}
+
+    def nest(self, i: int) -> nested.Inlined:
+        """The inlined plan of block ``i`` (an atomic subsystem), written on first use."""
+        if i not in self.inlined:
+            self.inlined[i] = nested.Inlined(self, i)
+        return self.inlined[i]
 
     def subst(self, group, text: str, cvar: str = "C", tvar: str = "t") -> str:
         """A kernel expression of ``group``'s template with its names bound to the values;
@@ -312,9 +338,15 @@ class _Writer:
             out += (name(parts[j], parts[j + 1]), parts[j + 2])
         return "".join(out)
 
-    def outputs(self, group, cvar: str = "C", tvar: str = "t") -> list[str]:
-        """Statements computing ``group``'s outputs."""
+    def outputs(self, group, cvar: str = "C", tvar: str | None = None) -> list[str]:
+        """Statements computing ``group``'s outputs (``tvar``: the time, default the tick's)."""
         at, s = self.layout.signal_at, self.s
+        i = group[0]
+        if i in self.bound:
+            return s.set(s.ref("S", [at[(i, "out")]]), self.bound[i])
+        if isinstance(self.kernels[i], nested.Nested):
+            return self.nest(i).outputs()
+        tvar = tvar or self.t
         return [st for p, text in self.kernels[group[0]].outputs.items()
                 for st in s.set(s.ref("S", [at[(i, p)] for i in group]),
                                 self.subst(group, text, cvar, tvar))]
@@ -333,15 +365,19 @@ class _Writer:
             if cstate:
                 targets = [s.ref("C", [layout.cont_at[(i, str(j))] for i in g])
                            for j in range(len(cstate))]
-                gd = guard(plan.tasks[plan.task_of[g[0]]])
+                gd = guard(plan.tasks[plan.task_of[g[0]]], self.k)
                 cont.append([(gd, st) for st in s.assign(targets,
                                                          [self.subst(g, e) for e in cstate])])
         for g in s.groups:
+            gd = guard(plan.tasks[plan.task_of[g[0]]], self.k)
+            if isinstance(self.kernels[g[0]], nested.Nested):
+                # An atomic subsystem's state update: its inner ticks to its next hit.
+                disc.append([(gd, self.nest(g[0]).step())])
+                continue
             states = self.kernels[g[0]].state
             if states:
                 targets = [s.ref("D", [layout.state_at[(i, n)] for i in g]) for n in states]
                 exprs = [self.subst(g, e) for e in states.values()]
-                gd = guard(plan.tasks[plan.task_of[g[0]]])
                 disc.append([(gd, st) for st in s.assign(targets, exprs)])
         return cont, disc
 
@@ -356,8 +392,8 @@ class _Writer:
             slots[ti].append(self.layout.log_slot(plan, i, p))
         stmts = []
         for n, task in enumerate(plan.tasks):
-            gd = guard(task)
-            stmts.append((gd, f"ticks[{n}].append(k)"))
+            gd = guard(task, self.k)
+            stmts.append((gd, f"{self.s.ticks}[{n}].append({self.k})"))
             if slots[n]:
                 stmts.append((gd, self.s.row(n, slots[n])))
         return stmts, columns
@@ -383,6 +419,8 @@ class _Writer:
             any(STATE.search(text) for text in self.kernels[g[0]].outputs.values())
             for g in minor)
 
+        h = s.h
+
         def stage(si: int, cvar: str, tvar: str) -> list[str]:
             lines = []
             for g in minor:
@@ -394,11 +432,12 @@ class _Writer:
                                        self.subst(g, text, cvar, tvar)))
             return lines
 
-        segments = [([f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"], stage(0, "C", "t"),
-                     None)]
+        k, t, ts = self.k, self.t, self.ts
+        segments = [([f"{h} = ({config.t0!r} + ({k} + 1) * {config.dt!r}) - {t}"],
+                     stage(0, "C", t), None)]
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
             segments.append(([], s.stage_sum("Z", tm), ("Z", tm)))
-            segments.append(([f"ts = t + {node!r} * h"], stage(si, "Z", "ts"), None))
+            segments.append(([f"{ts} = {t} + {node!r} * {h}"], stage(si, "Z", ts), None))
         segments.append(([], s.stage_sum("C", weights), ("C", weights)))
         return segments
 
@@ -411,8 +450,13 @@ class _Writer:
         log_stmts, columns = self.logs(store)
         cont, disc = self.updates()
         integ = self.integration(config, tab, bool(cont)) if n_c else []
-        size = sum(len(x) for part in (body, cont, disc) for x in part)
+        # Lines, not statements: an inlined atomic subsystem's tick is one statement of many.
+        size = sum(st.count("\n") + 1 for part in (body, cont, disc) for x in part
+                   for _, st in x)
         if size + sum(len(stmts) for _, stmts, _ in integ) > CHUNK:
+            if self.inlined:
+                raise Unsupported("atomic subsystems inlined in a plan too large for one "
+                                  "function")
             n_stages = len(tab[1]) + 1 if n_c else 0
             # A combination the strategy writes over whole vectors is a line of the step
             # function, not a statement per component.
