@@ -228,12 +228,9 @@ def build(plan, config, state, store, solver, layout, kernels, tab, strategy,
 def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, flat):
     """:func:`build` once the flat values ``flat`` hold the run's values."""
     namespace = strategy.namespace
-    # A plan inlining atomic subsystems binds their run states: its code is written for
-    # each run (compiled once per source, see cache.code_for).
-    inlines = any(isinstance(kern, nested.Nested) for kern in kernels)
-    key = None if inlines else structure.fingerprint(plan, config, store, layout, kernels,
-                                                     tab, strategy, state.X.size, CHUNK)
-    entry = None if inlines else cache.emitted(key)
+    key = structure.fingerprint(plan, config, store, layout, kernels, tab, strategy,
+                                state.X.size, CHUNK)
+    entry = cache.emitted(key)
     if entry is None:
         pieces, columns = _Writer(plan, layout, kernels, strategy).pieces(config, store, tab,
                                                                           state.X.size)
@@ -241,8 +238,7 @@ def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, f
         entry = cache.Emitted("".join(pieces), codes, tuple(map(tuple, columns)),
                               strategy.consts)
         del pieces
-        if not inlines:
-            cache.remember(key, entry)
+        cache.remember(key, entry)
     else:
         # The same structure: the source is the one written before; only the values differ.
         namespace.update((name, value if recipe is None else _recipe_value(recipe, kernels))
@@ -250,17 +246,22 @@ def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, f
     for code in entry.code:
         exec(code, namespace)
     own_globals(namespace)
-    return FastPath(state, store, entry.source, namespace["advance"], flat,
+    fast = FastPath(state, store, entry.source, namespace["advance"], flat,
                     [list(c) for c in entry.columns], solver, len(tab[1]) + 1 if tab else 0)
+    fast.key = key
+    return fast
 
 
 def _recipe_value(recipe: tuple, kernels):
     """The value of a constant of recipe ``("p", group, name)`` (a parameter: one float
     when the members of ``group`` share it, else their array; ``group`` is a tuple of block
-    indices, or one index) or ``("l", i)`` (block ``i``'s
-    live values) in a plan of ``kernels``."""
+    indices, or one index), ``("l", i)`` (block ``i``'s live values) or ``("n", i, ...)``
+    (of atomic subsystem ``i``'s inlined plan, see :func:`~cosim.fastpath.nested.recipe_value`)
+    in a plan of ``kernels``."""
     if recipe[0] == "l":
         return kernels[recipe[1]].live
+    if recipe[0] == "n":
+        return nested.recipe_value(recipe, kernels, _recipe_value)
     _, group, r = recipe
     if isinstance(group, int):
         return float(kernels[group].params[r])
@@ -343,6 +344,9 @@ class _Writer:
         at, s = self.layout.signal_at, self.s
         i = group[0]
         if i in self.bound:
+            # Bound to a value held through the tick: not evaluated again at solver stages.
+            if tvar not in (None, self.t):
+                return []
             return s.set(s.ref("S", [at[(i, "out")]]), self.bound[i])
         if isinstance(self.kernels[i], nested.Nested):
             return self.nest(i).outputs()

@@ -86,7 +86,11 @@ class Scalar(Strategy):
         return self.prefix + _name(array, j)
 
     def assign(self, targets: list[str], exprs: list[str]) -> list[str]:
-        return [f"{', '.join(targets)} = {', '.join(exprs)}"]
+        # A value assigned to itself (a state an update keeps: ``x0 = x0``) is left out.
+        pairs = [(tg, e) for tg, e in zip(targets, exprs) if tg != e]
+        if not pairs:
+            return []
+        return [f"{', '.join(tg for tg, _ in pairs)} = {', '.join(e for _, e in pairs)}"]
 
     def row(self, task: int, slots: list[int]) -> str:
         return f"{self.rows}[{task}].append(({', '.join(self.ref('S', [j]) for j in slots)},))"
