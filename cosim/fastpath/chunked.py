@@ -76,7 +76,7 @@ def frame(t0: float, dt: float, body, log_stmts, upd, integ, strategy, n_stages:
           size: int) -> list[str]:
     """Pieces of ``advance`` (see :func:`~cosim.fastpath.emitter._frame`) for a large plan:
     outputs, state updates and the statements of each segment ``(lines, statements)`` of
-    the integration (see :meth:`~cosim.fastpath.emitter._Writer.integration`; ``lines`` are
+    the integration (see :meth:`~cosim.fastpath.emitter.Writer.integration`; ``lines`` are
     the step function's own) run in functions of at most about ``size`` statements each, the
     last piece defining ``advance``.
 

@@ -26,7 +26,7 @@ from cosim.fastpath.runtime import FastPath, Unsupported
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
 
-__all__ = ["CHUNK", "Strategy", "build", "tableau"]
+__all__ = ["CHUNK", "Strategy", "Writer", "build", "tableau"]
 
 
 #: Statements per generated function of a large plan (see :mod:`cosim.fastpath.chunked`).
@@ -232,7 +232,7 @@ def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, f
                                 state.X.size, CHUNK)
     entry = cache.emitted(key)
     if entry is None:
-        pieces, columns = _Writer(plan, layout, kernels, strategy).pieces(config, store, tab,
+        pieces, columns = Writer(plan, layout, kernels, strategy).pieces(config, store, tab,
                                                                           state.X.size)
         codes = cache.code_for(pieces, strategy.label)
         entry = cache.Emitted("".join(pieces), codes, tuple(map(tuple, columns)),
@@ -285,7 +285,7 @@ def _parts(text: str, dt: str, tvar: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
-class _Writer:
+class Writer:
     """Writes the statements of one plan's step function through a strategy.
 
     A plan inlined in another's step function (an atomic subsystem, see

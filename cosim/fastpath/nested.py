@@ -7,7 +7,7 @@ ticks to the next hit (outputs again with the tick's final inputs, logs, state u
 own solver's integration). Called through the inner simulator, each hit costs two calls of
 the inner step function and the numpy arrays around them; inlined, it costs the inner
 plan's statements. :class:`Inlined` writes them with the emitter's own writer
-(:class:`~cosim.fastpath.emitter._Writer`) over the inner plan, its values held in locals
+(:class:`~cosim.fastpath.emitter.Writer`) over the inner plan, its values held in locals
 named apart (``a<i>_s3``) and its clock its own (``a<i>_k``, ``a<i>_t``): the statements of
 the inner plan's own fast path, in its order, so every value is the one the inner
 simulator computes. The outermost function loads the inner run state (the inner fast path's
@@ -94,7 +94,7 @@ class Inlined:
 
     Parameters
     ----------
-    parent : _Writer
+    parent : Writer
         The writer of the parent plan.
     i : int
         The atomic subsystem block's index in the parent plan.
@@ -106,7 +106,7 @@ class Inlined:
     """
 
     def __init__(self, parent, i: int):
-        from cosim.fastpath.emitter import _Writer, tableau
+        from cosim.fastpath.emitter import Writer, tableau
         from cosim.fastpath.layout import Layout
         from cosim.fastpath.runtime import Unsupported
         from cosim.fastpath.scalar import Scalar
@@ -140,7 +140,7 @@ class Inlined:
         # values in a later run of the same structure (see cosim.fastpath.cache).
         strategy.const = functools.partial(_const, ps, i)
         strategy.rows, strategy.ticks = pre + "rows", pre + "ticks"
-        self.writer = _Writer(plan, layout, kernels, strategy, pre, top, bound)
+        self.writer = Writer(plan, layout, kernels, strategy, pre, top, bound)
         k, last = self.writer.k, pre + "l"
         self.last = last
         # Loaded from the simulator at each call: a restore reloads them in place and a
