@@ -225,7 +225,7 @@ class Inlined:
         statement of several lines)."""
         lines = self._clocked(self._body(self.cone))
         lines += [f"{dst} = {src}" for dst, src in self.outs]
-        return ["\n".join(lines)]
+        return ["\n".join(lines)] if lines else []
 
     def step(self) -> str:
         """The block's state update: the inner ticks to the block's next hit (one statement
