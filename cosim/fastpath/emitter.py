@@ -385,8 +385,9 @@ class Writer:
                 disc.append([(gd, st) for st in s.assign(targets, exprs)])
         return cont, disc
 
-    def logs(self, store) -> tuple[list, list]:
-        """``(guard, statement)`` of the log appends, and per task ``(log key, column)``."""
+    def logs(self, store, ticks: bool = True) -> tuple[list, list]:
+        """``(guard, statement)`` of the log appends (without ``ticks``, only the rows: the
+        caller appends the ticks), and per task ``(log key, column)``."""
         plan = self.plan
         columns = [[] for _ in plan.tasks]
         slots = [[] for _ in plan.tasks]
@@ -397,7 +398,8 @@ class Writer:
         stmts = []
         for n, task in enumerate(plan.tasks):
             gd = guard(task, self.k)
-            stmts.append((gd, f"{self.s.ticks}[{n}].append({self.k})"))
+            if ticks:
+                stmts.append((gd, f"{self.s.ticks}[{n}].append({self.k})"))
             if slots[n]:
                 stmts.append((gd, self.s.row(n, slots[n])))
         return stmts, columns

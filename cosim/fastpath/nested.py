@@ -149,9 +149,17 @@ class Inlined:
                          f"{pre}X = {owner}.state.X",
                          f"    {pre}rows = {owner}.store.rows; "
                          f"{pre}ticks = {owner}.store.task_ticks",
-                         f"    {k} = {pre}k0 = {owner}.state.k; {last} = {owner}.store.last",
+                         f"    {k} = {pre}k0 = {owner}.state.k; "
+                         f"{last} = {pre}l0 = {owner}.store.last",
                          *strategy.prologue]
-        top.epilogue += [*strategy.epilogue,
+        # The ticks logged in a call are those stepped after the last one logged before it,
+        # up to the last one logged: each task's are appended once, as a range, when the
+        # call returns (not one list append per task and tick).
+        lo = f"{pre}lo"
+        ticks = [f"        {lo} = max({pre}k0, {pre}l0 + 1, {task.offset}); "
+                 f"{pre}ticks[{n}].extend(range({lo} + ({task.offset} - {lo}) % {task.period}, "
+                 f"{last} + 1, {task.period}))" for n, task in enumerate(plan.tasks)]
+        top.epilogue += [*strategy.epilogue, *ticks,
                          f"        {owner}.settle({k}, {last}, {k} - {pre}k0)"]
         self.clock = f"{self.writer.t} = {cfg.t0!r} + {k} * {cfg.dt!r}"
         self.reads_time = re.compile(rf"\b{self.writer.t}\b")
@@ -233,7 +241,7 @@ class Inlined:
         from cosim.fastpath.chunked import grouped
 
         w, k = self.writer, self.writer.k
-        logs, _ = w.logs(self.sim.store)
+        logs, _ = w.logs(self.sim.store, ticks=False)
         cont, disc = w.updates()
         rest = [f"if {self.last} < {k}:", *grouped(logs, 4), f"    {self.last} = {k}"]
         rest += grouped([st for stmts in cont + disc for st in stmts], 0)

@@ -98,20 +98,24 @@ def nested():
 
 def multi_tick():
     """An atomic subsystem whose inner step is finer than its rate in the parent: each hit
-    runs four inner ticks (and an inner block at half the inner rate)."""
+    runs four inner ticks (and inner blocks at half the inner rate, one with an offset)."""
     m = loop()
     fine = Subsystem("fine", atomic=True, dt=H, options={"dt": H / 4}, solver="RK4")
     fine.add(Inport("u"), Integrator("q", 0.0), Gain("g", -3.0), Sum("s", "++"),
-             UnitDelay("d", 0.0, sample_time=H / 2), Outport("y"), Outport("yd"))
+             UnitDelay("d", 0.0, sample_time=H / 2),
+             UnitDelay("o", 0.5, sample_time=(H / 2, H / 4)),
+             Outport("y"), Outport("yd"), Outport("yo"))
     fine.connect("u.out", "s.in1")
     fine.connect("g.out", "s.in2")
     fine.connect("s.out", "q.in")
     fine.connect("q.out", "g.in", "y.in", "d.in")
-    fine.connect("d.out", "yd.in")
-    m.add(fine, Sum("both", "++"))
+    fine.connect("d.out", "yd.in", "o.in")
+    fine.connect("o.out", "yo.in")
+    m.add(fine, Sum("both", "+++"))
     m.connect("err.out", "fine.u")
     m.connect("fine.y", "both.in1")
     m.connect("fine.yd", "both.in2")
+    m.connect("fine.yo", "both.in3")
     return m
 
 
