@@ -310,10 +310,11 @@ class Writer:
             self.inlined[i] = nested.Inlined(self, i)
         return self.inlined[i]
 
-    def subst(self, group, text: str, cvar: str = "C", tvar: str = "t") -> str:
+    def subst(self, group, text: str, cvar: str = "C", tvar: str | None = None) -> str:
         """A kernel expression of ``group``'s template with its names bound to the values;
-        ``cvar`` names the continuous state read, ``tvar`` the time."""
+        ``cvar`` names the continuous state read, ``tvar`` the time (default the tick's)."""
         plan, layout, s = self.plan, self.layout, self.s
+        tvar = tvar or self.t
 
         def name(kind, r):
             if kind == "u":

@@ -56,6 +56,12 @@ class Scalar(Strategy):
         Flat slots of the plan's values.
     n_c : int
         Number of continuous-state components.
+    prefix : str
+        Prefix of every local (and of the Runge–Kutta step ``h``): a plan inlined in
+        another's step function holds its values apart (:mod:`cosim.fastpath.nested`).
+    arrays : dict, optional
+        The names the values are loaded from and stored to, for ``"S"``, ``"D"`` and ``"C"``
+        (default: the step function's arguments of those names).
     """
 
     def __init__(self, plan, layout, n_c: int, prefix: str = "", arrays: dict | None = None):

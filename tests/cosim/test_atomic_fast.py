@@ -14,12 +14,34 @@ import pytest
 
 from blocks import DiscreteIntegrator, Gain, Relay, Sine, Sum, UnitDelay
 from blocks.continuous import Integrator
-from cosim import CosimConfig, Model, SimulationConfig, Simulator, simulation
+from cosim import Block, CosimConfig, Model, SimulationConfig, Simulator, simulation
+from cosim.model.block import Kernel
 from cosim.model.diagram import Inport, Outport, Subsystem
 from cosim.model.events import Scheduled
 from cosim.run import checkpoint
 
 H = 0.01
+
+
+class LastTime(Block):
+    """``out[k] = t[k-1]``: the time of its previous sample (its state update reads the
+    time: inlined, the inner plan's own)."""
+
+    input_ports = ()
+    direct_feedthrough = False
+
+    def initialize(self, t0):
+        self.state["x"] = np.array([-1.0])
+        self.outputs["out"] = self.state["x"]
+
+    def output_update(self, t, dt):
+        self.outputs["out"] = self.state["x"]
+
+    def state_update(self, t, dt):
+        self.next_state["x"] = np.array([t * 1.0])
+
+    def kernel(self):
+        return Kernel({"out": "x_x"}, {"x": "t * 1.0"})
 
 
 def plant(name="plant", dt=H / 4, k=-4.0, c=-0.4):
@@ -104,18 +126,20 @@ def multi_tick():
     fine.add(Inport("u"), Integrator("q", 0.0), Gain("g", -3.0), Sum("s", "++"),
              UnitDelay("d", 0.0, sample_time=H / 2),
              UnitDelay("o", 0.5, sample_time=(H / 2, H / 4)),
-             Outport("y"), Outport("yd"), Outport("yo"))
+             LastTime("lt"), Outport("y"), Outport("yd"), Outport("yo"), Outport("ylt"))
     fine.connect("u.out", "s.in1")
     fine.connect("g.out", "s.in2")
     fine.connect("s.out", "q.in")
     fine.connect("q.out", "g.in", "y.in", "d.in")
     fine.connect("d.out", "yd.in", "o.in")
     fine.connect("o.out", "yo.in")
-    m.add(fine, Sum("both", "+++"))
+    fine.connect("lt.out", "ylt.in")
+    m.add(fine, Sum("both", "++++"))
     m.connect("err.out", "fine.u")
     m.connect("fine.y", "both.in1")
     m.connect("fine.yd", "both.in2")
     m.connect("fine.yo", "both.in3")
+    m.connect("fine.ylt", "both.in4")
     return m
 
 
