@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cosim.fastpath import emitter, vector
+from cosim.fastpath import emitter, nested, vector
 from cosim.fastpath.layout import Layout, kernels_of
 from cosim.fastpath.runtime import FastPath, Unsupported
 from cosim.fastpath.scalar import Scalar
@@ -44,7 +44,9 @@ def build(plan, config, state, store, solver, cslices, release: bool = False) ->
     if kernels is None:
         return None
     n_c = state.X.size
-    groups = vector.worthwhile(plan, kernels)
+    # An atomic subsystem inlined is a block of its own (see cosim.fastpath.nested).
+    inlines = any(isinstance(kern, nested.Nested) for kern in kernels)
+    groups = None if inlines else vector.worthwhile(plan, kernels)
     if groups is not None:
         strategy = vector.Vector(plan, groups, n_c, len(tab[1]) + 1 if tab else 0)
         layout = Layout(plan, cslices, strategy.groups)

@@ -21,17 +21,22 @@ CHUNK_PREFIXES = ("_out", "_upd", "_rk")
 
 
 def grouped(stmts, indent: int) -> list[str]:
-    """Source lines of ``[(guard, statement)]``, consecutive statements of one guard grouped."""
+    """Source lines of ``[(guard, statement)]``, consecutive statements of one guard grouped.
+
+    A statement of several lines (an inlined atomic subsystem's, see
+    :mod:`cosim.fastpath.nested`) is indented as a whole.
+    """
     out, cur = [], object()
     for g, s in stmts:
         if g is None:
-            out.append(" " * indent + s)
+            pad = " " * indent
             cur = object()
         else:
             if g != cur:
                 out.append(" " * indent + f"if {g}:")
                 cur = g
-            out.append(" " * (indent + 4) + s)
+            pad = " " * (indent + 4)
+        out.append(pad + s.replace("\n", "\n" + pad) if "\n" in s else pad + s)
     return out
 
 
@@ -71,7 +76,7 @@ def frame(t0: float, dt: float, body, log_stmts, upd, integ, strategy, n_stages:
           size: int) -> list[str]:
     """Pieces of ``advance`` (see :func:`~cosim.fastpath.emitter._frame`) for a large plan:
     outputs, state updates and the statements of each segment ``(lines, statements)`` of
-    the integration (see :meth:`~cosim.fastpath.emitter._Writer.integration`; ``lines`` are
+    the integration (see :meth:`~cosim.fastpath.emitter.Writer.integration`; ``lines`` are
     the step function's own) run in functions of at most about ``size`` statements each, the
     last piece defining ``advance``.
 

@@ -20,13 +20,13 @@ import sys
 
 import numpy as np
 
-from cosim.fastpath import cache, chunked, structure
+from cosim.fastpath import cache, chunked, nested, structure
 from cosim.fastpath.chunked import ADVANCE, define, grouped, loop_end, own_globals
-from cosim.fastpath.runtime import FastPath
+from cosim.fastpath.runtime import FastPath, Unsupported
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
 
-__all__ = ["CHUNK", "Strategy", "build", "tableau"]
+__all__ = ["CHUNK", "Strategy", "Writer", "build", "tableau"]
 
 
 #: Statements per generated function of a large plan (see :mod:`cosim.fastpath.chunked`).
@@ -87,6 +87,8 @@ class Strategy:
     #: With ``locate_modes``: continuous-state slots whose zero crossings are watched too,
     #: ``(slot, "rising" | "falling" | "both")`` (an ensemble's events).
     watched: tuple = ()
+    #: Names of the log lists and of a Runge–Kutta step's ``h`` in the generated code.
+    rows, ticks, h = "rows", "ticks", "h"
 
     def __init__(self, groups: list[list[int]], label: str):
         self.groups = groups
@@ -174,12 +176,13 @@ class Strategy:
         return statement
 
 
-def guard(task) -> str | None:
-    """Source of the condition under which ``task`` runs at tick ``k`` (None: every tick)."""
+def guard(task, k: str = "k") -> str | None:
+    """Source of the condition under which ``task`` runs at tick ``k`` (the variable named
+    ``k``; None: every tick)."""
     if task.period == 1 and task.offset == 0:
         return None
-    cond = f"(k - {task.offset}) % {task.period} == 0"
-    return cond + (f" and k >= {task.offset}" if task.offset else "")
+    cond = f"({k} - {task.offset}) % {task.period} == 0"
+    return cond + (f" and {k} >= {task.offset}" if task.offset else "")
 
 
 def tableau(solver):
@@ -238,7 +241,7 @@ def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, f
                                 state.X.size, CHUNK)
     entry = cache.emitted(key)
     if entry is None:
-        pieces, columns = _Writer(plan, layout, kernels, strategy).pieces(config, store, tab,
+        pieces, columns = Writer(plan, layout, kernels, strategy).pieces(config, store, tab,
                                                                           state.X.size)
         codes = cache.code_for(pieces, strategy.label)
         entry = cache.Emitted("".join(pieces), codes, tuple(map(tuple, columns)),
@@ -252,17 +255,22 @@ def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, f
     for code in entry.code:
         exec(code, namespace)
     own_globals(namespace)
-    return FastPath(state, store, entry.source, namespace["advance"], flat,
+    fast = FastPath(state, store, entry.source, namespace["advance"], flat,
                     [list(c) for c in entry.columns], solver, len(tab[1]) + 1 if tab else 0)
+    fast.key = key
+    return fast
 
 
 def _recipe_value(recipe: tuple, kernels):
     """The value of a constant of recipe ``("p", group, name)`` (a parameter: one float
     when the members of ``group`` share it, else their array; ``group`` is a tuple of block
-    indices, or one index) or ``("l", i)`` (block ``i``'s
-    live values) in a plan of ``kernels``."""
+    indices, or one index), ``("l", i)`` (block ``i``'s live values) or ``("n", i, ...)``
+    (of atomic subsystem ``i``'s inlined plan, see :func:`~cosim.fastpath.nested.recipe_value`)
+    in a plan of ``kernels``."""
     if recipe[0] == "l":
         return kernels[recipe[1]].live
+    if recipe[0] == "n":
+        return nested.recipe_value(recipe, kernels, _recipe_value)
     _, group, r = recipe
     if isinstance(group, int):
         return float(kernels[group].params[r])
@@ -286,16 +294,36 @@ def _parts(text: str, dt: str, tvar: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
-class _Writer:
-    """Writes the statements of one plan's step function through a strategy."""
+class Writer:
+    """Writes the statements of one plan's step function through a strategy.
 
-    def __init__(self, plan, layout, kernels, strategy):
+    A plan inlined in another's step function (an atomic subsystem, see
+    :mod:`cosim.fastpath.nested`) has a clock of its own: ``prefix`` names its tick
+    ``<prefix>k``, time ``<prefix>t`` and stage time ``<prefix>ts``; ``top`` is the strategy
+    of the outermost function (which loads and stores every inlined plan's values), and
+    ``bound`` maps each of its Inports (plan index) to the source of the value it takes.
+    """
+
+    def __init__(self, plan, layout, kernels, strategy, prefix: str = "", top=None,
+                 bound: dict | None = None):
         self.plan, self.layout, self.kernels, self.s = plan, layout, kernels, strategy
+        self.prefix = prefix
+        self.k, self.t, self.ts = prefix + "k", prefix + "t", prefix + "ts"
+        self.top = top or strategy
+        self.bound = bound or {}
+        self.inlined: dict[int, nested.Inlined] = {}
 
-    def subst(self, group, text: str, cvar: str = "C", tvar: str = "t") -> str:
+    def nest(self, i: int) -> nested.Inlined:
+        """The inlined plan of block ``i`` (an atomic subsystem), written on first use."""
+        if i not in self.inlined:
+            self.inlined[i] = nested.Inlined(self, i)
+        return self.inlined[i]
+
+    def subst(self, group, text: str, cvar: str = "C", tvar: str | None = None) -> str:
         """A kernel expression of ``group``'s template with its names bound to the values;
-        ``cvar`` names the continuous state read, ``tvar`` the time."""
+        ``cvar`` names the continuous state read, ``tvar`` the time (default the tick's)."""
         plan, layout, s = self.plan, self.layout, self.s
+        tvar = tvar or self.t
 
         def name(kind, r):
             if kind == "u":
@@ -321,11 +349,22 @@ class _Writer:
             out += (name(parts[j], parts[j + 1]), parts[j + 2])
         return "".join(out)
 
-    def outputs(self, group, cvar: str = "C", tvar: str = "t", held: bool = False) -> list[str]:
-        """Statements computing ``group``'s outputs (with ``held``, a block with modes gives
-        its outputs with the mode held, as inside a solver step)."""
+    def outputs(self, group, cvar: str = "C", tvar: str | None = None,
+                held: bool = False) -> list[str]:
+        """Statements computing ``group``'s outputs (``tvar``: the time, default the tick's;
+        with ``held``, a block with modes gives its outputs with the mode held, as inside a
+        solver step)."""
         at, s = self.layout.signal_at, self.s
-        kern = self.kernels[group[0]]
+        i = group[0]
+        if i in self.bound:
+            # Bound to a value held through the tick: not evaluated again at solver stages.
+            if tvar not in (None, self.t):
+                return []
+            return s.set(s.ref("S", [at[(i, "out")]]), self.bound[i])
+        if isinstance(self.kernels[i], nested.Nested):
+            return self.nest(i).outputs()
+        tvar = tvar or self.t
+        kern = self.kernels[i]
         texts = kern.held if held and kern.held else kern.outputs
         return [st for p, text in texts.items()
                 for st in s.set(s.ref("S", [at[(i, p)] for i in group]),
@@ -345,20 +384,25 @@ class _Writer:
             if cstate:
                 targets = [s.ref("C", [layout.cont_at[(i, str(j))] for i in g])
                            for j in range(len(cstate))]
-                gd = guard(plan.tasks[plan.task_of[g[0]]])
+                gd = guard(plan.tasks[plan.task_of[g[0]]], self.k)
                 cont.append([(gd, st) for st in s.assign(targets,
                                                          [self.subst(g, e) for e in cstate])])
         for g in s.groups:
+            gd = guard(plan.tasks[plan.task_of[g[0]]], self.k)
+            if isinstance(self.kernels[g[0]], nested.Nested):
+                # An atomic subsystem's state update: its inner ticks to its next hit.
+                disc.append([(gd, self.nest(g[0]).step())])
+                continue
             states = self.kernels[g[0]].state
             if states:
                 targets = [s.ref("D", [layout.state_at[(i, n)] for i in g]) for n in states]
                 exprs = [self.subst(g, e) for e in states.values()]
-                gd = guard(plan.tasks[plan.task_of[g[0]]])
                 disc.append([(gd, st) for st in s.assign(targets, exprs)])
         return cont, disc
 
-    def logs(self, store) -> tuple[list, list]:
-        """``(guard, statement)`` of the log appends, and per task ``(log key, column)``."""
+    def logs(self, store, ticks: bool = True) -> tuple[list, list]:
+        """``(guard, statement)`` of the log appends (without ``ticks``, only the rows: the
+        caller appends the ticks), and per task ``(log key, column)``."""
         plan = self.plan
         columns = [[] for _ in plan.tasks]
         slots = [[] for _ in plan.tasks]
@@ -368,8 +412,9 @@ class _Writer:
             slots[ti].append(self.layout.log_slot(plan, i, p))
         stmts = []
         for n, task in enumerate(plan.tasks):
-            gd = guard(task)
-            stmts.append((gd, f"ticks[{n}].append(k)"))
+            gd = guard(task, self.k)
+            if ticks:
+                stmts.append((gd, f"{self.s.ticks}[{n}].append({self.k})"))
             if slots[n]:
                 stmts.append((gd, self.s.row(n, slots[n])))
         return stmts, columns
@@ -398,6 +443,8 @@ class _Writer:
             any(STATE.search(text) for text in self.kernels[g[0]].outputs.values())
             for g in minor)
 
+        h = s.h
+
         def stage(si: int, cvar: str, tvar: str) -> list[str]:
             lines = []
             for g in minor:
@@ -409,15 +456,17 @@ class _Writer:
                                        self.subst(g, text, cvar, tvar)))
             return lines
 
-        first = stage(0, "C", "t")
+        k, t, ts = self.k, self.t, self.ts
+        first = stage(0, "C", t)
         # Zero crossings of continuous states watched (ensembles' events): ``(slot, rule)``.
         watched = list(s.watched) if s.locate_modes else []
         if modes or watched:
-            first = ["_tickstart()", *first, *self.surfaces(modes, watched, "vp", "C", "t")]
-        segments = [([f"h = ({config.t0!r} + (k + 1) * {config.dt!r}) - t"], first, None)]
+            first = ["_tickstart()", *first, *self.surfaces(modes, watched, "vp", "C", t)]
+        segments = [([f"{h} = ({config.t0!r} + ({k} + 1) * {config.dt!r}) - {t}"], first,
+                     None)]
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
             segments.append(([], s.stage_sum("Z", tm), ("Z", tm)))
-            segments.append(([f"ts = t + {node!r} * h"], stage(si, "Z", "ts"), None))
+            segments.append(([f"{ts} = {t} + {node!r} * {h}"], stage(si, "Z", ts), None))
         segments.append(([], s.stage_sum("C", weights), ("C", weights)))
         if modes or watched:
             # The surfaces at the step's end (the interpreter's check after a solver step).
@@ -464,8 +513,13 @@ class _Writer:
         log_stmts, columns = self.logs(store)
         cont, disc = self.updates()
         integ = self.integration(config, tab, bool(cont)) if n_c else []
-        size = sum(len(x) for part in (body, cont, disc) for x in part)
+        # Lines, not statements: an inlined atomic subsystem's tick is one statement of many.
+        size = sum(st.count("\n") + 1 for part in (body, cont, disc) for x in part
+                   for _, st in x)
         if size + sum(len(stmts) for _, stmts, _ in integ) > CHUNK:
+            if self.inlined:
+                raise Unsupported("atomic subsystems inlined in a plan too large for one "
+                                  "function")
             n_stages = len(tab[1]) + 1 if n_c else 0
             # A combination the strategy writes over whole vectors is a line of the step
             # function, not a statement per component.

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cosim.fastpath import nested
 from cosim.fastpath.params import lift
 from cosim.fastpath.runtime import Unsupported
 
@@ -43,16 +44,24 @@ def _scalar(a) -> bool:
     return isinstance(a, np.ndarray) and a.shape == (1,) and a.dtype == np.float64
 
 
-def kernels_of(plan) -> list | None:
+def kernels_of(plan, given: dict | None = None) -> list | None:
     """Every block's kernel with its float literals lifted into parameters (see
     :func:`~cosim.fastpath.params.lift`), or None when a block has none or a non-scalar
-    signal or state.
+    signal or state. An atomic subsystem's is its :class:`~cosim.fastpath.nested.Nested`
+    kernel (its inner plan inlined).
 
     Blocks are initialized: their outputs, states and continuous states give the shapes.
+    ``given`` maps block indices to kernels to take instead of asking the block.
     """
     kernels = []
-    for b in plan.blocks:
-        kern = b.kernel()
+    for i, b in enumerate(plan.blocks):
+        if b.nests_plan:
+            kern = nested.kernel(b)
+            if kern is None or not all(_scalar(b.outputs.get(p)) for p in b.output_names):
+                return None
+            kernels.append(kern)
+            continue
+        kern = given[i] if given and i in given else b.kernel()
         if kern is None:
             return None
         if not all(_scalar(b.outputs.get(p)) for p in b.output_names):

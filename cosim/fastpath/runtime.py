@@ -47,6 +47,9 @@ class FastPath:
         The generated Python source (for inspection and debugging).
     vector : bool
         True for the vector (numpy) strategy.
+    key : tuple or bytes or None
+        The structural fingerprint its source was written for (see
+        :mod:`cosim.fastpath.structure`): a parent inlining this plan keys its own by it.
     """
 
     def __init__(self, state, store, source, fn, flat, columns, solver, n_stages):
@@ -58,6 +61,7 @@ class FastPath:
         self.vector = flat.vector
         self.solver = solver
         self.n_stages = n_stages
+        self.key = None
         state.flat = flat
         store.columns = columns
 

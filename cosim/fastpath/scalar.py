@@ -56,41 +56,60 @@ class Scalar(Strategy):
         Flat slots of the plan's values.
     n_c : int
         Number of continuous-state components.
+    prefix : str
+        Prefix of every local (and of the Runge–Kutta step ``h``): a plan inlined in
+        another's step function holds its values apart (:mod:`cosim.fastpath.nested`).
+    arrays : dict, optional
+        The names the values are loaded from and stored to, for ``"S"``, ``"D"`` and ``"C"``
+        (default: the step function's arguments of those names).
     """
 
-    def __init__(self, plan, layout, n_c: int):
+    def __init__(self, plan, layout, n_c: int, prefix: str = "", arrays: dict | None = None):
         super().__init__(Singletons(plan.positions), f"<cosim plan {plan.name}>")
         self.n_c = n_c
+        self.prefix = prefix
+        self.h = prefix + "h"
         self.namespace["_zeros"] = np.zeros
-        loaded = [(v, src) for v, src in (
-            ([f"s{j}" for j in range(len(layout.signal_slots))], "S"),
-            ([f"x{j}" for j in range(len(layout.state_slots))], "D"),
-            # The continuous state is the run state's numpy vector: unpacked to Python floats.
-            ([f"c{j}" for j in range(n_c)], "C.tolist()")) if v]
-        self.prologue = [f"    {', '.join(v)}, = {src}" for v, src in loaded]
-        self.epilogue = [f"        {src[:1]}[:] = [{', '.join(v)}]" for v, src in loaded
-                         if src != "C.tolist()" or n_c > _ITEMWISE]
+        arrays = arrays or {"S": "S", "D": "D", "C": "C"}
+        loaded = [(v, arrays[a], a) for v, a in (
+            ([self.ref("S", [j]) for j in range(len(layout.signal_slots))], "S"),
+            ([self.ref("D", [j]) for j in range(len(layout.state_slots))], "D"),
+            ([self.ref("C", [j]) for j in range(n_c)], "C")) if v]
+        # The continuous state is the run state's numpy vector: unpacked to Python floats.
+        self.prologue = [f"    {', '.join(v)}, = {src}" + (".tolist()" if a == "C" else "")
+                         for v, src, a in loaded]
+        self.epilogue = [f"        {src}[:] = [{', '.join(v)}]" for v, src, a in loaded
+                         if a != "C" or n_c > _ITEMWISE]
         if 0 < n_c <= _ITEMWISE:
             # A few numpy items are stored 3-4x faster one by one than as a slice from a list
             # (a unit's macro step of one tick pays this store every call).
-            self.epilogue.append("        " + "; ".join(f"C[{j}] = c{j}" for j in range(n_c)))
+            self.epilogue.append("        " + "; ".join(f"{arrays['C']}[{j}] = "
+                                                       f"{self.ref('C', [j])}"
+                                                       for j in range(n_c)))
 
     def ref(self, array: str, slots: list[int]) -> str:
         (j,) = slots
-        return _name(array, j)
+        return self.prefix + _name(array, j)
 
     def assign(self, targets: list[str], exprs: list[str]) -> list[str]:
-        return [f"{', '.join(targets)} = {', '.join(exprs)}"]
+        # A value assigned to itself (a state an update keeps: ``x0 = x0``) is left out.
+        pairs = [(tg, e) for tg, e in zip(targets, exprs) if tg != e]
+        if not pairs:
+            return []
+        return [f"{', '.join(tg for tg, _ in pairs)} = {', '.join(e for _, e in pairs)}"]
 
     def row(self, task: int, slots: list[int]) -> str:
-        return f"rows[{task}].append(({', '.join(f's{j}' for j in slots)},))"
+        return f"{self.rows}[{task}].append(({', '.join(self.ref('S', [j]) for j in slots)},))"
 
     def stage_sum(self, target: str, terms) -> list[str]:
-        var = _PREFIX[target]
+        ref = self.ref
         if not terms:
-            return [f"{var}{g} = c{g}" for g in range(self.n_c)]
-        return [f"{var}{g} = c{g} + h * ({' + '.join(f'{a!r} * k{j}_{g}' for a, j in terms)})"
-                for g in range(self.n_c)]
+            return [f"{ref(target, [g])} = {ref('C', [g])}" for g in range(self.n_c)]
+        out = []
+        for g in range(self.n_c):
+            total = " + ".join(f"{a!r} * {ref('K%d' % j, [g])}" for a, j in terms)
+            out.append(f"{ref(target, [g])} = {ref('C', [g])} + {self.h} * ({total})")
+        return out
 
     def whole_sum(self, target: str, terms) -> list[str]:
         if not terms:

@@ -15,6 +15,7 @@ import io
 import pickle
 
 from cosim.fastpath.layout import Singletons
+from cosim.fastpath.nested import Nested
 
 __all__ = ["DIGEST_BLOCKS", "fingerprint"]
 
@@ -39,7 +40,10 @@ def _spelling(key: tuple) -> bytes:
 
 
 def _template(kern) -> tuple:
-    """A lifted kernel's expressions and parameter names (not their values)."""
+    """A lifted kernel's expressions and parameter names (not their values); an inlined
+    atomic subsystem's is its inner plan's fingerprint."""
+    if isinstance(kern, Nested):
+        return ("nested", kern.key, kern.inputs)
     return (tuple(kern.outputs.items()), tuple(kern.state.items()), tuple(kern.derivatives),
             tuple(kern.cstate), tuple(kern.params), kern.live is not None,
             tuple(kern.held.items()), tuple(kern.surfaces))

@@ -316,8 +316,12 @@ class Simulator(pacing.PacedRuns):
             return
         if self.fast_path is not None:
             self.fast_path.outputs_only(k, log, self.config.t0, self.config.dt)
-            return
-        self.interpreter.outputs_only(k, log)
+            if not (log and self.atomics):
+                return
+            # The atomic subsystems' inputs, from the fast path's values (pushed below).
+            self.state.blocks_current()
+        else:
+            self.interpreter.outputs_only(k, log)
         if not log:
             return
         t = self.config.t0 + k * self.config.dt
