@@ -207,6 +207,12 @@ class CosimConfig:
         Cut the model automatically into this many units of balanced estimated cost, on
         signals after states where it can (:mod:`cosim.master.autosplit`); the logs keep the
         model's own keys. For a model of plain blocks and virtual subsystems.
+    runtime_env : dict, optional
+        Ray backend: the Ray runtime environment of every unit actor (code and packages
+        shipped to the nodes: ``working_dir``, ``py_modules``, ``pip``, ``env_vars``).
+    ports : (int, int), optional
+        Ray backend: bind each unit actor's data-plane port in ``[low, high]`` (the range a
+        firewall between the machines leaves open); None: any free port.
     """
 
     H: float
@@ -240,6 +246,8 @@ class CosimConfig:
     compiled: bool = True
     pipelined: bool = True
     partition: int | None = None
+    runtime_env: dict | None = field(default=None, hash=False)
+    ports: tuple | None = None
 
     def __post_init__(self):
         problems = []
