@@ -42,8 +42,9 @@ from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
 from cosim.modelfile.writer import emit
 
-__all__ = ["RayBackend", "RayProxy", "Heartbeat", "await_placement", "ensure_ray",
-           "notices_beside_progress_bars", "taken", "unplaceable", "unschedulable"]
+__all__ = ["RayBackend", "RayProxy", "Heartbeat", "await_placement", "check_ports",
+           "ensure_ray", "node_answers", "notices_beside_progress_bars", "taken",
+           "unplaceable", "unschedulable"]
 
 log = logging.getLogger("cosim.ray")
 
@@ -320,7 +321,7 @@ class _Host:
                                  f"that node (node option {opts.node!r}) and cannot be "
                                  "re-placed elsewhere: drop the node option to let them move")
         # The node itself lost (its raylet silent too), or only the actor's process?
-        dead = None if _node_answers(lost["node"]) else lost["node"]
+        dead = None if node_answers(lost["node"]) else lost["node"]
         node = _surviving_node(opts, dead)
         if node is None:
             raise TransportError(self.names, "recover", f"{why}; no surviving node offers "
@@ -496,20 +497,24 @@ def taken(need: dict, nodes: list[dict], available: dict) -> str | None:
             " by other actors or tasks")
 
 
-def _node_answers(node: str, timeout: float = 0.5) -> bool:
-    """Whether ``node``'s raylet accepts a connection (cosim's own check that a node lives:
-    Ray declares a node dead only after its health checks, ~15 s)."""
-    for n in ray.nodes():
-        if n["NodeID"] == node:
-            if not n.get("Alive"):
-                return False
-            try:
-                with socket.create_connection((n["NodeManagerAddress"],
-                                               n["NodeManagerPort"]), timeout=timeout):
-                    return True
-            except OSError:
-                return False
-    return False
+#: Node id -> its raylet's (address, port): they never change for a node id.
+_raylets: dict[str, tuple[str, int]] = {}
+
+
+def node_answers(node: str, timeout: float = 0.5) -> bool:
+    """Whether ``node``'s raylet accepts a connection: cosim's own check that a node lives
+    (Ray declares a node dead only after its health checks, ~15 s). ~0.1 ms when it does."""
+    if node not in _raylets:
+        for n in ray.nodes():
+            if n.get("Alive"):
+                _raylets[n["NodeID"]] = (n["NodeManagerAddress"], n["NodeManagerPort"])
+    if node not in _raylets:
+        return False                    # not (or no longer) an alive node of the cluster
+    try:
+        with socket.create_connection(_raylets[node], timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _surviving_node(opts, lost: str | None) -> str | None:

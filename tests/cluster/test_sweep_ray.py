@@ -129,25 +129,31 @@ def test_the_driver_drops_stray_and_malformed_messages_and_never_unpickles(tmp_p
     good = [[{"run_id": r.run_id, "index": r.index, **dict.fromkeys(r.params),
               "status": "ok", "y": 1.5}, "abc"] for r in runs[:2]]
     evil = tmp_path / "unpickled"
-    stray = [[b"p0"], [b"zz", READY], [b"p0", READY], [b"p0", DONE, b"1", encode_data(good)],
-             [b"p0", DONE, b"0"], [b"p0", b"what", b"0", encode_data(good)]]
+    none = encode_data([])              # the chunk's logs: none kept
+    stray = [[b"p0"], [b"zz", READY], [b"p0", READY],
+             [b"p0", DONE, b"1", encode_data(good), none], [b"p0", DONE, b"0"],
+             [b"p0", DONE, b"0", encode_data(good)],
+             [b"p0", b"what", b"0", encode_data(good), none]]
     for frames in stray:
         p = driver()
         p.sock = _Socket(frames)
         p.answer()
         assert p.sock.sent == [] and p.holding == {b"p0": (0, 0)} and not done, frames
-    for payload in (b"\xc1", pickle.dumps(_Evil(str(evil))), encode_data([good[0]]),
-                    encode_data([good[1], good[0]])):
+    for payload, logs in ((b"\xc1", none), (pickle.dumps(_Evil(str(evil))), none),
+                          (encode_data([good[0]]), none),
+                          (encode_data([good[1], good[0]]), none),
+                          (encode_data(good), pickle.dumps(_Evil(str(evil)))),
+                          (encode_data(good), encode_data({"not": "a list"}))):
         p = driver()
         p.waiting.append((1, 0))
-        p.sock = _Socket([b"p0", DONE, b"0", payload])
+        p.sock = _Socket([b"p0", DONE, b"0", payload, logs])
         p.answer()                  # rows that do not decode: the chunk is lost once
         assert not evil.exists() and not done
         (name, kind, data), = p.sock.sent
         assert (name, kind) == (b"p0", CHUNK) and decode_data(data)[:2] == [0, [0, 1]]
         assert list(p.waiting) == [(1, 0)]
     p = driver()
-    p.sock = _Socket([b"p0", DONE, b"0", encode_data(good)])
+    p.sock = _Socket([b"p0", DONE, b"0", encode_data(good), none])
     p.answer()
     (rows,) = done
     assert [row for row, _ in rows] == [{"run_id": r.run_id, "index": r.index, **r.params,
