@@ -44,7 +44,7 @@ from cosim.modelfile.writer import emit
 
 __all__ = ["RayBackend", "RayProxy", "Heartbeat", "await_placement", "check_ports",
            "ensure_ray", "node_answers", "notices_beside_progress_bars", "taken",
-           "unplaceable", "unschedulable"]
+           "unplaceable", "unschedulable", "uploaded"]
 
 log = logging.getLogger("cosim.ray")
 
@@ -89,6 +89,30 @@ def ensure_ray(address: str | None = None) -> None:
     notices_beside_progress_bars()
     ray.init(address=address, include_dashboard=False, log_to_driver=False,
              configure_logging=False)
+
+
+def uploaded(runtime_env: dict | None) -> dict | None:
+    """``runtime_env`` with its local ``working_dir`` and ``py_modules`` directories
+    packed and uploaded to the cluster (replaced by their ``gcs://`` URIs, by content: an
+    unchanged directory is uploaded once), so that they can be given to single actors and
+    tasks: Ray itself uploads local directories only for the whole job (``ray.init``), and
+    cosim ships them per run. Ray must be initialised.
+
+    Uses the functions ``ray.init`` uses for that (Ray's internal
+    ``ray._private.runtime_env``); ``.gitignore`` files and ``excludes`` are honoured.
+    """
+    if not runtime_env or not ({"working_dir", "py_modules"} & set(runtime_env)):
+        return runtime_env
+    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
+    from ray._private.runtime_env.working_dir import upload_working_dir_if_needed
+    from ray._private.worker import global_worker
+    scratch = global_worker.node.get_runtime_env_dir_path()
+    env = upload_py_modules_if_needed(dict(runtime_env), include_gitignore=True,
+                                      scratch_dir=scratch, logger=log)
+    env = upload_working_dir_if_needed(env, include_gitignore=True, scratch_dir=scratch,
+                                       logger=log)
+    env.pop("excludes", None)           # used by the upload only
+    return env
 
 
 def _canonical(address: str) -> str:
@@ -630,6 +654,7 @@ class RayBackend(Backend):
         self.hosts: list[_Host] = []
         self.keys: RunKeys | None = None
         self.ports = check_ports(cosim_config.ports)
+        self.runtime_env: dict | None = None
         #: Per actor (group key), the structure of the unit file it keeps (see
         #: :func:`~cluster.unit_files.split_parameters`), or None.
         self._structures: dict = {}
@@ -688,8 +713,8 @@ class RayBackend(Backend):
         node = node if node is not None else opts.node
         if node is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
-        if self.cfg.runtime_env is not None:
-            options["runtime_env"] = dict(self.cfg.runtime_env)
+        if self.runtime_env is not None:
+            options["runtime_env"] = self.runtime_env
         text = None
         if generation == 0:
             file = _unit_file(group, key) if self.reloads else None
@@ -700,6 +725,7 @@ class RayBackend(Backend):
 
     def start(self, specs) -> dict:
         ensure_ray(self.cfg.address)
+        self.runtime_env = uploaded(self.cfg.runtime_env)
 
         def placement(spec) -> dict:
             opts = self.cfg.options(spec.name)

@@ -322,9 +322,10 @@ class Pullers:
         import zmq
 
         from cluster.dataplane import bind_port
-        from cluster.ray_backend import ensure_ray, unschedulable
+        from cluster.ray_backend import ensure_ray, unschedulable, uploaded
         from cluster.versions import versions
         ensure_ray(self.address)
+        self.runtime_env = uploaded(self.runtime_env)
         why = unschedulable({"CPU": PULLER}, ray.nodes())
         if why is not None:
             raise ModelError(f"sweep on Ray: no node can run a puller (CPU={PULLER:g}): "
