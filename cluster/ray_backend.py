@@ -42,9 +42,9 @@ from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
 from cosim.modelfile.writer import emit
 
-__all__ = ["RayBackend", "RayProxy", "Heartbeat", "await_placement", "check_ports",
-           "ensure_ray", "node_answers", "notices_beside_progress_bars", "taken",
-           "unplaceable", "unschedulable", "uploaded"]
+__all__ = ["Heartbeat", "RayBackend", "RayProxy", "await_actors", "await_placement",
+           "check_ports", "ensure_ray", "live_nodes", "node_answers", "notices_beside_progress_bars",
+           "taken", "unplaceable", "unschedulable", "uploaded"]
 
 log = logging.getLogger("cosim.ray")
 
@@ -161,29 +161,46 @@ class UnitActor:
     """Hosts units (one, or several that share a ``process``) and serves them on its
     data-plane socket.
 
+    Made in two steps, so that the master knows when Ray has placed it (:meth:`placed`
+    answers as soon as it exists: its arguments are plain) apart from the units' start,
+    which may fail on the node (:meth:`start`: a module missing there, another version).
+
     Parameters
     ----------
-    specs : list of UnitSpec
-    keys : RunKeys, optional
-    unit_file : str, optional
-        See :meth:`reload`.
-    driver : dict, optional
-        The driver's :func:`~cluster.versions.versions`: a node with others refuses to start.
-    ports : (int, int), optional
-        Bind the data plane to a port in ``[lo, hi]``.
     generation : int
         How often the units were re-placed (0: the first actor); in :meth:`where`.
     """
 
-    def __init__(self, specs, keys=None, unit_file: str | None = None, driver=None,
-                 ports=None, generation: int = 0):
+    def __init__(self, generation: int = 0):
+        self.generation = generation
+        self.ip = ray.util.get_node_ip_address()
+        self.units, self.endpoint, self.template = {}, None, None
+
+    def placed(self) -> str:
+        """This actor's node id (it exists: Ray has placed it)."""
+        return ray.get_runtime_context().get_node_id()
+
+    def start(self, specs, keys=None, unit_file: str | None = None, driver=None,
+              ports=None) -> dict:
+        """Build the units of ``specs`` and serve them; :meth:`where` it serves them.
+
+        Parameters
+        ----------
+        specs : list of UnitSpec
+        keys : RunKeys, optional
+        unit_file : str, optional
+            See :meth:`reload`.
+        driver : dict, optional
+            The driver's :func:`~cluster.versions.versions`: a node with others refuses.
+        ports : (int, int), optional
+            Bind the data plane to a port in ``[lo, hi]``.
+        """
         if driver is not None:
             check_versions(driver, f"the unit actor of {', '.join(s.name for s in specs)}")
         self.units = _units(specs)
-        self.ip = ray.util.get_node_ip_address()
         self.endpoint, _ = serve(self.units, self.ip, keys, ports)
         self.template = _template(unit_file)
-        self.generation = generation
+        return self.where()
 
     def reload(self, specs, unit_file: str | None = None) -> None:
         """Host the units of ``specs`` (the same names) instead of the current ones, built
@@ -351,18 +368,22 @@ class _Host:
             raise TransportError(self.names, "recover", f"{why}; no surviving node offers "
                                  f"{_fmt(_need(opts))} (the nodes offer: "
                                  f"{_offered(_alive(ray.nodes(), exclude=dead))})")
-        actor = self.backend.create(self.key, self.group, node=node, generation=self.generation)
+        made = self.backend.create(self.key, self.group, node=node, generation=self.generation)
         try:
-            info = await_placement({self.key: actor.where.remote()},
-                                   {self.key: (self.names, _need(opts))},
-                                   max(0.1, deadline - time.time()))[self.key]
+            info = await_actors({self.key: made}, {self.key: (self.names, _need(opts))},
+                                max(0.1, deadline - time.time()))[self.key]
         except ModelError as err:
+            ray.kill(made[0], no_restart=True)
             raise TransportError(self.names, "recover", f"{why}; re-placing the units "
                                  f"failed: {err}") from err
-        check_reachable(info["endpoint"], self.backend.cfg.connect_timeout,
-                        f"the unit actor of {self.names}")
+        try:
+            check_reachable(info["endpoint"], self.backend.cfg.connect_timeout,
+                            f"the unit actor of {self.names}")
+        except ConnectionError as err:
+            ray.kill(made[0], no_restart=True)
+            raise TransportError(self.names, "recover", f"{why}; {err}") from None
         self.conn.reconnect(info["endpoint"])       # once for all the units of the actor
-        self._adopt(actor, info)
+        self._adopt(made[0], info)
         log.warning("units %s re-placed from node %s to node %s (generation %d) after: %s",
                     self.names, lost["ip"], info["ip"], self.generation, why)
 
@@ -541,6 +562,12 @@ def node_answers(node: str, timeout: float = 0.5) -> bool:
         return False
 
 
+def live_nodes() -> list[dict]:
+    """``ray.nodes()`` without the nodes Ray still counts alive but whose raylet no longer
+    answers (lost: Ray's own verdict comes ~15 s later)."""
+    return [n for n in ray.nodes() if n.get("Alive") and node_answers(n["NodeID"])]
+
+
 def _surviving_node(opts, lost: str | None) -> str | None:
     """A node other than ``lost`` whose resources can host an actor with ``opts``, or
     None."""
@@ -587,11 +614,11 @@ def await_placement(refs: dict, asked: dict, timeout: float) -> dict:
             try:
                 out[key] = ray.get(pending.pop(key))
             except ray.exceptions.RayError as err:
-                raise ModelError(f"{asked[key][0]} could not start: "
+                raise ModelError(f"{asked[key][0]} could not be placed: "
                                  f"{_start_failure(err)}") from None
         if not pending:
             break
-        nodes, free = ray.nodes(), ray.available_resources()
+        nodes, free = live_nodes(), ray.available_resources()
         late = time.monotonic() - start >= timeout
         for key in pending:
             what, need = asked[key]
@@ -614,14 +641,48 @@ def await_placement(refs: dict, asked: dict, timeout: float) -> dict:
     return out
 
 
+def await_actors(made: dict, asked: dict, timeout: float) -> dict:
+    """Wait until each actor of ``made`` (key -> ``(actor, placed ref, started ref)``,
+    :meth:`RayBackend.create`) is placed (:func:`await_placement`) and has started its
+    units; their :meth:`UnitActor.where`, by key.
+
+    Raises
+    ------
+    ModelError
+        As :func:`await_placement`; or an actor's start failed on its node (the cause
+        named, with a remedy for a module missing there or another version) or took
+        longer than the rest of ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    await_placement({k: m[1] for k, m in made.items()}, asked, timeout)
+    out = {}
+    for key, (_, _, started) in made.items():
+        try:
+            out[key] = ray.get(started, timeout=max(0.1, deadline - time.monotonic()))
+        except ray.exceptions.GetTimeoutError:
+            raise ModelError(f"{asked[key][0]} was placed but did not start within "
+                             f"{timeout:g} s") from None
+        except ray.exceptions.RayError as err:
+            raise ModelError(f"{asked[key][0]} could not start: "
+                             f"{_start_failure(err)}") from None
+    return out
+
+
 def _start_failure(err) -> str:
-    """An actor's start-up failure, with a remedy when there is one."""
+    """An actor's start-up failure in a line, with a remedy when there is one."""
+    import re
     cause = getattr(err, "cause", None) or err
-    text = f"{type(cause).__name__}: {cause}"
-    if isinstance(cause, ModuleNotFoundError) or "ModuleNotFoundError" in str(err):
-        text += ("; install the module on every node, or ship it with the run: "
-                 "CosimConfig(runtime_env={'py_modules': [...]}) or --runtime-env FILE")
-    return text
+    if isinstance(cause, ModelError):           # a version mismatch: says it all
+        return str(cause)
+    text = str(err)
+    ip = re.search(r"\bip=([\w.:-]+)", text)
+    where = f" on node {ip[1]}" if ip else ""
+    missing = re.search(r"No module named '([^']+)'", text)
+    if missing:
+        return (f"ModuleNotFoundError: no module named {missing[1]!r}{where}; install it on "
+                "every node, or ship it with the run: CosimConfig(runtime_env={'py_modules':"
+                " [...]}) or --runtime-env FILE")
+    return f"{type(cause).__name__}{where}: {str(cause).strip().splitlines()[-1]}"
 
 
 class RayBackend(Backend):
@@ -700,9 +761,10 @@ class RayBackend(Backend):
             self._structures[key] = file[0] if file is not None else None
         return dict(self.proxies)
 
-    def create(self, key, group, node: str | None = None, generation: int = 0):
+    def create(self, key, group, node: str | None = None, generation: int = 0) -> tuple:
         """A new actor hosting ``group``'s units with their placement options (on ``node``
-        when given: a re-placement)."""
+        when given: a re-placement): ``(actor, placed ref, started ref)`` (see
+        :func:`await_actors`)."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         opts = self.cfg.options(group[0].name)
         # Ray never restarts it: a lost actor is re-placed by cosim (_Host.replace).
@@ -720,8 +782,9 @@ class RayBackend(Backend):
             file = _unit_file(group, key) if self.reloads else None
             self._structures[key] = file[0] if file is not None else None
             text = emit(file[2]) if file is not None else None
-        return UnitActor.options(**options).remote(group, self.keys, text, versions(),
-                                                   self.ports, generation)
+        actor = UnitActor.options(**options).remote(generation)
+        return (actor, actor.placed.remote(),
+                actor.start.remote(group, self.keys, text, versions(), self.ports))
 
     def start(self, specs) -> dict:
         ensure_ray(self.cfg.address)
@@ -740,7 +803,7 @@ class RayBackend(Backend):
                                 "different placements; give them the same num_cpus / "
                                 "resources / node")
                 continue
-            why = unplaceable(self.cfg.options(group[0].name), ray.nodes())
+            why = unplaceable(self.cfg.options(group[0].name), live_nodes())
             if why is not None:
                 problems.append(f"unit {names} cannot be placed: {why}")
         if problems:
@@ -750,15 +813,15 @@ class RayBackend(Backend):
         # The data plane binds the node's address: CURVE with keys made for this run, handed
         # over through Ray's own channel, unless the run opted out.
         self.keys = RunKeys.new() if self.cfg.curve else None
-        actors = {key: self.create(key, group) for key, group in groups.items()}
+        made = {key: self.create(key, group) for key, group in groups.items()}
+        actors = {key: m[0] for key, m in made.items()}
         # Actors start in parallel; wait for all of them (placement failures surface here,
         # and a wait for resources is reported within seconds).
         asked = {key: ("unit " + ", ".join(s.name for s in group),
                        _need(self.cfg.options(group[0].name)))
                  for key, group in groups.items()}
         try:
-            infos = await_placement({k: a.where.remote() for k, a in actors.items()}, asked,
-                                    self.cfg.timeout)
+            infos = await_actors(made, asked, self.cfg.timeout)
         except ModelError:
             for actor in actors.values():
                 ray.kill(actor, no_restart=True)

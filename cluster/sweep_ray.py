@@ -322,16 +322,17 @@ class Pullers:
         import zmq
 
         from cluster.dataplane import bind_port
-        from cluster.ray_backend import ensure_ray, unschedulable, uploaded
+        from cluster.ray_backend import ensure_ray, live_nodes, unschedulable, uploaded
         from cluster.versions import versions
         ensure_ray(self.address)
         self.runtime_env = uploaded(self.runtime_env)
-        why = unschedulable({"CPU": PULLER}, ray.nodes())
+        live = live_nodes()
+        why = unschedulable({"CPU": PULLER}, live)
         if why is not None:
             raise ModelError(f"sweep on Ray: no node can run a puller (CPU={PULLER:g}): "
                              f"{why}; add a node with a CPU, or use backend='process'")
         if self.most is None:
-            self.most = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            self.most = max(1, int(sum(n["Resources"].get("CPU", 0) for n in live)))
         self.versions = versions()
         self.ctx = zmq.Context()                # its own: no ZAP handler of other servers
         self.sock = self.ctx.socket(zmq.ROUTER)
@@ -534,8 +535,8 @@ class Pullers:
         by other work, say so once (naming what the cluster has free) and wait on."""
         import ray
 
-        from cluster.ray_backend import taken, unschedulable
-        nodes = ray.nodes()
+        from cluster.ray_backend import live_nodes, taken, unschedulable
+        nodes = live_nodes()
         need = {"CPU": PULLER}
         why = unschedulable(need, nodes)
         if why is not None:

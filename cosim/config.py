@@ -186,8 +186,9 @@ class CosimConfig:
         encryption) fails at once, and the error says whether nothing was listening, the
         handshake was refused, or the server was slow.
     address : str, optional
-        Ray cluster to join (``"auto"``, ``"ray://host:port"``); None starts a local Ray
-        instance when the Ray backend is used.
+        Ray cluster to join (``"auto"`` or the head's ``"host:port"``; Ray Client
+        ``ray://`` addresses are refused); None starts a local Ray instance when the Ray
+        backend is used.
     trace : bool
         Record every unit call (for tests and debugging).
     curve : bool

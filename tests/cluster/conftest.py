@@ -11,7 +11,7 @@ import pytest
 from tests.cluster.raynodes import RayNodes
 
 #: Custom resources of the three nodes: the head, and two worker nodes.
-HEAD = {"head": 1}
+HEAD = {"head": 4}
 WORKERS = [{"n2": 1, "plant": 2}, {"n3": 1, "plant": 2}]
 
 

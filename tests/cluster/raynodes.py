@@ -83,14 +83,18 @@ class RayNodes:
         Custom resources of the head.
     workers : list of dict
         Custom resources of each worker node (addresses 127.0.0.2, 127.0.0.3, ...).
+    head_cpus : int
+        CPUs of the head (0, as a head that runs no work: pullers and CPU-hungry units go
+        to the worker nodes).
     """
 
-    def __init__(self, root: Path, head: dict, workers: list[dict]):
+    def __init__(self, root: Path, head: dict, workers: list[dict], head_cpus: int = 0):
         self.root = Path(root)
         self.token = secrets.token_hex(32)
         self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
                     "RAY_AUTH_TOKEN": self.token}
         self.nodes = [self._node("head", "127.0.0.1", head, 0)]
+        self.nodes[0].num_cpus = head_cpus
         self.nodes += [self._node(f"n{i + 2}", f"127.0.0.{i + 2}", res, i + 1)
                        for i, res in enumerate(workers)]
         self.address = None
@@ -118,6 +122,24 @@ class RayNodes:
         for node, proc in procs:
             self._wait(proc, node)
         return self
+
+    def revive(self, node: Node) -> None:
+        """Start a lost worker node again (same address, resources and directory; a new
+        temp directory and node id), and wait until it has joined."""
+        import ray
+        node.temp = node.temp.with_name(node.temp.name + "r")
+        self._wait(self._start(node, "--address", self.address), node)
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            ids = [n["NodeID"] for n in ray.nodes()
+                   if n["Alive"] and n["NodeManagerAddress"] == node.ip
+                   and n["NodeID"] != node.node_id]
+            if ids:
+                node.node_id = ids[0]
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {node.ip} did not join again")
+            time.sleep(0.2)
 
     def _wait(self, proc: subprocess.Popen, node: Node) -> str:
         try:

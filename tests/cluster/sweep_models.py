@@ -244,3 +244,13 @@ def cosim_loop_config(backend: str) -> SimulationConfig:
     """:func:`cosim_loop`'s runs: 0.6 s at H = 10 ms, units on ``backend``."""
     return SimulationConfig(dt=0.002, t_end=0.6, solver="RK4",
                             cosim=CosimConfig(H=0.01, backend=backend))
+
+
+def paced_lag():
+    """:func:`lag` taking ~0.1 s of wall time per run (a sweep slow enough to lose a node
+    in; the numbers those of :func:`lag`)."""
+    from tests.cluster.scenarios import Pace
+    m = lag()
+    m.add(Pace("pace", delay=0.002, every=0.02))
+    m.connect("plant.out", "pace.in")
+    return m
