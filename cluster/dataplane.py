@@ -27,8 +27,8 @@ from cluster.frames import recv_frames, send_frames
 from cosim.master import protocol as P
 from cosim.errors import ModelError
 
-__all__ = ["RunKeys", "Work", "answer", "bind_port", "guarded", "monitor_endpoint", "parse", "reply",
-           "serve", "watch"]
+__all__ = ["RunKeys", "Work", "answer", "bind_port", "guarded", "monitor_endpoint", "parse",
+           "reply", "serve", "watch"]
 
 log = logging.getLogger("cosim.server")
 

@@ -43,8 +43,8 @@ from cosim.master.proxy import Backend, Proxy
 from cosim.modelfile.writer import emit
 
 __all__ = ["Heartbeat", "RayBackend", "RayProxy", "await_actors", "await_placement",
-           "check_ports", "ensure_ray", "live_nodes", "node_answers", "notices_beside_progress_bars",
-           "taken", "unplaceable", "unschedulable", "uploaded"]
+           "check_ports", "ensure_ray", "live_nodes", "node_answers",
+           "notices_beside_progress_bars", "taken", "unplaceable", "unschedulable", "uploaded"]
 
 log = logging.getLogger("cosim.ray")
 
@@ -363,7 +363,7 @@ class _Host:
                                  "re-placed elsewhere: drop the node option to let them move")
         # The node itself lost (its raylet silent too), or only the actor's process?
         dead = None if node_answers(lost["node"]) else lost["node"]
-        node = _surviving_node(opts, dead)
+        node = _surviving_node(opts, dead, lost["node"])
         if node is None:
             raise TransportError(self.names, "recover", f"{why}; no surviving node offers "
                                  f"{_fmt(_need(opts))} (the nodes offer: "
@@ -562,20 +562,30 @@ def node_answers(node: str, timeout: float = 0.5) -> bool:
         return False
 
 
+def _lost_nodes_could_take(opts) -> bool:
+    """Some node Ray counts alive, though its raylet no longer answers, offers the
+    resources of ``opts`` (Ray might place an actor there)."""
+    need = _need(opts)
+    return any(all(n["Resources"].get(k, 0) >= v for k, v in need.items())
+               and not node_answers(n["NodeID"]) for n in _alive(ray.nodes()))
+
+
 def live_nodes() -> list[dict]:
     """``ray.nodes()`` without the nodes Ray still counts alive but whose raylet no longer
     answers (lost: Ray's own verdict comes ~15 s later)."""
     return [n for n in ray.nodes() if n.get("Alive") and node_answers(n["NodeID"])]
 
 
-def _surviving_node(opts, lost: str | None) -> str | None:
-    """A node other than ``lost`` whose resources can host an actor with ``opts``, or
-    None."""
+def _surviving_node(opts, lost: str | None, last: str | None = None) -> str | None:
+    """A live node (:func:`live_nodes`) other than ``lost`` whose resources can host an
+    actor with ``opts`` (node ``last`` only when no other can: the actor was lost there,
+    though its raylet answers), or None."""
     need = _need(opts)
-    fits = [n for n in _alive(ray.nodes(), exclude=lost)
-            if all(n["Resources"].get(k, 0) >= v for k, v in need.items())]
+    fits = [n for n in live_nodes() if n["NodeID"] != lost
+            and all(n["Resources"].get(k, 0) >= v for k, v in need.items())]
     if opts.node is not None:
         fits = [n for n in fits if n["NodeID"] == opts.node]
+    fits.sort(key=lambda n: n["NodeID"] == last)
     return fits[0]["NodeID"] if fits else None
 
 
@@ -773,6 +783,10 @@ class RayBackend(Backend):
         if opts.resources is not None:
             options["resources"] = dict(opts.resources)
         node = node if node is not None else opts.node
+        if node is None and _lost_nodes_could_take(opts):
+            # Ray still counts a lost node alive (until its health checks fail) and may
+            # place the actor there: pin it to a live node instead.
+            node = _surviving_node(opts, None)
         if node is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         if self.runtime_env is not None:

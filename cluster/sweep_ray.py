@@ -29,9 +29,10 @@ payloads are :func:`cluster.codec.encode_data`, and the runs themselves (paramet
 any type) reach the pullers through Ray, in their task arguments, so a chunk names its runs
 by index):
 
-- puller -> driver: ``[READY, node id]`` (its Ray node), or ``[DONE, chunk number, [[row, structure], ...], logs]``
-  with each row's parameter values left out (None: the driver has them) and ``logs`` the
-  runs' full logs, ``[[run_id, values, times, time], ...]`` (empty unless asked);
+- puller -> driver: ``[READY, node id]`` (its Ray node), or
+  ``[DONE, chunk number, [[row, structure], ...], logs]`` with each row's parameter values
+  left out (None: the driver has them) and ``logs`` the runs' full logs,
+  ``[[run_id, values, times, time], ...]`` (empty unless asked);
 - driver -> puller: ``[CHUNK, [number, [run index, ...], save_logs]]`` or ``[STOP]``.
 
 The driver checks every message against the state it keeps (which puller holds which chunk)

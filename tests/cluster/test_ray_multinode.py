@@ -182,6 +182,32 @@ def test_a_user_package_only_the_driver_has_is_shipped_with_runtime_env(ray_node
     assert_same(ref, logs)
 
 
+def test_data_plane_ports_stay_in_the_range_given(ray_nodes):
+    lo = 52100
+    _, ref = cosim_run(three_units())
+    sim = CoSimulation(three_units(), SimulationConfig(dt=0.002, t_end=0.4, cosim=CosimConfig(
+        H=0.02, backend="ray", ports=(lo, lo + 40), units={"a": {"resources": {"n2": 1}},
+                                                            "b": {"resources": {"n3": 1}}})))
+    try:
+        ports = {u: int(p.where()["endpoint"].rpartition(":")[2])
+                 for u, p in sim.master.proxies.items()}
+        logs = sim.run()
+    finally:
+        sim.close()
+    assert all(lo <= p <= lo + 40 for p in ports.values()), ports
+    assert_same(ref, logs)
+    # The sweep driver's socket, which the pullers connect to.
+    from cluster.sweep_design import runs_of
+    from cluster.sweep_ray import Pullers
+    pullers = Pullers(sm.lag, sm.CONFIG, {}, None, True, 1, 0, None,
+                      runs_of([{"gain": 1.0, "tau": 0.1}]), ports=(lo + 50, lo + 60))
+    try:
+        pullers.start()
+        assert lo + 50 <= int(pullers.endpoint.rpartition(":")[2]) <= lo + 60
+    finally:
+        pullers.close()
+
+
 # -- no silent waits ----------------------------------------------------------------------------
 
 def _taking(n: int):
