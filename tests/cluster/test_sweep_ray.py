@@ -172,3 +172,19 @@ def test_pullers_that_fail_as_they_start_end_the_sweep_with_their_error(ray_sess
                                               r"cannot be loaded outside the driver"):
         sweep(sm.lag, sm.CONFIG, POINTS, {"y": sf.LoadsInTheDriverOnly(os.getpid())},
               backend="ray", retries=1, max_in_flight=2, out_dir=tmp_path)
+
+
+@pytest.mark.cluster
+def test_a_chunk_held_on_a_node_that_no_longer_answers_runs_again(ray_session):
+    # cosim's own check of a puller's node (its raylet), seconds before Ray's verdict.
+    from cluster.sweep_ray import Pullers
+    runs = runs_of(POINTS)
+    p = Pullers(sm.lag, sm.CONFIG, {}, None, True, 1, 2, None, runs)
+    p.runs = {0: runs[:2], 1: runs[2:3]}
+    live = ray_session.get_runtime_context().get_node_id()
+    p.tasks = {"t0": b"p0", "t1": b"p1"}
+    p.holding = {b"p0": (0, 0), b"p1": (1, 0)}
+    p.node_of = {b"p0": "ff" * 28, b"p1": live}     # p0's node is not (any more) alive
+    p.lost_nodes()
+    assert p.holding == {b"p1": (1, 0)} and list(p.waiting) == [(0, 1)]
+    assert b"p0" in p.stopped                       # a late message from it is dropped
