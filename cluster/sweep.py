@@ -260,6 +260,8 @@ def _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight, save_
     if backend == "ray" and todo:
         pullers.start()         # Ray first: its start-up notices come before the bar
     bar = _Progress.open(len(runs), len(runs) - len(todo), progress)
+    if pullers is not None and bar is not None:
+        pullers.notice = bar.waiting        # work that cannot start shows on the bar
 
     def finished(done: list[tuple[dict, str]]):
         for row, structure in done:
@@ -322,6 +324,7 @@ class _Progress:
     def __init__(self, bar):
         self.bar = bar
         self.failed = 0
+        self.note = ""
         bar.set_postfix_str("failed 0", refresh=False)
 
     @classmethod
@@ -333,10 +336,16 @@ class _Progress:
         return cls(tqdm(total=total, initial=initial, unit="run", desc="sweep"))
 
     def update(self, row: dict) -> None:
-        if row["status"] != "ok":
-            self.failed += 1
+        if row["status"] != "ok" or self.note:
+            self.failed += row["status"] != "ok"
+            self.note = ""
             self.bar.set_postfix_str(f"failed {self.failed}", refresh=False)
         self.bar.update(1)
+
+    def waiting(self, note: str) -> None:
+        """Show what the runs wait for (until the next run is done)."""
+        self.note = note
+        self.bar.set_postfix_str(f"failed {self.failed}; {note}")
 
     def close(self) -> None:
         self.bar.close()

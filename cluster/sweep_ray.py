@@ -314,6 +314,8 @@ class Pullers:
         self.node_of: dict[bytes, str] = {}                 # puller -> its Ray node id
         self.active = time.monotonic()      # last time a puller was at work or answered
         self.noticed = False                # the current stall was reported
+        #: Told what the runs wait for while no puller can start (e.g. a progress bar's).
+        self.notice: Callable[[str], None] | None = None
 
     def start(self) -> None:
         """Bind the socket and start the pullers (Ray is started or joined first); once."""
@@ -548,8 +550,10 @@ class Pullers:
         busy = taken(need, nodes, ray.available_resources())
         if busy is not None and not self.noticed:
             self.noticed = True
-            log.warning("sweep on Ray: %d runs wait for a puller to start: %s",
-                        sum(len(self.runs[n]) for n, _ in self.waiting), busy)
+            waiting = sum(len(self.runs[n]) for n, _ in self.waiting)
+            log.warning("sweep on Ray: %d runs wait for a puller to start: %s", waiting, busy)
+            if self.notice is not None:
+                self.notice(f"{waiting} runs wait for a free CPU")
 
     def give_up(self, err) -> None:
         """Raise when pullers keep ending before they reach the driver (more in a row than

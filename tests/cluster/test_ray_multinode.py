@@ -4,7 +4,9 @@ driver, unschedulable work, addresses, versions and node loss."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import logging
 import re
 import shutil
@@ -254,19 +256,22 @@ def test_work_waiting_for_cpus_all_taken_is_reported_within_seconds(ray_nodes, t
         # A sweep: its runs wait (reported) until the CPUs are free, then run.
         done = {}
         start = time.time()
-        worker = threading.Thread(target=lambda: done.update(rows=sweep(
-            sm.lag, sm.CONFIG, [{"gain": g, "tau": 0.1} for g in (1.0, 2.0, 3.0)],
-            {"y": final("plant.out")}, backend="ray", out_dir=tmp_path, progress=False)))
-        worker.start()
-        said = _first(caplog, "runs wait for a puller to start", 60)
-        print(f"sweep: the wait reported after {said.created - start:.2f} s")
-        assert "3 runs wait for a puller to start: it needs CPU=1 but all of the cluster's " \
-               "2 are taken (free: 0)" in said.getMessage()
-        for h in holders:
-            ray.kill(h)
-        holders = []
-        worker.join(180)
+        bar = io.StringIO()                 # the progress bar shows the wait too
+        with contextlib.redirect_stderr(bar):
+            worker = threading.Thread(target=lambda: done.update(rows=sweep(
+                sm.lag, sm.CONFIG, [{"gain": g, "tau": 0.1} for g in (1.0, 2.0, 3.0)],
+                {"y": final("plant.out")}, backend="ray", out_dir=tmp_path, progress=True)))
+            worker.start()
+            said = _first(caplog, "runs wait for a puller to start", 60)
+            assert "3 runs wait for a puller to start: it needs CPU=1 but all of the " \
+                   "cluster's 2 are taken (free: 0)" in said.getMessage()
+            for h in holders:
+                ray.kill(h)
+            holders = []
+            worker.join(180)
         assert [r["status"] for r in done["rows"]] == ["ok"] * 3
+        assert "3 runs wait for a free CPU" in bar.getvalue()
+        print(f"sweep: the wait reported after {said.created - start:.2f} s")
     finally:
         for h in holders:
             ray.kill(h)
