@@ -269,11 +269,15 @@ class Heartbeat:
     socket that sends nothing but ZeroMQ heartbeats (PING every :attr:`INTERVAL` s,
     answered by the actor's ZeroMQ I/O thread, so a unit in a long step still answers).
     The connection is dropped when no PONG came for :attr:`TIMEOUT` s, or at once when the
-    actor's process ends (its node's kernel resets the connection): :meth:`lost` says so.
+    actor's process ends (its node's kernel resets the connection): :meth:`lost` says since
+    when, until the connection is made again (a process that was only stalled).
     """
 
     INTERVAL = 0.25
     TIMEOUT = 1.5
+    #: Seconds without a heartbeat after which an actor counts as lost even though its
+    #: node's raylet still accepts connections (a frozen machine whose kernel answers).
+    FROZEN = 10.0
 
     def __init__(self, endpoint: str, keys: RunKeys | None):
         ctx = zmq.Context.instance()
@@ -292,12 +296,14 @@ class Heartbeat:
         self.since: float | None = None     # when the connection was lost
 
     def lost(self) -> float | None:
-        """``time.monotonic()`` when the actor was lost, or None while it answers."""
+        """``time.monotonic()`` when the connection was lost, or None while it holds."""
         from zmq.utils.monitor import recv_monitor_message
-        while self.since is None and self.monitor.poll(0):
+        while self.monitor.poll(0):
             event = recv_monitor_message(self.monitor)["event"]
             if event == zmq.EVENT_DISCONNECTED:
-                self.since = time.monotonic()
+                self.since = self.since or time.monotonic()
+            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.since = None           # connected (again): it was only stalled
         return self.since
 
     def close(self) -> None:
@@ -326,13 +332,25 @@ class _Host:
         self.watch = actor.watch.remote()
 
     def gone(self) -> str | None:
-        """Why the actor cannot answer any more, or None."""
-        since = self.heartbeat.lost()
-        if since is not None:
-            return (f"lost the connection to the unit actor on node {self.location['ip']} "
-                    f"(pid {self.location['pid']}): no heartbeat")
+        """Why the actor cannot answer any more, or None.
+
+        Its process died (Ray says so within a second when its node lives), or its
+        heartbeat stopped and its node's raylet no longer accepts connections (the node
+        lost), or no heartbeat came for :attr:`Heartbeat.FROZEN` s. A heartbeat missed
+        while the node answers is a stall (a loaded machine), not a loss: waited out.
+        """
         done, _ = ray.wait([self.watch], timeout=0)
-        return f"the unit actor on node {self.location['ip']} died" if done else None
+        if done:
+            return f"the unit actor on node {self.location['ip']} died"
+        since = self.heartbeat.lost()
+        if since is None:
+            return None
+        where = f"the unit actor on node {self.location['ip']} (pid {self.location['pid']})"
+        if not node_answers(self.location["node"]):
+            return f"lost {where}: no heartbeat, and its node's raylet does not answer"
+        if time.monotonic() - since >= Heartbeat.FROZEN:
+            return f"lost {where}: no heartbeat for {Heartbeat.FROZEN:g} s"
+        return None
 
     def replace(self, deadline: float) -> None:
         """Re-place a lost actor: kill it (Ray will not restart it; its connection is
