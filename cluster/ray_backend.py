@@ -44,7 +44,8 @@ from cosim.modelfile.writer import emit
 
 __all__ = ["Heartbeat", "RayBackend", "RayProxy", "await_actors", "await_placement",
            "check_ports", "ensure_ray", "live_nodes", "node_answers",
-           "notices_beside_progress_bars", "taken", "unplaceable", "unschedulable", "uploaded"]
+           "notices_beside_progress_bars", "silent_nodes", "taken", "unplaceable",
+           "unschedulable", "uploaded"]
 
 log = logging.getLogger("cosim.ray")
 
@@ -580,12 +581,10 @@ def node_answers(node: str, timeout: float = 0.5) -> bool:
         return False
 
 
-def _lost_nodes_could_take(opts) -> bool:
-    """Some node Ray counts alive, though its raylet no longer answers, offers the
-    resources of ``opts`` (Ray might place an actor there)."""
-    need = _need(opts)
-    return any(all(n["Resources"].get(k, 0) >= v for k, v in need.items())
-               and not node_answers(n["NodeID"]) for n in _alive(ray.nodes()))
+def silent_nodes() -> list[dict]:
+    """The nodes Ray counts alive whose raylet no longer answers (lost, not yet declared
+    dead: Ray might still place work there)."""
+    return [n for n in _alive(ray.nodes()) if not node_answers(n["NodeID"])]
 
 
 def live_nodes() -> list[dict]:
@@ -742,6 +741,7 @@ class RayBackend(Backend):
         self.proxies: dict[str, RayProxy] = {}
         self.hosts: list[_Host] = []
         self.keys: RunKeys | None = None
+        self.silent: list[dict] = []        # see silent_nodes, as of the last (re)start
         self.ports = check_ports(cosim_config.ports)
         self.runtime_env: dict | None = None
         #: Per actor (group key), the structure of the unit file it keeps (see
@@ -801,7 +801,9 @@ class RayBackend(Backend):
         if opts.resources is not None:
             options["resources"] = dict(opts.resources)
         node = node if node is not None else opts.node
-        if node is None and _lost_nodes_could_take(opts):
+        need = _need(opts)
+        if node is None and any(all(n["Resources"].get(k, 0) >= v for k, v in need.items())
+                                for n in self.silent):
             # Ray still counts a lost node alive (until its health checks fail) and may
             # place the actor there: pin it to a live node instead.
             node = _surviving_node(opts, None)
@@ -821,6 +823,7 @@ class RayBackend(Backend):
     def start(self, specs) -> dict:
         ensure_ray(self.cfg.address)
         self.runtime_env = uploaded(self.cfg.runtime_env)
+        self.silent = silent_nodes()
 
         def placement(spec) -> dict:
             opts = self.cfg.options(spec.name)
