@@ -90,3 +90,20 @@ def test_cosim_sweep_takes_ray_address_and_the_old_address_flag(tmp_path, capsys
     assert main(["examples/servo.yaml", "--out", str(tmp_path / "p"), "--grid", "kp=1",
                  "--ports", "9-8"]) == 2
     assert "--ports '9-8': give LOW-HIGH" in capsys.readouterr().err
+
+
+def test_cosim_run_takes_ports_and_a_runtime_env_file(tmp_path):
+    import argparse
+
+    from cosim import Model
+    from cosim.cli.options import add_cosim_arguments, run_config
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--t-end", type=float, dest="t_end")
+    add_cosim_arguments(parser)
+    env = tmp_path / "env.json"
+    env.write_text('{"env_vars": {"OMP_NUM_THREADS": "1"}}')
+    args = parser.parse_args(["--backend", "ray", "--ray-address", "auto", "--ports",
+                              "50000-50010", "--runtime-env", str(env)])
+    cfg = run_config(Model.from_yaml("examples/servo.yaml"), "servo.yaml", args).cosim
+    assert (cfg.backend, cfg.address, cfg.ports, cfg.runtime_env) == (
+        "ray", "auto", (50000, 50010), {"env_vars": {"OMP_NUM_THREADS": "1"}})
