@@ -295,22 +295,27 @@ class Heartbeat:
         self.sock.connect(endpoint)
         self.endpoint = endpoint
         self.since: float | None = None     # when the connection was lost
+        # The proxies of a unit may be polled from the threads that drive them; a ZeroMQ
+        # socket (the monitor) is not thread-safe.
+        self._lock = threading.Lock()
 
     def lost(self) -> float | None:
         """``time.monotonic()`` when the connection was lost, or None while it holds."""
         from zmq.utils.monitor import recv_monitor_message
-        while self.monitor.poll(0):
-            event = recv_monitor_message(self.monitor)["event"]
-            if event == zmq.EVENT_DISCONNECTED:
-                self.since = self.since or time.monotonic()
-            elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self.since = None           # connected (again): it was only stalled
-        return self.since
+        with self._lock:
+            while not self.monitor.closed and self.monitor.poll(0):
+                event = recv_monitor_message(self.monitor)["event"]
+                if event == zmq.EVENT_DISCONNECTED:
+                    self.since = self.since or time.monotonic()
+                elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    self.since = None       # connected (again): it was only stalled
+            return self.since
 
     def close(self) -> None:
-        self.sock.disable_monitor()
-        self.monitor.close(linger=0)
-        self.sock.close(linger=0)
+        with self._lock:
+            self.sock.disable_monitor()
+            self.monitor.close(linger=0)
+            self.sock.close(linger=0)
 
 
 class _Host:
