@@ -27,8 +27,8 @@ from cluster.frames import recv_frames, send_frames
 from cosim.master import protocol as P
 from cosim.errors import ModelError
 
-__all__ = ["RunKeys", "Work", "answer", "guarded", "monitor_endpoint", "parse", "reply",
-           "serve", "watch"]
+__all__ = ["RunKeys", "Work", "answer", "bind_port", "guarded", "monitor_endpoint", "parse",
+           "reply", "serve", "watch"]
 
 log = logging.getLogger("cosim.server")
 
@@ -199,8 +199,27 @@ def _allow(ctx: zmq.Context, client_public: bytes) -> None:
     _ZAP[1].keys.add(client_public)             # ZAP hands the callback Z85 keys too
 
 
-def serve(units: dict, host: str | None = None,
-          keys: RunKeys | None = None) -> tuple[str, threading.Thread]:
+def bind_port(sock, host: str, ports: tuple[int, int] | None) -> int:
+    """Bind ``sock`` to a free port of ``host``, in ``ports = (low, high)`` when given.
+
+    Raises
+    ------
+    ModelError
+        No port of the range is free on this host (naming the range and the host).
+    """
+    if ports is None:
+        return sock.bind_to_random_port(f"tcp://{host}")
+    lo, hi = ports
+    try:
+        return sock.bind_to_random_port(f"tcp://{host}", min_port=lo, max_port=hi + 1,
+                                        max_tries=4 * (hi - lo + 1))
+    except zmq.ZMQBindError:
+        raise ModelError(f"no free port in the range {lo}-{hi} on {host}: widen the range "
+                         "(ports=(low, high), --ports LOW-HIGH)") from None
+
+
+def serve(units: dict, host: str | None = None, keys: RunKeys | None = None,
+          ports: tuple[int, int] | None = None) -> tuple[str, threading.Thread]:
     """Serve ``units`` (name -> Unit) on a REP socket bound to a free port, from a thread.
 
     Parameters
@@ -210,6 +229,8 @@ def serve(units: dict, host: str | None = None,
         Interface to bind (default: this host's address).
     keys : RunKeys, optional
         Encrypt with CURVE and accept only the master's key; None serves plain.
+    ports : (int, int), optional
+        Bind a free port in ``[low, high]`` (a firewall's open range); default any.
 
     Returns
     -------
@@ -227,7 +248,7 @@ def serve(units: dict, host: str | None = None,
         sock.curve_publickey = keys.server_public
         sock.curve_server = True
     host = host or _host()
-    port = sock.bind_to_random_port(f"tcp://{host}")
+    port = bind_port(sock, host, ports)
 
     from cluster.lane import FusedLane
     lane = FusedLane(units, DEFAULT_MAX_SIZE)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from cluster.sweep_design import Run
 from cluster.sweep_reducers import reduce_all
@@ -156,6 +155,7 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
         own row, and says why).
     """
     start = time.perf_counter()
+    from cluster.sweep_worker import keep_logs
     from cosim.fastpath.runtime import Unsupported
     try:
         members, structures = _translated(model_source, config, runs)
@@ -179,7 +179,7 @@ def run_ensemble(model_source, config, runs: Sequence[Run], reducers: Mapping,
         values, row["reducer_errors"] = reduce_all(mine, reducers)
         row.update(values)
         if logs_dir is not None:
-            mine.to_npz(Path(logs_dir) / f"{r.run_id}.npz")
+            keep_logs(logs_dir, r.run_id, mine)
         out.append((row, ""))
     return out
 

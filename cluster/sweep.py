@@ -166,7 +166,9 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
           out_dir=None, backend: str | None = None, max_in_flight: int | None = None,
           retries: int = 2, address: str | None = None, save_logs: bool = False,
           progress: bool | None = None, if_changed: str = "refuse",
-          ensemble: int | None = None, reuse_units: bool = True) -> list[dict]:
+          ensemble: int | None = None, reuse_units: bool = True,
+          runtime_env: dict | None = None, ports: tuple[int, int] | None = None
+          ) -> list[dict]:
     """Run ``model`` once per point of ``design``; return the results table (a row per run).
 
     Parameters
@@ -199,8 +201,12 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
     retries : int
         Times a chunk of runs is run again when its worker process dies (Ray); then its
         runs are rows ``failed`` ("worker lost after N retries").
+    address : str, optional
+        Ray: the cluster to join (``"auto"`` or the head's ``host:port``); a Ray already
+        started in this process on another cluster is an error naming both.
     save_logs : bool
-        Keep each run's full logs.
+        Keep each run's full logs (``out_dir/logs``; on Ray they come back to the driver,
+        which writes them: no worker writes on its own disk).
     progress : bool, optional
         Show a progress bar with runs done, failed and the rate (default: on a terminal).
     if_changed : str
@@ -222,6 +228,12 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         server processes of the run before instead of starting new ones
         (:mod:`cosim.master.hosts`; results bit for bit those of new units). False starts
         new ones for every run.
+    runtime_env : dict, optional
+        Ray: the pullers' runtime environment (code and packages shipped to the nodes). A
+        model file's directory is shipped as their ``working_dir`` unless one is given
+        (:func:`cluster.sweep_ray.ship`).
+    ports : (int, int), optional
+        Ray: bind the driver's socket (which the workers connect to) in ``[low, high]``.
 
     Returns
     -------
@@ -249,7 +261,7 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
 
         from cluster.sweep_ray import Pullers
         pullers = Pullers(model, config, reducers, ensemble, reuse_units, max_in_flight,
-                          retries, address, runs)
+                          retries, address, runs, runtime_env, ports, out_dir)
         if ray.is_initialized():
             pullers.start()         # Ray's task start-up overlaps the checks below
     try:
@@ -297,6 +309,8 @@ def _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight, save_
     if backend == "ray" and todo:
         pullers.start()         # Ray first: its start-up notices come before the bar
     bar = _Progress.open(len(runs), len(runs) - len(todo), progress)
+    if pullers is not None and bar is not None:
+        pullers.notice = bar.waiting        # work that cannot start shows on the bar
 
     def finished(done: list[tuple[dict, str]]):
         if ensemble is not None and done:
@@ -400,6 +414,7 @@ class _Progress:
         self.bar = bar
         self.failed = 0
         self.ensembles = [0, 0]         # translated, not
+        self.note = ""
         bar.set_postfix_str("failed 0", refresh=False)
 
     def _postfix(self) -> str:
@@ -407,6 +422,8 @@ class _Progress:
         done = sum(self.ensembles)
         if done:
             text += f", ensembles translated {self.ensembles[0]}/{done}"
+        if self.note:
+            text += f"; {self.note}"
         return text
 
     def ensemble(self, translated: bool) -> None:
@@ -422,10 +439,16 @@ class _Progress:
         return cls(tqdm(total=total, initial=initial, unit="run", desc="sweep"))
 
     def update(self, row: dict) -> None:
-        if row["status"] != "ok":
-            self.failed += 1
+        if row["status"] != "ok" or self.note:
+            self.failed += row["status"] != "ok"
+            self.note = ""
             self.bar.set_postfix_str(self._postfix(), refresh=False)
         self.bar.update(1)
+
+    def waiting(self, note: str) -> None:
+        """Show what the runs wait for (until the next run is done)."""
+        self.note = note
+        self.bar.set_postfix_str(self._postfix())
 
     def close(self) -> None:
         self.bar.close()
@@ -479,14 +502,28 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="runs at once")
     ap.add_argument("--ensemble", type=int, default=None, metavar="N",
                     help="simulate N runs at once as one model (fixed-step explicit solvers)")
-    ap.add_argument("--ray-address", "--address", dest="address", metavar="ADDRESS",
-                    help="Ray cluster to join (HEAD:6379 or auto); implies --backend ray")
+    ap.add_argument("--ray-address", metavar="ADDRESS",
+                    help="Ray cluster to join ('auto' or the head's host:port); implies "
+                         "--backend ray")
+    ap.add_argument("--address", dest="deprecated_address", help=argparse.SUPPRESS)
+    ap.add_argument("--runtime-env", metavar="FILE",
+                    help="Ray runtime environment of the workers (YAML or JSON); the model's "
+                         "directory is shipped as their working_dir unless it sets one")
+    ap.add_argument("--ports", metavar="LOW-HIGH",
+                    help="Ray: port range of the driver's socket the workers connect to")
     ap.add_argument("--save-logs", action="store_true", help="keep each run's logs (NPZ)")
     ap.add_argument("--if-changed", choices=("refuse", "new"), default="refuse",
                     help="DIR holds another sweep's results: refuse (default) or write to "
                          "a new DIR-<digest>")
     args = ap.parse_args(argv)
+    if args.deprecated_address is not None:
+        print("cosim sweep: --address is deprecated: use --ray-address", file=sys.stderr)
+        args.ray_address = args.ray_address or args.deprecated_address
+    from cosim.cli.common import Usage
     try:
+        from cosim.cli.options import port_range, runtime_env_file
+        runtime_env = runtime_env_file(args.runtime_env)
+        ports = port_range(args.ports)
         bounds = {}
         for r in args.range:
             name, _, span = r.partition("=")
@@ -529,10 +566,11 @@ def main(argv=None) -> int:
                                  f"one of {', '.join(KINDS)}")
             reducers[name] = Reducer(kind, key, *[float(x) for x in extra])
         rows = sweep(args.model, None, points, reducers, out_dir=args.out,
-                     backend=args.backend, max_in_flight=args.workers, address=args.address,
-                     save_logs=args.save_logs, if_changed=args.if_changed,
-                     ensemble=args.ensemble)
-    except (ValueError, ModelError, OSError) as err:
+                     backend=args.backend, max_in_flight=args.workers,
+                     address=args.ray_address, save_logs=args.save_logs,
+                     if_changed=args.if_changed, ensemble=args.ensemble,
+                     runtime_env=runtime_env, ports=ports)
+    except (ValueError, ModelError, OSError, Usage) as err:
         print(f"cosim sweep: error: {err}", file=sys.stderr)
         return 2
     failed = sum(r["status"] != "ok" for r in rows)

@@ -30,7 +30,8 @@ from pathlib import Path
 from cluster.sweep_design import Run
 from cluster.sweep_reducers import reduce_all
 
-__all__ = ["build", "execute", "execute_many", "structural_parameters", "structure_of"]
+__all__ = ["build", "execute", "execute_many", "keep_logs", "structural_parameters",
+           "structure_of"]
 
 
 def build(model_source):
@@ -38,6 +39,17 @@ def build(model_source):
     from cosim import Model
     return Model.from_yaml(model_source) if isinstance(model_source, (str, Path)) \
         else model_source()
+
+
+def keep_logs(logs_dir, run_id: str, logs) -> None:
+    """Keep a run's full logs: as ``<logs_dir>/<run_id>.npz`` when ``logs_dir`` is a
+    directory (a worker on the driver's machine), or in ``logs_dir[run_id]`` when it is a
+    dict (a Ray puller: they travel to the driver with the chunk's rows, and no worker
+    writes on its own disk)."""
+    if isinstance(logs_dir, dict):
+        logs_dir[run_id] = logs
+    else:
+        logs.to_npz(Path(logs_dir) / f"{run_id}.npz")
 
 
 def structure_of(sim) -> str:
@@ -132,9 +144,10 @@ def _rerun_logs(model_source, config, run: Run):
 
 
 def execute(model_source, config, run: Run, reducers: Mapping,
-            logs_dir: str | None, hosts=None) -> tuple[dict, str]:
+            logs_dir: str | dict | None, hosts=None) -> tuple[dict, str]:
     """Run and reduce one run: through its model's Rerun when it can, else built on its own
-    (a co-simulation on ``hosts``, a :class:`~cosim.master.hosts.UnitHosts`, when given).
+    (a co-simulation on ``hosts``, a :class:`~cosim.master.hosts.UnitHosts`, when given);
+    its logs kept in ``logs_dir`` when given (:func:`keep_logs`).
 
     Returns
     -------
@@ -153,7 +166,7 @@ def execute(model_source, config, run: Run, reducers: Mapping,
             or _built(model_source, config, run, hosts)
         logs, structure = done
         if logs_dir is not None:
-            logs.to_npz(Path(logs_dir) / f"{run.run_id}.npz")
+            keep_logs(logs_dir, run.run_id, logs)
     except Exception as err:  # noqa: BLE001 - a failed run is recorded, the sweep goes on
         row.update(status="failed", error=f"run {run.run_id} {run.params}: "
                                           f"{type(err).__name__}: {err}")

@@ -244,8 +244,9 @@ class CosimConfig:
         encryption) fails at once, and the error says whether nothing was listening, the
         handshake was refused, or the server was slow.
     address : str, optional
-        Ray cluster to join (``"auto"``, ``"ray://host:port"``); None starts a local Ray
-        instance when the Ray backend is used.
+        Ray cluster to join (``"auto"`` or the head's ``"host:port"``; Ray Client
+        ``ray://`` addresses are refused); None starts a local Ray instance when the Ray
+        backend is used.
     trace : bool
         Record every unit call (for tests and debugging).
     curve : bool
@@ -269,6 +270,12 @@ class CosimConfig:
         Cut the model automatically into this many units of balanced estimated cost, on
         signals after states where it can (:mod:`cosim.master.autosplit`); the logs keep the
         model's own keys. For a model of plain blocks and virtual subsystems.
+    runtime_env : dict, optional
+        Ray backend: the Ray runtime environment of every unit actor (code and packages
+        shipped to the nodes: ``working_dir``, ``py_modules``, ``pip``, ``env_vars``).
+    ports : (int, int), optional
+        Ray backend: bind each unit actor's data-plane port in ``[low, high]`` (the range a
+        firewall between the machines leaves open); None: any free port.
     """
 
     H: float
@@ -303,6 +310,8 @@ class CosimConfig:
     pipelined: bool = True
     engine: bool = True
     partition: int | None = None
+    runtime_env: dict | None = field(default=None, hash=False)
+    ports: tuple | None = None
 
     def __post_init__(self):
         problems = []

@@ -14,7 +14,8 @@ import re
 
 from cosim.cli.common import Usage
 
-__all__ = ["COSIM_FLAGS", "add_cosim_arguments", "overrides", "run_config"]
+__all__ = ["COSIM_FLAGS", "add_cosim_arguments", "overrides", "port_range", "run_config",
+           "runtime_env_file"]
 
 _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 _INT = re.compile(r"^[-+]?\d+$")
@@ -63,7 +64,13 @@ def add_cosim_arguments(p) -> None:
                         "signals after states where it can (`cosim plan --partition K` shows "
                         "the cut)")
     g.add_argument("--ray-address", metavar="ADDRESS",
-                   help="Ray cluster to join ('auto' or ray://host:port)")
+                   help="Ray cluster to join ('auto' or the head's host:port)")
+    g.add_argument("--runtime-env", metavar="FILE",
+                   help="Ray runtime environment of the unit actors (YAML or JSON: "
+                        "working_dir, py_modules, pip, env_vars)")
+    g.add_argument("--ports", metavar="LOW-HIGH",
+                   help="Ray: port range of the unit actors' data-plane sockets (the range "
+                        "a firewall between the machines leaves open)")
     g.add_argument("--unit", action="append", default=[], metavar="NAME.OPTION=VALUE",
                    dest="unit_options",
                    help="a unit's option (cosim.config.UnitOptions: address, process, "
@@ -103,6 +110,10 @@ def run_config(model, path: str, args=None):
                if getattr(args, dest) is not None}
     if args.backend is not None:
         changes["backend"] = args.backend
+    if getattr(args, "runtime_env", None) is not None:
+        changes["runtime_env"] = runtime_env_file(args.runtime_env)
+    if getattr(args, "ports", None) is not None:
+        changes["ports"] = port_range(args.ports)
     units = _unit_options(args.unit_options)
     keys = {"curve_server_public": args.server_key, "curve_client_keys": args.client_key}
     keys = {k: v for k, v in keys.items() if v is not None}
@@ -217,3 +228,43 @@ def overrides(assignments: list[str], model) -> dict:
         raise Usage("bad parameter override" + ("s" if len(problems) > 1 else "") + ":\n"
                     + "\n".join(f"  {p}" for p in problems))
     return out
+
+
+def port_range(text: str | None) -> tuple[int, int] | None:
+    """``--ports LOW-HIGH`` as ``(low, high)`` (None stays None).
+
+    Raises
+    ------
+    Usage
+        Not two whole numbers ``LOW-HIGH`` with ``1024 <= LOW <= HIGH <= 65535``.
+    """
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", text)
+    if not m or not 1024 <= int(m[1]) <= int(m[2]) <= 65535:
+        raise Usage(f"--ports {text!r}: give LOW-HIGH with 1024 <= LOW <= HIGH <= 65535, "
+                    "e.g. --ports 50000-50100")
+    return int(m[1]), int(m[2])
+
+
+def runtime_env_file(path: str | None) -> dict | None:
+    """The Ray runtime environment in file ``path`` (a YAML or JSON mapping; None stays
+    None).
+
+    Raises
+    ------
+    Usage
+        The file cannot be read or does not hold a mapping.
+    """
+    if path is None:
+        return None
+    import yaml
+    try:
+        with open(path, encoding="utf-8") as fh:
+            env = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as err:
+        raise Usage(f"--runtime-env {path!r}: cannot read it: {err}") from None
+    if not isinstance(env, dict):
+        raise Usage(f"--runtime-env {path!r}: expected a mapping (working_dir, py_modules, "
+                    f"pip, env_vars, ...), got {type(env).__name__}")
+    return env

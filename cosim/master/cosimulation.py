@@ -274,7 +274,9 @@ class CoSimulation(PacedRuns):
 
     def placement(self) -> dict:
         """Where and how each unit ran: model, macro step, scheme, backend, and per unit its
-        backend, options that were set, step (s) and solver (plain data, JSON-ready)."""
+        backend, options that were set, step (s) and solver, and, when its proxy knows it
+        (a Ray unit: ``location``), where it ran last: node id, ip, process id and
+        generation (re-placements after a node loss) (plain data, JSON-ready)."""
         cfg = self.config.cosim
         units = {}
         for spec in self.partition.units:
@@ -282,6 +284,9 @@ class CoSimulation(PacedRuns):
             units[spec.name] = {"backend": cfg.backend_of(spec.name), "options": opts,
                                 "dt": getattr(spec.config, "dt", None),
                                 "solver": getattr(spec.config, "solver", None)}
+            where = getattr(self.master.proxies.get(spec.name), "location", None)
+            if where is not None:
+                units[spec.name]["where"] = where
         return {"model": self.model.name, "H": cfg.H, "scheme": cfg.scheme.value,
                 "backend": cfg.backend, "compiled": self.master.compiled is not None,
                 "units": units}

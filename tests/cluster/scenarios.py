@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +131,36 @@ def crashing(marker: str):
     b.add(Crash("crash", 0.5, marker))
     b.connect("x.out", "crash.in")
     b.connect("crash.out", "y.in")
+    return m
+
+
+@register_block_type
+class Pace(Block):
+    """Passes its input through; sleeps ``delay`` s of wall time once per ``every`` s of
+    simulated time (a unit slow enough to lose its node mid-run; the numbers unchanged)."""
+
+    def __init__(self, name, delay=0.1, every=0.02):
+        super().__init__(name)
+        self.delay = delay
+        self.every = every
+        self.last = -1
+
+    def output_update(self, t, dt):
+        k = int(round(t / self.every, 9))
+        if k != self.last:
+            self.last = k
+            time.sleep(self.delay)
+        self.outputs["out"] = self.inputs["in"]
+
+
+def paced(delay: float) -> Model:
+    """``three_units`` whose unit a takes ``delay`` s of wall time per 20 ms simulated."""
+    m = three_units()
+    a = m["a"]
+    a.connections = [c for c in a.connections if c.dst != "y.in"]
+    a.add(Pace("pace", delay))
+    a.connect("x.out", "pace.in")
+    a.connect("pace.out", "y.in")
     return m
 
 

@@ -480,3 +480,13 @@ def zeros_and_nan():
     m.connect("nan.out", "n.in", "nmax.in2")
     m.connect("neg.out", "nmax.in1")
     return m
+
+
+def paced_lag():
+    """:func:`lag` taking ~0.1 s of wall time per run (a sweep slow enough to lose a node
+    in; the numbers those of :func:`lag`)."""
+    from tests.cluster.scenarios import Pace
+    m = lag()
+    m.add(Pace("pace", delay=0.002, every=0.02))
+    m.connect("plant.out", "pace.in")
+    return m

@@ -1,9 +1,5 @@
 """The Ray backend: same numbers as in process, placement, and recovery from a killed unit."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -92,7 +88,7 @@ def test_units_sharing_a_process_must_share_a_placement(ray_session):
 
 @pytest.mark.parametrize("options, says", [
     ({"resources": {"no_such_thing": 1}}, r"unit a cannot be placed: no node has "
-                                          r"no_such_thing=1 \(the nodes offer: CPU="),
+                                          r"no_such_thing=1 \(the nodes offer: [\d.]+: CPU="),
     ({"num_cpus": 4096}, r"unit a cannot be placed: no node has CPU=4096"),
     ({"node": "f" * 56}, r"unit a cannot be placed: no alive node has id 'f+'"),
 ])
@@ -103,16 +99,6 @@ def test_a_placement_no_node_can_meet_fails_at_once_naming_it(ray_session, optio
     with pytest.raises(ModelError, match=says):
         run(three_units(), "ray", H=0.02, timeout=120.0, units={"a": options})
     assert time.monotonic() - start < 60          # not the 120 s placement timeout
-
-
-@pytest.mark.slow
-def test_units_run_on_the_nodes_they_ask_for():
-    """A two-node cluster (ray.cluster_utils.Cluster) in a child process: Ray is per process."""
-    script = Path(__file__).with_name("multinode_script.py")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=300, cwd=Path(__file__).parents[2])
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "placement ok" in out.stdout
 
 
 def test_unit_gone_for_good_leaves_a_checkpoint_to_resume_from(ray_session, tmp_path):

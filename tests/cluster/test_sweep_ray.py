@@ -129,25 +129,31 @@ def test_the_driver_drops_stray_and_malformed_messages_and_never_unpickles(tmp_p
     good = [[{"run_id": r.run_id, "index": r.index, **dict.fromkeys(r.params),
               "status": "ok", "y": 1.5}, "abc"] for r in runs[:2]]
     evil = tmp_path / "unpickled"
-    stray = [[b"p0"], [b"zz", READY], [b"p0", READY], [b"p0", DONE, b"1", encode_data(good)],
-             [b"p0", DONE, b"0"], [b"p0", b"what", b"0", encode_data(good)]]
+    none = encode_data([])              # the chunk's logs: none kept
+    stray = [[b"p0"], [b"zz", READY], [b"p0", READY],
+             [b"p0", DONE, b"1", encode_data(good), none], [b"p0", DONE, b"0"],
+             [b"p0", DONE, b"0", encode_data(good)],
+             [b"p0", b"what", b"0", encode_data(good), none]]
     for frames in stray:
         p = driver()
         p.sock = _Socket(frames)
         p.answer()
         assert p.sock.sent == [] and p.holding == {b"p0": (0, 0)} and not done, frames
-    for payload in (b"\xc1", pickle.dumps(_Evil(str(evil))), encode_data([good[0]]),
-                    encode_data([good[1], good[0]])):
+    for payload, logs in ((b"\xc1", none), (pickle.dumps(_Evil(str(evil))), none),
+                          (encode_data([good[0]]), none),
+                          (encode_data([good[1], good[0]]), none),
+                          (encode_data(good), pickle.dumps(_Evil(str(evil)))),
+                          (encode_data(good), encode_data({"not": "a list"}))):
         p = driver()
         p.waiting.append((1, 0))
-        p.sock = _Socket([b"p0", DONE, b"0", payload])
+        p.sock = _Socket([b"p0", DONE, b"0", payload, logs])
         p.answer()                  # rows that do not decode: the chunk is lost once
         assert not evil.exists() and not done
         (name, kind, data), = p.sock.sent
         assert (name, kind) == (b"p0", CHUNK) and decode_data(data)[:2] == [0, [0, 1]]
         assert list(p.waiting) == [(1, 0)]
     p = driver()
-    p.sock = _Socket([b"p0", DONE, b"0", encode_data(good)])
+    p.sock = _Socket([b"p0", DONE, b"0", encode_data(good), none])
     p.answer()
     (rows,) = done
     assert [row for row, _ in rows] == [{"run_id": r.run_id, "index": r.index, **r.params,
@@ -166,3 +172,19 @@ def test_pullers_that_fail_as_they_start_end_the_sweep_with_their_error(ray_sess
                                               r"cannot be loaded outside the driver"):
         sweep(sm.lag, sm.CONFIG, POINTS, {"y": sf.LoadsInTheDriverOnly(os.getpid())},
               backend="ray", retries=1, max_in_flight=2, out_dir=tmp_path)
+
+
+@pytest.mark.cluster
+def test_a_chunk_held_on_a_node_that_no_longer_answers_runs_again(ray_session):
+    # cosim's own check of a puller's node (its raylet), seconds before Ray's verdict.
+    from cluster.sweep_ray import Pullers
+    runs = runs_of(POINTS)
+    p = Pullers(sm.lag, sm.CONFIG, {}, None, True, 1, 2, None, runs)
+    p.runs = {0: runs[:2], 1: runs[2:3]}
+    live = ray_session.get_runtime_context().get_node_id()
+    p.tasks = {"t0": b"p0", "t1": b"p1"}
+    p.holding = {b"p0": (0, 0), b"p1": (1, 0)}
+    p.node_of = {b"p0": "ff" * 28, b"p1": live}     # p0's node is not (any more) alive
+    p.lost_nodes()
+    assert p.holding == {b"p1": (1, 0)} and list(p.waiting) == [(0, 1)]
+    assert b"p0" in p.stopped                       # a late message from it is dropped
