@@ -187,7 +187,7 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
             progress = False
             ready = [n for n in pending if needs[n] <= done and _units(n) <= local]
             if ready:
-                stages += _stages(ready, True, fresh_of, sources, needs, done, local, fusable)
+                stages += _stages(ready, True, fresh_of, sources)
                 done.update(ready)
                 pending = [n for n in pending if n not in done]
                 progress = True
@@ -203,7 +203,7 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
             if r is not None and r in pending and n[1] in fusable and needs[r] - {n} <= done:
                 batch.add(r)
         ready = sorted(batch, key=lambda n: _position(n, rank))
-        stages += _stages(ready, False, fresh_of, sources, needs, done, local, fusable)
+        stages += _stages(ready, False, fresh_of, sources)
         done.update(ready)
         pending = [n for n in pending if n not in done]
     return Program(stages)
@@ -218,7 +218,7 @@ def _units(n) -> set:
     return set(n[1]) if n[0] == "iterate" else {n[1]}
 
 
-def _stages(ready, local, fresh_of, sources, needs, done, local_units, fusable) -> list:
+def _stages(ready, local, fresh_of, sources) -> list:
     """The stages that run the ``ready`` actions: one round for the steps and refreshes
     (a unit's two actions in one message), then one stage per coupling."""
     sends = {}
