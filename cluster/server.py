@@ -261,7 +261,10 @@ class UnitServer:
             kind, fd = event["event"], event.get("value")
             if kind == zmq.EVENT_ACCEPTED:
                 peers[fd] = _peer(fd)
-                log.info("a client connected from %s", peers[fd])
+                if peers[fd] == UNREADABLE:
+                    log.info("a client connected and closed before its address could be read")
+                else:
+                    log.info("a client connected from %s", peers[fd])
             elif kind == zmq.EVENT_DISCONNECTED:
                 peer = peers.pop(fd, "an unknown address")
                 if refused:
@@ -308,11 +311,17 @@ def _peer(fd: int) -> str:
         with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
             peer = s.getpeername()
     except OSError:
-        return "?"
+        return UNREADABLE
     # The descriptor may already be closed and reused by the time the event is read (then
     # the address is of another family, or empty): the log says so rather than the thread
     # that watches connections dying.
-    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "?"
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 \
+        else UNREADABLE
+
+
+#: How the log names a client whose connection closed before its address could be read (a
+#: refused client's reconnection, a port check).
+UNREADABLE = "an address no longer readable"
 
 
 #: The requests that replace a server's units.

@@ -115,29 +115,31 @@ def _rerun_logs(model_source, config, run: Run):
     except OSError:
         return None                             # a missing model file: the build says so
     if key in _reruns:
-        rerun = _reruns[key]
+        rerun, defaults = _reruns[key]
         _reruns.move_to_end(key)
     else:
         # The reference is this run: a study whose first run fails tries again with the next.
+        rerun, defaults = None, {}
         try:
             model = build(model_source)
             cfg = config if config is not None else model.simulation
-            if _cosimulated(cfg):
-                rerun = None        # a model file's own co-simulation: every run built
-            else:
+            if not _cosimulated(cfg):   # (a model file's own co-simulation: every run built)
+                # A later run (of this study or the next one) sets what it does not name
+                # back to the model's own values, not to the reference run's.
+                defaults = dict(model.parameters)
                 model.parameters.update(run.params)
                 rerun = Rerun(model, cfg)
         except Unsupported:
             rerun = None
         except Exception:  # noqa: BLE001 - the run fails: built on its own, it says why
             return None
-        _reruns[key] = rerun
+        _reruns[key] = rerun, defaults
         while len(_reruns) > RERUNS:
             _reruns.popitem(last=False)
     if rerun is None:
         return None
     try:
-        logs = rerun.run(run.params)
+        logs = rerun.run({**defaults, **run.params})
     except Exception:  # noqa: BLE001 - Unsupported, or failing: the run on its own says why
         return None
     return logs, structure_of(rerun.sim)

@@ -68,7 +68,6 @@ def partition(model, config) -> Partition:
     """Split an evaluated ``model`` into units for ``config`` (its ``cosim`` is dropped)."""
     base = replace(config, cosim=None, log=None)
     cosim = config.cosim
-    remote = {u for u in cosim.units if cosim.options(u).address} if cosim else set()
     atomic = {b.name: b for b in model.blocks
               if (isinstance(b, Subsystem) and b.atomic) or hasattr(b, "as_unit")}
     if REST in atomic:
@@ -123,10 +122,9 @@ def partition(model, config) -> Partition:
             keys.update((f"{name}/{p}.in", f"{name}.{p}" if p in own else None)
                         for p in b.output_names)
             # What the top-level unit received of them is its view (extrapolated between
-            # macro points), not the port: hidden (but for a unit another team serves,
-            # which logs what its own file selects: the view is all there is).
-            if name not in remote:
-                keys.update((f"{name}.{p}", None) for p in own if f"{name}.{p}" in ins)
+            # macro points), not the port: hidden. (A unit another team serves logs its
+            # ports too when its file selects nothing: cluster.unit_files.units_of.)
+            keys.update((f"{name}.{p}", None) for p in own if f"{name}.{p}" in ins)
             log = _unit_log(config.log, name, atomic)
             log = (ALL_OUTPUTS,) if log is None else log
             log += tuple(f"{p}.in" for p in own)
@@ -139,7 +137,7 @@ def partition(model, config) -> Partition:
             units.append(UnitSpec(name, None, base,
                                   factory=lambda b=b, name=name: b.as_unit(name, base)))
     if rest.blocks:
-        log = _unit_log(config.log, REST, atomic, ins, remote)
+        log = _unit_log(config.log, REST, atomic)
         units.append(UnitSpec(REST, rest, replace(base, log=(ALL_OUTPUTS,) if log is None
                                                   else log), workspace=workspace))
     return Partition(units, links, keys)
@@ -154,12 +152,11 @@ def _own_ports(log, unit: str, sub: Subsystem) -> list[str]:
     return [p for p in sub.output_names if every or f"{unit}.{p}" in log]
 
 
-def _unit_log(log, unit: str, atomic, ins=None, remote=()) -> tuple[str, ...] | None:
+def _unit_log(log, unit: str, atomic) -> tuple[str, ...] | None:
     """The signals unit ``unit`` logs of the model's selection ``log`` (None: all), in the
     unit's own names: ``"a/x.out"`` is ``"x.out"`` of unit ``a``; an atomic unit's port
-    ``"a.y"`` is logged by that unit (:func:`_own_ports`), or, for a unit another team
-    serves (``remote``), by the top-level Inport ``a__y`` that receives it (``ins``: source
-    -> Inport name); the rest is the top-level unit's."""
+    ``"a.y"`` is logged by that unit (:func:`_own_ports`); the rest is the top-level
+    unit's."""
     if log is None:
         return None
     if unit != REST:
@@ -169,6 +166,4 @@ def _unit_log(log, unit: str, atomic, ins=None, remote=()) -> tuple[str, ...] | 
         head = k.partition("/")[0] if "/" in k else k.rpartition(".")[0]
         if head not in atomic:
             mine.append(k)
-        elif "/" not in k and k in ins and head in remote:
-            mine.append(f"{ins[k]}.out")
     return tuple(mine)

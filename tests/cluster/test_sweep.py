@@ -172,3 +172,16 @@ def test_sweep_from_the_command_line(tmp_path):
         with (tmp_path / d / "results.csv").open() as fh:
             return [row["y_end"] for row in csv.DictReader(fh)]
     assert y_end("e") == y_end("s")                  # the ensemble's rows, bit for bit
+
+
+@pytest.mark.parametrize("ensemble", [None, 2])
+def test_a_study_after_another_sets_what_it_does_not_name_to_the_models_values(ensemble):
+    # The worker keeps a model's first run to rerun it with other values (across studies of
+    # one process): a later study that does not name tau must run with the model's tau
+    # (0.2), not with the first study's first run's (0.1). Oracle: the closed form.
+    sweep(sm.lag, sm.CONFIG, grid({"tau": [0.1, 0.5]}), {"y": final("plant.out")},
+          backend="serial", ensemble=ensemble)
+    rows = sweep(sm.lag, sm.CONFIG, grid({"gain": [1.0, 2.0]}), {"y": final("plant.out")},
+                 backend="serial", ensemble=ensemble)
+    for row in rows:
+        assert row["y"] == pytest.approx(row["gain"] * (1 - np.exp(-0.9 / 0.2)), rel=1e-3)
