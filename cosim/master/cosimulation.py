@@ -58,6 +58,10 @@ class CoSimulation(PacedRuns):
     hosts : UnitHosts, optional
         Take the units' backends from these (reloading units into processes a run before
         started) and hand them back on :meth:`close` (:mod:`cosim.master.hosts`).
+    dashboard : bool, str or Dashboard, optional
+        Show the run in the browser (:mod:`cosim.dashboard`): True (localhost, a free port;
+        the address with its token is printed), ``"HOST:PORT"``, or a
+        :class:`~cosim.dashboard.Dashboard` of yours (not closed by :meth:`close`).
 
     Attributes
     ----------
@@ -68,7 +72,7 @@ class CoSimulation(PacedRuns):
         includes starting Ray when none ran.
     """
 
-    def __init__(self, model, config, hosts=None):
+    def __init__(self, model, config, hosts=None, dashboard=None):
         from cosim.run.simulator import Simulator
 
         self.model = model
@@ -145,6 +149,13 @@ class CoSimulation(PacedRuns):
         self.master = Master(proxies, self.partition.links, config, keys=keys)
         self._stop_requested = False
         self._closed = False
+        #: The :class:`~cosim.dashboard.Dashboard` showing this run, or None.
+        self.dashboard = None
+        self._own_dashboard = False
+        if dashboard is not None and dashboard is not False:
+            from cosim.dashboard import open_dashboard
+            self.dashboard, self._own_dashboard = open_dashboard(dashboard)
+            self.dashboard.watch(self)
 
     def initialize(self) -> None:
         """Initialize every unit and co-initialize their outputs at ``t0``."""
@@ -168,7 +179,15 @@ class CoSimulation(PacedRuns):
             Run until this time; with neither given, until ``config.t_end``.
         """
         self._stop_requested = False
-        return self.master.run(self._end_time(duration, t_end))
+        if self.dashboard is None:
+            return self.master.run(self._end_time(duration, t_end))
+        try:
+            logs = self.master.run(self._end_time(duration, t_end))
+        except BaseException as err:
+            self.dashboard.update("failed", f"{type(err).__name__}: {err}")
+            raise
+        self.dashboard.update()
+        return logs
 
     def stop(self) -> None:
         """Ask a paced run (``run_streaming``, ``run_realtime``) to stop after the current
@@ -301,6 +320,11 @@ class CoSimulation(PacedRuns):
         """
         from cosim.errors import CosimError
         self._closed = True
+        if self.dashboard is not None:
+            if self._own_dashboard:
+                self.dashboard.close()
+            else:
+                self.dashboard.detach()
         try:
             if self.master.initialized:
                 self.master.terminate()
