@@ -128,6 +128,8 @@ def _handler(server: DashboardServer):
         def do_GET(self):                      # noqa: N802 - http.server's name
             url = urlsplit(self.path)
             query = parse_qs(url.query)
+            if url.path == "/favicon.ico":
+                return self._send(204, b"", "image/x-icon", cache=True)
             if url.path.startswith("/static/"):
                 name = url.path[len("/static/"):]
                 path = STATIC / name

@@ -1,0 +1,122 @@
+"""The dashboard opened in a real browser (Chromium, headless) while a co-simulation runs on
+the zmq backend (real server processes on loopback): the diagram shows every unit with where
+it runs, the plots advance, a killed and recovered unit shows as a recovery mark, and a
+screenshot of it is not blank."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from cosim import CosimConfig, SimulationConfig
+from cosim.master.cosimulation import CoSimulation
+from tests.cluster.scenarios import crashing, three_units
+from tests.dashboard.browser import browser_page, non_blank
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+T_CRASH = 0.5       # unit b's server process kills itself here (once): scenarios.crashing
+EVERY = 5 * 0.02    # checkpoints: every 5 macro steps
+
+
+def _config(t_end: float, **cosim) -> SimulationConfig:
+    return SimulationConfig(dt=0.002, t_end=t_end, cosim=CosimConfig(
+        H=0.02, scheme="gauss-seidel", extrapolation=1, timeout=120.0, **cosim))
+
+
+def _wait(page, expression: str, timeout: float = 60.0):
+    """Poll ``expression`` in the page until it is truthy; its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = page.evaluate(expression)
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"the page never showed {expression!r} within {timeout:g} s; "
+                         f"errors: {page.errors}")
+
+
+def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
+    ref = CoSimulation(three_units(), _config(3.0, checkpoint_every=5)).run()
+    sim = CoSimulation(crashing(str(tmp_path / "crashed")),
+                       _config(3.0, backend="zmq", checkpoint_every=5), dashboard=True)
+    failure = []
+
+    def run():
+        try:
+            for _ in sim.run_realtime(speed=1.0):   # ~3 s of wall time: the page watches
+                pass
+            sim.dashboard.update()
+        except BaseException as err:  # noqa: BLE001 - reported by the test below
+            failure.append(err)
+
+    thread = threading.Thread(target=run)
+    try:
+        with browser_page() as page:
+            page.goto(sim.dashboard.url)
+            thread.start()
+            page.wait_for_selector("body[data-diagram=ready]", timeout=30_000)
+
+            # Every unit is drawn, labelled with where it runs: the zmq backend, its
+            # server's process id and address, as the unit's proxy says.
+            _wait(page, "cosimDashboard.state.units.b && cosimDashboard.state.units.b.where"
+                        " && cosimDashboard.state.units.b.where.pid")
+            page.wait_for_function("document.querySelectorAll('#diagram g.node-unit')"
+                                   ".length === 2", timeout=30_000)
+            drawn = {el["id"]: el for el in page.eval_on_selector_all(
+                "#diagram g.node", "els => els.map(e => ({id: e.dataset.id, "
+                "unit: e.dataset.unit, where: e.dataset.where || ''}))")}
+            for unit in sim.partition.units:
+                name = unit.name
+                where = sim.master.proxies[name].where()
+                assert where["address"].startswith("tcp://127.0.0.1:")
+                if name in drawn:                       # a subsystem unit: its box
+                    shown = drawn[name]["where"]
+                    assert "zmq" in shown and where["address"] in shown, (name, shown)
+                # every block of the model, drawn inside its unit's box or as a top-level
+                # block of the top-level unit, is marked with its unit
+                mine = [d for d in drawn.values() if d["unit"] == name]
+                assert mine, f"no block of unit {name} drawn"
+            table = dict(page.eval_on_selector_all(
+                "#units-table tr[data-unit]",
+                "rows => rows.map(r => [r.dataset.unit, r.querySelector('.where')"
+                ".textContent])"))
+            assert set(table) == {u.name for u in sim.partition.units}
+            assert all("zmq" in v and "pid" in v for v in table.values()), table
+
+            # The live plot advances between two reads.
+            first = _wait(page, "cosimDashboard.lastSignalTime()")
+            second = _wait(page, f"cosimDashboard.lastSignalTime() > {first} && "
+                                 "cosimDashboard.lastSignalTime()")
+            assert second > first
+
+            # The killed unit's recovery is a mark where the run went on from (the last
+            # checkpoint before the failure), naming the unit, on the page's list.
+            page.wait_for_selector("#marks li[data-kind=recovery]", timeout=60_000)
+            t_mark = float(page.get_attribute("#marks li[data-kind=recovery]", "data-t"))
+            assert T_CRASH - EVERY - 1e-9 <= t_mark < T_CRASH
+            assert "unit 'b'" in page.inner_text("#marks li[data-kind=recovery]")
+            thread.join(timeout=120)
+            assert not failure, failure
+            _wait(page, "cosimDashboard.state.progress.status === 'done'")
+            assert sim.stats["recoveries"] == 1
+            # The recovered unit runs in a new server process: the page says which.
+            new_pid = str(sim.master.proxies["b"].where()["pid"])
+            _wait(page, "document.querySelector('#units-table tr[data-unit=b] .where')"
+                        f".textContent.includes('pid {new_pid}')")
+            # ... and the run is the unfailed one, bit for bit.
+            logs = sim.logs
+            for key in ref:
+                assert (logs[key] == ref[key]).all(), key
+
+            page.wait_for_timeout(400)                 # the last render
+            shot = tmp_path / "dashboard.png"
+            page.screenshot(path=str(shot), full_page=True)
+            seen = non_blank(shot)
+            assert seen["ink"] > 0.05 and seen["colours"] > 20, seen
+            assert page.errors == [], page.errors
+    finally:
+        thread.join(timeout=120)
+        sim.close()
