@@ -88,6 +88,11 @@ class Board:
                 mine[0], mine[1] = _thin(mine[0], mine[1])
         s["rows"].extend(delta.get("rows", ()))
 
+    @staticmethod
+    def delta_of(snapshot: str) -> dict:
+        """A snapshot (:meth:`snapshot`'s text) as a delta that sets everything it holds."""
+        return json.loads(snapshot)
+
     # -- consumers --------------------------------------------------------------------
 
     def snapshot(self) -> str:

@@ -286,6 +286,8 @@ class RunMonitor(Observer):
             progress = delta["set"]["progress"]
             if status is not None:
                 progress["status"] = status
+            elif self.board.state["progress"].get("status") == "failed":
+                progress["status"] = "failed"       # a look after the failure
             elif progress["status"] == "running":
                 progress["status"] = "paused"
             self.board.publish(delta)

@@ -24,7 +24,6 @@ _BODY = """<div id="cosim-dashboard">
 <table id="workers-table"></table><h2>Results</h2><div style="overflow:auto;max-height:400px">
 <table id="rows-table"></table></div></section>
 <div id="run-panels">
-<div class="grid">
 <section id="diagram-panel"><h2>Model</h2><div id="legend"></div><div id="diagram"></div>
 <p class="note">Click a subsystem to open or close it; boxes are coloured by where their
 unit runs; red dashed wires are algebraic couplings; numbers on wires between units are
@@ -32,7 +31,6 @@ their latest values.</p></section>
 <section id="units-panel"><h2>Units</h2><table id="units-table"></table>
 <p class="note">The unit with the highest mean step time (the straggler) is highlighted.</p>
 </section>
-</div>
 <section id="signals-panel"><h2>Signals</h2><div id="signal-picker"></div>
 <div id="signal-plot"></div></section>
 <section id="timing-panel"><h2>Wall time per macro step, per unit</h2>

@@ -277,7 +277,9 @@ class CoSimulation(PacedRuns):
         call that stepped a unit under ``timing/UNIT`` (shape ``(n, 2)``: master time, s;
         seconds; see :attr:`UnitCalls.step_times <cosim.master.calls.UnitCalls>`) and
         ``run.json``: the run's placement (each unit's backend, options, step and solver)
-        as JSON text. ``cosim report`` turns the file into a page."""
+        as JSON text, and ``dashboard.json``: the model's diagram, where the units ran and
+        their couplings (:func:`cosim.dashboard.static.run_facts`). ``cosim report`` turns
+        the file into a page."""
         import json
         logs = self.logs
         arrays = {"time": logs.time}
@@ -289,6 +291,8 @@ class CoSimulation(PacedRuns):
         for unit, (ts, seconds) in self.master.calls.step_times.items():
             arrays[f"timing/{unit}"] = np.column_stack([np.asarray(ts), np.asarray(seconds)])
         arrays["run.json"] = np.array(json.dumps(self.placement()))
+        from cosim.dashboard.static import dumps, run_facts
+        arrays["dashboard.json"] = np.array(dumps(run_facts(self)))   # the report's diagram
         np.savez(path, **arrays)
 
     def placement(self) -> dict:
@@ -321,6 +325,7 @@ class CoSimulation(PacedRuns):
         from cosim.errors import CosimError
         self._closed = True
         if self.dashboard is not None:
+            self.dashboard.update()             # the page's last look at the run
             if self._own_dashboard:
                 self.dashboard.close()
             else:

@@ -130,9 +130,11 @@
     $("progress-fill").style.width = Math.max(0, Math.min(100, 100 * done)).toFixed(1) + "%";
     var st = p.stats || {};
     $("p-time").textContent = "t = " + fmt(p.t, 6) + " of " + fmt(p.t_end, 6) + " s";
-    $("p-rate").textContent = fmt(p.rate, 4) + " macro steps/s";
-    $("p-eta").textContent = "time left " + (p.status === "done" ? "0 s" : duration(p.eta));
-    $("p-wall").textContent = "wall " + duration(p.wall);
+    var live = p.rate !== undefined;
+    $("p-rate").textContent = live ? fmt(p.rate, 4) + " macro steps/s" : "";
+    $("p-eta").textContent = live ? "time left " + (p.status === "done" ? "0 s" :
+                                                    duration(p.eta)) : "";
+    $("p-wall").textContent = live ? "wall " + duration(p.wall) : "";
     $("p-stats").textContent = (st.macro_steps || 0) + " steps, " + (st.iterations || 0) +
       " coupling iterations, " + (st.rejected || 0) + " rejected, " + (st.recoveries || 0) +
       " recoveries";
@@ -190,13 +192,13 @@
   function isDiagram(n) { return n.kind === "unit" || n.kind === "subsystem"; }
 
   function defaultExpansion() {
-    // Open subsystems breadth first while the drawing stays readable (~80 boxes).
+    // Open subsystems breadth first while the drawing stays readable (~50 boxes).
     var open = new Set(), visible = G.children[""].length, queue = G.children[""].slice();
     while (queue.length) {
       var id = queue.shift(), n = G.byId[id];
       if (!isDiagram(n)) { continue; }
       var kids = G.children[id] || [];
-      if (visible + kids.length - 1 > 80) { continue; }
+      if (visible + kids.length - 1 > 48) { continue; }
       open.add(id);
       visible += kids.length - 1;
       Array.prototype.push.apply(queue, kids);
@@ -273,7 +275,12 @@
     dagre.layout(g);
     D.layoutMs = performance.now() - t0;
     var gg = g.graph();
-    var root = svg("svg", {width: Math.ceil(gg.width + 4), height: Math.ceil(gg.height + 4),
+    // Fit the panel's width, down to 55 % (smaller text is unreadable: scroll instead).
+    var scale = Math.max(0.55, Math.min(1, (box.clientWidth - 4) / (gg.width + 4)));
+    var root = svg("svg", {width: Math.ceil((gg.width + 4) * scale),
+                           height: Math.ceil((gg.height + 4) * scale),
+                           viewBox: "0 0 " + Math.ceil(gg.width + 4) + " " +
+                                    Math.ceil(gg.height + 4),
                            "class": "diagram", id: "diagram-svg"});
     var defs = svg("defs");
     var marker = svg("marker", {id: "arrow", viewBox: "0 0 8 8", refX: 8, refY: 4,
