@@ -112,6 +112,7 @@ class RunMonitor(Observer):
         self._wake = threading.Event()
         self._stop = False
         self._lock = threading.Lock()        # one delta at a time, published in order
+        self._published = 0.0                # wall time of the latest snapshot published
         self._started = False
         self._facts = None
         self._log_at = 0
@@ -181,7 +182,9 @@ class RunMonitor(Observer):
                     continue            # behind: only the latest snapshot matters
                 try:
                     with self._lock:
-                        self.board.publish(self._delta(*snap))
+                        if snap[0] > self._published:   # not older than a flush
+                            self._published = snap[0]
+                            self.board.publish(self._delta(*snap))
                 except Exception as err:  # noqa: BLE001 - the run goes on without its page
                     self.board.publish({"marks": [{"t": snap[1], "kind": "error",
                                                    "text": f"dashboard: {err}"}]})
@@ -282,6 +285,7 @@ class RunMonitor(Observer):
         snap = (time.perf_counter(), master.T, master.n, dict(master.stats),
                 len(master.step_log), dict(master.values))
         with self._lock:
+            self._published = snap[0]
             delta = self._delta(*snap)
             progress = delta["set"]["progress"]
             if status is not None:

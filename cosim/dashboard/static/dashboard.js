@@ -129,12 +129,14 @@
     var span = p.t_end - p.t0, done = span > 0 ? (p.t - p.t0) / span : 1;
     $("progress-fill").style.width = Math.max(0, Math.min(100, 100 * done)).toFixed(1) + "%";
     var st = p.stats || {};
-    $("p-time").textContent = "t = " + fmt(p.t, 6) + " of " + fmt(p.t_end, 6) + " s";
-    var live = p.rate !== undefined;
-    $("p-rate").textContent = live ? fmt(p.rate, 4) + " macro steps/s" : "";
+    var runs = p.unit === "runs", live = p.rate !== undefined;
+    $("p-time").textContent = runs ? p.t + " of " + p.t_end + " runs finished" :
+      "t = " + fmt(p.t, 6) + " of " + fmt(p.t_end, 6) + " s";
+    $("p-rate").textContent = live ? fmt(p.rate, 4) + (runs ? " runs/s" : " macro steps/s") : "";
     $("p-eta").textContent = live ? "time left " + (p.status === "done" ? "0 s" :
                                                     duration(p.eta)) : "";
     $("p-wall").textContent = live ? "wall " + duration(p.wall) : "";
+    if (runs) { $("p-stats").textContent = ""; return; }
     $("p-stats").textContent = (st.macro_steps || 0) + " steps, " + (st.iterations || 0) +
       " coupling iterations, " + (st.rejected || 0) + " rejected, " + (st.recoveries || 0) +
       " recoveries";
