@@ -120,3 +120,61 @@ def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
     finally:
         thread.join(timeout=120)
         sim.close()
+
+
+def test_a_sweep_on_the_dashboard_counts_runs_per_worker_and_fills_the_table():
+    """A process-pool sweep watched from its start: the page's per-worker counts add up to
+    what the sweep returned, each worker a process of the pool, and its table holds every
+    row with the metric the sweep computed."""
+    import os
+
+    from cluster.sweep import final, grid, sweep
+    from cosim.dashboard import Dashboard
+    from tests.cluster import sweep_models as sm
+    design = grid({"tau": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], "gain": [1.0, 2.0]})
+    with Dashboard() as board, browser_page() as page:
+        page.goto(board.url)
+        rows = sweep(sm.lag, sm.CONFIG, design, {"y_end": final("plant.out")},
+                     backend="process", max_in_flight=2, progress=False, dashboard=board)
+        _wait(page, "cosimDashboard.state && cosimDashboard.state.sweep && "
+                    "cosimDashboard.state.sweep.status === 'done'")
+        page.wait_for_selector("#workers-table tr[data-worker]")
+        page.wait_for_timeout(400)
+        workers = page.eval_on_selector_all(
+            "#workers-table tr[data-worker]",
+            "rows => rows.map(r => [...r.children].map(c => c.textContent))")
+        assert sum(int(w[1]) for w in workers) == len(rows) == 12
+        assert all(w[2] == "0" for w in workers)
+        pids = {int(w[0].rsplit(":", 1)[1]) for w in workers}
+        assert os.getpid() not in pids and 1 <= len(pids) <= 2
+        assert "12 done, 0 failed, 0 pending of 12 runs" in page.inner_text("#sweep-summary")
+        header = page.eval_on_selector_all("#rows-table tr:first-child th",
+                                           "hs => hs.map(h => h.textContent)")
+        col = header.index("y_end")
+        shown = page.eval_on_selector_all(
+            "#rows-table tr:not(:first-child)",
+            f"rs => rs.map(r => [r.children[{header.index('run_id')}].textContent, "
+            f"r.children[{col}].textContent])")
+        assert len(shown) == 12
+        by_id = {r["run_id"]: r["y_end"] for r in rows}
+        for run_id, text in shown:
+            assert float(text) == pytest.approx(by_id[run_id], rel=1e-4)
+        assert all("worker" not in r for r in rows)      # not a column of the results
+        assert page.errors == []
+
+
+def test_a_thousand_block_model_is_drawn_whole(tmp_path):
+    """``cosim view``'s static page of a 1,000-block model: every top-level block drawn (the
+    first-paint time is measured in tests/benchmarks/test_bench_dashboard.py)."""
+    from cosim.dashboard.page import render
+    from cosim.dashboard.static import view_state
+    from tests.dashboard.models import chain
+    model, config = chain(1000)
+    path = tmp_path / "view.html"
+    path.write_text(render(model.name, view_state(model, config)))
+    with browser_page() as page:
+        page.goto(path.as_uri())
+        page.wait_for_selector("body[data-diagram=ready]", timeout=60_000)
+        n = page.eval_on_selector_all("#diagram g.node", "els => els.length")
+        assert n == 1000
+        assert page.errors == []

@@ -125,7 +125,12 @@
                                 "finished" : "waiting");
     $("status").textContent = status;
     $("status").className = "status status-" + status.replace(/\s+/g, "-");
-    if (p.t === undefined) { $("progress-text").textContent = ""; return; }
+    if (p.t === undefined) {
+      ["p-time", "p-rate", "p-eta", "p-wall", "p-stats"].forEach(function (id) {
+        $(id).textContent = "";
+      });
+      return;
+    }
     var span = p.t_end - p.t0, done = span > 0 ? (p.t - p.t0) / span : 1;
     $("progress-fill").style.width = Math.max(0, Math.min(100, 100 * done)).toFixed(1) + "%";
     var st = p.stats || {};
@@ -579,12 +584,12 @@
     var wt = $("workers-table");
     wt.textContent = "";
     var head = el("tr");
-    ["worker", "done", "failed", "running"].forEach(function (h) { head.appendChild(el("th", {}, h)); });
+    ["worker", "done", "failed"].forEach(function (h) { head.appendChild(el("th", {}, h)); });
     wt.appendChild(head);
     var workers = sw.workers || {};
     Object.keys(workers).sort().forEach(function (w) {
       var tr = el("tr", {"data-worker": w});
-      [w, workers[w].done, workers[w].failed, workers[w].running || 0].forEach(function (v) {
+      [w, workers[w].done, workers[w].failed].forEach(function (v) {
         tr.appendChild(el("td", {}, String(v)));
       });
       wt.appendChild(tr);
