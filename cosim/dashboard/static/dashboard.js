@@ -101,17 +101,27 @@
                  "#e377c2", "#7f7f7f", "#bcbd22"];
   var KIND_COLOUR = {"in process": "#b7e4c7", "process": "#a9c8f5", "ray": "#ffd59e",
                      "remote": "#f4b6b6", "planned": "#e3e3e3"};
+  var PROCESS_SHADES = ["#a9c8f5", "#c3b5f0", "#9fd8e8", "#b8cff7", "#d0c0f5", "#a0e0d0"];
   var RAY_SHADES = ["#ffd59e", "#ffbf80", "#f7c873", "#ffe0b3", "#f2b880", "#fcd0a1"];
-  function hash(text) {
-    var h = 0;
-    for (var i = 0; i < text.length; i++) { h = (h * 31 + text.charCodeAt(i)) | 0; }
-    return Math.abs(h);
+  function rank(field, value) {
+    // Which of the distinct hosts (processes, Ray nodes) this is, in unit order: a shade each.
+    var seen = [], units = D.state.units;
+    Object.keys(units).forEach(function (u) {
+      var w = units[u].where;
+      if (w && w[field] !== undefined && seen.indexOf(String(w[field])) < 0) {
+        seen.push(String(w[field]));
+      }
+    });
+    return Math.max(0, seen.indexOf(String(value)));
   }
   function unitColour(u) {
     var p = D.state.units[u];
     if (!p) { return "#eeeeee"; }
     if (p.kind === "ray" && p.where && p.where.node) {
-      return RAY_SHADES[hash(String(p.where.node)) % RAY_SHADES.length];
+      return RAY_SHADES[rank("node", p.where.node) % RAY_SHADES.length];
+    }
+    if (p.kind === "process" && p.where && p.where.pid) {
+      return PROCESS_SHADES[rank("pid", p.where.pid) % PROCESS_SHADES.length];
     }
     return KIND_COLOUR[p.kind] || "#eeeeee";
   }
@@ -199,16 +209,17 @@
   function isDiagram(n) { return n.kind === "unit" || n.kind === "subsystem"; }
 
   function defaultExpansion() {
-    // Open subsystems breadth first while the drawing stays readable (~50 boxes).
-    var open = new Set(), visible = G.children[""].length, queue = G.children[""].slice();
-    while (queue.length) {
-      var id = queue.shift(), n = G.byId[id];
-      if (!isDiagram(n)) { continue; }
-      var kids = G.children[id] || [];
-      if (visible + kids.length - 1 > 48) { continue; }
-      open.add(id);
-      visible += kids.length - 1;
-      Array.prototype.push.apply(queue, kids);
+    // Open subsystems a whole level at a time while the drawing stays readable (~24 boxes):
+    // a partly opened level would look like a different model.
+    var open = new Set(), visible = G.children[""].length, level = G.children[""].slice();
+    while (level.length) {
+      var diagrams = level.filter(function (id) { return isDiagram(G.byId[id]); });
+      var next = [];
+      diagrams.forEach(function (id) { Array.prototype.push.apply(next, G.children[id] || []); });
+      if (!diagrams.length || visible + next.length - diagrams.length > 24) { break; }
+      diagrams.forEach(function (id) { open.add(id); });
+      visible += next.length - diagrams.length;
+      level = next;
     }
     return open;
   }
@@ -409,7 +420,8 @@
     Object.keys(D.state.units).forEach(function (u) {
       var p = D.state.units[u], key = unitColour(u) + (p.kind || "");
       var text = p.kind === "ray" && p.where && p.where.node ?
-        "ray node " + String(p.where.node).slice(0, 8) : p.kind;
+        "ray node " + String(p.where.node).slice(0, 8) :
+        p.kind === "process" && p.where && p.where.pid ? "process " + p.where.pid : p.kind;
       if (seen[key]) { return; }
       seen[key] = true;
       var item = el("span", {"class": "legend-item"}, text);
@@ -554,7 +566,7 @@
       chart("steps-plot", [
         {label: "coupling iterations", stroke: "#1f77b4", width: 1.5},
         {label: "rejected steps", stroke: "#ff7f0e", width: 1.5, scale: "y2",
-         points: {show: true}}],
+         points: {show: false}}],
         [s.steps.t.slice(), s.steps.iterations.slice(), s.steps.rejected.slice()],
         {ylabel: "iterations", y2: "rejected", height: 200});
     }
@@ -649,6 +661,7 @@
     return best;
   };
   D.apply = apply;
+  D.render_now = function () { D.dirty.signals = true; render(); };
 
   function start() {
     var embedded = $("cosim-state");
