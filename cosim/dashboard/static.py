@@ -187,6 +187,8 @@ def view_state(model, config) -> str:
                     "solver": getattr(spec.config, "solver", None),
                     "feedthrough": facts["units"][spec.name]["feedthrough"]}
             delta["set"].update(units=units, couplings=facts["couplings"])
+            # Drawn as built: parameter expressions (sample times, ...) evaluated.
+            delta["set"]["diagram"] = model_diagram(sim.model)
         finally:
             sim.close()
     board.publish(delta)
