@@ -117,6 +117,12 @@ class Board:
             self._subscribers.append(q)
             return self._snapshot_text(), q
 
+    @property
+    def subscribers(self) -> int:
+        """Event streams open now (pages watching)."""
+        with self._lock:
+            return len(self._subscribers)
+
     def unsubscribe(self, q: queue.Queue) -> None:
         with self._lock:
             if q in self._subscribers:

@@ -25,6 +25,8 @@ __all__ = ["RunMonitor", "port_label", "unit_placement"]
 
 #: Signals recorded per macro step when none are chosen: the first few scalar ports.
 DEFAULT_SIGNALS = 4
+#: Wall seconds the compiled exchange or the pipeline may run between two observer calls.
+CHUNK_SECONDS = 0.02
 
 _MARKS = {StepStatus.RECOVERED: "recovery", StepStatus.REJECTED: "rejected",
           StepStatus.STOPPED: "stop", StepStatus.CONTINUED: "nonconverged"}
@@ -74,13 +76,13 @@ def unit_placement(sim) -> dict:
 class _Recorder:
     """One chosen signal: element ``index`` of unit output ``key``, sampled per call."""
 
-    __slots__ = ("key", "index", "label", "ts", "vs", "sent")
+    __slots__ = ("key", "index", "label", "samples")
 
     def __init__(self, key, index, label):
         self.key, self.index, self.label = key, index, label
-        self.ts: list[float] = []
-        self.vs: list[float] = []
-        self.sent = 0
+        # (t, value) pairs not yet handed to the board: one append per sample on the master's
+        # thread, taken off the front by the monitor's thread (list ops are atomic).
+        self.samples: list[tuple[float, float]] = []
 
 
 class RunMonitor(Observer):
@@ -108,6 +110,7 @@ class RunMonitor(Observer):
         self._recorders: tuple[_Recorder, ...] = ()
         self._candidates: dict[str, tuple] = {}
         self._due = 0.0
+        self._n_last, self._t_last = 0, time.perf_counter()
         self._snaps: collections.deque = collections.deque()
         self._wake = threading.Event()
         self._stop = False
@@ -131,9 +134,15 @@ class RunMonitor(Observer):
         for r in self._recorders:
             v = values.get(r.key)
             if v is not None:
-                r.ts.append(T)
-                r.vs.append(float(v.flat[r.index]))
+                r.samples.append((T, float(v.flat[r.index])))
         now = time.perf_counter()
+        # Chunks of the compiled exchange / pipeline about CHUNK_SECONDS long: grown fast
+        # from 1 (at most x8 per call), shrunk at once when steps get slower.
+        n = master.n
+        if n > self._n_last and now > self._t_last:
+            self.stride = max(1, min(8 * self.stride, int(
+                (n - self._n_last) * CHUNK_SECONDS / (now - self._t_last))))
+        self._n_last, self._t_last = n, now
         if now < self._due:
             return
         self._due = now + self.period
@@ -157,6 +166,11 @@ class RunMonitor(Observer):
         if wanted is None:
             wanted = [k for k in self._candidates if "[" not in k][:DEFAULT_SIGNALS]
         self.select(wanted)
+
+    @property
+    def recording(self) -> list[str]:
+        """The signals recorded every macro step (labels as the page shows them)."""
+        return [r.label for r in self._recorders]
 
     def select(self, labels) -> list[str]:
         """Record these signals from now on (labels the page shows); returns the unknown
@@ -250,21 +264,14 @@ class RunMonitor(Observer):
                     delta["set"]["units"] = self._units()       # new pids
         signals = {}
         for r in self._recorders:
-            end = len(r.ts)
-            if end > r.sent:
-                signals[r.label] = [r.ts[r.sent:end], [_finite(v) for v in r.vs[r.sent:end]]]
-                r.sent = end
-                if end > 4 * 200_000:           # the board keeps its own (thinned) copy
-                    del r.ts[:end], r.vs[:end]
-                    r.sent = 0
+            end = len(r.samples)
+            if end:
+                new = r.samples[:end]
+                del r.samples[:end]             # the board keeps them (thinned when long)
+                signals[r.label] = [[t for t, _ in new], [_finite(v) for _, v in new]]
         if signals:
             delta["signals"] = signals
-        self._adapt_stride(rate)
         return delta
-
-    def _adapt_stride(self, rate: float) -> None:
-        """Chunks of whole steps (compiled exchange, pipeline) about a snapshot long."""
-        self.stride = max(1, int(rate * self.period)) if rate > 0 else 1
 
     def finish_thread(self) -> None:
         """Stop the thread (no last update)."""

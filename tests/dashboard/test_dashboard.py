@@ -220,3 +220,37 @@ def test_addresses(text, expected):
 def test_bad_addresses_say_how_to_write_one(text):
     with pytest.raises(ModelError, match="HOST:PORT"):
         parse_address(text)
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\xff" * 600 + b"\r\n\r\n", b"GET\r\n\r\n",
+                                     b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n",
+                                     b"POST /select HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+                                     b"GET /events?token=x HTTP/1.1\r\nHost: y\r\n\r\n"])
+def test_garbage_from_the_network_does_not_hurt_the_server(garbage):
+    import socket
+    with Dashboard() as board:
+        parts = urlsplit(board.url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+            sock.sendall(garbage)
+            sock.shutdown(socket.SHUT_WR)
+            while sock.recv(4096):
+                pass
+        assert _request(board.url)[0] == 200
+
+
+@pytest.mark.cluster
+def test_units_on_ray_show_their_node(ray_session):
+    """Placement comes from the units' proxies: a Ray actor's node and process."""
+    sim = CoSimulation(three_units(), _config(backend="ray"), dashboard=True)
+    try:
+        sim.run()
+        state = _state(sim.dashboard)
+        units = state["set"]["units"]
+        node = ray_session.get_runtime_context().get_node_id()
+        for name in ("a", "b", "main"):
+            assert units[name]["kind"] == "ray"
+            assert units[name]["where"]["node"] == node
+            assert f"node {node[:8]}" in units[name]["label"]
+            assert units[name]["where"]["pid"] != __import__("os").getpid()
+    finally:
+        sim.close()
