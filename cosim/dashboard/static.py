@@ -15,7 +15,7 @@ from cosim.dashboard.board import Board
 from cosim.dashboard.diagram import model_diagram, unit_facts
 from cosim.dashboard.monitor import unit_placement
 
-__all__ = ["POINTS", "report_state", "run_facts", "view_state"]
+__all__ = ["POINTS", "dumps", "minmax", "report_state", "run_facts", "view_state"]
 
 #: Most samples of a series in a static page.
 POINTS = 4000

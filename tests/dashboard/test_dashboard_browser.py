@@ -178,3 +178,40 @@ def test_a_thousand_block_model_is_drawn_whole(tmp_path):
         n = page.eval_on_selector_all("#diagram g.node", "els => els.length")
         assert n == 1000
         assert page.errors == []
+
+
+def test_the_report_and_view_pages_draw_offline_in_a_browser(tmp_path):
+    """``cosim report`` of a zmq run and ``cosim view`` of a model without units: files that
+    open with no server (file://), draw their diagram and plots, and raise nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+
+    def cosim(*args):
+        r = subprocess.run([sys.executable, "-m", "cosim.cli", *args], capture_output=True,
+                           text=True, timeout=600, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+
+    cosim("run", str(root / "examples" / "electric_vehicle.yaml"), "--t-end", "2",
+          "--backend", "zmq", "--out", "ev.npz")
+    cosim("report", "ev.npz", "-o", "ev.html")
+    cosim("view", str(root / "examples" / "servo.yaml"), "-o", "servo.html")
+    with browser_page() as page:
+        page.route("**/*", lambda route: route.abort()
+                   if not route.request.url.startswith("file:") else route.continue_())
+        page.goto((tmp_path / "ev.html").as_uri())
+        page.wait_for_selector("body[data-diagram=ready]", timeout=30_000)
+        units = page.eval_on_selector_all("#units-table tr[data-unit]",
+                                          "rows => rows.map(r => r.dataset.unit)")
+        assert sorted(units) == ["battery", "control", "cycle", "motor", "vehicle"]
+        assert "zmq" in page.inner_text("#units-table")
+        assert page.locator("#diagram svg.diagram .algebraic").count() >= 1
+        assert page.locator("#signal-plot canvas").count() == 1
+        assert page.locator("#timing-plot canvas").count() == 1
+        assert page.locator("#report #placement-table").count() == 1     # the details
+        page.goto((tmp_path / "servo.html").as_uri())
+        page.wait_for_selector("body[data-diagram=ready]", timeout=30_000)
+        assert page.locator("#diagram g.node").count() >= 3
+        assert page.inner_text("#status") == "not running"
+        assert page.errors == []
