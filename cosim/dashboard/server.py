@@ -76,7 +76,12 @@ class DashboardServer:
         self.on_select = on_select
         self.token = secrets.token_urlsafe(16)
         host, port = parse_address(address)
-        self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+        try:
+            self.httpd = ThreadingHTTPServer((host, port), _handler(self))
+        except OSError as err:
+            raise ModelError(f"dashboard: cannot serve on {host}:{port} "
+                             f"({err.strerror or err}); choose another address, or port 0 "
+                             "for a free one") from err
         self.httpd.daemon_threads = True
         shown = self.httpd.server_address[0]
         shown = f"[{shown}]" if ":" in shown else shown

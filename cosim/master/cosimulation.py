@@ -74,6 +74,9 @@ class CoSimulation(PacedRuns):
 
     def __init__(self, model, config, hosts=None, dashboard=None):
         from cosim.run.simulator import Simulator
+        if isinstance(dashboard, str):
+            from cosim.dashboard.server import parse_address
+            parse_address(dashboard)        # a misspelt address fails before anything starts
 
         self.model = model
         self.config = config
@@ -154,7 +157,11 @@ class CoSimulation(PacedRuns):
         self._own_dashboard = False
         if dashboard is not None and dashboard is not False:
             from cosim.dashboard import open_dashboard
-            self.dashboard, self._own_dashboard = open_dashboard(dashboard)
+            try:
+                self.dashboard, self._own_dashboard = open_dashboard(dashboard)
+            except BaseException:
+                self._stop()        # the units started must not outlive a refused address
+                raise
             self.dashboard.watch(self)
 
     def initialize(self) -> None:
@@ -179,10 +186,11 @@ class CoSimulation(PacedRuns):
             Run until this time; with neither given, until ``config.t_end``.
         """
         self._stop_requested = False
+        end = self._end_time(duration, t_end)
         if self.dashboard is None:
-            return self.master.run(self._end_time(duration, t_end))
+            return self.master.run(end)
         try:
-            logs = self.master.run(self._end_time(duration, t_end))
+            logs = self.master.run(end)
         except BaseException as err:
             self.dashboard.update("failed", f"{type(err).__name__}: {err}")
             raise
