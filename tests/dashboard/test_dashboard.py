@@ -256,19 +256,32 @@ def test_units_on_ray_show_their_node(ray_session):
         sim.close()
 
 
+def _children() -> set[int]:
+    """This process's live (not zombie) children (Linux /proc)."""
+    from pathlib import Path
+    pids = set()
+    for f in Path("/proc/self/task").glob("*/children"):
+        pids.update(int(p) for p in f.read_text().split())
+    live = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            continue
+        if state != "Z":
+            live.add(pid)
+    return live
+
+
 def test_an_address_in_use_is_refused_naming_it_and_starts_nothing():
     with Dashboard() as first:
         port = urlsplit(first.url).port
         with pytest.raises(ModelError, match=f"cannot serve on 127.0.0.1:{port}.*port 0"):
             Dashboard(f"127.0.0.1:{port}")
-        import psutil
-        me = psutil.Process()
-        before = {p.pid for p in me.children(recursive=True)}
+        before = _children()
         with pytest.raises(ModelError, match="cannot serve"):
             CoSimulation(three_units(), _config(backend="zmq"),
                          dashboard=f"127.0.0.1:{port}")
-        left = {p.pid for p in me.children(recursive=True) if p.is_running()
-                and p.status() != psutil.STATUS_ZOMBIE} - before
-        assert not left, "the zmq servers outlived the refused run"
+        assert not _children() - before, "the zmq servers outlived the refused run"
     with pytest.raises(ModelError, match="HOST:PORT"):
         CoSimulation(three_units(), _config(backend="zmq"), dashboard="127.0.0.1:http")
