@@ -299,6 +299,8 @@ class RunMonitor(Observer):
                 progress["status"] = status
             elif self.board.state["progress"].get("status") == "failed":
                 progress["status"] = "failed"       # a look after the failure
+            elif master.step_log and master.step_log[-1].status is StepStatus.STOPPED:
+                progress["status"] = "stopped"      # by a unit's stop event
             elif progress["status"] == "running":
                 progress["status"] = "paused"
             self.board.publish(delta)

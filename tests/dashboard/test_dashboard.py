@@ -285,3 +285,27 @@ def test_an_address_in_use_is_refused_naming_it_and_starts_nothing():
         assert not _children() - before, "the zmq servers outlived the refused run"
     with pytest.raises(ModelError, match="HOST:PORT"):
         CoSimulation(three_units(), _config(backend="zmq"), dashboard="127.0.0.1:http")
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_a_stop_event_and_rejected_steps_are_marks_at_their_times(adaptive):
+    """Marks say what the master's step log says: the stop at its time (naming the unit),
+    each rejected macro step at its start, the iterations per update."""
+    from cosim.master.records import StepStatus
+    from cosim.model.events import Scheduled
+    m = three_units()
+    m.add_event(Scheduled("halt", times=[0.374], stop=True))
+    with Dashboard() as board:
+        sim = CoSimulation(m, _config(adaptive=adaptive, tolerance=1e-7), dashboard=board)
+        sim.run()
+        state = _state(board)
+        log = sim.step_log
+        stops = [mk for mk in state["marks"] if mk["kind"] == "stop"]
+        assert [(mk["t"], "main" in mk["text"]) for mk in stops] == [(0.374, True)]
+        rejected = [r.t for r in log if r.status is StepStatus.REJECTED]
+        assert [mk["t"] for mk in state["marks"] if mk["kind"] == "rejected"] == rejected
+        assert sum(state["steps"]["rejected"]) == len(rejected) == sim.stats["rejected"]
+        assert (len(rejected) > 0) == adaptive
+        assert state["set"]["progress"]["t"] == pytest.approx(0.374)
+        assert state["set"]["progress"]["status"] == "stopped"
+        sim.close()

@@ -210,6 +210,14 @@ def test_the_report_and_view_pages_draw_offline_in_a_browser(tmp_path):
         assert page.locator("#signal-plot canvas").count() == 1
         assert page.locator("#timing-plot canvas").count() == 1
         assert page.locator("#report #placement-table").count() == 1     # the details
+        # Subsystems open and close: the EV's units start closed (too many boxes open).
+        assert page.locator('#diagram g.node[data-id^="motor/"]').count() == 0
+        page.click('#diagram g.node[data-id="motor"]')
+        inner = page.locator('#diagram g.node[data-id^="motor/"]')
+        inner.first.wait_for()
+        assert inner.count() >= 5
+        page.click('#diagram g.cluster[data-id="motor"] .cluster-label')
+        page.wait_for_function("!document.querySelector('#diagram g.node[data-id^=\"motor/\"]')")
         page.goto((tmp_path / "servo.html").as_uri())
         page.wait_for_selector("body[data-diagram=ready]", timeout=30_000)
         assert page.locator("#diagram g.node").count() >= 3
