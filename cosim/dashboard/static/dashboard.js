@@ -197,14 +197,35 @@
 
   // -- the diagram ------------------------------------------------------------------------
   var G = null;      // {byId, children, edges} of the current diagram
+  var GROUP_OVER = 300;   // more top-level blocks than this: drawn as their unit's one box
+
   function indexDiagram(d) {
-    var byId = {}, children = {"": []};
-    d.nodes.forEach(function (n) {
+    var byId = {}, children = {"": []}, nodes = d.nodes, edges = d.edges;
+    var loose = nodes.filter(function (n) { return !n.parent && n.kind !== "unit"; });
+    if (loose.length > GROUP_OVER) {
+      // The blocks outside atomic subsystems form the unit "main": one box to open, so a
+      // huge top level does not hold the drawing of the units back.
+      var id = "main", taken = {};
+      nodes.forEach(function (n) { taken[n.id] = true; });
+      while (taken[id]) { id += "_"; }
+      var group = {id: id, name: "main", parent: null, kind: "unit", unit: "main",
+                   type: "top-level blocks", blocks: loose.length, synthetic: true};
+      var inside = {};
+      loose.forEach(function (n) { inside[n.id] = true; });
+      nodes = [group].concat(nodes.map(function (n) {
+        return inside[n.id] ? Object.assign({}, n, {parent: id}) : n;
+      }));
+      edges = edges.map(function (e) {
+        return !e.parent && inside[e.src] && inside[e.dst] ? Object.assign({}, e, {parent: id})
+                                                              : e;
+      });
+    }
+    nodes.forEach(function (n) {
       byId[n.id] = n;
       var p = n.parent || "";
       (children[p] || (children[p] = [])).push(n.id);
     });
-    return {byId: byId, children: children, edges: d.edges};
+    return {byId: byId, children: children, edges: edges};
   }
   function isDiagram(n) { return n.kind === "unit" || n.kind === "subsystem"; }
 
@@ -225,12 +246,18 @@
   }
 
   function endpoint(id, port, out) {
-    // A wire's end on a box that is drawn: an opened subsystem's port block inside it.
+    // A wire's end on a box that is drawn: an opened subsystem's port block inside it, or
+    // the outermost closed box around it.
     var n = G.byId[id];
     while (n && isDiagram(n) && D.expanded.has(n.id) && G.byId[n.id + "/" + port]) {
       n = G.byId[n.id + "/" + port];
     }
-    return n ? n.id : null;
+    if (!n) { return null; }
+    var shown = n.id;
+    for (var p = n.parent; p; p = G.byId[p].parent) {
+      if (!D.expanded.has(p)) { shown = p; }
+    }
+    return shown;
   }
 
   function couplingOf(u) {
@@ -241,6 +268,10 @@
 
   function nodeLines(n) {
     var s = D.state;
+    if (n.synthetic) {
+      var q = s.units[n.unit] || {};
+      return [n.name + " (" + n.blocks + " top-level blocks)", q.label || ""];
+    }
     if (n.kind === "unit") {
       var p = s.units[n.id] || {};
       return [n.name, p.label || "", (p.dt ? "dt " + fmt(p.dt) + " s" : "") +
@@ -284,7 +315,8 @@
     G.edges.forEach(function (e, i) {
       if (e.parent && !(D.expanded.has(e.parent) && g.hasNode(e.parent))) { return; }
       var a = endpoint(e.src, e.sport, true), b = endpoint(e.dst, e.dport, false);
-      if (!a || !b || !g.hasNode(a) || !g.hasNode(b) || g.node(a).cluster || g.node(b).cluster) {
+      if (!a || !b || a === b || !g.hasNode(a) || !g.hasNode(b) || g.node(a).cluster ||
+          g.node(b).cluster) {
         return;
       }
       g.setEdge(a, b, {edge: e}, "e" + i);
