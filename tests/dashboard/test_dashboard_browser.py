@@ -184,6 +184,8 @@ def test_a_thousand_block_model_is_drawn_whole(tmp_path):
         n = page.eval_on_selector_all("#diagram g.node:not(.cluster)", "els => els.length")
         assert n == 1000
         assert page.locator("#diagram polyline.wire").count() == 999
+        page.click('#diagram .group-open[data-id="main"]')          # and closes again
+        page.wait_for_function("document.querySelectorAll('#diagram g.node').length === 1")
         assert page.errors == []
 
 

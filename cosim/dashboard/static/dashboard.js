@@ -295,10 +295,16 @@
                 ranker: big ? "longest-path" : "network-simplex"});
     g.setDefaultEdgeLabel(function () { return {}; });
     var shown = [];
+    var flat = null;        // an opened group of top-level blocks: laid out without its box
     (function add(parent) {
       (G.children[parent] || []).forEach(function (id) {
         var n = G.byId[id];
         shown.push(id);
+        if (n.synthetic && D.expanded.has(id)) {
+          flat = n;         // a compound layout of hundreds of blocks is several times slower
+          add(id);
+          return;
+        }
         if (isDiagram(n) && D.expanded.has(id)) {
           g.setNode(id, {cluster: true, label: n.name});
           add(id);
@@ -308,12 +314,13 @@
           g.setNode(id, {width: Math.max(46, Math.min(w, 260)), height: 14 + 13 * lines.length,
                          lines: lines});
         }
-        if (parent) { g.setParent(id, parent); }
+        if (parent && !G.byId[parent].synthetic) { g.setParent(id, parent); }
       });
     })("");
     var drawn = [];
     G.edges.forEach(function (e, i) {
-      if (e.parent && !(D.expanded.has(e.parent) && g.hasNode(e.parent))) { return; }
+      if (e.parent && !(D.expanded.has(e.parent) &&
+                        (g.hasNode(e.parent) || G.byId[e.parent].synthetic))) { return; }
       var a = endpoint(e.src, e.sport, true), b = endpoint(e.dst, e.dport, false);
       if (!a || !b || a === b || !g.hasNode(a) || !g.hasNode(b) || g.node(a).cluster ||
           g.node(b).cluster) {
@@ -409,6 +416,16 @@
         layers.labels.appendChild(label);
       }
     });
+    if (flat) {
+      var close = el("div", {"class": "group-open", "data-id": flat.id},
+                     "\u25be " + flat.name + " (" + flat.blocks + " top-level blocks, open): " +
+                     "click here to close");
+      close.addEventListener("click", function () {
+        D.expanded.delete(flat.id);
+        layoutDiagram();
+      });
+      box.appendChild(close);
+    }
     box.appendChild(root);
     updateLinkValues();
     renderLegend();
