@@ -167,8 +167,8 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
           retries: int = 2, address: str | None = None, save_logs: bool = False,
           progress: bool | None = None, if_changed: str = "refuse",
           ensemble: int | None = None, reuse_units: bool = True,
-          runtime_env: dict | None = None, ports: tuple[int, int] | None = None
-          ) -> list[dict]:
+          runtime_env: dict | None = None, ports: tuple[int, int] | None = None,
+          dashboard=None) -> list[dict]:
     """Run ``model`` once per point of ``design``; return the results table (a row per run).
 
     Parameters
@@ -234,6 +234,10 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
         (:func:`cluster.sweep_ray.ship`).
     ports : (int, int), optional
         Ray: bind the driver's socket (which the workers connect to) in ``[low, high]``.
+    dashboard : bool, str or Dashboard, optional
+        Show the sweep in the browser (:mod:`cosim.dashboard`): runs done, failed and
+        pending per worker, and the results table filling in. True (localhost, a free port;
+        the address is printed), ``"HOST:PORT"``, or a Dashboard of yours (left open).
 
     Returns
     -------
@@ -266,14 +270,15 @@ def sweep(model, config, design, reducers: Mapping[str, Callable] | None = None,
             pullers.start()         # Ray's task start-up overlaps the checks below
     try:
         return _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight,
-                      save_logs, progress, if_changed, ensemble, reuse_units, pullers)
+                      save_logs, progress, if_changed, ensemble, reuse_units, pullers,
+                      dashboard)
     finally:
         if pullers is not None:
             pullers.close()
 
 
 def _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight, save_logs,
-           progress, if_changed, ensemble, reuse_units, pullers) -> list[dict]:
+           progress, if_changed, ensemble, reuse_units, pullers, dashboard=None) -> list[dict]:
     """:func:`sweep` of ``runs`` (the design's) once its pullers (Ray) are started or made."""
     names = list(dict.fromkeys(k for r in runs for k in r.params))
     _check_names(names, reducers)
@@ -311,8 +316,19 @@ def _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight, save_
     bar = _Progress.open(len(runs), len(runs) - len(todo), progress)
     if pullers is not None and bar is not None:
         pullers.notice = bar.waiting        # work that cannot start shows on the bar
+    board = own_board = None
+    if dashboard is not None and dashboard is not False:
+        from cosim.dashboard import open_dashboard
+        from cosim.dashboard.sweeps import SweepMonitor
+        own_board, owned = open_dashboard(dashboard)
+        board = SweepMonitor(own_board, len(runs), len(runs) - len(todo), columns,
+                             getattr(built, "name", None) or "sweep")
+        own_board = own_board if owned else None
 
     def finished(done: list[tuple[dict, str]]):
+        workers = [row.pop("worker", None) for row, _ in done]    # not a results column
+        if board is not None:
+            board.rows([(row, w) for (row, _), w in zip(done, workers)])
         if ensemble is not None and done:
             _ensemble_ran(done, ensembles, bar)
         for row, structure in done:
@@ -341,11 +357,20 @@ def _sweep(model, config, runs, reducers, out_dir, backend, max_in_flight, save_
                                                    f"{pullers.retries} retries: "
                                                    f"{type(err).__name__}"), "")
                                             for r in chunk])
+    except BaseException:
+        if board is not None:
+            board.finish("failed")
+        raise
+    else:
+        if board is not None:
+            board.finish("done")
     finally:
         if bar is not None:
             bar.close()
         if table is not None:
             table.close()
+        if own_board is not None:
+            own_board.close()
     if table is not None:
         rows = [_parse(row) for row in table.done.values()]
     else:

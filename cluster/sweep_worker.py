@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import socket
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -217,7 +218,18 @@ def execute_many(model_source, config, runs: Sequence[Run], reducers: Mapping,
     as one ensemble (:mod:`cluster.ensemble`), and when that fails, each run on its own (so
     every run gets its own row and error). With ``reuse_units``, co-simulated runs share
     their units' hosts: ``hosts`` (a :class:`~cosim.master.hosts.UnitHosts` the caller
-    closes), else the chunk's own (stopped when the chunk is done)."""
+    closes), else the chunk's own (stopped when the chunk is done). Each row names the
+    process that ran it under ``worker`` (``host:pid``)."""
+    out = _execute_many(model_source, config, runs, reducers, logs_dir, ensemble,
+                        reuse_units, hosts)
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    for row, _ in out:
+        row["worker"] = worker      # for the dashboard; the sweep takes it off the row
+    return out
+
+
+def _execute_many(model_source, config, runs, reducers, logs_dir, ensemble, reuse_units,
+                  hosts) -> list[tuple[dict, str]]:
     how = None
     if ensemble and runs:
         from cluster.ensemble import run_ensemble

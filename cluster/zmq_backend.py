@@ -102,6 +102,10 @@ class ZmqProxy(Proxy):
                                  f"{P.PROTOCOL_VERSION}")
         return reply.unit
 
+    def where(self) -> dict:
+        """The server's address."""
+        return {"address": self.address}
+
     def submit(self, requests):
         self.conn.submit(self.name, requests)
         return requests
@@ -238,6 +242,10 @@ class _SpawnedProxy(ZmqProxy):
 
     def _gone(self) -> str | None:
         return self.server.gone()
+
+    def where(self) -> dict:
+        """The server's address and process id (a new one after a recovery)."""
+        return {"address": self.address, "pid": self.server.proc.pid}
 
     def recover(self, deadline: float) -> None:
         server = self.server

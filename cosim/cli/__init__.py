@@ -3,8 +3,10 @@
 ::
 
     cosim run MODEL [-p NAME=VALUE ...] [--t-end T] [--out results.csv] [--plot F.png SIGNAL...]
-              [--live [SIGNAL ...]] [--realtime SPEED] [co-simulation options]
+              [--live [SIGNAL ...]] [--realtime SPEED] [--dashboard [HOST:PORT]]
+              [co-simulation options]
     cosim plan MODEL [--dot FILE] [--blocks]
+    cosim view MODEL [-o FILE.html | --serve [HOST:PORT]]
     cosim check MODEL
     cosim export-unit MODEL --subsystem NAME -o unit.yaml
     cosim report RESULTS -o report.html [--signals SIGNAL ...]
@@ -27,7 +29,7 @@ tracebacks only with ``--debug``.
 
 Modules: :mod:`~cosim.cli.common` (errors, reading a file), :mod:`~cosim.cli.options` (run
 options to a configuration), :mod:`~cosim.cli.run`, :mod:`~cosim.cli.inspect` (check, plan),
-:mod:`~cosim.cli.export`, :mod:`~cosim.cli.report`, :mod:`~cosim.cli.blocks`, :mod:`~cosim.cli.wall` (where the wall
+:mod:`~cosim.cli.export`, :mod:`~cosim.cli.report`, :mod:`~cosim.cli.view`, :mod:`~cosim.cli.blocks`, :mod:`~cosim.cli.wall` (where the wall
 time went).
 """
 
@@ -93,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="matplotlib backend of the live plot (default: matplotlib's choice)")
     p.add_argument("--realtime", type=float, metavar="SPEED", default=None,
                    help="run in step with the wall clock, SPEED simulated seconds per second")
+    p.add_argument("--dashboard", nargs="?", const=True, default=None, metavar="HOST:PORT",
+                   help="show the co-simulation live in the browser: the address (with its "
+                        "token) is printed; default 127.0.0.1 and a free port")
     from cosim.cli.options import add_cosim_arguments
     add_cosim_arguments(p)
     p.set_defaults(func=_command("run", "cmd_run"))
@@ -109,6 +114,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="a co-simulation: print the block plan as well")
     add_cosim_arguments(p)
     p.set_defaults(func=_command("inspect", "cmd_plan"), t_end=None)
+
+    p = sub.add_parser("view", parents=[common], help="show a model's diagram in the browser",
+                       description="Draw a model file as a diagram without running it: "
+                                   "blocks and wires laid out, subsystems to open and close, "
+                                   "units with their step, solver, feedthrough and where they "
+                                   "would run, algebraic couplings marked.")
+    p.add_argument("model", help="model file (.yaml)")
+    p.add_argument("-o", "--out", metavar="FILE.html",
+                   help="write the page as one self-contained file instead of serving it")
+    p.add_argument("--serve", nargs="?", const=True, default=True, metavar="HOST:PORT",
+                   help="serve the page (the default; 127.0.0.1 and a free port)")
+    p.add_argument("--seconds", type=float, default=None, help=argparse.SUPPRESS)
+    add_cosim_arguments(p)
+    p.set_defaults(func=_command("view", "cmd_view"), t_end=None)
 
     p = sub.add_parser("check", parents=[common], help="check a model file",
                        description="Read, evaluate and compile a model file; print OK or "
@@ -197,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else EXIT_USAGE
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print(f"cosim: error: choose a command (run, plan, check, export-unit, report, blocks, "
-              f"{', '.join(added)})", file=sys.stderr)
+        print(f"cosim: error: choose a command (run, plan, view, check, export-unit, report, "
+              f"blocks, {', '.join(added)})", file=sys.stderr)
         return EXIT_USAGE
     from cosim.errors import ModelError
 

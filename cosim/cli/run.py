@@ -85,6 +85,21 @@ def _failed(err: Exception) -> RunFailed:
     return RunFailed(err)
 
 
+def _hold_dashboard(sim) -> None:
+    """At a terminal, keep a run's dashboard up until the user has looked (Enter)."""
+    import sys
+    board = getattr(sim, "dashboard", None)
+    if board is None or not sys.stdin.isatty():
+        return
+    board.update()
+    print(f"the run is over; its dashboard stays at {board.url} until you press Enter",
+          file=sys.stderr, flush=True)
+    try:
+        input()
+    except EOFError:
+        pass
+
+
 def cmd_run(args) -> int:
     phases = Phases()
     with phases.timed("reading the model"):
@@ -96,9 +111,16 @@ def cmd_run(args) -> int:
     model.parameters.update(params)
     from cosim import simulation
     from cosim.errors import TransportError
+    if args.dashboard is not None and cfg.cosim is None:
+        raise Usage("--dashboard shows co-simulations: add --cosim H (or any co-simulation "
+                    "option), or a simulation.cosim section to the model file")
     with phases.timed("compiling"):
         try:
-            sim = simulation(model, cfg)   # evaluates and compiles: model errors raise here
+            if args.dashboard is not None:     # the address is printed as it opens
+                from cosim.master.cosimulation import CoSimulation
+                sim = CoSimulation(model, cfg, dashboard=args.dashboard)
+            else:
+                sim = simulation(model, cfg)   # evaluates and compiles: model errors here
         except TransportError as err:      # a served unit out of reach or refusing us
             raise _failed(err) from err
     _backend_phases(sim, phases)
@@ -137,6 +159,7 @@ def cmd_run(args) -> int:
                     logs = sim.run()
             except Exception as err:
                 raise _failed(err) from err
+        _hold_dashboard(sim)
     finally:
         if hasattr(sim, "close"):
             with phases.timed("closing"):

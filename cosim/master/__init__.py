@@ -19,5 +19,6 @@ module                 its one job
 ``central_logs``       the units' log batches gathered centrally
 ``checkpoints``        central checkpoints and their files
 ``recovery``           restarting units from the last central checkpoint
+``observer``           the ``Observer`` a master calls as it runs (dashboards, progress)
 =====================  ==========================================================================
 """

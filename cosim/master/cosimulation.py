@@ -58,6 +58,10 @@ class CoSimulation(PacedRuns):
     hosts : UnitHosts, optional
         Take the units' backends from these (reloading units into processes a run before
         started) and hand them back on :meth:`close` (:mod:`cosim.master.hosts`).
+    dashboard : bool, str or Dashboard, optional
+        Show the run in the browser (:mod:`cosim.dashboard`): True (localhost, a free port;
+        the address with its token is printed), ``"HOST:PORT"``, or a
+        :class:`~cosim.dashboard.Dashboard` of yours (not closed by :meth:`close`).
 
     Attributes
     ----------
@@ -68,8 +72,11 @@ class CoSimulation(PacedRuns):
         includes starting Ray when none ran.
     """
 
-    def __init__(self, model, config, hosts=None):
+    def __init__(self, model, config, hosts=None, dashboard=None):
         from cosim.run.simulator import Simulator
+        if isinstance(dashboard, str):
+            from cosim.dashboard.server import parse_address
+            parse_address(dashboard)        # a misspelt address fails before anything starts
 
         self.model = model
         self.config = config
@@ -145,6 +152,17 @@ class CoSimulation(PacedRuns):
         self.master = Master(proxies, self.partition.links, config, keys=keys)
         self._stop_requested = False
         self._closed = False
+        #: The :class:`~cosim.dashboard.Dashboard` showing this run, or None.
+        self.dashboard = None
+        self._own_dashboard = False
+        if dashboard is not None and dashboard is not False:
+            from cosim.dashboard import open_dashboard
+            try:
+                self.dashboard, self._own_dashboard = open_dashboard(dashboard)
+            except BaseException:
+                self._stop()        # the units started must not outlive a refused address
+                raise
+            self.dashboard.watch(self)
 
     def initialize(self) -> None:
         """Initialize every unit and co-initialize their outputs at ``t0``."""
@@ -168,7 +186,16 @@ class CoSimulation(PacedRuns):
             Run until this time; with neither given, until ``config.t_end``.
         """
         self._stop_requested = False
-        return self.master.run(self._end_time(duration, t_end))
+        end = self._end_time(duration, t_end)
+        if self.dashboard is None:
+            return self.master.run(end)
+        try:
+            logs = self.master.run(end)
+        except BaseException as err:
+            self.dashboard.update("failed", f"{type(err).__name__}: {err}")
+            raise
+        self.dashboard.update()
+        return logs
 
     def stop(self) -> None:
         """Ask a paced run (``run_streaming``, ``run_realtime``) to stop after the current
@@ -258,7 +285,9 @@ class CoSimulation(PacedRuns):
         call that stepped a unit under ``timing/UNIT`` (shape ``(n, 2)``: master time, s;
         seconds; see :attr:`UnitCalls.step_times <cosim.master.calls.UnitCalls>`) and
         ``run.json``: the run's placement (each unit's backend, options, step and solver)
-        as JSON text. ``cosim report`` turns the file into a page."""
+        as JSON text, and ``dashboard.json``: the model's diagram, where the units ran and
+        their couplings (:func:`cosim.dashboard.static.run_facts`). ``cosim report`` turns
+        the file into a page."""
         import json
         logs = self.logs
         arrays = {"time": logs.time}
@@ -270,6 +299,8 @@ class CoSimulation(PacedRuns):
         for unit, (ts, seconds) in self.master.calls.step_times.items():
             arrays[f"timing/{unit}"] = np.column_stack([np.asarray(ts), np.asarray(seconds)])
         arrays["run.json"] = np.array(json.dumps(self.placement()))
+        from cosim.dashboard.static import dumps, run_facts
+        arrays["dashboard.json"] = np.array(dumps(run_facts(self)))   # the report's diagram
         np.savez(path, **arrays)
 
     def placement(self) -> dict:
@@ -306,6 +337,12 @@ class CoSimulation(PacedRuns):
         """
         from cosim.errors import CosimError
         self._closed = True
+        if self.dashboard is not None:
+            self.dashboard.update()             # the page's last look at the run
+            if self._own_dashboard:
+                self.dashboard.close()
+            else:
+                self.dashboard.detach()
         try:
             if self.master.initialized:
                 self.master.terminate()

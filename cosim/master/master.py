@@ -82,6 +82,9 @@ class Master:
         self._provisional = None    # (capture, records) before a provisional step, see run()
         self.engine = None          # the macro-step program's runner, see initialize()
         self._initialized = False
+        #: Watches the run (:class:`~cosim.master.observer.Observer`, e.g. a dashboard);
+        #: called from :meth:`_steps`, the one place every run/advance goes through.
+        self.observer = None
 
     @property
     def initialized(self) -> bool:
@@ -413,16 +416,27 @@ class Master:
         """Macro steps towards ``t_end`` until ``T`` reaches ``goal`` (None: one step), whole
         steps through the compiled exchange where it can; True when a unit stopped the run."""
         chunks = self.compiled or self.pipeline
+        observer = self.observer
         while True:
+            # An observer bounds a chunk to its stride of whole steps (+ half a step: no
+            # rounding drops the last one); the steps are the same, cut into more chunks.
+            upto = goal if observer is None or goal is None else \
+                min(goal, self.T + (observer.stride + 0.5) * self.H)
             if (goal is not None and chunks is not None and not self._starting()
-                    and self._run_chunk(chunks, goal, eps)):
+                    and self._run_chunk(chunks, upto, eps)):
                 if self.calls.stopped:
+                    if observer is not None:
+                        observer.observe(self)
                     return True             # a unit stopped the run inside the chunk
                 every = self.cfg.checkpoint_every
                 if every and self.n % every == 0:
                     self._checkpoint = self._capture()
             elif self._advance(t_end, eps):
+                if observer is not None:
+                    observer.observe(self)
                 return True
+            if observer is not None:
+                observer.observe(self)
             if goal is None or self.T >= goal - eps:
                 return False
 

@@ -57,6 +57,13 @@ class Proxy(ABC):
         ``time.time()`` value) or raise TransportError; a unit that cannot fail has nothing
         to do."""
 
+    def where(self) -> dict:
+        """Where the unit runs, for people (dashboards, reports): plain JSON-ready values
+        such as ``node``, ``pid``, ``address``; ``{}`` when the backend's name says it all.
+        May ask the unit's host (called once per run and after a recovery, never per
+        step)."""
+        return {}
+
     def in_process(self):
         """The unit object itself when it runs in this process (the master may then step it
         through generated code, :mod:`cosim.master.compiled`), else None."""

@@ -1,5 +1,9 @@
 """One self-contained HTML page about a run (``cosim report RESULTS -o report.html``).
 
+The page is the dashboard's (:mod:`cosim.dashboard`: the model's diagram with where each unit
+ran, progress, signal plots, per-unit step time, iterations and marks), static, with the
+sections below after it.
+
 From a results file — best the NPZ a co-simulation writes (``cosim run --out r.npz`` or
 ``CoSimulation.save_logs``), which also holds the step log, per-unit timing and placement;
 any file ``Logs.load`` reads gives the plots alone — the page shows: where each unit ran
@@ -40,12 +44,16 @@ class RunRecord:
     placement : dict
         :meth:`CoSimulation.placement <cosim.master.cosimulation.CoSimulation.placement>`;
         empty when the file has none.
+    dashboard : dict
+        The model's diagram, where its units ran and its couplings
+        (:func:`cosim.dashboard.static.run_facts`); empty when the file has none.
     """
 
     logs: object
     steps: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)
     placement: dict = field(default_factory=dict)
+    dashboard: dict = field(default_factory=dict)
 
 
 def read_run(path) -> RunRecord:
@@ -60,6 +68,8 @@ def read_run(path) -> RunRecord:
             record.timing = {k[7:]: z[k] for k in z.files if k.startswith("timing/")}
             if "run.json" in z.files:
                 record.placement = json.loads(str(z["run.json"]))
+            if "dashboard.json" in z.files:
+                record.dashboard = json.loads(str(z["dashboard.json"]))
     return record
 
 
@@ -156,9 +166,10 @@ def _steps(record: RunRecord) -> str:
     return _table(["", "count"], summary, "steps-table") + _svg(fig)
 
 
-_STYLE = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;
-text-align:left}th{background:#eee}svg{max-width:100%;height:auto}"""
+_STYLE = """#report{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}
+#report table{border-collapse:collapse;margin:1em 0}#report td,#report th{border:1px solid #ccc;
+padding:3px 8px;text-align:left}#report th{background:#eee}
+#report svg{max-width:100%;height:auto}"""
 
 
 def write_report(results, out, signals=None, title: str | None = None) -> Path:
@@ -191,9 +202,10 @@ def write_report(results, out, signals=None, title: str | None = None) -> Path:
             "</section>"
             f'<section id="steps"><h2>Iterations and rejected steps</h2>{_steps(record)}'
             "</section>")
-    page = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>{html.escape(str(name))} - cosim report</title><style>{_STYLE}</style>"
-            f"</head><body>{body}</body></html>\n")
+    from cosim.dashboard.page import render
+    from cosim.dashboard.static import report_state
+    page = render(str(name), report_state(record, signals, str(name)),
+                  extra=f'<div id="report"><style>{_STYLE}</style>{body}</div>')
     out = Path(out)
     out.write_text(page, encoding="utf-8")
     return out
