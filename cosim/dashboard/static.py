@@ -14,6 +14,7 @@ import numpy as np
 from cosim.dashboard.board import Board
 from cosim.dashboard.diagram import model_diagram, unit_facts
 from cosim.dashboard.monitor import unit_placement
+from cosim.master.overview import unit_solver
 
 __all__ = ["POINTS", "dumps", "minmax", "report_state", "run_facts", "view_state"]
 
@@ -184,7 +185,7 @@ def view_state(model, config) -> str:
                     "label": f"{backend} (planned)" + (f" {opts.address}" if opts.address
                                                        else ""),
                     "dt": facts["units"][spec.name]["dt"],
-                    "solver": getattr(spec.config, "solver", None),
+                    "solver": unit_solver(spec, sim.master.proxies[spec.name]),
                     "feedthrough": facts["units"][spec.name]["feedthrough"]}
             delta["set"].update(units=units, couplings=facts["couplings"])
             # Drawn as built: parameter expressions (sample times, ...) evaluated.

@@ -16,7 +16,7 @@ from cosim.master import protocol as P
 from cosim.master.partition import Link
 from cosim.master.program import Program, compile_program
 
-__all__ = ["CosimOverview", "UnitRow", "overview"]
+__all__ = ["CosimOverview", "UnitRow", "overview", "unit_solver"]
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def overview(model, config) -> CosimOverview:
             opts = cfg.options(spec.name)
             where = cfg.backend_of(spec.name) + (f" {opts.address}" if opts.address else "")
             n_blocks = len(spec.subsystem.blocks) if spec.subsystem is not None else 1
-            rows.append(UnitRow(spec.name, d.dt, _solver(spec, master.proxies[spec.name]),
+            rows.append(UnitRow(spec.name, d.dt, unit_solver(spec, master.proxies[spec.name]),
                                 n_blocks, tuple(p.name for p in d.inputs),
                                 tuple(p.name for p in d.outputs), where))
         order = master.order if cfg.scheme is Scheme.GAUSS_SEIDEL else \
@@ -158,7 +158,7 @@ def overview(model, config) -> CosimOverview:
         sim.close()
 
 
-def _solver(spec, proxy) -> str:
+def unit_solver(spec, proxy) -> str:
     """The solver a unit integrates with, or ``"discrete"`` when its plan has no continuous
     state (its configured solver is never used)."""
     solver = getattr(spec.config, "solver", "-")
