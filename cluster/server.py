@@ -8,7 +8,9 @@ per pair out) on a ROUTER socket, the masters' REQ envelopes kept. Short request
 at once, one at a time; a ``DoStep`` expected to take longer than ``offload_after`` (from the
 unit's measured speed) runs on a worker thread while the server keeps answering heartbeats and
 the requests of other, idle units (handshakes of other masters among them); requests for a
-busy unit wait their turn in order. A step past the server's step deadline stops with an
+busy unit wait their turn in order (at most ``max_waiting`` messages). Several clients may
+be connected at once: one master drives a unit at a time, others are refused with an error
+naming it except for read-only requests (:mod:`cluster.owners`). A step past the server's step deadline stops with an
 error naming it. A malformed, oversized or misaddressed message is answered with an
 ErrorReply and the server keeps serving; a master that disconnects leaves the units as they
 are, and the next session starts with ``Initialize``. Binds loopback by default. With CURVE
@@ -23,6 +25,7 @@ file; a plugin module registers the server owner's own block types).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import collections
 import signal
@@ -35,6 +38,7 @@ import zmq
 from cluster.codec import DEFAULT_MAX_SIZE, encode_batch
 from cluster.dataplane import Work, guarded, parse, reply, watch
 from cluster.lane import FusedLane
+from cluster.owners import Owners
 from cosim.master import protocol as P
 
 __all__ = ["UnitServer", "main", "units_from_file"]
@@ -63,6 +67,9 @@ class UnitServer:
         ``reload(unit_file_text) -> units``: serve :class:`~cosim.master.protocol.Reload`
         by replacing every unit with those it builds (same names); None (default) refuses
         Reload, as a server that a team serves its units with must.
+    owner_lease : float
+        Seconds a unit's master may stay silent (its unit not advancing) before another
+        master may take the unit over (:mod:`cluster.owners`).
     reparameterize : callable, optional
         ``reparameterize(parameters) -> units``: serve
         :class:`~cosim.master.protocol.SetParameters` likewise (the last unit file's units
@@ -70,11 +77,14 @@ class UnitServer:
     """
 
     offload_after = 0.02
+    #: Most messages waiting for busy units; more are refused with an error reply.
+    max_waiting = 1024
 
     def __init__(self, units: dict, bind: str = "tcp://127.0.0.1:5555", *,
                  curve_secret_key_file: str | None = None,
                  authorized_keys_dir: str | None = None,
-                 max_message_size: int = DEFAULT_MAX_SIZE, reload=None, reparameterize=None):
+                 max_message_size: int = DEFAULT_MAX_SIZE, reload=None, reparameterize=None,
+                 owner_lease: float = 60.0):
         self.units = dict(units)
         self.reload = reload
         self.reparameterize = reparameterize
@@ -85,6 +95,7 @@ class UnitServer:
         self.sock.setsockopt(zmq.LINGER, 0)
         # A hard cap far above the refusal threshold bounds what one message can allocate.
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
+        self.owners = Owners(owner_lease)
         if curve_secret_key_file:
             from zmq import auth
             from zmq.auth.thread import ThreadAuthenticator
@@ -123,16 +134,19 @@ class UnitServer:
         sock = self.sock
         sock.RCVTIMEO = poll_ms
         self._job = None                       # (envelope, thread, result list, names)
-        self._waiting = collections.deque()    # messages for busy units, in arrival order
+        # Messages for busy units, in arrival order: (envelope, payload, unit names).
+        self._waiting = collections.deque()
         self._seconds_per_h: dict[str, float] = {}   # measured cost of simulated time
-        # Steps known to be quick take the fast lane; it learns their cost here too.
+        # Steps known to be quick take the fast lane (from their units' owners); it learns
+        # their cost here too.
         lane = FusedLane(self.units, self.max_message_size, self._seconds_per_h,
-                         self.offload_after)
+                         self.offload_after, self.owners.lane)
         try:
             while self._running:
                 if self._job is None:
                     if self._waiting:
-                        self._take(*self._waiting.popleft())
+                        env, payload, _ = self._waiting.popleft()
+                        self._take(env, payload)
                         continue
                     # The fast lane first: it answers fused steps and hands on the rest.
                     frames = lane.answer(sock)
@@ -144,8 +158,10 @@ class UnitServer:
                     if sock.poll(2):
                         self._take(*_envelope(sock.recv_multipart(zmq.NOBLOCK)))
                     if not self._job[1].is_alive():
-                        env, _, result, _ = self._job
+                        env, _, result, names = self._job
                         self._job = None
+                        self.owners.touch(names, {n: getattr(self.units.get(n), "t", None)
+                                                  for n in names})
                         sock.send_multipart(env + result)
         finally:
             self._running = False
@@ -153,21 +169,27 @@ class UnitServer:
 
     def _take(self, env: list, payload: list) -> None:
         """Answer one message now, start it on the worker, or queue it behind a busy unit."""
+        if not payload:
+            return                  # [peer, b""] of a DEALER: nothing to answer a REQ with
         items = []
         failed = guarded(lambda: items.extend(parse(self.units, payload,
                                                     self.max_message_size)) or [])
         if failed:
             self.sock.send_multipart(env + failed)
             return
+        peer = env[0]
         if any(isinstance(w, Work) and any(type(r) in _NEW_UNITS for r in w.requests)
                for w in items):
-            self.sock.send_multipart(env + [self._reloaded(items)])
+            self.sock.send_multipart(env + [self._reloaded(peer, items)])
             return
-        # One pass over the requests: simulated time asked of each unit, and whether the
-        # message is nothing but heartbeats.
-        steps, beats = {}, True
+        # One pass over the requests: who may send them, the simulated time asked of each
+        # unit, and whether the message is nothing but heartbeats.
+        steps, beats, refused = {}, True, None
         for w in items:
             if isinstance(w, Work):
+                refused = refused or self.owners.refusal(
+                    peer, w.name, w.requests, getattr(w.unit, "t", None),
+                    self._job is not None and w.name in self._job[3])
                 h = 0.0
                 for r in w.requests:
                     kind = type(r)
@@ -175,12 +197,26 @@ class UnitServer:
                         h += r.h
                     beats = beats and kind is P.Heartbeat
                 steps[w.name] = h
-        if beats or not steps:
-            self.sock.send_multipart(env + self._reply(items, {}))   # liveness, even when busy
+        if refused is not None:
+            # Every pair answered (the message is served whole or not at all).
+            self.sock.send_multipart(env + [encode_batch([P.ErrorReply(
+                P.ErrorKind.PROTOCOL, refused)])] * len(items))
             return
+        if beats or not steps:                 # liveness, even when busy: the unit untouched
+            self.sock.send_multipart(env + [w if isinstance(w, bytes) else
+                                            _oks(len(w.requests)) for w in items])
+            return
+        for w in items:
+            if isinstance(w, Work):
+                self.owners.claim(peer, w.name, w.requests, getattr(w.unit, "t", None))
         long = self._long(steps)
         if self._job is not None and (long or steps.keys() & self._job[3] or
                                       any(steps.keys() & m[2] for m in self._waiting)):
+            if len(self._waiting) >= self.max_waiting:
+                self.sock.send_multipart(env + [encode_batch([P.ErrorReply(
+                    P.ErrorKind.PROTOCOL, f"the server is busy: {len(self._waiting)} "
+                    "messages wait for units that step; ask again later")])] * len(items))
+                return
             self._waiting.append((env, payload, set(steps)))
             return
         if long:
@@ -192,7 +228,7 @@ class UnitServer:
             return
         self.sock.send_multipart(env + self._reply(items, steps))
 
-    def _reloaded(self, items: list) -> bytes:
+    def _reloaded(self, peer: bytes, items: list) -> bytes:
         """The reply to a message with a Reload or SetParameters: every unit replaced by the
         unit file's (with the parameter values), or an ErrorReply (nothing replaced) when the
         server refuses reloads, the message holds anything else, a unit is busy, or the new
@@ -211,6 +247,9 @@ class UnitServer:
         if self._job is not None or self._waiting:
             return refuse(P.ErrorKind.PROTOCOL, f"a unit is still stepping; {kind} between "
                           "runs")
+        why = self.owners.reload_refusal(peer, self.units)
+        if why is not None:
+            return refuse(P.ErrorKind.PROTOCOL, f"{kind} refused: {why}")
         try:
             units = dict(build(request.unit_file if type(request) is P.Reload
                                else request.parameters))
@@ -305,6 +344,10 @@ def _peer(fd: int) -> str:
 
 #: The requests that replace a server's units.
 _NEW_UNITS = (P.Reload, P.SetParameters)
+@functools.lru_cache(maxsize=16)
+def _oks(n: int) -> bytes:
+    """The reply batch of ``n`` Heartbeats."""
+    return encode_batch([P.Ok()] * n)
 
 
 def units_from_file(path: str) -> dict:
@@ -339,6 +382,10 @@ def main(argv=None) -> int:
     ap.add_argument("--reloadable", action="store_true",
                     help="accept Reload: a master replaces the units with those of a unit "
                          "file it sends (for a master's own servers, never a team's)")
+    ap.add_argument("--owner-lease", type=float, default=60.0, metavar="SECONDS",
+                    help="a unit's master may stay silent this long (default 60) before "
+                         "another master may take the unit over; until then others are "
+                         "refused ('busy') except for read-only requests")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
@@ -376,7 +423,8 @@ def main(argv=None) -> int:
             units, extra = limited(units_from_file(args.unit_file)), {}
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
                             authorized_keys_dir=args.authorized,
-                            max_message_size=args.max_message_size, **extra)
+                            max_message_size=args.max_message_size,
+                            owner_lease=args.owner_lease, **extra)
     except Exception as err:  # noqa: BLE001 - a clear message, not a traceback
         print(f"cosim serve: error: {err}", file=sys.stderr)
         return 2
