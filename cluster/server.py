@@ -35,6 +35,7 @@ import time
 
 import zmq
 
+from cluster.budget import MB, Budget
 from cluster.codec import DEFAULT_MAX_SIZE, encode_batch
 from cluster.dataplane import Work, guarded, parse, reply, watch
 from cluster.lane import FusedLane
@@ -70,6 +71,9 @@ class UnitServer:
     owner_lease : float
         Seconds a unit's master may stay silent (its unit not advancing) before another
         master may take the unit over (:mod:`cluster.owners`).
+    budget : Budget, optional
+        Memory budgets per request and per session (:mod:`cluster.budget`; default 256 MB
+        and 1 GB): a step over either is refused before it starts.
     reparameterize : callable, optional
         ``reparameterize(parameters) -> units``: serve
         :class:`~cosim.master.protocol.SetParameters` likewise (the last unit file's units
@@ -84,7 +88,7 @@ class UnitServer:
                  curve_secret_key_file: str | None = None,
                  authorized_keys_dir: str | None = None,
                  max_message_size: int = DEFAULT_MAX_SIZE, reload=None, reparameterize=None,
-                 owner_lease: float = 60.0):
+                 owner_lease: float = 60.0, budget: Budget | None = None):
         self.units = dict(units)
         self.reload = reload
         self.reparameterize = reparameterize
@@ -96,6 +100,7 @@ class UnitServer:
         # A hard cap far above the refusal threshold bounds what one message can allocate.
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
         self.owners = Owners(owner_lease)
+        self.budget = budget or Budget()
         if curve_secret_key_file:
             from zmq import auth
             from zmq.auth.thread import ThreadAuthenticator
@@ -197,6 +202,8 @@ class UnitServer:
                         h += r.h
                     beats = beats and kind is P.Heartbeat
                 steps[w.name] = h
+                if h > 0 and refused is None:
+                    refused = self.budget.refusal(w.name, w.unit, h)
         if refused is not None:
             # Every pair answered (the message is served whole or not at all).
             self.sock.send_multipart(env + [encode_batch([P.ErrorReply(
@@ -382,6 +389,12 @@ def main(argv=None) -> int:
     ap.add_argument("--reloadable", action="store_true",
                     help="accept Reload: a master replaces the units with those of a unit "
                          "file it sends (for a master's own servers, never a team's)")
+    ap.add_argument("--max-request-mb", type=float, default=256.0, metavar="MB",
+                    help="most memory one request may make a unit's logs take (default "
+                         "256); a step over it is refused before it starts")
+    ap.add_argument("--max-session-mb", type=float, default=1024.0, metavar="MB",
+                    help="most memory a unit's logs may hold from its Initialize on "
+                         "(default 1024); a step that would pass it is refused")
     ap.add_argument("--owner-lease", type=float, default=60.0, metavar="SECONDS",
                     help="a unit's master may stay silent this long (default 60) before "
                          "another master may take the unit over; until then others are "
@@ -424,7 +437,9 @@ def main(argv=None) -> int:
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
                             authorized_keys_dir=args.authorized,
                             max_message_size=args.max_message_size,
-                            owner_lease=args.owner_lease, **extra)
+                            owner_lease=args.owner_lease,
+                            budget=Budget(int(args.max_request_mb * MB),
+                                          int(args.max_session_mb * MB)), **extra)
     except Exception as err:  # noqa: BLE001 - a clear message, not a traceback
         print(f"cosim serve: error: {err}", file=sys.stderr)
         return 2
