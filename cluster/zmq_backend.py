@@ -12,14 +12,18 @@ master can restore it from a checkpoint.
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import os
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+import weakref
 from pathlib import Path
 
 from cluster.channel import Channel
@@ -144,9 +148,14 @@ class ZmqProxy(Proxy):
 class _ServerProcess:
     """One spawned ``cluster.server`` process, shared by the proxies of the units it hosts.
 
-    On Linux the process gets SIGTERM when its master dies (``PR_SET_PDEATHSIG``), so a master
-    that is killed leaves no server behind holding its port; a master that returns or raises
-    stops its servers through :meth:`ZmqBackend.stop`.
+    On Linux the process gets SIGTERM when its master's process dies (``PR_SET_PDEATHSIG``),
+    so a master that is killed leaves no server behind holding its port. (The signal comes
+    when the *thread* that started the child ends: every server is started from
+    :data:`_SPAWNER`, a thread that lives as long as the process, so that a co-simulation
+    made in one thread runs on from another.) A master that returns or raises stops its
+    servers through :meth:`ZmqBackend.stop`, a CoSimulation closed or left as a context
+    manager, garbage-collected or alive at interpreter exit through the backend's
+    finalizer.
     """
 
     def __init__(self, unit_file: Path, plugins=(), reloadable: bool = False, *,
@@ -235,14 +244,14 @@ def _launch(unit_file: Path, plugins=(), reloadable: bool = False):
     # The server's log goes to a file, not a pipe nobody reads once it runs: a pipe would
     # fill after 64 KiB of warnings and block the server mid-run.
     err = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(
+    proc = _SPAWNER.call(lambda: subprocess.Popen(
         [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
          "tcp://127.0.0.1:0", "--log-level", "WARNING",
          *[arg for m in plugins for arg in ("--plugin", m)],
          *(["--reloadable"] if reloadable else [])],
         stdout=subprocess.PIPE, stderr=err, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        preexec_fn=_die_with_parent)
+        preexec_fn=_die_with_parent))
     return proc, err
 
 
@@ -265,6 +274,49 @@ def _die_with_parent() -> None:
 # Loaded before any fork: the child only calls it (nothing to import between fork and exec).
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+class _Spawner:
+    """A daemon thread, started on first use, that runs the calls given to :meth:`call`
+    (the server processes' starts): it ends only with the process."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def call(self, fn):
+        """``fn()`` run on the spawner thread; its result, or the exception it raised."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="cosim-spawner",
+                                                daemon=True)
+                self._thread.start()
+        done = concurrent.futures.Future()
+        self._jobs.put((fn, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            fn, done = self._jobs.get()
+            try:
+                done.set_result(fn())
+            except BaseException as err:  # noqa: BLE001 - handed to the caller
+                done.set_exception(err)
+
+
+_SPAWNER = _Spawner()
+
+
+def _stop_servers(servers: list) -> None:
+    """Stop ``servers`` (all told first, then awaited: each takes up to its poll interval
+    to notice) and empty the list. A backend's finalizer: it holds no backend."""
+    for server in servers:
+        if server.proc.poll() is None:
+            server.proc.terminate()
+    for server in servers:
+        server.stop()
+    servers.clear()
 
 
 def _plugins(diagram) -> list[str]:
@@ -342,6 +394,8 @@ class ZmqBackend(Backend):
         self.cfg = cosim_config
         self.proxies: dict = {}
         self.servers: list[_ServerProcess] = []
+        # Stops the servers when the backend is stopped, garbage-collected or alive at exit.
+        self._finalizer = weakref.finalize(self, _stop_servers, self.servers)
         self.connections: list[Channel] = []
         self._dir = None
         self._layout: list[tuple] = []
@@ -444,12 +498,8 @@ class ZmqBackend(Backend):
     def stop(self) -> None:
         for conn in self.connections:
             conn.close()
-        # All told first, then awaited: each takes up to its poll interval to notice.
-        for server in self.servers:
-            server.proc.terminate()
-        for server in self.servers:
-            server.stop()
-        self.proxies, self.servers, self.connections = {}, [], []
+        _stop_servers(self.servers)
+        self.proxies, self.connections = {}, []
         self._structures = []
         if self._dir is not None:
             self._dir.cleanup()

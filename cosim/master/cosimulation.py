@@ -292,14 +292,26 @@ class CoSimulation(PacedRuns):
     def load_checkpoint(self, path) -> None:
         self.master.load_checkpoint(path)
 
+    def __enter__(self) -> CoSimulation:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        """Leaving a ``with CoSimulation(...) as sim:`` block closes it (see :meth:`close`;
+        after an exception, the backends are not handed back to :attr:`hosts`)."""
+        self.close(keep=kind is None)
+
     def close(self, keep: bool = True) -> None:
         """Terminate the units and stop the backend (units that already failed are skipped).
+        Closing again does nothing. (A CoSimulation never closed stops its backends' server
+        processes when it is garbage-collected or the interpreter exits.)
 
         With :attr:`hosts`, the backends are handed back to them instead, unless ``keep`` is
         false (the caller saw the run fail) or a unit could not be terminated: a failed
         run's processes are never handed to the next run.
         """
         from cosim.errors import CosimError
+        if self._closed:
+            return
         self._closed = True
         try:
             if self.master.initialized:
