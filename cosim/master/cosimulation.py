@@ -69,6 +69,7 @@ class CoSimulation(PacedRuns):
     """
 
     def __init__(self, model, config, hosts=None):
+        from cosim.run import checkpoint
         from cosim.run.simulator import Simulator
 
         self.model = model
@@ -82,6 +83,9 @@ class CoSimulation(PacedRuns):
                  or hasattr(b, "as_unit")}
         log = None if config.log is None else tuple(
             k for k in config.log if k.partition("/")[0] not in inner or "/" not in k)
+        if config.cosim.checkpoint_path is not None:
+            # Found now, not when a unit fails and the checkpoint is due.
+            checkpoint.check_writable(config.cosim.checkpoint_path)
         mono = Simulator(model, replace(config, cosim=None, log=log))
         mono.initialize()
         mono.finalize()          # release what initialize acquired (e.g. FMU instances)
@@ -143,6 +147,8 @@ class CoSimulation(PacedRuns):
         keys = dict(self.split.keys) if self.split else {}
         keys.update((k, keys.get(v, v)) for k, v in self.partition.keys.items())
         self.master = Master(proxies, self.partition.links, config, keys=keys)
+        # Checkpoints carry the whole model's identity (structure, parameter values, run).
+        self.master.identity = checkpoint.identity(mono, checkpoint.run_id(self))
         self._stop_requested = False
         self._closed = False
 

@@ -63,7 +63,12 @@ class Master:
         and stop.
     stats : dict of str to int
         ``macro_steps``, ``rejected``, ``iterations`` (coupling evaluations), ``recoveries``.
+    identity : dict or None
+        The model's identity (:func:`cosim.run.checkpoint.identity`, set by the
+        CoSimulation): checkpoints carry it, and one of another model is refused.
     """
+
+    identity: dict | None = None
 
     def __init__(self, proxies: dict, links, config, keys: dict | None = None):
         self.proxies = proxies
@@ -526,11 +531,12 @@ class Master:
         """Gather every unit's state and the master's own into ``path.json`` + ``path.npz``
         (after a provisional step, the state before it: see :meth:`run`)."""
         cp = self._capture() if self._provisional is None else self._provisional[0]
-        checkpoints.write(cp, path, self.names, self.central.snapshot(cp["log_lengths"]))
+        checkpoints.write(cp, path, self.names, self.central.snapshot(cp["log_lengths"]),
+                          self.identity)
 
     def load_checkpoint(self, path) -> None:
         """Restore every unit and the master from :meth:`save_checkpoint`'s files."""
-        cp, logs = checkpoints.read(path, self.names)
+        cp, logs = checkpoints.read(path, self.names, self.identity)
         if not self._initialized:
             self.initialize()
         self._provisional = None
@@ -545,7 +551,8 @@ class Master:
         recover(err, self._checkpoint, self.proxies, recoveries, self.cfg,
                 restore=lambda cp: self._restore(cp, logs="truncate"),
                 save=lambda cp, path: checkpoints.write(
-                    cp, path, self.names, self.central.snapshot(cp["log_lengths"])))
+                    cp, path, self.names, self.central.snapshot(cp["log_lengths"]),
+                    self.identity))
         self.stats["recoveries"] = recoveries + 1
         self.step_log.append(StepRecord(self.T, 0.0, status=StepStatus.RECOVERED,
                                         message=str(err)))
