@@ -37,7 +37,7 @@ import zmq
 
 from cluster.budget import MB, Budget
 from cluster.codec import DEFAULT_MAX_SIZE, encode_batch
-from cluster.dataplane import Work, guarded, parse, reply, watch
+from cluster.dataplane import RunKeys, Work, guarded, parse, reply, watch
 from cluster.lane import FusedLane
 from cluster.owners import Owners
 from cosim.master import protocol as P
@@ -71,6 +71,10 @@ class UnitServer:
     owner_lease : float
         Seconds a unit's master may stay silent (its unit not advancing) before another
         master may take the unit over (:mod:`cluster.owners`).
+    keys : RunKeys, optional
+        A run's own CURVE keys (instead of key files): the server's pair, and the one
+        client key let in (the master that spawned this server; see
+        :class:`~cluster.zmq_backend.ZmqBackend`).
     budget : Budget, optional
         Memory budgets per request and per session (:mod:`cluster.budget`; default 256 MB
         and 1 GB): a step over either is refused before it starts.
@@ -88,7 +92,8 @@ class UnitServer:
                  curve_secret_key_file: str | None = None,
                  authorized_keys_dir: str | None = None,
                  max_message_size: int = DEFAULT_MAX_SIZE, reload=None, reparameterize=None,
-                 owner_lease: float = 60.0, budget: Budget | None = None):
+                 owner_lease: float = 60.0, budget: Budget | None = None,
+                 keys: RunKeys | None = None):
         self.units = dict(units)
         self.reload = reload
         self.reparameterize = reparameterize
@@ -101,7 +106,16 @@ class UnitServer:
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
         self.owners = Owners(owner_lease)
         self.budget = budget or Budget()
-        if curve_secret_key_file:
+        if keys is not None:
+            from zmq.auth.thread import ThreadAuthenticator
+            self._auth = ThreadAuthenticator(self._ctx)
+            self._auth.start()
+            self._auth.configure_curve_callback(domain="*",
+                                                credentials_provider=_OnlyKey(keys.client_public))
+            self.sock.curve_secretkey = keys.server_secret
+            self.sock.curve_publickey = keys.server_public
+            self.sock.curve_server = True
+        elif curve_secret_key_file:
             from zmq import auth
             from zmq.auth.thread import ThreadAuthenticator
             public, secret = auth.load_certificate(curve_secret_key_file)
@@ -326,6 +340,26 @@ class UnitServer:
         self._ctx.term()
 
 
+class _OnlyKey:
+    """ZAP credentials that let in one client public key (Z85)."""
+
+    def __init__(self, key: bytes):
+        self.key = key
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key == self.key
+
+
+def is_loopback(endpoint: str) -> bool:
+    """True if ``endpoint`` (``tcp://HOST:PORT``, ``ipc://``, ``inproc://``) can be reached
+    only from this machine."""
+    scheme, _, rest = endpoint.partition("://")
+    if scheme in ("ipc", "inproc"):
+        return True
+    host = rest.rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 def _envelope(frames: list) -> tuple[list, list]:
     """A ROUTER message split into its envelope (peer identity and the REQ delimiter) and the
     request frames."""
@@ -375,6 +409,13 @@ def main(argv=None) -> int:
                     help="endpoint (default loopback; ':0' picks a free port)")
     ap.add_argument("--curve-secret", metavar="FILE", help="server secret key file (CURVE)")
     ap.add_argument("--authorized", metavar="DIR", help="directory of client public keys")
+    ap.add_argument("--keys-stdin", action="store_true",
+                    help="read a run's CURVE keys from standard input (three Z85 lines: the "
+                         "server's public and secret key, the one client public key let "
+                         "in): how a master's zmq backend starts its own servers")
+    ap.add_argument("--insecure", action="store_true",
+                    help="serve on an address other machines can reach without CURVE keys "
+                         "(refused otherwise: anyone who reaches it could drive the units)")
     ap.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                     help="import MODULE first (it registers its block types with "
                          "cosim.model.registry.register_block_type); repeatable")
@@ -403,6 +444,22 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    keys = None
+    if args.keys_stdin:
+        lines = sys.stdin.read().split()
+        if len(lines) != 3:
+            print("cosim serve: error: --keys-stdin expects three Z85 keys on standard input "
+                  f"(got {len(lines)} lines)", file=sys.stderr)
+            return 2
+        public, secret, client = (x.encode() for x in lines)
+        keys = RunKeys(public, secret, client, b"")
+    if not (keys or args.curve_secret or args.insecure or is_loopback(args.bind)):
+        print(f"cosim serve: error: {args.bind} can be reached from other machines and no "
+              "CURVE keys were given: anyone who reaches it could drive the units. Give "
+              "--curve-secret FILE --authorized DIR (keys from `cosim keys`), bind "
+              "tcp://127.0.0.1:PORT, or pass --insecure on a network you trust",
+              file=sys.stderr)
+        return 2
     try:
         import importlib
         for module in args.plugin:
@@ -437,7 +494,7 @@ def main(argv=None) -> int:
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
                             authorized_keys_dir=args.authorized,
                             max_message_size=args.max_message_size,
-                            owner_lease=args.owner_lease,
+                            owner_lease=args.owner_lease, keys=keys,
                             budget=Budget(int(args.max_request_mb * MB),
                                           int(args.max_session_mb * MB)), **extra)
     except Exception as err:  # noqa: BLE001 - a clear message, not a traceback

@@ -27,6 +27,7 @@ import weakref
 from pathlib import Path
 
 from cluster.channel import Channel
+from cluster.dataplane import RunKeys
 from cluster.unit_files import split_parameters, unit_file_data
 from cosim.errors import ModelError, TransportError
 from cosim.master import protocol as P
@@ -159,17 +160,19 @@ class _ServerProcess:
     """
 
     def __init__(self, unit_file: Path, plugins=(), reloadable: bool = False, *,
-                 wait: bool = True):
+                 wait: bool = True, keys: RunKeys | None = None):
         self.unit_file = unit_file
         self.plugins = tuple(plugins)
         self.reloadable = reloadable
+        self.keys = keys
         self.generation = 0
         self._launch()
         if wait:
             self.ready()
 
     def _launch(self) -> None:
-        self.proc, self._err = _launch(self.unit_file, self.plugins, self.reloadable)
+        self.proc, self._err = _launch(self.unit_file, self.plugins, self.reloadable,
+                                       self.keys)
         self.address = None
 
     def ready(self) -> None:
@@ -237,9 +240,11 @@ class _SpawnedProxy(ZmqProxy):
         super().recover(deadline)
 
 
-def _launch(unit_file: Path, plugins=(), reloadable: bool = False):
+def _launch(unit_file: Path, plugins=(), reloadable: bool = False,
+            keys: RunKeys | None = None):
     """Start ``python -m cluster.server UNIT_FILE --bind tcp://127.0.0.1:0`` (with
-    ``--reloadable``: it accepts Reload); the process and the file its log goes to (read by
+    ``--reloadable``: it accepts Reload; with ``keys``: CURVE, the keys written to its
+    standard input, never to disk); the process and the file its log goes to (read by
     :func:`_address_of`)."""
     # The server's log goes to a file, not a pipe nobody reads once it runs: a pipe would
     # fill after 64 KiB of warnings and block the server mid-run.
@@ -248,10 +253,16 @@ def _launch(unit_file: Path, plugins=(), reloadable: bool = False):
         [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
          "tcp://127.0.0.1:0", "--log-level", "WARNING",
          *[arg for m in plugins for arg in ("--plugin", m)],
-         *(["--reloadable"] if reloadable else [])],
+         *(["--reloadable"] if reloadable else []),
+         *(["--keys-stdin"] if keys is not None else [])],
+        stdin=subprocess.PIPE if keys is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=err, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         preexec_fn=_die_with_parent))
+    if keys is not None:
+        with proc.stdin:
+            proc.stdin.write(b"\n".join((keys.server_public, keys.server_secret,
+                                          keys.client_public)).decode() + "\n")
     return proc, err
 
 
@@ -394,6 +405,9 @@ class ZmqBackend(Backend):
         self.cfg = cosim_config
         self.proxies: dict = {}
         self.servers: list[_ServerProcess] = []
+        #: This run's CURVE keys: its servers let in only this master (no other local
+        #: process can drive, read or reload them).
+        self.keys = RunKeys.new()
         # Stops the servers when the backend is stopped, garbage-collected or alive at exit.
         self._finalizer = weakref.finalize(self, _stop_servers, self.servers)
         self.connections: list[Channel] = []
@@ -440,11 +454,12 @@ class ZmqBackend(Backend):
             self._structures.append(split_parameters(data)[0])
             self.servers.append(_ServerProcess(path, sorted({m for spec in group
                                                              for m in _plugins(spec.subsystem)}),
-                                               reloadable=True, wait=False))
+                                               reloadable=True, wait=False,
+                                               keys=self.keys))
         # Launched all before any is awaited: they import and build their units side by side.
         for group, server in zip(groups.values(), self.servers):
             server.ready()
-            conn = Channel(server.address, _SpawnedProxy.POLL, patient=True)
+            conn = Channel(server.address, _SpawnedProxy.POLL, patient=True, keys=self.keys)
             self.connections.append(conn)
             for spec in group:
                 self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn,
