@@ -276,7 +276,9 @@ class CoSimulation(PacedRuns):
         for unit, (ts, seconds) in self.master.calls.step_times.items():
             arrays[f"timing/{unit}"] = np.column_stack([np.asarray(ts), np.asarray(seconds)])
         arrays["run.json"] = np.array(json.dumps(self.placement()))
-        np.savez(path, **arrays)
+        from cosim.run.results import replacing
+        with replacing(path) as tmp:        # whole or not at all
+            np.savez(tmp, **arrays)
 
     def placement(self) -> dict:
         """Where and how each unit ran: model, macro step, scheme, backend, and per unit its
