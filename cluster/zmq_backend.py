@@ -39,6 +39,8 @@ __all__ = ["CONNECT_TIMEOUT", "RemoteUnits", "ZmqBackend", "ZmqProxy"]
 
 #: Default seconds to reach a unit server and shake hands.
 CONNECT_TIMEOUT = 10.0
+#: Seconds a spawned server may be stopped (SIGSTOP) before it counts as gone.
+FROZEN_AFTER = 2.0
 
 
 class ZmqProxy(Proxy):
@@ -171,6 +173,7 @@ class _ServerProcess:
             self.ready()
 
     def _launch(self) -> None:
+        self._stopped_since = None      # since when the process is seen stopped
         self.proc, self._err = _launch(self.unit_file, self.plugins, self.reloadable,
                                        self.keys)
         self.address = None
@@ -195,9 +198,20 @@ class _ServerProcess:
         self._start()
 
     def gone(self) -> str | None:
-        """Why the process cannot answer (it exited), or None while it runs."""
+        """Why the process cannot answer — it exited, or it has been stopped (SIGSTOP, a
+        debugger) for :data:`FROZEN_AFTER` seconds — or None while it runs. A stopped
+        process is told from a slow one by its state, not by the step's timeout."""
         code = self.proc.poll()
         if code is None:
+            if not _stopped(self.proc.pid):
+                self._stopped_since = None
+                return None
+            now = time.monotonic()
+            if self._stopped_since is None:
+                self._stopped_since = now
+            elif now - self._stopped_since >= FROZEN_AFTER:
+                return (f"its server process (pid {self.proc.pid}) is frozen: stopped "
+                        f"(SIGSTOP or a debugger) for {now - self._stopped_since:.1f} s")
             return None
         how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
         return f"its server process (pid {self.proc.pid}) died ({how})"
@@ -238,6 +252,15 @@ class _SpawnedProxy(ZmqProxy):
             self.conn.reconnect(server.address)
         self._generation = server.generation
         super().recover(deadline)
+
+
+def _stopped(pid: int) -> bool:
+    """True if process ``pid`` is stopped (Linux ``/proc``; elsewhere never)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
 
 
 def _launch(unit_file: Path, plugins=(), reloadable: bool = False,

@@ -99,3 +99,38 @@ def test_servers_stop_when_the_interpreter_exits_with_the_cosimulation_open(tmp_
     assert out.returncode == 0, out.stderr
     pids = [int(p) for p in out.stdout.split()]
     assert pids and gone_within(pids)
+
+
+@pytest.mark.slow
+def test_a_frozen_server_is_told_from_a_slow_one_and_recovered_well_before_the_timeout():
+    """A server stopped with SIGSTOP mid-run (its step timeout 60 s) is found frozen within
+    seconds, re-spawned and the run replayed from its checkpoint, bit for bit."""
+    import signal as sig
+    config = dict(H=0.02, scheme="gauss-seidel", extrapolation=1, checkpoint_every=5)
+    cfg = SimulationConfig(dt=0.002, t_end=6.0, cosim=CosimConfig(**config))
+    with CoSimulation(three_units(), cfg) as sim:
+        ref = sim.run()
+    with CoSimulation(three_units(), replace_cosim(cfg, backend="zmq", timeout=60.0)) as sim:
+        sim.run(t_end=1.0)
+        pid = sim.backend.servers[0].proc.pid
+        frozen = {}
+
+        def freeze():
+            time.sleep(0.3)
+            os.kill(pid, sig.SIGSTOP)
+            frozen["at"] = time.monotonic()
+        threading.Thread(target=freeze, daemon=True).start()
+        logs = sim.run()
+        took = time.monotonic() - frozen["at"]
+        assert sim.stats["recoveries"] == 1
+        assert not alive(pid)
+    print(f"frozen server recovered and the run finished {took:.1f} s after SIGSTOP "
+          f"(step timeout 60 s)")
+    assert took < 30.0                       # not the 60 s timeout
+    for key in ref:
+        np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
+
+
+def replace_cosim(cfg, **cosim):
+    from dataclasses import replace
+    return replace(cfg, cosim=replace(cfg.cosim, **cosim))
