@@ -11,7 +11,7 @@ import time
 
 import zmq
 
-from cluster.codec import decode_batch, encode_batch
+from cluster.codec import CodecError, decode_batch, encode_batch
 from cluster.dataplane import RunKeys, watch
 from cluster.owners import CHANNEL_PREFIX
 from cluster.frames import SNDMORE, recv_frames, send, send_frames
@@ -125,8 +125,10 @@ class Channel:
         Returns
         -------
         str or None
-            The reason and a remedy, or None (no trouble seen yet).
+            The reason and a remedy, or None (no trouble seen yet, or the server answered).
         """
+        if self._answered:
+            return None             # it answered: whatever failed, the connection did not
         self._drain()
         ev = self._events
         if zmq.EVENT_HANDSHAKE_FAILED_AUTH in ev:
@@ -272,7 +274,12 @@ class Channel:
                                  f"{self.address} answered {len(frames)} batches to "
                                  f"{len(in_flight)}", t=getattr(requests[-1], "t", None))
         for (u, reqs), data in zip(in_flight, frames):
-            replies = decode_batch(data)
+            try:
+                replies = decode_batch(data)
+            except CodecError as err:       # a reply that is not one: who sent it, and why
+                raise TransportError(u, type(reqs[-1]).__name__, f"{self.address} sent a "
+                                     f"malformed reply: {err}",
+                                     t=getattr(reqs[-1], "t", None)) from None
             if len(replies) == 1 and len(reqs) > 1:
                 replies = replies * len(reqs)       # a batch-level error answers all
             self._replies[u] = replies
