@@ -369,7 +369,7 @@ class Master:
                     return True             # a unit stopped the run inside the chunk
                 every = self.cfg.checkpoint_every
                 if every and self.n % every == 0:
-                    self._checkpoint = self._capture()
+                    self._take_checkpoint()
             elif self._advance(t_end, eps):
                 return True
             if goal is None or self.T >= goal - eps:
@@ -402,8 +402,17 @@ class Master:
             return True
         every = self.cfg.checkpoint_every
         if every and self.n % every == 0 and not provisional:
-            self._checkpoint = self._capture()
+            self._take_checkpoint()
         return False
+
+    def _take_checkpoint(self) -> None:
+        """The periodic checkpoint; a unit lost while it is captured (its logs collected,
+        its state asked for) is recovered like one lost in a step: from the checkpoint
+        before, whose steps are replayed."""
+        try:
+            self._checkpoint = self._capture()
+        except TransportError as err:
+            self._recover(err)
 
     def _resume(self) -> None:
         """Roll back a provisional step (see :meth:`run`): the master continues from the

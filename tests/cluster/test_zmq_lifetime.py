@@ -134,3 +134,34 @@ def test_a_frozen_server_is_told_from_a_slow_one_and_recovered_well_before_the_t
 def replace_cosim(cfg, **cosim):
     from dataclasses import replace
     return replace(cfg, cosim=replace(cfg.cosim, **cosim))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("request_kind", ["GetState", "CollectLogs"])
+def test_a_server_killed_while_a_checkpoint_is_captured_is_recovered(request_kind):
+    """Killed when the master asks for its state or logs for the periodic checkpoint: the
+    run recovers from the checkpoint before (it failed with none written) and equals the
+    uninterrupted run."""
+    import signal as sig
+    from cosim.master import protocol as P
+    config = dict(H=0.02, scheme="gauss-seidel", extrapolation=1, checkpoint_every=5)
+    cfg = SimulationConfig(dt=0.002, t_end=1.0, cosim=CosimConfig(**config))
+    with CoSimulation(three_units(), cfg) as sim:
+        ref = sim.run()
+    with CoSimulation(three_units(), replace_cosim(cfg, backend="zmq", timeout=60.0)) as sim:
+        proxy = sim.master.proxies["a"]
+        kind = getattr(P, request_kind)
+        submit, killed = proxy.submit, []
+
+        def kill_on_capture(requests):
+            if not killed and sim.master.T > 0.3 and any(type(r) is kind for r in requests):
+                pid = proxy.server.proc.pid
+                os.kill(pid, sig.SIGKILL)
+                proxy.server.proc.wait()
+                killed.append(pid)
+            return submit(requests)
+        proxy.submit = kill_on_capture
+        logs = sim.run()
+        assert killed and sim.stats["recoveries"] == 1
+    for key in ref:
+        np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
