@@ -325,10 +325,16 @@ class Master:
         self._resume()
         t_end = self.config.t_end if t_end is None else t_end
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
-        if self.T < t_end - eps and self._steps(t_end, t_end, eps):
-            return self.logs                # a unit stopped the run at an event
-        self._finish()
-        return self.logs
+        while True:
+            if self.T < t_end - eps and self._steps(t_end, t_end, eps):
+                return self.logs            # a unit stopped the run at an event
+            try:
+                self._finish()
+                return self.logs
+            except TransportError as err:
+                # A unit lost at the end (its last outputs or logs): recovered like one lost
+                # in a step, and the steps from the checkpoint replayed.
+                self._recover(err)
 
     def advance(self, t_end: float | None = None, until: float | None = None) -> float:
         """Macro steps exactly as :meth:`run` takes them towards ``t_end`` (default
