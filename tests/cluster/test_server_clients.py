@@ -187,3 +187,23 @@ def test_many_clients_leave_a_legitimate_master_bit_identical(tmp_path, clients)
             np.testing.assert_array_equal(again[key], alone[key][:len(again[key])])
     finally:
         stop(proc)
+
+
+def test_only_the_master_that_drove_the_units_reloads_them(tmp_path):
+    path = unit_file(tmp_path)
+    proc, address = serve(path, "--reloadable")
+    try:
+        master, other = client(address), client(address)
+        start(master, "a", "the-run")
+        (refused,) = ask(other, "a", [P.Reload(path.read_text())])
+        assert isinstance(refused, P.ErrorReply) and "only its master may reload" in \
+            refused.message
+        (ok,) = ask(master, "a", [P.Terminate()])          # the run ends: a is free
+        assert isinstance(ok, P.Ok)
+        (refused,) = ask(other, "a", [P.SetParameters({})])
+        assert isinstance(refused, P.ErrorReply) and "only that master may reload" in \
+            refused.message
+        (ok,) = ask(master, "a", [P.Reload(path.read_text())])
+        assert isinstance(ok, P.Ok), ok
+    finally:
+        stop(proc)
