@@ -56,8 +56,8 @@ class Budget:
         ticks = math.ceil(steps / unit.dt - 1e-9)
         grow = ticks * sum(per_task)
         held = sum(len(t) * c for t, c in zip(store.task_ticks, per_task))
-        what = (f"stepping unit {name!r} at t={unit.t:g} by {steps:g} s ({ticks} ticks of dt={unit.dt:g}, "
-                f"{sum(per_task)} bytes of logs per tick) would take about "
+        what = (f"stepping unit {name!r} at t={unit.t:g} by {steps:g} s ({ticks} ticks of "
+                f"dt={unit.dt:g}, {sum(per_task)} bytes of logs per tick) would take about "
                 f"{grow / MB:.0f} MB")
         if grow > self.per_request:
             return (f"{what}, over this server's budget of {self.per_request / MB:.0f} MB per "

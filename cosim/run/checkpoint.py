@@ -7,8 +7,8 @@ same for every atomic subsystem inside. Restoring it and continuing is bit for b
 never stopping, with every solver of :data:`cosim.solvers.SOLVERS` (the scipy ones included:
 their step history is part of the solver's state). A solver of your own that declares
 ``checkpoint_exact = False`` is named in a warning when a checkpoint is saved (the resumed run
-continues, but not bit for bit). Snapshots are what units return for rollback (``UnitState.data``; they travel
-over the wire as they are).
+continues, but not bit for bit). Snapshots are what units return for rollback
+(``UnitState.data``; they travel over the wire as they are).
 
 A *checkpoint file* is one ``.npz`` file (:func:`write_file`, :func:`read_file`): the arrays,
 and the JSON of everything else (structure, scalars, versions — Python's float repr
@@ -446,7 +446,8 @@ def check_identity(saved: dict | None, mine: dict, where) -> None:
         if a == b:
             continue
         if a is None or b is None:
-            problems.append(f"block {block} is only in the {'model' if a is None else 'checkpoint'}")
+            where = "model" if a is None else "checkpoint"
+            problems.append(f"block {block} is only in the {where}")
             continue
         for key in sorted(set(a) | set(b)):
             if a.get(key) != b.get(key):

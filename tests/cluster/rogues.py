@@ -11,7 +11,8 @@ Kinds of client (chosen by thread number):
   stepped them (GetState shows it): each must be refused while that master runs;
 - *leaver*: drives the spare unit ``c`` (Hello, Initialize, a long DoStep) and leaves in
   the middle of the step (closes its socket); the next leaver waits for the lease;
-- *flooder*: a DEALER sending bursts of read-only requests to every unit and closing without reading every reply;
+- *flooder*: a DEALER sending bursts of read-only requests to every unit and closing
+  without reading every reply;
 - *garbage*: malformed frames.
 """
 

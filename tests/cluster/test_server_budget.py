@@ -3,7 +3,6 @@ steps of many ticks are refused before they start when their logs would pass the
 per request, and a session of steps stops at the budget per session, each refusal naming
 its limit; the logs held are still sent."""
 
-import numpy as np
 import pytest
 
 from cosim.master import protocol as P
