@@ -70,6 +70,9 @@ class FusedLane:
         self.rates = rates
         self.offload_after = offload_after
         self.owners = owners
+        #: The first frame of the latest message :meth:`answer` received (its metadata
+        #: name the connection it came on).
+        self.source = None
         self._slots: dict[bytes, _Slot] = {}
 
     def replies(self, frames: list, start: int) -> list[bytes] | None:
@@ -156,9 +159,11 @@ class FusedLane:
         """
         recv = sock.recv
         try:
-            peer = recv(0)                  # a ROUTER's peer identity: frames always follow
+            first = recv(0, False)          # a ROUTER's peer identity: frames always follow
         except zmq.Again:
             return None
+        self.source = first                 # (its connection: zmq.SRCFD, for the server)
+        peer = first.bytes
         f = recv(0, False)
         if f.more and not f.bytes:          # a REQ peer's delimiter: the unit, its batch
             f = recv(0, False)

@@ -2,9 +2,10 @@
 
 Several clients may talk to one ``cosim serve`` at once (a team's server is reachable by
 everyone the network lets in). A unit is *owned* by the master that first drives it (a
-``Hello``, or any request that changes it) until that master terminates it (``Terminate``)
-or goes silent: its unit has not advanced and it has sent nothing for ``lease`` seconds
-(a master that crashed or left mid-run). Meanwhile another client's requests that would
+``Hello``, or any request that changes it) until that master terminates it (``Terminate``),
+its last connection closes (it crashed or left), or it goes silent: its unit has not
+advanced and it has sent nothing for ``lease`` seconds (a master frozen, or a connection
+that is not closed). Meanwhile another client's requests that would
 change the unit are refused with an ErrorReply naming the owner, and its read-only requests
 (:data:`READ_ONLY`) are answered. A master whose silent unit was taken over is refused on it
 from then on, so that it never goes on with a state another master changed.
@@ -13,13 +14,14 @@ A master is known by the routing identity of its sockets: a master's
 :class:`~cluster.channel.Channel` names each socket it opens ``cosim:<tag>:<n>`` (one random
 tag per channel, a number per socket), so its request socket, its reconnections and the
 DEALER sockets of its lane streams count as one master. Any other client (a plain REQ socket)
-is one master per connection. (libzmq tells a ROUTER socket of disconnections only in its
-draft API, hence the lease.)
+is one master per connection. Connections are known by their socket descriptors (a
+message's ``SRCFD``, the socket monitor's disconnections).
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from dataclasses import dataclass
 
@@ -83,6 +85,10 @@ class Owners:
         self.units: dict[str, _Owner] = {}
         self.lane: dict[bytes, set[bytes]] = {}
         self.last: dict[str, tuple] = {}      # unit -> (its last master, seen then)
+        self.connections: dict[bytes, set] = {}   # master -> its connections (socket fds)
+        self.master_on: dict[int, bytes] = {}     # connection -> its master
+        self.address: dict[int, tuple] = {}       # connection -> its peer's address
+        self.unknown: set[bytes] = set()          # masters with a connection of unknown fd
         self.lost: dict[tuple, None] = {}     # (unit, master) taken over, oldest first
 
     def refusal(self, peer: bytes, name: str, requests: list, t=None,
@@ -103,6 +109,12 @@ class Owners:
             owner.seen, owner.mark = now, t          # a sign of life of the owner
         if owner.master == master or all(type(r) in READ_ONLY for r in requests):
             return None
+        if not busy and not self._connected(owner.master):
+            # Its connections closed (the monitor may not have said so yet): it left.
+            for fd in list(self.connections.get(owner.master, ())):
+                self.disconnected(fd)
+            self._release(name)
+            return None
         silent = now - owner.seen
         if silent > self.lease:
             log.warning("unit %s: its master (%s) sent nothing for %.0f s; another master "
@@ -116,14 +128,23 @@ class Owners:
                 f"that master terminates it, or after {self.lease:g} s without a sign of "
                 f"life from it (now {silent:.0f} s); or serve another copy of the unit")
 
-    def claim(self, peer: bytes, name: str, requests: list, t=None) -> None:
-        """``peer`` sends ``requests`` to unit ``name`` (:meth:`refusal` said None): its
-        master owns the unit from now if they change it, until a Terminate among them."""
+    def claim(self, peer: bytes, name: str, requests: list, t=None,
+              fd: int | None = None) -> None:
+        """``peer`` (on connection ``fd``) sends ``requests`` to unit ``name``
+        (:meth:`refusal` said None): its master owns the unit from now if they change it,
+        until a Terminate among them or the master's last connection closes."""
         if all(type(r) in READ_ONLY for r in requests):
             return
+        master = master_of(peer)
+        if fd is None or fd < 0:
+            self.unknown.add(master)        # a connection not known: never deemed closed
+        elif self.master_on.get(fd) != master:
+            self.disconnected(fd)                   # (a descriptor reused)
+            self.master_on[fd] = master
+            self.address[fd] = _peer(fd)
+            self.connections.setdefault(master, set()).add(fd)
         owner = self.units.get(name)
         if owner is None:
-            master = master_of(peer)
             owner = self.units[name] = _Owner(master, "", time.time(), time.monotonic(), t)
         for r in requests:
             if type(r) is P.Hello:
@@ -131,6 +152,31 @@ class Owners:
         self.lane.setdefault(name.encode(), set()).add(peer)
         if type(requests[-1]) is P.Terminate:
             self._release(name)
+
+    def disconnected(self, fd: int) -> None:
+        """Connection ``fd`` closed: a master whose last connection it was owns nothing
+        any more (a master that crashed or left frees its units at once)."""
+        master = self.master_on.pop(fd, None)
+        self.address.pop(fd, None)
+        if master is None:
+            return
+        fds = self.connections.get(master, set())
+        fds.discard(fd)
+        if fds:
+            return
+        self.connections.pop(master, None)
+        for name in [n for n, o in self.units.items() if o.master == master]:
+            log.info("unit %s is free: its master (%s) disconnected", name,
+                     self.units[name].session or "no Hello")
+            self._release(name)
+
+    def _connected(self, master: bytes) -> bool:
+        """True unless every known connection of ``master`` is closed (its descriptor
+        closed, reused by another peer, or closed by the peer); True when none is known."""
+        fds = self.connections.get(master)
+        if not fds or master in self.unknown:
+            return True
+        return any(_open(fd, self.address.get(fd)) for fd in fds)
 
     def touch(self, names, times: dict) -> None:
         """The units ``names`` just finished a step for their owners (at ``times``)."""
@@ -162,3 +208,27 @@ class Owners:
         if owner is not None:
             self.last[name] = (owner.master, owner.seen)
         self.lane.pop(name.encode(), None)
+
+
+def _peer(fd: int):
+    """The peer address of socket ``fd`` (a duplicate is read), or None."""
+    try:
+        with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
+            return s.getpeername()
+    except OSError:
+        return None
+
+
+def _open(fd: int, address) -> bool:
+    """True if socket ``fd`` is still the connection to ``address`` and its peer has not
+    closed it (a peek sees no end of stream)."""
+    try:
+        with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
+            if address is not None and s.getpeername() != address:
+                return False
+            try:
+                return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+            except BlockingIOError:
+                return True
+    except OSError:
+        return False

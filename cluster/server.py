@@ -106,6 +106,7 @@ class UnitServer:
         # A hard cap far above the refusal threshold bounds what one message can allocate.
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
         self.owners = Owners(owner_lease)
+        self._closed_fds: collections.deque = collections.deque()
         self.budget = budget or Budget()
         if keys is not None:
             from zmq.auth.thread import ThreadAuthenticator
@@ -154,7 +155,7 @@ class UnitServer:
         sock = self.sock
         sock.RCVTIMEO = poll_ms
         self._job = None                       # (envelope, thread, result list, names)
-        # Messages for busy units, in arrival order: (envelope, payload, unit names).
+        # Messages for busy units, in arrival order: (envelope, payload, unit names, fd).
         self._waiting = collections.deque()
         self._seconds_per_h: dict[str, float] = {}   # measured cost of simulated time
         # Steps known to be quick take the fast lane (from their units' owners); it learns
@@ -165,18 +166,19 @@ class UnitServer:
             while self._running:
                 if self._job is None:
                     if self._waiting:
-                        env, payload, _ = self._waiting.popleft()
-                        self._take(env, payload)
+                        env, payload, _, fd = self._waiting.popleft()
+                        self._take(env, payload, fd)
                         continue
                     # The fast lane first: it answers fused steps and hands on the rest.
                     frames = lane.answer(sock)
                     if frames is not None:
-                        self._take(*_envelope(frames))
+                        self._take(*_envelope(frames), lane.source.get(zmq.SRCFD))
                 else:
                     # A long step runs on the worker: answer what can be answered meanwhile,
                     # and send its reply as soon as it is done.
                     if sock.poll(2):
-                        self._take(*_envelope(sock.recv_multipart(zmq.NOBLOCK)))
+                        got = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                        self._take(*_envelope([f.bytes for f in got]), got[0].get(zmq.SRCFD))
                     if not self._job[1].is_alive():
                         env, _, result, names = self._job
                         self._job = None
@@ -187,8 +189,11 @@ class UnitServer:
             self._running = False
             watcher.join()
 
-    def _take(self, env: list, payload: list) -> None:
-        """Answer one message now, start it on the worker, or queue it behind a busy unit."""
+    def _take(self, env: list, payload: list, fd: int | None = None) -> None:
+        """Answer one message (that came on connection ``fd``) now, start it on the worker,
+        or queue it behind a busy unit."""
+        while self._closed_fds:                 # connections closed meanwhile (the monitor)
+            self.owners.disconnected(self._closed_fds.popleft())
         if not payload:
             return                  # [peer, b""] of a DEALER: nothing to answer a REQ with
         items = []
@@ -230,7 +235,7 @@ class UnitServer:
             return
         for w in items:
             if isinstance(w, Work):
-                self.owners.claim(peer, w.name, w.requests, getattr(w.unit, "t", None))
+                self.owners.claim(peer, w.name, w.requests, getattr(w.unit, "t", None), fd)
         long = self._long(steps)
         if self._job is not None and (long or steps.keys() & self._job[3] or
                                       any(steps.keys() & m[2] for m in self._waiting)):
@@ -239,7 +244,7 @@ class UnitServer:
                     P.ErrorKind.PROTOCOL, f"the server is busy: {len(self._waiting)} "
                     "messages wait for units that step; ask again later")])] * len(items))
                 return
-            self._waiting.append((env, payload, set(steps)))
+            self._waiting.append((env, payload, set(steps), fd))
             return
         if long:
             result: list = []
@@ -321,6 +326,7 @@ class UnitServer:
                 log.info("a client connected from %s", peers[fd])
             elif kind == zmq.EVENT_DISCONNECTED:
                 log.info("the client from %s left", peers.pop(fd, "?"))
+                self._closed_fds.append(fd)     # (deque: safe across threads)
             else:
                 log.warning("refused a client from %s: handshake failed (%s)",
                             peers.get(fd, "?"), "authentication (its key is not authorized)"

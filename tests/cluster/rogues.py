@@ -1,7 +1,7 @@
 """Many clients of one ``cosim serve`` at once, for the multi-client fuzz
 (tests/cluster/test_server_clients.py): ``python -m tests.cluster.rogues ADDRESS N SEED
-DONE_FILE`` runs N client threads until DONE_FILE exists, then prints one JSON line of
-counts.
+DONE_FILE`` runs N client threads until DONE_FILE exists (printing ``ready`` once they are
+at work), then prints one JSON line of counts.
 
 Kinds of client (chosen by thread number):
 
@@ -185,6 +185,10 @@ def main(address: str, n: int, seed: int, done: str) -> None:
                       lock) for i in range(n)]
     for c in clients:
         c.start()
+    end = time.monotonic() + 60
+    while sum(counts.values()) < n and time.monotonic() < end:
+        time.sleep(0.01)
+    print("ready", flush=True)          # at work: the legitimate master may start
     for c in clients:
         c.join(timeout=TIMEOUT_MS / 1000 + 30)
         if c.is_alive():

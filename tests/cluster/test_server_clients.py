@@ -125,6 +125,20 @@ def test_one_master_drives_a_unit_the_others_are_told_who_and_may_read(tmp_path)
         stop(proc)
 
 
+def test_a_master_that_leaves_frees_its_units_at_once(tmp_path):
+    proc, address = serve(unit_file(tmp_path))          # (a lease of 60 s)
+    try:
+        for i in range(3):
+            leaving = client(address)
+            start(leaving, "a", f"leaving-{i}")
+            (done,) = ask(leaving, "a", [P.DoStep(0.0, 0.02)])
+            assert isinstance(done, P.StepDone)
+            leaving.close(linger=0)                     # crashed, or left without Terminate
+        start(client(address), "a", "next")             # at once
+    finally:
+        stop(proc)
+
+
 def test_a_silent_masters_unit_is_taken_over_after_the_lease(tmp_path):
     proc, address = serve(unit_file(tmp_path), "--owner-lease", "1")
     try:
@@ -142,13 +156,17 @@ def test_a_silent_masters_unit_is_taken_over_after_the_lease(tmp_path):
         stop(proc)
 
 
-def run(address, t_end=2.0):
+def run(address, t_end=2.0, done=None):
+    """The legitimate master's run (``done``: a file made when it has run, before it ends
+    its units' sessions)."""
     cosim = CosimConfig(H=0.02, scheme="gauss-seidel", extrapolation=1, timeout=120.0,
                         units={"a": {"address": address}, "b": {"address": address}})
     sim = CoSimulation(three_units(), SimulationConfig(dt=DT, t_end=t_end, cosim=cosim))
     try:
         return sim.run()
     finally:
+        if done is not None:
+            done.touch()
         sim.close()
 
 
@@ -162,9 +180,9 @@ def test_many_clients_leave_a_legitimate_master_bit_identical(tmp_path, clients)
         rogues = subprocess.Popen([sys.executable, "-m", "tests.cluster.rogues", address,
                                    str(clients), str(clients), str(done)],
                                   stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        time.sleep(1.0)                                  # the clients at work first
+        assert rogues.stdout.readline().strip() == "ready"     # the clients at work first
         try:
-            crowded = run(address)
+            crowded = run(address, done=done)
         finally:
             done.touch()
             out, _ = rogues.communicate(timeout=300)
@@ -175,6 +193,7 @@ def test_many_clients_leave_a_legitimate_master_bit_identical(tmp_path, clients)
                if k.startswith(("hang", "client", "change ACCEPTED", "read refused",
                                 "leaver error"))}
         assert not bad, bad
+        assert counts.get("read answered", 0) > 0 and counts.get("change refused", 0) > 0
         assert sorted(alone) == sorted(crowded)
         for key in alone:
             np.testing.assert_array_equal(alone[key], crowded[key], err_msg=key)
