@@ -50,10 +50,14 @@ class Budget:
         and Step time) is over budget, or None. Units whose logs cannot be estimated (not
         a :class:`~cosim.master.local_unit.LocalUnit`) are not bounded here."""
         costs = self._cost(unit)
-        if costs is None or steps <= 0:
-            return None
+        dt = getattr(unit, "dt", None)
+        if costs is None or not steps > 0 or not math.isfinite(steps) or not dt:
+            return None         # (a step the unit itself refuses: not a number of ticks)
         store, per_task = costs
-        ticks = math.ceil(steps / unit.dt - 1e-9)
+        ticks = steps / dt
+        if not math.isfinite(ticks):
+            return None
+        ticks = math.ceil(ticks - 1e-9)
         grow = ticks * sum(per_task)
         held = sum(len(t) * c for t, c in zip(store.task_ticks, per_task))
         what = (f"stepping unit {name!r} at t={unit.t:g} by {steps:g} s ({ticks} ticks of "

@@ -191,7 +191,14 @@ class UnitServer:
 
     def _take(self, env: list, payload: list, fd: int | None = None) -> None:
         """Answer one message (that came on connection ``fd``) now, start it on the worker,
-        or queue it behind a busy unit."""
+        or queue it behind a busy unit; anything that fails on the way is answered with an
+        ErrorReply (no message may end the server)."""
+        try:
+            self._dispatch(env, payload, fd)
+        except Exception as err:  # noqa: BLE001 - logged and answered, the server serves on
+            self.sock.send_multipart(env + guarded(lambda: _reraise(err)))
+
+    def _dispatch(self, env: list, payload: list, fd: int | None) -> None:
         while self._closed_fds:                 # connections closed meanwhile (the monitor)
             self.owners.disconnected(self._closed_fds.popleft())
         if not payload:
@@ -365,6 +372,10 @@ def is_loopback(endpoint: str) -> bool:
         return True
     host = rest.rsplit(":", 1)[0].strip("[]")
     return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _reraise(err: Exception):
+    raise err
 
 
 def _envelope(frames: list) -> tuple[list, list]:

@@ -62,3 +62,20 @@ def test_the_servers_memory_stays_under_its_budget_under_the_costly_requests(tmp
         assert proc.poll() is None
     finally:
         stop(proc)
+
+
+@pytest.mark.parametrize("h", [float("inf"), float("nan"), -1.0, 0.0, 1e308])
+def test_the_budget_estimate_never_raises(h):
+    """Steps of any length (the unit itself refuses the odd ones) are estimated without an
+    exception: one request must never end the server."""
+    from cluster.budget import Budget
+    from cosim import SimulationConfig
+    from cosim.master.local_unit import LocalUnit
+    from cosim.model.evaluate import evaluate
+    from tests.cluster.scenarios import three_units
+    model = three_units()
+    evaluate(model)
+    unit = LocalUnit(model["a"], SimulationConfig(dt=0.002, t_end=1.0))
+    unit.handle(P.Initialize(0.0))
+    why = Budget(MB, MB).refusal("a", unit, h)
+    assert why is None or ("budget of 1 MB per request" in why and h == 1e308)
