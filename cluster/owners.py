@@ -125,8 +125,9 @@ class Owners:
             self._release(name)
             return None
         return (f"unit {name!r} is busy: it is driven by {owner}; it is free again once "
-                f"that master terminates it, or after {self.lease:g} s without a sign of "
-                f"life from it (now {silent:.0f} s); or serve another copy of the unit")
+                f"that master terminates it or disconnects, or after {self.lease:g} s "
+                f"without a sign of life from it (now {silent:.0f} s); or serve another copy "
+                "of the unit")
 
     def claim(self, peer: bytes, name: str, requests: list, t=None,
               fd: int | None = None) -> None:
