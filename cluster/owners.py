@@ -138,6 +138,8 @@ class Owners:
             return
         master = master_of(peer)
         if fd is None or fd < 0:
+            if len(self.unknown) > self.MAX_LOST:
+                self.unknown.clear()
             self.unknown.add(master)        # a connection not known: never deemed closed
         elif self.master_on.get(fd) != master:
             self.disconnected(fd)                   # (a descriptor reused)
