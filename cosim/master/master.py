@@ -32,7 +32,7 @@ from cosim.master.fused import FusedStep
 from cosim.master.pipeline import Pipeline
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
 from cosim.master.rounds import FusedRounds
-from cosim.master.recovery import recover
+from cosim.master.recovery import bring_back, recover
 from cosim.master.stepsize import StepControl
 from cosim.master.unitgraph import UnitGraph
 from cosim.run.logs import Logs
@@ -115,7 +115,17 @@ class Master:
     # -- set-up ---------------------------------------------------------------------------
 
     def initialize(self) -> None:
-        """Initialize every unit, check the links, and co-initialize the outputs at t0."""
+        """Initialize every unit, check the links, and co-initialize the outputs at t0; a
+        unit lost meanwhile is brought back and every unit initialized again
+        (:func:`~cosim.master.recovery.bring_back`)."""
+        while True:
+            try:
+                return self._initialize()
+            except TransportError as err:
+                bring_back(err, self.proxies, self.stats["recoveries"], self.cfg)
+                self.stats["recoveries"] += 1
+
+    def _initialize(self) -> None:
         t0 = self.config.t0
         reps = self._call({u: [P.Initialize(t0), P.Describe()] for u in self.names}, t0)
         self.desc = {u: reps[u][1] for u in self.names}

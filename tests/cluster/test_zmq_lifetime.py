@@ -137,12 +137,13 @@ def replace_cosim(cfg, **cosim):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("request_kind, after", [("GetState", 0.3), ("CollectLogs", 0.3),
-                                                 ("CollectLogs", 1.001)])
+@pytest.mark.parametrize("request_kind, after", [("Initialize", -1.0), ("GetState", 0.3),
+                                                 ("CollectLogs", 0.3), ("CollectLogs", 1.001)])
 def test_a_server_killed_while_a_checkpoint_is_captured_is_recovered(request_kind, after):
-    """Killed when the master asks for its state or logs for the periodic checkpoint, or
-    for its logs at the end of the run: the run recovers from the checkpoint before (it
-    failed with none written) and equals the uninterrupted run."""
+    """Killed when the master initializes it, asks for its state or logs for the periodic
+    checkpoint, or for its logs at the end of the run: the run recovers (initializing again,
+    or from the checkpoint before; it failed with none written) and equals the
+    uninterrupted run."""
     import signal as sig
     from cosim.master import protocol as P
     config = dict(H=0.02, scheme="gauss-seidel", extrapolation=1, checkpoint_every=5)
