@@ -409,13 +409,14 @@ def _oks(n: int) -> bytes:
     return encode_batch([P.Ok()] * n)
 
 
-def units_from_file(path: str) -> dict:
+def units_from_file(path: str, own_paths: bool = False) -> dict:
     """The units a UNIT_FILE defines: a model file's top-level atomic subsystems (with its
     ``simulation:`` options), or the one subsystem of a library file. ``path`` may be the
-    file's text itself (as :func:`cosim.modelfile.load` reads it)."""
+    file's text itself (as :func:`cosim.modelfile.load` reads it); ``own_paths``: the file
+    is the master's own (see :func:`cosim.modelfile.load`)."""
     from cluster.unit_files import units_of
     from cosim.modelfile import load
-    return units_of(load(path))
+    return units_of(load(path, own_paths=own_paths))
 
 
 def main(argv=None) -> int:
@@ -493,11 +494,14 @@ def main(argv=None) -> int:
         if args.reloadable:
             # The file is kept parsed: SetParameters builds its units with other values.
             from cluster.unit_files import UnitTemplate
-            kept = [UnitTemplate(args.unit_file, limited)]
+            # A server started by its master with the run's keys serves that master's own
+            # unit files (checked where the master read the model).
+            own = keys is not None
+            kept = [UnitTemplate(args.unit_file, limited, own)]
             units = kept[0].units()
 
             def reload(text: str) -> dict:
-                template = UnitTemplate(text, limited)
+                template = UnitTemplate(text, limited, own)
                 new = template.units()
                 if set(new) != set(server.units):
                     raise ValueError(f"the unit file has units {', '.join(sorted(new))}; "
@@ -508,7 +512,7 @@ def main(argv=None) -> int:
             extra = {"reload": reload,
                      "reparameterize": lambda values: kept[0].units(values)}
         else:
-            units, extra = limited(units_from_file(args.unit_file)), {}
+            units, extra = limited(units_from_file(args.unit_file, keys is not None)), {}
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
                             authorized_keys_dir=args.authorized,
                             max_message_size=args.max_message_size,

@@ -179,7 +179,7 @@ class Builder:
                              f"{suggest(key, signature)} (parameters: "
                              f"{', '.join(signature) or 'none'})", key=True)
                 good = False
-            elif key in getattr(cls, "output_files", ()):
+            elif key in getattr(cls, "output_files", ()) and not self.doc.own_paths:
                 why = _outside(value)
                 if why:
                     self.doc.add(path + ("params", key), f"{where}: {key} {value!r} {why}; a "

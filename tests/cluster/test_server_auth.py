@@ -95,3 +95,23 @@ def test_cosim_serve_on_an_outside_address_with_insecure_serves(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_a_masters_own_servers_take_its_output_paths(tmp_path):
+    """A model from Python may give a Scope inside a unit any path: the server the zmq
+    backend starts for it (with the run's keys) reads the unit file as the master's own,
+    while a model file read by anyone else may write only inside the run's folder."""
+    from blocks import Gain, Scope, Sine
+    from cosim import Inport, Model, Outport, Subsystem
+    m = Model("m")
+    unit = Subsystem("u", atomic=True, dt=0.01)
+    unit.add(Inport("i"), Gain("g", 2.0), Scope("sc", path=str(tmp_path / "u.png")),
+             Outport("o"))
+    unit.connect("i.out", "g.in")
+    unit.connect("g.out", "o.in", "sc.in")
+    m.add(Sine("src"), unit)
+    m.connect("src.out", "u.i")
+    config = SimulationConfig(dt=0.01, t_end=0.1, cosim=CosimConfig(H=0.01, backend="zmq"))
+    with CoSimulation(m, config) as sim:
+        logs = sim.run()
+    assert len(logs["u/g.out"]) > 0
