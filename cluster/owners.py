@@ -88,7 +88,6 @@ class Owners:
         self.connections: dict[bytes, set] = {}   # master -> its connections (socket fds)
         self.master_on: dict[int, bytes] = {}     # connection -> its master
         self.address: dict[int, tuple] = {}       # connection -> its peer's address
-        self.unknown: set[bytes] = set()          # masters with a connection of unknown fd
         self.lost: dict[tuple, None] = {}     # (unit, master) taken over, oldest first
 
     def refusal(self, peer: bytes, name: str, requests: list, t=None,
@@ -137,11 +136,7 @@ class Owners:
         if all(type(r) in READ_ONLY for r in requests):
             return
         master = master_of(peer)
-        if fd is None or fd < 0:
-            if len(self.unknown) > self.MAX_LOST:
-                self.unknown.clear()
-            self.unknown.add(master)        # a connection not known: never deemed closed
-        elif self.master_on.get(fd) != master:
+        if fd is not None and fd >= 0 and self.master_on.get(fd) != master:
             self.disconnected(fd)                   # (a descriptor reused)
             self.master_on[fd] = master
             self.address[fd] = _peer(fd)
@@ -177,7 +172,7 @@ class Owners:
         """True unless every known connection of ``master`` is closed (its descriptor
         closed, reused by another peer, or closed by the peer); True when none is known."""
         fds = self.connections.get(master)
-        if not fds or master in self.unknown:
+        if not fds:
             return True
         return any(_open(fd, self.address.get(fd)) for fd in fds)
 
