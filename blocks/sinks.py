@@ -97,6 +97,9 @@ class Scope(Block):
     output_ports = ()
     direct_feedthrough = False
     records_inputs = True
+    #: Parameters naming files the block writes: a model file may give only relative
+    #: paths inside the run's folder (checked when the file is read).
+    output_files = ("path",)
 
     def __init__(self, name: str, n_inputs: int = 1, path: str | None = None,
                  title: str | None = None, **kw):

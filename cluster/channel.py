@@ -5,12 +5,15 @@ sockets of lane streams."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 
 import zmq
 
-from cluster.codec import decode_batch, encode_batch
+from cluster.codec import CodecError, decode_batch, encode_batch
 from cluster.dataplane import RunKeys, watch
+from cluster.owners import CHANNEL_PREFIX
 from cluster.frames import SNDMORE, recv_frames, send, send_frames
 from cluster.sololane import SoloLane
 from cosim.errors import TransportError
@@ -71,6 +74,10 @@ class Channel:
         self._answered = False
         self._lane = None           # a StepLane, made on first use
         self._dealers: list = []    # see dealer
+        # Every socket of this channel is known to the server as one master (see
+        # cluster.owners): ``cosim:<tag>:<n>``.
+        self._tag = CHANNEL_PREFIX + os.urandom(8).hex().encode() + b":"
+        self._sockets = itertools.count()
         self._connect()
 
     def _connect(self) -> None:
@@ -83,6 +90,7 @@ class Channel:
         """A socket of ``kind`` with this channel's keys and timeouts, not connected."""
         sock = self._ctx.socket(kind)
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTING_ID, self._tag + b"%d" % next(self._sockets))
         # A receive timeout rather than poll-then-recv: one call per reply, not two. A send
         # timeout too: a REQ socket whose handshake failed has no pipe, and a send then
         # blocks until one exists, i.e. forever for a refused key.
@@ -117,8 +125,10 @@ class Channel:
         Returns
         -------
         str or None
-            The reason and a remedy, or None (no trouble seen yet).
+            The reason and a remedy, or None (no trouble seen yet, or the server answered).
         """
+        if self._answered:
+            return None             # it answered: whatever failed, the connection did not
         self._drain()
         ev = self._events
         if zmq.EVENT_HANDSHAKE_FAILED_AUTH in ev:
@@ -264,7 +274,12 @@ class Channel:
                                  f"{self.address} answered {len(frames)} batches to "
                                  f"{len(in_flight)}", t=getattr(requests[-1], "t", None))
         for (u, reqs), data in zip(in_flight, frames):
-            replies = decode_batch(data)
+            try:
+                replies = decode_batch(data)
+            except CodecError as err:       # a reply that is not one: who sent it, and why
+                raise TransportError(u, type(reqs[-1]).__name__, f"{self.address} sent a "
+                                     f"malformed reply: {err}",
+                                     t=getattr(reqs[-1], "t", None)) from None
             if len(replies) == 1 and len(reqs) > 1:
                 replies = replies * len(reqs)       # a batch-level error answers all
             self._replies[u] = replies

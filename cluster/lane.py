@@ -57,14 +57,22 @@ class FusedLane:
         served here (the server offloads it); every step served here updates it.
     offload_after : float
         Seconds (default: no limit).
+    owners : dict of bytes to set of bytes, optional
+        Per unit (its name as the wire names it), the routing identities allowed to step
+        it here (:attr:`cluster.owners.Owners.lane`); :meth:`answer` hands a step from any
+        other peer to the ordinary way, which decides. None: every peer.
     """
 
     def __init__(self, units: dict, max_size: int, rates: dict | None = None,
-                 offload_after: float = math.inf):
+                 offload_after: float = math.inf, owners: dict | None = None):
         self.units = units
         self.max_size = max_size
         self.rates = rates
         self.offload_after = offload_after
+        self.owners = owners
+        #: The first frame of the latest message :meth:`answer` received (its metadata
+        #: name the connection it came on).
+        self.source = None
         self._slots: dict[bytes, _Slot] = {}
 
     def replies(self, frames: list, start: int) -> list[bytes] | None:
@@ -151,9 +159,11 @@ class FusedLane:
         """
         recv = sock.recv
         try:
-            peer = recv(0)                  # a ROUTER's peer identity: frames always follow
+            first = recv(0, False)          # a ROUTER's peer identity: frames always follow
         except zmq.Again:
             return None
+        self.source = first                 # (its connection: zmq.SRCFD, for the server)
+        peer = first.bytes
         f = recv(0, False)
         if f.more and not f.bytes:          # a REQ peer's delimiter: the unit, its batch
             f = recv(0, False)
@@ -162,6 +172,9 @@ class FusedLane:
                 f = recv(0, False)
                 if not f.more:
                     batch = f.bytes
+                    owners = self.owners
+                    if owners is not None and peer not in owners.get(key, ()):
+                        return [peer, b"", key, batch]
                     out = self.one(key, batch)
                     if out is None:
                         fast = self.replies([key, batch], 0)
@@ -181,7 +194,9 @@ class FusedLane:
         while f.more:
             f = recv(0, False)
             frames.append(f.bytes)
-        if len(frames) >= 4 and not frames[1]:
+        owners = self.owners
+        if len(frames) >= 4 and not frames[1] and (owners is None or all(
+                peer in owners.get(k, ()) for k in frames[2::2])):
             fast = self.replies(frames, 2)
             if fast is not None:
                 send_frames(sock, frames[:2] + fast)

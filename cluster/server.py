@@ -8,8 +8,11 @@ per pair out) on a ROUTER socket, the masters' REQ envelopes kept. Short request
 at once, one at a time; a ``DoStep`` expected to take longer than ``offload_after`` (from the
 unit's measured speed) runs on a worker thread while the server keeps answering heartbeats and
 the requests of other, idle units (handshakes of other masters among them); requests for a
-busy unit wait their turn in order. A step past the server's step deadline stops with an
-error naming it. A malformed, oversized or misaddressed message is answered with an
+busy unit wait their turn in order (at most ``max_waiting`` messages). Several clients may
+be connected at once: one master drives a unit at a time, others are refused with an error
+naming it except for read-only requests (:mod:`cluster.owners`); a step whose logs would
+pass the memory budgets is refused before it starts (:mod:`cluster.budget`). A step past
+the server's step deadline stops with an error naming it. A malformed, oversized or misaddressed message is answered with an
 ErrorReply and the server keeps serving; a master that disconnects leaves the units as they
 are, and the next session starts with ``Initialize``. Binds loopback by default. With CURVE
 keys (files made by ``zmq.auth.create_certificates``), clients must hold an authorized key;
@@ -23,6 +26,7 @@ file; a plugin module registers the server owner's own block types).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import collections
 import signal
@@ -32,9 +36,11 @@ import time
 
 import zmq
 
+from cluster.budget import MB, Budget
 from cluster.codec import DEFAULT_MAX_SIZE, encode_batch
-from cluster.dataplane import Work, guarded, parse, reply, watch
+from cluster.dataplane import RunKeys, Work, guarded, parse, reply, watch
 from cluster.lane import FusedLane
+from cluster.owners import Owners
 from cosim.master import protocol as P
 
 __all__ = ["UnitServer", "main", "units_from_file"]
@@ -63,6 +69,16 @@ class UnitServer:
         ``reload(unit_file_text) -> units``: serve :class:`~cosim.master.protocol.Reload`
         by replacing every unit with those it builds (same names); None (default) refuses
         Reload, as a server that a team serves its units with must.
+    owner_lease : float
+        Seconds a unit's master may stay silent (its unit not advancing) before another
+        master may take the unit over (:mod:`cluster.owners`).
+    keys : RunKeys, optional
+        A run's own CURVE keys (instead of key files): the server's pair, and the one
+        client key let in (the master that spawned this server; see
+        :class:`~cluster.zmq_backend.ZmqBackend`).
+    budget : Budget, optional
+        Memory budgets per request and per session (:mod:`cluster.budget`; default 256 MB
+        and 1 GB): a step over either is refused before it starts.
     reparameterize : callable, optional
         ``reparameterize(parameters) -> units``: serve
         :class:`~cosim.master.protocol.SetParameters` likewise (the last unit file's units
@@ -70,11 +86,15 @@ class UnitServer:
     """
 
     offload_after = 0.02
+    #: Most messages waiting for busy units; more are refused with an error reply.
+    max_waiting = 1024
 
     def __init__(self, units: dict, bind: str = "tcp://127.0.0.1:5555", *,
                  curve_secret_key_file: str | None = None,
                  authorized_keys_dir: str | None = None,
-                 max_message_size: int = DEFAULT_MAX_SIZE, reload=None, reparameterize=None):
+                 max_message_size: int = DEFAULT_MAX_SIZE, reload=None, reparameterize=None,
+                 owner_lease: float = 60.0, budget: Budget | None = None,
+                 keys: RunKeys | None = None):
         self.units = dict(units)
         self.reload = reload
         self.reparameterize = reparameterize
@@ -85,7 +105,19 @@ class UnitServer:
         self.sock.setsockopt(zmq.LINGER, 0)
         # A hard cap far above the refusal threshold bounds what one message can allocate.
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
-        if curve_secret_key_file:
+        self.owners = Owners(owner_lease)
+        self._closed_fds: collections.deque = collections.deque()
+        self.budget = budget or Budget()
+        if keys is not None:
+            from zmq.auth.thread import ThreadAuthenticator
+            self._auth = ThreadAuthenticator(self._ctx)
+            self._auth.start()
+            self._auth.configure_curve_callback(domain="*",
+                                                credentials_provider=_OnlyKey(keys.client_public))
+            self.sock.curve_secretkey = keys.server_secret
+            self.sock.curve_publickey = keys.server_public
+            self.sock.curve_server = True
+        elif curve_secret_key_file:
             from zmq import auth
             from zmq.auth.thread import ThreadAuthenticator
             public, secret = auth.load_certificate(curve_secret_key_file)
@@ -123,51 +155,73 @@ class UnitServer:
         sock = self.sock
         sock.RCVTIMEO = poll_ms
         self._job = None                       # (envelope, thread, result list, names)
-        self._waiting = collections.deque()    # messages for busy units, in arrival order
+        # Messages for busy units, in arrival order: (envelope, payload, unit names, fd).
+        self._waiting = collections.deque()
         self._seconds_per_h: dict[str, float] = {}   # measured cost of simulated time
-        # Steps known to be quick take the fast lane; it learns their cost here too.
+        # Steps known to be quick take the fast lane (from their units' owners); it learns
+        # their cost here too.
         lane = FusedLane(self.units, self.max_message_size, self._seconds_per_h,
-                         self.offload_after)
+                         self.offload_after, self.owners.lane)
         try:
             while self._running:
                 if self._job is None:
                     if self._waiting:
-                        self._take(*self._waiting.popleft())
+                        env, payload, _, fd = self._waiting.popleft()
+                        self._take(env, payload, fd)
                         continue
                     # The fast lane first: it answers fused steps and hands on the rest.
                     frames = lane.answer(sock)
                     if frames is not None:
-                        self._take(*_envelope(frames))
+                        self._take(*_envelope(frames), lane.source.get(zmq.SRCFD))
                 else:
                     # A long step runs on the worker: answer what can be answered meanwhile,
                     # and send its reply as soon as it is done.
                     if sock.poll(2):
-                        self._take(*_envelope(sock.recv_multipart(zmq.NOBLOCK)))
+                        got = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                        self._take(*_envelope([f.bytes for f in got]), got[0].get(zmq.SRCFD))
                     if not self._job[1].is_alive():
-                        env, _, result, _ = self._job
+                        env, _, result, names = self._job
                         self._job = None
+                        self.owners.touch(names, {n: getattr(self.units.get(n), "t", None)
+                                                  for n in names})
                         sock.send_multipart(env + result)
         finally:
             self._running = False
             watcher.join()
 
-    def _take(self, env: list, payload: list) -> None:
-        """Answer one message now, start it on the worker, or queue it behind a busy unit."""
+    def _take(self, env: list, payload: list, fd: int | None = None) -> None:
+        """Answer one message (that came on connection ``fd``) now, start it on the worker,
+        or queue it behind a busy unit; anything that fails on the way is answered with an
+        ErrorReply (no message may end the server)."""
+        try:
+            self._dispatch(env, payload, fd)
+        except Exception as err:  # noqa: BLE001 - logged and answered, the server serves on
+            self.sock.send_multipart(env + guarded(lambda: _reraise(err)))
+
+    def _dispatch(self, env: list, payload: list, fd: int | None) -> None:
+        while self._closed_fds:                 # connections closed meanwhile (the monitor)
+            self.owners.disconnected(self._closed_fds.popleft())
+        if not payload:
+            return                  # [peer, b""] of a DEALER: nothing to answer a REQ with
         items = []
         failed = guarded(lambda: items.extend(parse(self.units, payload,
                                                     self.max_message_size)) or [])
         if failed:
             self.sock.send_multipart(env + failed)
             return
+        peer = env[0]
         if any(isinstance(w, Work) and any(type(r) in _NEW_UNITS for r in w.requests)
                for w in items):
-            self.sock.send_multipart(env + [self._reloaded(items)])
+            self.sock.send_multipart(env + [self._reloaded(peer, items)])
             return
-        # One pass over the requests: simulated time asked of each unit, and whether the
-        # message is nothing but heartbeats.
-        steps, beats = {}, True
+        # One pass over the requests: who may send them, the simulated time asked of each
+        # unit, and whether the message is nothing but heartbeats.
+        steps, beats, refused = {}, True, None
         for w in items:
             if isinstance(w, Work):
+                refused = refused or self.owners.refusal(
+                    peer, w.name, w.requests, getattr(w.unit, "t", None),
+                    self._job is not None and w.name in self._job[3])
                 h = 0.0
                 for r in w.requests:
                     kind = type(r)
@@ -175,13 +229,29 @@ class UnitServer:
                         h += r.h
                     beats = beats and kind is P.Heartbeat
                 steps[w.name] = h
-        if beats or not steps:
-            self.sock.send_multipart(env + self._reply(items, {}))   # liveness, even when busy
+                if h > 0 and refused is None:
+                    refused = self.budget.refusal(w.name, w.unit, h)
+        if refused is not None:
+            # Every pair answered (the message is served whole or not at all).
+            self.sock.send_multipart(env + [encode_batch([P.ErrorReply(
+                P.ErrorKind.PROTOCOL, refused)])] * len(items))
             return
+        if beats or not steps:                 # liveness, even when busy: the unit untouched
+            self.sock.send_multipart(env + [w if isinstance(w, bytes) else
+                                            _oks(len(w.requests)) for w in items])
+            return
+        for w in items:
+            if isinstance(w, Work):
+                self.owners.claim(peer, w.name, w.requests, getattr(w.unit, "t", None), fd)
         long = self._long(steps)
         if self._job is not None and (long or steps.keys() & self._job[3] or
                                       any(steps.keys() & m[2] for m in self._waiting)):
-            self._waiting.append((env, payload, set(steps)))
+            if len(self._waiting) >= self.max_waiting:
+                self.sock.send_multipart(env + [encode_batch([P.ErrorReply(
+                    P.ErrorKind.PROTOCOL, f"the server is busy: {len(self._waiting)} "
+                    "messages wait for units that step; ask again later")])] * len(items))
+                return
+            self._waiting.append((env, payload, set(steps), fd))
             return
         if long:
             result: list = []
@@ -192,7 +262,7 @@ class UnitServer:
             return
         self.sock.send_multipart(env + self._reply(items, steps))
 
-    def _reloaded(self, items: list) -> bytes:
+    def _reloaded(self, peer: bytes, items: list) -> bytes:
         """The reply to a message with a Reload or SetParameters: every unit replaced by the
         unit file's (with the parameter values), or an ErrorReply (nothing replaced) when the
         server refuses reloads, the message holds anything else, a unit is busy, or the new
@@ -211,6 +281,9 @@ class UnitServer:
         if self._job is not None or self._waiting:
             return refuse(P.ErrorKind.PROTOCOL, f"a unit is still stepping; {kind} between "
                           "runs")
+        why = self.owners.reload_refusal(peer, self.units)
+        if why is not None:
+            return refuse(P.ErrorKind.PROTOCOL, f"{kind} refused: {why}")
         try:
             units = dict(build(request.unit_file if type(request) is P.Reload
                                else request.parameters))
@@ -266,11 +339,12 @@ class UnitServer:
                 else:
                     log.info("a client connected from %s", peers[fd])
             elif kind == zmq.EVENT_DISCONNECTED:
-                peer = peers.pop(fd, "an unknown address")
+                peer = peers.pop(fd, UNREADABLE)
                 if refused:
                     log.warning("refused a client from %s: handshake failed (%s)", peer,
                                 refused.pop(0))
                 log.info("the client from %s left", peer)
+                self._closed_fds.append(fd)     # (deque: safe across threads)
             else:
                 why = "authentication (its key is not authorized)" \
                     if kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH \
@@ -293,6 +367,30 @@ class UnitServer:
         if self._auth is not None:
             self._auth.stop()
         self._ctx.term()
+
+
+class _OnlyKey:
+    """ZAP credentials that let in one client public key (Z85)."""
+
+    def __init__(self, key: bytes):
+        self.key = key
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key == self.key
+
+
+def is_loopback(endpoint: str) -> bool:
+    """True if ``endpoint`` (``tcp://HOST:PORT``, ``ipc://``, ``inproc://``) can be reached
+    only from this machine."""
+    scheme, _, rest = endpoint.partition("://")
+    if scheme in ("ipc", "inproc"):
+        return True
+    host = rest.rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _reraise(err: Exception):
+    raise err
 
 
 def _envelope(frames: list) -> tuple[list, list]:
@@ -326,15 +424,20 @@ UNREADABLE = "an address no longer readable"
 
 #: The requests that replace a server's units.
 _NEW_UNITS = (P.Reload, P.SetParameters)
+@functools.lru_cache(maxsize=16)
+def _oks(n: int) -> bytes:
+    """The reply batch of ``n`` Heartbeats."""
+    return encode_batch([P.Ok()] * n)
 
 
-def units_from_file(path: str) -> dict:
+def units_from_file(path: str, own_paths: bool = False) -> dict:
     """The units a UNIT_FILE defines: a model file's top-level atomic subsystems (with its
     ``simulation:`` options), or the one subsystem of a library file. ``path`` may be the
-    file's text itself (as :func:`cosim.modelfile.load` reads it)."""
+    file's text itself (as :func:`cosim.modelfile.load` reads it); ``own_paths``: the file
+    is the master's own (see :func:`cosim.modelfile.load`)."""
     from cluster.unit_files import units_of
     from cosim.modelfile import load
-    return units_of(load(path))
+    return units_of(load(path, own_paths=own_paths))
 
 
 def main(argv=None) -> int:
@@ -346,6 +449,13 @@ def main(argv=None) -> int:
                     help="endpoint (default loopback; ':0' picks a free port)")
     ap.add_argument("--curve-secret", metavar="FILE", help="server secret key file (CURVE)")
     ap.add_argument("--authorized", metavar="DIR", help="directory of client public keys")
+    ap.add_argument("--keys-stdin", action="store_true",
+                    help="read a run's CURVE keys from standard input (three Z85 lines: the "
+                         "server's public and secret key, the one client public key let "
+                         "in): how a master's zmq backend starts its own servers")
+    ap.add_argument("--insecure", action="store_true",
+                    help="serve on an address other machines can reach without CURVE keys "
+                         "(refused otherwise: anyone who reaches it could drive the units)")
     ap.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                     help="import MODULE first (it registers its block types with "
                          "cosim.model.registry.register_block_type); repeatable")
@@ -360,10 +470,36 @@ def main(argv=None) -> int:
     ap.add_argument("--reloadable", action="store_true",
                     help="accept Reload: a master replaces the units with those of a unit "
                          "file it sends (for a master's own servers, never a team's)")
+    ap.add_argument("--max-request-mb", type=float, default=256.0, metavar="MB",
+                    help="most memory one request may make a unit's logs take (default "
+                         "256); a step over it is refused before it starts")
+    ap.add_argument("--max-session-mb", type=float, default=1024.0, metavar="MB",
+                    help="most memory a unit's logs may hold from its Initialize on "
+                         "(default 1024); a step that would pass it is refused")
+    ap.add_argument("--owner-lease", type=float, default=60.0, metavar="SECONDS",
+                    help="a unit's master may stay silent this long (default 60) before "
+                         "another master may take the unit over; until then others are "
+                         "refused ('busy') except for read-only requests")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    keys = None
+    if args.keys_stdin:
+        lines = sys.stdin.read().split()
+        if len(lines) != 3:
+            print("cosim serve: error: --keys-stdin expects three Z85 keys on standard input "
+                  f"(got {len(lines)} lines)", file=sys.stderr)
+            return 2
+        public, secret, client = (x.encode() for x in lines)
+        keys = RunKeys(public, secret, client, b"")
+    if not (keys or args.curve_secret or args.insecure or is_loopback(args.bind)):
+        print(f"cosim serve: error: {args.bind} can be reached from other machines and no "
+              "CURVE keys were given: anyone who reaches it could drive the units. Give "
+              "--curve-secret FILE --authorized DIR (keys from `cosim keys`), bind "
+              "tcp://127.0.0.1:PORT, or pass --insecure on a network you trust",
+              file=sys.stderr)
+        return 2
     try:
         import importlib
         for module in args.plugin:
@@ -379,11 +515,14 @@ def main(argv=None) -> int:
         if args.reloadable:
             # The file is kept parsed: SetParameters builds its units with other values.
             from cluster.unit_files import UnitTemplate
-            kept = [UnitTemplate(args.unit_file, limited)]
+            # A server started by its master with the run's keys serves that master's own
+            # unit files (checked where the master read the model).
+            own = keys is not None
+            kept = [UnitTemplate(args.unit_file, limited, own)]
             units = kept[0].units()
 
             def reload(text: str) -> dict:
-                template = UnitTemplate(text, limited)
+                template = UnitTemplate(text, limited, own)
                 new = template.units()
                 if set(new) != set(server.units):
                     raise ValueError(f"the unit file has units {', '.join(sorted(new))}; "
@@ -394,10 +533,13 @@ def main(argv=None) -> int:
             extra = {"reload": reload,
                      "reparameterize": lambda values: kept[0].units(values)}
         else:
-            units, extra = limited(units_from_file(args.unit_file)), {}
+            units, extra = limited(units_from_file(args.unit_file, keys is not None)), {}
         server = UnitServer(units, args.bind, curve_secret_key_file=args.curve_secret,
                             authorized_keys_dir=args.authorized,
-                            max_message_size=args.max_message_size, **extra)
+                            max_message_size=args.max_message_size,
+                            owner_lease=args.owner_lease, keys=keys,
+                            budget=Budget(int(args.max_request_mb * MB),
+                                          int(args.max_session_mb * MB)), **extra)
     except Exception as err:  # noqa: BLE001 - a clear message, not a traceback
         print(f"cosim serve: error: {err}", file=sys.stderr)
         return 2

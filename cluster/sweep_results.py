@@ -2,8 +2,9 @@
 
 ``results.csv`` holds one row per finished run, appended and synced in batches as runs
 finish, so a killed sweep resumes where it stopped (having lost at most the last batch).
-``sweep.json`` holds the sweep's fingerprint: digests of the model, the configuration, the
-design and the reducers. Resuming into a directory whose
+``sweep.json`` holds the sweep's fingerprint: digests of the model (with every file it
+references: library files, data files, FMUs), the configuration, the design and the
+reducers. Resuming into a directory whose
 fingerprint differs is refused, naming what changed (or, by explicit choice, goes to a new
 directory); a last row torn by a kill during its write is dropped (and re-run) before the
 sweep resumes.
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from cosim.errors import ModelError
 
-__all__ = ["ResultsTable", "fingerprint", "results_dir", "write_parquet"]
+__all__ = ["ResultsTable", "fingerprint", "referenced_files", "results_dir", "write_parquet"]
 
 log = logging.getLogger("cosim.sweep")
 
@@ -57,6 +58,76 @@ def _model_text(model, built=None) -> str:
         return _source_of(model)
 
 
+#: Suffixes of the files a block parameter may name as an input (an output, e.g. a Scope's
+#: image, changes with every run and is not part of what a run depends on).
+INPUT_SUFFIXES = frozenset({".fmu", ".csv", ".tsv", ".txt", ".dat", ".npy", ".npz", ".mat",
+                            ".json", ".h5", ".hdf5", ".parquet", ".yaml", ".yml", ".so",
+                            ".dll", ".dylib", ".xml"})
+
+
+def referenced_files(model, built=None) -> list[Path]:
+    """The files the sweep's ``model`` (factory or model file; ``built``: the factory's
+    model) references, sorted: library files of its references (and theirs), and every
+    block parameter that names an existing file (data files, FMUs), relative to the model
+    file's folder or the working directory."""
+    from cosim.model.block import Block
+    from cosim.model.diagram import Diagram, Reference
+    found: set[Path] = set()
+    try:
+        if isinstance(model, (str, Path)):
+            from cosim.modelfile import load
+            base, top = Path(model).resolve().parent, load(str(model))
+        else:
+            base, top = Path.cwd(), built if built is not None else model()
+    except Exception:  # noqa: BLE001 - a model that cannot be read: its text alone
+        return []
+
+    def named(value, here: Path) -> None:
+        if isinstance(value, str) and 0 < len(value) < 4096 and "\n" not in value \
+                and Path(value).suffix.lower() in INPUT_SUFFIXES:
+            for where in (Path(value),) if Path(value).is_absolute() else \
+                    (here / value, Path.cwd() / value):
+                try:
+                    if where.is_file():
+                        found.add(where.resolve())
+                except OSError:
+                    pass
+        elif isinstance(value, (list, tuple)):
+            for v in value[:1000]:
+                named(v, here)
+        elif isinstance(value, dict):
+            for v in list(value.values())[:1000]:
+                named(v, here)
+
+    def walk(diagram, here: Path, depth: int) -> None:
+        for b in getattr(diagram, "blocks", ()):
+            if isinstance(b, Reference):
+                src = b.source
+                if isinstance(src, str) and src.endswith((".yaml", ".yml")):
+                    file = Path(src) if Path(src).is_absolute() else here / src
+                    if file.is_file() and file.resolve() not in found and depth < 20:
+                        found.add(file.resolve())
+                        try:
+                            from cosim.modelfile import load_subsystem
+                            walk(load_subsystem(file, b.name), file.resolve().parent,
+                                 depth + 1)
+                        except Exception:  # noqa: BLE001 - its bytes are digested all the same
+                            pass
+                named(b.overrides, here)
+            elif isinstance(b, Diagram):
+                named(getattr(b, "context", {}), here)
+                walk(b, here, depth)
+            elif isinstance(b, Block):
+                try:
+                    named(b.spec(), here)
+                except Exception:  # noqa: BLE001 - a block without a spec names no file
+                    pass
+    walk(top, base, 0)
+    if isinstance(model, (str, Path)):
+        found.discard(Path(model).resolve())
+    return sorted(found)
+
+
 def fingerprint(model, config, run_ids: list[str], reducers: dict,
                 built=None) -> dict[str, str]:
     """Digests of what a sweep's rows depend on.
@@ -75,12 +146,16 @@ def fingerprint(model, config, run_ids: list[str], reducers: dict,
     Returns
     -------
     dict of str to str
-        One digest per part of :data:`PARTS`.
+        One digest per part of :data:`PARTS` (the model's with the bytes of every file
+        it references, :func:`referenced_files`).
     """
     reducer_text = "\n".join(
         f"{name}: {r!r}" if type(r).__module__.startswith("cluster.") else
         f"{name}: {_source_of(r)}" for name, r in sorted(reducers.items()))
-    return {"model": _digest(_model_text(model, built)), "config": _digest(repr(config)),
+    files = "".join(f"\n{path}: {_digest(path.read_bytes())}"
+                    for path in referenced_files(model, built))
+    return {"model": _digest(_model_text(model, built) + files),
+            "config": _digest(repr(config)),
             "design": _digest("\n".join(run_ids)), "reducers": _digest(reducer_text)}
 
 

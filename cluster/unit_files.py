@@ -135,12 +135,13 @@ class UnitTemplate:
         The file cannot be read (as :func:`cosim.modelfile.load` says).
     """
 
-    def __init__(self, source, limit: Callable[[dict], dict] | None = None):
+    def __init__(self, source, limit: Callable[[dict], dict] | None = None,
+                 own_paths: bool = False):
         from cosim.modelfile import load
         self._limit = limit or (lambda units: units)
         # Never evaluated (evaluation builds blocks and inlines references in place): each
         # build evaluates a copy.
-        self._pristine = load(source)
+        self._pristine = load(source, own_paths=own_paths)
 
     def units(self, parameters: Mapping | None = None) -> dict:
         """The units the file builds, with these values of its top-level parameters (bit for

@@ -12,17 +12,22 @@ master can restore it from a checkpoint.
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import os
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+import weakref
 from pathlib import Path
 
 from cluster.channel import Channel
+from cluster.dataplane import RunKeys
 from cluster.unit_files import split_parameters, unit_file_data
 from cosim.compile.flatten import ALL_OUTPUTS
 from cosim.errors import ModelError, TransportError
@@ -35,6 +40,8 @@ __all__ = ["CONNECT_TIMEOUT", "RemoteUnits", "ServedProxy", "ZmqBackend", "ZmqPr
 
 #: Default seconds to reach a unit server and shake hands.
 CONNECT_TIMEOUT = 10.0
+#: Seconds a spawned server may be stopped (SIGSTOP) before it counts as gone.
+FROZEN_AFTER = 2.0
 
 
 class ZmqProxy(Proxy):
@@ -170,23 +177,31 @@ class ServedProxy(ZmqProxy):
 class _ServerProcess:
     """One spawned ``cluster.server`` process, shared by the proxies of the units it hosts.
 
-    On Linux the process gets SIGTERM when its master dies (``PR_SET_PDEATHSIG``), so a master
-    that is killed leaves no server behind holding its port; a master that returns or raises
-    stops its servers through :meth:`ZmqBackend.stop`.
+    On Linux the process gets SIGTERM when its master's process dies (``PR_SET_PDEATHSIG``),
+    so a master that is killed leaves no server behind holding its port. (The signal comes
+    when the *thread* that started the child ends: every server is started from
+    :data:`_SPAWNER`, a thread that lives as long as the process, so that a co-simulation
+    made in one thread runs on from another.) A master that returns or raises stops its
+    servers through :meth:`ZmqBackend.stop`, a CoSimulation closed or left as a context
+    manager, garbage-collected or alive at interpreter exit through the backend's
+    finalizer.
     """
 
     def __init__(self, unit_file: Path, plugins=(), reloadable: bool = False, *,
-                 wait: bool = True):
+                 wait: bool = True, keys: RunKeys | None = None):
         self.unit_file = unit_file
         self.plugins = tuple(plugins)
         self.reloadable = reloadable
+        self.keys = keys
         self.generation = 0
         self._launch()
         if wait:
             self.ready()
 
     def _launch(self) -> None:
-        self.proc, self._err = _launch(self.unit_file, self.plugins, self.reloadable)
+        self._stopped_since = None      # since when the process is seen stopped
+        self.proc, self._err = _launch(self.unit_file, self.plugins, self.reloadable,
+                                       self.keys)
         self.address = None
 
     def ready(self) -> None:
@@ -209,9 +224,20 @@ class _ServerProcess:
         self._start()
 
     def gone(self) -> str | None:
-        """Why the process cannot answer (it exited), or None while it runs."""
+        """Why the process cannot answer — it exited, or it has been stopped (SIGSTOP, a
+        debugger) for :data:`FROZEN_AFTER` seconds — or None while it runs. A stopped
+        process is told from a slow one by its state, not by the step's timeout."""
         code = self.proc.poll()
         if code is None:
+            if not _stopped(self.proc.pid):
+                self._stopped_since = None
+                return None
+            now = time.monotonic()
+            if self._stopped_since is None:
+                self._stopped_since = now
+            elif now - self._stopped_since >= FROZEN_AFTER:
+                return (f"its server process (pid {self.proc.pid}) is frozen: stopped "
+                        f"(SIGSTOP or a debugger) for {now - self._stopped_since:.1f} s")
             return None
         how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
         return f"its server process (pid {self.proc.pid}) died ({how})"
@@ -258,21 +284,38 @@ class _SpawnedProxy(ZmqProxy):
         super().recover(deadline)
 
 
-def _launch(unit_file: Path, plugins=(), reloadable: bool = False):
+def _stopped(pid: int) -> bool:
+    """True if process ``pid`` is stopped (Linux ``/proc``; elsewhere never)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
+
+
+def _launch(unit_file: Path, plugins=(), reloadable: bool = False,
+            keys: RunKeys | None = None):
     """Start ``python -m cluster.server UNIT_FILE --bind tcp://127.0.0.1:0`` (with
-    ``--reloadable``: it accepts Reload); the process and the file its log goes to (read by
+    ``--reloadable``: it accepts Reload; with ``keys``: CURVE, the keys written to its
+    standard input, never to disk); the process and the file its log goes to (read by
     :func:`_address_of`)."""
     # The server's log goes to a file, not a pipe nobody reads once it runs: a pipe would
     # fill after 64 KiB of warnings and block the server mid-run.
     err = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(
+    proc = _SPAWNER.call(lambda: subprocess.Popen(
         [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
          "tcp://127.0.0.1:0", "--log-level", "WARNING",
          *[arg for m in plugins for arg in ("--plugin", m)],
-         *(["--reloadable"] if reloadable else [])],
+         *(["--reloadable"] if reloadable else []),
+         *(["--keys-stdin"] if keys is not None else [])],
+        stdin=subprocess.PIPE if keys is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=err, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        preexec_fn=_die_with_parent)
+        preexec_fn=_die_with_parent))
+    if keys is not None:
+        with proc.stdin:
+            proc.stdin.write(b"\n".join((keys.server_public, keys.server_secret,
+                                          keys.client_public)).decode() + "\n")
     return proc, err
 
 
@@ -295,6 +338,49 @@ def _die_with_parent() -> None:
 # Loaded before any fork: the child only calls it (nothing to import between fork and exec).
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+class _Spawner:
+    """A daemon thread, started on first use, that runs the calls given to :meth:`call`
+    (the server processes' starts): it ends only with the process."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def call(self, fn):
+        """``fn()`` run on the spawner thread; its result, or the exception it raised."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="cosim-spawner",
+                                                daemon=True)
+                self._thread.start()
+        done = concurrent.futures.Future()
+        self._jobs.put((fn, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            fn, done = self._jobs.get()
+            try:
+                done.set_result(fn())
+            except BaseException as err:  # noqa: BLE001 - handed to the caller
+                done.set_exception(err)
+
+
+_SPAWNER = _Spawner()
+
+
+def _stop_servers(servers: list) -> None:
+    """Stop ``servers`` (all told first, then awaited: each takes up to its poll interval
+    to notice) and empty the list. A backend's finalizer: it holds no backend."""
+    for server in servers:
+        if server.proc.poll() is None:
+            server.proc.terminate()
+    for server in servers:
+        server.stop()
+    servers.clear()
 
 
 def _plugins(diagram) -> list[str]:
@@ -373,6 +459,11 @@ class ZmqBackend(Backend):
         self.cfg = cosim_config
         self.proxies: dict = {}
         self.servers: list[_ServerProcess] = []
+        #: This run's CURVE keys: its servers let in only this master (no other local
+        #: process can drive, read or reload them).
+        self.keys = RunKeys.new()
+        # Stops the servers when the backend is stopped, garbage-collected or alive at exit.
+        self._finalizer = weakref.finalize(self, _stop_servers, self.servers)
         self.connections: list[Channel] = []
         self._dir = None
         self._layout: list[tuple] = []
@@ -417,11 +508,12 @@ class ZmqBackend(Backend):
             self._structures.append(split_parameters(data)[0])
             self.servers.append(_ServerProcess(path, sorted({m for spec in group
                                                              for m in _plugins(spec.subsystem)}),
-                                               reloadable=True, wait=False))
+                                               reloadable=True, wait=False,
+                                               keys=self.keys))
         # Launched all before any is awaited: they import and build their units side by side.
         for group, server in zip(groups.values(), self.servers):
             server.ready()
-            conn = Channel(server.address, _SpawnedProxy.POLL, patient=True)
+            conn = Channel(server.address, _SpawnedProxy.POLL, patient=True, keys=self.keys)
             self.connections.append(conn)
             for spec in group:
                 self.proxies[spec.name] = _SpawnedProxy(spec.name, server, conn,
@@ -475,12 +567,8 @@ class ZmqBackend(Backend):
     def stop(self) -> None:
         for conn in self.connections:
             conn.close()
-        # All told first, then awaited: each takes up to its poll interval to notice.
-        for server in self.servers:
-            server.proc.terminate()
-        for server in self.servers:
-            server.stop()
-        self.proxies, self.servers, self.connections = {}, [], []
+        _stop_servers(self.servers)
+        self.proxies, self.connections = {}, []
         self._structures = []
         if self._dir is not None:
             self._dir.cleanup()

@@ -7,6 +7,8 @@ time a user waited agree or the difference is explained.
 
 from __future__ import annotations
 
+import os
+
 from cosim.cli.common import EXIT_OK, RunFailed, Usage, load_model
 from cosim.cli.options import overrides, run_config
 from cosim.cli.wall import Phases
@@ -54,12 +56,19 @@ def _out_path(text: str | None):
         return None
     from pathlib import Path
 
-    from cosim.run.results import FORMATS
+    from cosim.run.results import FORMATS, check_writable
+    if text.endswith(("/", os.sep)) or Path(text).is_dir():
+        raise Usage(f"--out {text}: is a directory; give a file name, e.g. "
+                    f"{Path(text) / 'results.npz'}")
     out = Path(text)
     if out.suffix.lower() not in FORMATS:
         out = out.with_name(out.name + ".npz")          # no known suffix: as numpy
     if not out.parent.is_dir():
         raise Usage(f"cannot write {out}: no directory {out.parent}")
+    try:
+        check_writable(out)                 # now, not after the run's work
+    except OSError as err:
+        raise Usage(f"cannot write {out}: {err.strerror or err}") from None
     return out
 
 

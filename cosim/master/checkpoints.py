@@ -1,22 +1,17 @@
 """Central checkpoints of a co-simulation: every unit's state and the master's own as one
-nested dict of plain values and arrays, and its files (``path.json`` + ``path.npz``)."""
+nested dict of plain values and arrays, and its file (``path.npz``: one file written
+atomically, with the model's identity and the logs so far; see :mod:`cosim.run.checkpoint`)."""
 
 from __future__ import annotations
-
-import json
-import os
-from pathlib import Path
 
 import numpy as np
 
 from cosim.errors import ModelError
 from cosim.master import protocol as P
-from cosim.run.checkpoint import inexact_solvers, join_tree, paths, split_tree, warn_inexact
+from cosim.run.checkpoint import (FORMAT, check_identity, checkpoint_file, inexact_solvers,
+                                  join_tree, read_file, split_tree, warn_inexact, write_file)
 
 __all__ = ["pack", "ports", "read", "unit_states", "write"]
-
-#: Checkpoint file format written by :func:`write`.
-FORMAT = 2
 
 
 def pack(units: dict, master: dict, values: dict, points: dict,
@@ -67,53 +62,57 @@ def ports(cp: dict) -> tuple[dict, dict]:
     return values, points
 
 
-def write(capture: dict, path, units: list[str], logs: dict | None = None) -> None:
-    """Write ``capture`` of the co-simulation of ``units`` to ``path.json`` + ``path.npz``,
+def write(capture: dict, path, units: list[str], logs: dict | None = None,
+          identity: dict | None = None) -> None:
+    """Write ``capture`` of the co-simulation of ``units`` to the one file ``path.npz``,
     with the central ``logs`` up to it (``{key: (t, values)}``, :meth:`CentralLogs.snapshot
-    <cosim.master.central_logs.CentralLogs.snapshot>``), so a run resumed from the files has
-    its logs from t0. Both files are written beside and then moved into place, so a
-    checkpoint on disk is always whole."""
+    <cosim.master.central_logs.CentralLogs.snapshot>``), so a run resumed from the file has
+    its logs from t0, and the model's ``identity`` (:func:`cosim.run.checkpoint.identity`).
+    The file is written beside and renamed into place: a checkpoint on disk is always whole.
+
+    Raises
+    ------
+    ModelError
+        It cannot be written (the previous checkpoint there is unchanged).
+    """
     arrays, scalars = {}, {}
+    target = checkpoint_file(path)
     # Units that are simulators (not FMUs) say whether their solvers resume exactly.
     warn_inexact([where for u, st in capture["units"].items()
                   if isinstance(st["data"], dict) and "atomic" in st["data"]
-                  for where in inexact_solvers(st["data"], u)], paths(path)[0])
+                  for where in inexact_solvers(st["data"], u)], target)
     split_tree(capture, "cosim", arrays, scalars)
     keys = sorted(logs or {})
     for i, key in enumerate(keys):
         arrays[f"log_t{i}"], arrays[f"log_v{i}"] = logs[key]
     meta = {"format": FORMAT, "kind": "co-simulation", "units": units, "scalars": scalars,
-            "logs": keys}
-    jpath, npath = paths(path)
-    tmp_j, tmp_n = jpath.with_name(jpath.name + ".tmp"), npath.with_name(npath.name + ".tmp")
-    tmp_j.write_text(json.dumps(meta, indent=1))
-    with open(tmp_n, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp_n, npath)          # the arrays first: the JSON names what they hold
-    os.replace(tmp_j, jpath)
+            "logs": keys if logs is not None else None, "identity": identity}
+    write_file(target, meta, arrays)
 
 
-def read(path, units: list[str]) -> tuple[dict, dict | None]:
+def read(path, units: list[str], identity: dict | None = None) -> tuple[dict, dict | None]:
     """The capture :func:`write` wrote to ``path``, and the logs up to it (None for a file
     written without them).
 
     Raises
     ------
     ModelError
-        The files cannot be read, or hold another co-simulation's checkpoint (other units).
+        The file cannot be read or is damaged, or holds another co-simulation's checkpoint
+        (other units; with ``identity``, another structure or other parameter values).
     """
-    jpath, npath = paths(path)
-    try:
-        meta = json.loads(Path(jpath).read_text())
-    except (OSError, ValueError) as err:
-        raise ModelError(f"cannot read checkpoint {jpath}: {err}") from err
-    if meta.get("kind") != "co-simulation" or meta.get("units") != units:
-        raise ModelError(f"checkpoint {jpath} is not of this co-simulation (units "
+    target = checkpoint_file(path)
+    meta, arrays = read_file(target, "co-simulation")
+    if meta.get("units") != units:
+        raise ModelError(f"checkpoint {target} is not of this co-simulation (units "
                          f"{meta.get('units')} vs {units})")
-    with np.load(npath, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    logs = None
-    if "logs" in meta:
-        logs = {key: (arrays.pop(f"log_t{i}"), arrays.pop(f"log_v{i}"))
-                for i, key in enumerate(meta["logs"])}
-    return join_tree("cosim", arrays, meta["scalars"]), logs
+    if identity is not None:
+        check_identity(meta.get("identity"), identity, target)
+    try:
+        logs = None
+        if meta.get("logs") is not None:
+            logs = {key: (arrays.pop(f"log_t{i}"), arrays.pop(f"log_v{i}"))
+                    for i, key in enumerate(meta["logs"])}
+        return join_tree("cosim", arrays, meta["scalars"]), logs
+    except (KeyError, TypeError, ValueError) as err:
+        raise ModelError(f"checkpoint {target} is damaged ({type(err).__name__}: {err})") \
+            from None

@@ -73,6 +73,7 @@ class CoSimulation(PacedRuns):
     """
 
     def __init__(self, model, config, hosts=None, dashboard=None):
+        from cosim.run import checkpoint
         from cosim.run.simulator import Simulator
         if isinstance(dashboard, str):
             from cosim.dashboard.server import parse_address
@@ -89,6 +90,9 @@ class CoSimulation(PacedRuns):
                  or hasattr(b, "as_unit")}
         log = None if config.log is None else tuple(
             k for k in config.log if k.partition("/")[0] not in inner or "/" not in k)
+        if config.cosim.checkpoint_path is not None:
+            # Found now, not when a unit fails and the checkpoint is due.
+            checkpoint.check_writable(config.cosim.checkpoint_path)
         mono = Simulator(model, replace(config, cosim=None, log=log))
         mono.initialize()
         mono.finalize()          # release what initialize acquired (e.g. FMU instances)
@@ -150,6 +154,8 @@ class CoSimulation(PacedRuns):
         keys = dict(self.split.keys) if self.split else {}
         keys.update((k, keys.get(v, v)) for k, v in self.partition.keys.items())
         self.master = Master(proxies, self.partition.links, config, keys=keys)
+        # Checkpoints carry the whole model's identity (structure, parameter values, run).
+        self.master.identity = checkpoint.identity(mono, checkpoint.run_id(self))
         self._stop_requested = False
         self._closed = False
         #: The :class:`~cosim.dashboard.Dashboard` showing this run, or None.
@@ -300,8 +306,10 @@ class CoSimulation(PacedRuns):
             arrays[f"timing/{unit}"] = np.column_stack([np.asarray(ts), np.asarray(seconds)])
         arrays["run.json"] = np.array(json.dumps(self.placement()))
         from cosim.dashboard.static import dumps, run_facts
+        from cosim.run.results import replacing
         arrays["dashboard.json"] = np.array(dumps(run_facts(self)))   # the report's diagram
-        np.savez(path, **arrays)
+        with replacing(path) as tmp:        # whole or not at all
+            np.savez(tmp, **arrays)
 
     def placement(self) -> dict:
         """Where and how each unit ran: model, macro step, scheme, backend, and per unit its
@@ -328,14 +336,26 @@ class CoSimulation(PacedRuns):
     def load_checkpoint(self, path) -> None:
         self.master.load_checkpoint(path)
 
+    def __enter__(self) -> CoSimulation:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        """Leaving a ``with CoSimulation(...) as sim:`` block closes it (see :meth:`close`;
+        after an exception, the backends are not handed back to :attr:`hosts`)."""
+        self.close(keep=kind is None)
+
     def close(self, keep: bool = True) -> None:
         """Terminate the units and stop the backend (units that already failed are skipped).
+        Closing again does nothing. (A CoSimulation never closed stops its backends' server
+        processes when it is garbage-collected or the interpreter exits.)
 
         With :attr:`hosts`, the backends are handed back to them instead, unless ``keep`` is
         false (the caller saw the run fail) or a unit could not be terminated: a failed
         run's processes are never handed to the next run.
         """
         from cosim.errors import CosimError
+        if self._closed:
+            return
         self._closed = True
         if self.dashboard is not None:
             self.dashboard.update()             # the page's last look at the run

@@ -33,7 +33,7 @@ from cosim.master.extrapolation import PortHistory
 from cosim.master.fused import FusedStep
 from cosim.master.pipeline import Pipeline
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
-from cosim.master.recovery import recover
+from cosim.master.recovery import bring_back, recover
 from cosim.master.stepsize import StepControl
 from cosim.master.unitgraph import UnitGraph
 from cosim.run.logs import Logs
@@ -64,7 +64,12 @@ class Master:
         and stop.
     stats : dict of str to int
         ``macro_steps``, ``rejected``, ``iterations`` (coupling evaluations), ``recoveries``.
+    identity : dict or None
+        The model's identity (:func:`cosim.run.checkpoint.identity`, set by the
+        CoSimulation): checkpoints carry it, and one of another model is refused.
     """
+
+    identity: dict | None = None
 
     def __init__(self, proxies: dict, links, config, keys: dict | None = None):
         self.proxies = proxies
@@ -114,7 +119,17 @@ class Master:
     # -- set-up ---------------------------------------------------------------------------
 
     def initialize(self) -> None:
-        """Initialize every unit, check the links, and co-initialize the outputs at t0."""
+        """Initialize every unit, check the links, and co-initialize the outputs at t0; a
+        unit lost meanwhile is brought back and every unit initialized again
+        (:func:`~cosim.master.recovery.bring_back`)."""
+        while True:
+            try:
+                return self._initialize()
+            except TransportError as err:
+                bring_back(err, self.proxies, self.stats["recoveries"], self.cfg)
+                self.stats["recoveries"] += 1
+
+    def _initialize(self) -> None:
         t0 = self.config.t0
         reps = self._call({u: [P.Initialize(t0), P.Describe()] for u in self.names}, t0)
         self.desc = {u: reps[u][1] for u in self.names}
@@ -377,10 +392,16 @@ class Master:
         t_end = self.config.t_end if t_end is None else t_end
         self.control.check_end(self.config.t0, t_end)
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
-        if self.T < t_end - eps and self._steps(t_end, t_end, eps):
-            return self.logs                # a unit stopped the run at an event
-        self._finish()
-        return self.logs
+        while True:
+            if self.T < t_end - eps and self._steps(t_end, t_end, eps):
+                return self.logs            # a unit stopped the run at an event
+            try:
+                self._finish()
+                return self.logs
+            except TransportError as err:
+                # A unit lost at the end (its last outputs or logs): recovered like one lost
+                # in a step, and the steps from the checkpoint replayed.
+                self._recover(err)
 
     def advance(self, t_end: float | None = None, until: float | None = None) -> float:
         """Macro steps exactly as :meth:`run` takes them towards ``t_end`` (default
@@ -430,7 +451,7 @@ class Master:
                     return True             # a unit stopped the run inside the chunk
                 every = self.cfg.checkpoint_every
                 if every and self.n % every == 0:
-                    self._checkpoint = self._capture()
+                    self._take_checkpoint()
             elif self._advance(t_end, eps):
                 if observer is not None:
                     observer.observe(self)
@@ -467,8 +488,17 @@ class Master:
             return True
         every = self.cfg.checkpoint_every
         if every and self.n % every == 0 and not provisional:
-            self._checkpoint = self._capture()
+            self._take_checkpoint()
         return False
+
+    def _take_checkpoint(self) -> None:
+        """The periodic checkpoint; a unit lost while it is captured (its logs collected,
+        its state asked for) is recovered like one lost in a step: from the checkpoint
+        before, whose steps are replayed."""
+        try:
+            self._checkpoint = self._capture()
+        except TransportError as err:
+            self._recover(err)
 
     def _resume(self) -> None:
         """Roll back a provisional step (see :meth:`run`): the master continues from the
@@ -596,11 +626,12 @@ class Master:
         """Gather every unit's state and the master's own into ``path.json`` + ``path.npz``
         (after a provisional step, the state before it: see :meth:`run`)."""
         cp = self._capture() if self._provisional is None else self._provisional[0]
-        checkpoints.write(cp, path, self.names, self.central.snapshot(cp["log_lengths"]))
+        checkpoints.write(cp, path, self.names, self.central.snapshot(cp["log_lengths"]),
+                          self.identity)
 
     def load_checkpoint(self, path) -> None:
         """Restore every unit and the master from :meth:`save_checkpoint`'s files."""
-        cp, logs = checkpoints.read(path, self.names)
+        cp, logs = checkpoints.read(path, self.names, self.identity)
         if not self._initialized:
             self.initialize()
         self._provisional = None
@@ -615,7 +646,8 @@ class Master:
         recover(err, self._checkpoint, self.proxies, recoveries, self.cfg,
                 restore=lambda cp: self._restore(cp, logs="truncate"),
                 save=lambda cp, path: checkpoints.write(
-                    cp, path, self.names, self.central.snapshot(cp["log_lengths"])))
+                    cp, path, self.names, self.central.snapshot(cp["log_lengths"]),
+                    self.identity))
         self.stats["recoveries"] = recoveries + 1
         self.step_log.append(StepRecord(self.T, 0.0, status=StepStatus.RECOVERED,
                                         message=str(err)))

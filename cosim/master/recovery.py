@@ -9,7 +9,7 @@ from typing import Callable
 
 from cosim.errors import TransportError
 
-__all__ = ["recover"]
+__all__ = ["bring_back", "recover"]
 
 
 def recover(err: TransportError, checkpoint: dict | None, proxies: dict, recoveries: int,
@@ -57,3 +57,30 @@ def recover(err: TransportError, checkpoint: dict | None, proxies: dict, recover
                              f"{checkpoint['master']['T']:g}) was saved to {path}: "
                              f"resume with `cosim run MODEL --resume {path}`",
                              t=final.t) from final
+
+
+def bring_back(err: TransportError, proxies: dict, recoveries: int, cfg) -> None:
+    """A unit failed before the run has a checkpoint (while the units are initialized):
+    bring every unit back (a lost process re-spawned) so that the master initializes them
+    all again, or raise ``err``.
+
+    Parameters
+    ----------
+    err : TransportError
+        The failure.
+    proxies : dict of str to Proxy
+    recoveries : int
+        Recoveries so far; at ``cfg.max_restarts`` (or without ``cfg.checkpoint_every``:
+        recovery is off) ``err`` is raised.
+    cfg : CosimConfig
+
+    Raises
+    ------
+    TransportError
+        ``err``, or why a unit cannot be brought back.
+    """
+    if not cfg.checkpoint_every or recoveries >= cfg.max_restarts:
+        raise err
+    deadline = time.time() + cfg.timeout
+    for proxy in proxies.values():
+        proxy.recover(deadline)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from cosim.errors import ModelError
 from cosim.model import declarations, registry as blocktypes
@@ -179,6 +179,14 @@ class Builder:
                              f"{suggest(key, signature)} (parameters: "
                              f"{', '.join(signature) or 'none'})", key=True)
                 good = False
+            elif key in getattr(cls, "output_files", ()) and not self.doc.own_paths:
+                why = _outside(value)
+                if why:
+                    self.doc.add(path + ("params", key), f"{where}: {key} {value!r} {why}; a "
+                                 "model file writes only inside the run's folder (give "
+                                 "another place from the command line or from Python)",
+                                 key=True)
+                    good = False
             else:
                 good &= self.expressions(value, path + ("params", key), scope,
                                          f"{where} {key}")
@@ -387,6 +395,23 @@ class Builder:
 
 def _diagram_name(prefix: str) -> str:
     return f"subsystem {prefix[:-1]!r}" if prefix else "the model"
+
+
+def _outside(value) -> str | None:
+    """Why ``value``, a file a block writes, would land outside the run's folder, or None:
+    it must be a relative path that stays inside (no ``..``, no drive or home)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        return "is not a file name"
+    if value.startswith(("=", "~")):
+        return "must be a plain relative path (not an expression or a home path)"
+    posix, windows = PurePosixPath(value), PureWindowsPath(value)
+    if posix.is_absolute() or windows.is_absolute() or windows.drive:
+        return "is an absolute path"
+    if ".." in posix.parts or ".." in windows.parts:
+        return "leaves the run's folder (..)"
+    return None
 
 
 def _argument(key: str, value):

@@ -15,10 +15,10 @@ from cosim.modelfile.schema import check_schema
 __all__ = ["Reading", "load", "load_model", "load_subsystem", "read_model_file"]
 
 
-def _parse(source, what: str) -> tuple[Doc, set]:
+def _parse(source, what: str, own_paths: bool = False) -> tuple[Doc, set]:
     """The read document of ``source`` and the paths that violate the schema."""
     text, filename, base_dir = read_text(source, what)
-    doc = Doc(filename, base_dir, from_file=filename != "<string>")
+    doc = Doc(filename, base_dir, from_file=filename != "<string>", own_paths=own_paths)
     compose(doc, text)
     if doc.data is None and not doc.problems:
         doc.add((), "the file is empty; a model file starts with 'model: <name>' and a "
@@ -137,13 +137,15 @@ def _subsystem(doc: Doc, bad: set, name: str | None) -> Subsystem:
     return sub
 
 
-def load(source) -> Model | Subsystem:
+def load(source, *, own_paths: bool = False) -> Model | Subsystem:
     """Read a model file or a library file, whichever ``source`` is (see :func:`load_model`).
 
     A file whose top level has ``subsystem:`` is a library file (returns a Subsystem);
-    otherwise a model file (returns a Model).
+    otherwise a model file (returns a Model). ``own_paths``: the file is the caller's own
+    (a unit file a master wrote for its server), and its blocks may write anywhere; other
+    files write only inside the run's folder.
     """
-    doc, bad = _parse(source, "load")
+    doc, bad = _parse(source, "load", own_paths)
     if isinstance(doc.data, dict) and "subsystem" in doc.data:
         return _subsystem(doc, bad, None)
     return _model(doc, bad)

@@ -74,6 +74,9 @@ class Doc:
     filename: str
     base_dir: Path
     from_file: bool = False
+    #: The file is the master's own (a unit file it wrote for a server it started): the
+    #: paths of files its blocks write are not limited to the run's folder.
+    own_paths: bool = False
     data: object = None
     marks: dict = field(default_factory=dict)       # path -> (line, col) of the value
     key_marks: dict = field(default_factory=dict)   # path -> (line, col) of its mapping key

@@ -7,25 +7,44 @@ same for every atomic subsystem inside. Restoring it and continuing is bit for b
 never stopping, with every solver of :data:`cosim.solvers.SOLVERS` (the scipy ones included:
 their step history is part of the solver's state). A solver of your own that declares
 ``checkpoint_exact = False`` is named in a warning when a checkpoint is saved (the resumed run
-continues, but not bit for bit). Snapshots are what units return for rollback (``UnitState.data``; they travel
-over the wire as they are). A *checkpoint* writes a snapshot to ``path.json`` (structure,
-scalars, versions — Python's float repr round-trips exactly) and ``path.npz`` (arrays).
+continues, but not bit for bit). Snapshots are what units return for rollback
+(``UnitState.data``; they travel over the wire as they are).
+
+A *checkpoint file* is one ``.npz`` file (:func:`write_file`, :func:`read_file`): the arrays,
+and the JSON of everything else (structure, scalars, versions — Python's float repr
+round-trips exactly) as one array of bytes. It is written under a temporary name beside its
+place, flushed to disk and renamed over the previous one, so a checkpoint on disk is always
+whole: a crash, a full disk or an I/O error while writing leaves the previous checkpoint as
+it was. It carries its model's :func:`identity` — a fingerprint of the structure (blocks,
+wires, steps), the blocks' parameter values and the id of the run that wrote it — and a
+model whose identity differs is refused, naming what differs. A damaged file is refused with
+an error naming it. A simulator's checkpoint also carries the logs so far, so a run resumed
+from it has its logs from the start.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import tempfile
+import uuid
 import warnings
+import weakref
 from pathlib import Path
 
 import numpy as np
 
 from cosim.errors import ModelError
 
-__all__ = ["inexact_solvers", "join_tree", "load", "mismatch", "paths", "restore_snapshot",
-           "save", "snapshot", "split_tree", "warn_inexact"]
+__all__ = ["check_identity", "check_writable", "checkpoint_file", "identity",
+           "inexact_solvers", "join_tree", "load", "mismatch", "read_file", "restore_snapshot",
+           "run_id", "save", "snapshot", "split_tree", "warn_inexact", "write_file"]
 
-FORMAT = 2
+#: Format 3: one file (format 2 was ``path.json`` + ``path.npz``).
+FORMAT = 3
+#: The name of the JSON entry of a checkpoint file.
+_META = "__meta__"
 
 
 # -- nested dicts <-> (arrays, JSON scalars) -------------------------------------------------
@@ -168,9 +187,10 @@ def mismatch(sim, tree: dict) -> list[str]:
     return problems
 
 
-def _apply(sim, tree: dict, rollback: bool) -> None:
+def _apply(sim, tree: dict, rollback: bool, saved=None, prefix: str = "") -> None:
     """Put ``sim`` in the state of ``tree``; ``rollback`` keeps the logs, cut back to the
-    snapshot (in-memory rollback), otherwise logs restart there (a run resumed from a file)."""
+    snapshot (in-memory rollback), otherwise logs restart there (a run resumed from a file),
+    with ``saved`` (``(arrays, logs)`` of a checkpoint file) the logs before it."""
     if not sim.initialized:
         sim.initialize()
     meta = tree["meta"]
@@ -183,10 +203,12 @@ def _apply(sim, tree: dict, rollback: bool) -> None:
     if sim.solver is not None:
         sim.solver.set_state(tree["solver"])
     for path, blk in sim.atomics:
-        _apply(blk.inner, tree["atomic"][path], rollback)
+        _apply(blk.inner, tree["atomic"][path], rollback, saved, f"{prefix}/{path}")
     if rollback:
         sim.store.cut({"log_lengths": meta["log_lengths"], "task_ticks": meta["task_ticks"],
                        "last_logged": meta["last_logged"]})
+    elif saved is not None and prefix in saved[1]:
+        _seed_logs(sim, prefix, *saved, meta["last_logged"])
     else:
         sim.restart_logs(meta["last_logged"] + 1, meta["last_logged"])
     if sim.monitor is not None:
@@ -204,44 +226,315 @@ def restore_snapshot(sim, tree: dict) -> None:
 
 # -- checkpoint files ------------------------------------------------------------------------
 
-def paths(path) -> tuple[Path, Path]:
-    """The ``(json, npz)`` file paths of checkpoint ``path`` (with or without a suffix)."""
+def checkpoint_file(path) -> Path:
+    """The file of checkpoint ``path``: ``path.npz`` (``path`` may end in ``.npz``, or in
+    ``.json`` as format 2's names did)."""
     p = Path(path)
     base = p.with_suffix("") if p.suffix in (".json", ".npz") else p
-    return base.with_name(base.name + ".json"), base.with_name(base.name + ".npz")
+    return base.with_name(base.name + ".npz")
 
+
+def paths(path) -> tuple[Path, Path]:
+    """Format 2's ``(json, npz)`` file paths of checkpoint ``path`` (to name them when a
+    checkpoint of that format is found)."""
+    npz = checkpoint_file(path)
+    return npz.with_suffix(".json"), npz
+
+
+def check_writable(path) -> Path:
+    """Raise ModelError now, naming ``path`` and why, if checkpoint ``path`` could not be
+    written (its folder missing or not writable), rather than when the first checkpoint is
+    due; the checkpoint file otherwise."""
+    target = checkpoint_file(path)
+    folder = target.parent
+    if not folder.is_dir():
+        raise ModelError(f"checkpoint path {path}: folder {folder} does not exist; create it "
+                         "or choose another checkpoint path")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ModelError(f"checkpoint path {path}: cannot write in {folder} ({err.strerror}); "
+                         "choose a writable checkpoint path") from err
+    if target.exists() and not os.access(target, os.W_OK):
+        raise ModelError(f"checkpoint path {path}: {target} exists and is not writable")
+    return target
+
+
+def write_file(path, meta: dict, arrays: dict) -> Path:
+    """Write one checkpoint file atomically (see the module notes); its path.
+
+    Raises
+    ------
+    ModelError
+        It could not be written (the reason, e.g. no space left); the previous checkpoint
+        at ``path``, if any, is unchanged and no temporary file is left.
+    """
+    target = checkpoint_file(path)
+    data = dict(arrays)
+    data[_META] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                   dir=target.parent)
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+        tmp = None
+        _sync_folder(target.parent)
+    except OSError as err:
+        raise ModelError(f"cannot write checkpoint {target}: {err.strerror or err}; the "
+                         "previous checkpoint there (if any) is unchanged") from err
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return target
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (where the platform allows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_file(path, kind: str) -> tuple[dict, dict]:
+    """``(meta, arrays)`` of the checkpoint file at ``path`` written for ``kind``
+    (``"simulation"`` or ``"co-simulation"``).
+
+    Raises
+    ------
+    ModelError
+        No such file, a file of format 2 (two files), of another kind or format, or a
+        damaged one (naming it and why).
+    """
+    target = checkpoint_file(path)
+    if not target.exists():
+        if target.with_suffix(".json").exists():
+            _format_2(target.with_suffix(".json"))
+        raise ModelError(f"no checkpoint at {target}")
+    try:
+        with np.load(target, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        if _META not in arrays and target.with_suffix(".json").exists():
+            return _format_2(target.with_suffix(".json"))
+        meta = json.loads(arrays.pop(_META).tobytes().decode())
+        if not isinstance(meta, dict):
+            raise ValueError("its description is not a JSON object")
+    except ModelError:
+        raise
+    except Exception as err:  # noqa: BLE001 - zip, npy, JSON or I/O: all mean damaged
+        raise ModelError(f"checkpoint {target} is damaged or not a checkpoint "
+                         f"({type(err).__name__}: {err}); use another checkpoint or run "
+                         "from the start") from None
+    if meta.get("format") != FORMAT:
+        raise ModelError(f"checkpoint {target} has format {meta.get('format')!r}; this cosim "
+                         f"reads format {FORMAT}")
+    if meta.get("kind") != kind:
+        raise ModelError(f"checkpoint {target} is of a {meta.get('kind')}, not of a {kind}")
+    return meta, arrays
+
+
+def _format_2(old: Path):
+    raise ModelError(f"checkpoint {old} has format 2 (path.json + path.npz, which a crash "
+                     f"could tear or mix); this cosim reads format {FORMAT} (one file): run "
+                     "again to write a new checkpoint")
+
+
+# -- the identity of a checkpoint's model ------------------------------------------------
+
+_RUN_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def run_id(owner) -> str:
+    """The id of the run of ``owner`` (a simulator or a master), made on first use."""
+    rid = _RUN_IDS.get(owner)
+    if rid is None:
+        rid = _RUN_IDS[owner] = uuid.uuid4().hex
+    return rid
+
+
+def identity(sim, run: str) -> dict:
+    """What a checkpoint of simulator ``sim``'s model must match: ``structure`` (a hash of
+    its flattened blocks and their types, wires, base steps, atomic subsystems inside),
+    ``parameters`` (the model's parameters, each subsystem's context and each block's
+    construction values as written: together they fix every evaluated value; large arrays
+    by hash) and the ``run`` id."""
+    structure: list = []
+    _structure(sim, "", structure)
+    digest = hashlib.sha256(json.dumps(structure).encode()).hexdigest()[:32]
+    model = sim.model
+    parameters = {"(model parameters)": {str(k): _plain(v) for k, v in
+                                         (getattr(model, "parameters", None) or {}).items()}}
+    _parameters(model, "", parameters)
+    return {"run": run, "structure": digest, "parameters": parameters}
+
+
+def _structure(sim, prefix: str, out: list) -> None:
+    plan = sim.plan
+    names = [prefix + n for n in plan.names]
+    out.append([prefix, sim.config.dt, sim.config.t0,
+                [[n, type(b).__name__] for n, b in zip(names, plan.blocks)],
+                sorted([names[w.src], str(w.src_port), names[w.dst], str(w.dst_port)]
+                       for w in plan.wires)])
+    for path, blk in sim.atomics:
+        _structure(blk.inner, f"{prefix}{path}/", out)
+
+
+def _parameters(diagram, prefix: str, out: dict) -> None:
+    """Each block's construction values and each subsystem's context, by path."""
+    from cosim.model.diagram import Diagram
+    for b in diagram.blocks:
+        path = f"{prefix}{b.name}"
+        if isinstance(b, Diagram):
+            context = getattr(b, "context", None) or {}
+            if context:
+                out[f"{path} (context)"] = {str(k): _plain(v) for k, v in context.items()}
+            _parameters(b, path + "/", out)
+            continue
+        try:
+            spec = b.spec()
+        except Exception:  # noqa: BLE001 - a block without a recoverable spec: by type only
+            spec = {}
+        out[path] = {str(k): _plain(v) for k, v in spec.items()}
+
+
+def _plain(v):
+    """A parameter value as JSON (arrays of more than 16 values by their hash)."""
+    if isinstance(v, (bool, int, str)) or v is None:
+        return v
+    if isinstance(v, float):
+        return v if np.isfinite(v) else repr(v)
+    if isinstance(v, (np.ndarray, list, tuple, np.generic)):
+        try:
+            a = np.asarray(v, dtype=np.float64)
+        except (TypeError, ValueError):
+            return [_plain(e) for e in v] if isinstance(v, (list, tuple)) else repr(v)
+        if a.size > 16:
+            return {"shape": list(a.shape),
+                    "sha256": hashlib.sha256(a.tobytes()).hexdigest()[:16]}
+        return [_plain(float(x)) for x in a.reshape(-1)] if a.ndim else _plain(float(a))
+    if isinstance(v, dict):
+        return {str(k): _plain(e) for k, e in v.items()}
+    return f"<{type(v).__name__}>"
+
+
+def check_identity(saved: dict | None, mine: dict, where) -> None:
+    """Raise ModelError naming what differs between checkpoint ``where``'s model
+    (``saved``) and this one (``mine``)."""
+    if saved is None:
+        raise ModelError(f"checkpoint {where} does not say which model it is of")
+    problems = []
+    if saved.get("structure") != mine["structure"]:
+        problems.append("the model's structure differs (blocks, their types, wires or "
+                        "steps)")
+    theirs, ours = saved.get("parameters", {}), mine["parameters"]
+    for block in sorted(set(theirs) | set(ours)):
+        a, b = theirs.get(block), ours.get(block)
+        if a == b:
+            continue
+        if a is None or b is None:
+            where = "model" if a is None else "checkpoint"
+            problems.append(f"block {block} is only in the {where}")
+            continue
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                problems.append(f"{block}.{key} = {_short(a.get(key))} in the checkpoint, "
+                                f"{_short(b.get(key))} in the model")
+    if problems:
+        more = f" (and {len(problems) - 8} more)" if len(problems) > 8 else ""
+        raise ModelError(f"checkpoint {where} (run {saved.get('run', '?')}) is of another "
+                         f"model: {'; '.join(problems[:8])}{more}; load it into the model "
+                         "that wrote it, or run this one from the start")
+
+
+def _short(v) -> str:
+    text = json.dumps(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# -- a simulator's checkpoint ---------------------------------------------------------------
 
 def save(sim, path) -> None:
-    """Write the checkpoint of ``sim`` to ``path.json`` + ``path.npz``."""
+    """Write the checkpoint of ``sim`` (its state, identity and logs so far) to
+    ``path.npz``."""
     import cosim
 
     arrays: dict[str, np.ndarray] = {}
     scalars: dict = {}
     tree = snapshot(sim)
-    warn_inexact(inexact_solvers(tree), paths(path)[0])
+    target = checkpoint_file(path)
+    warn_inexact(inexact_solvers(tree), target)
     split_tree(tree, "sim", arrays, scalars)
-    meta = {"format": FORMAT, "cosim": cosim.__version__, "numpy": np.__version__,
-            "model": sim.plan.name, "scalars": scalars}
-    jpath, npath = paths(path)
-    jpath.write_text(json.dumps(meta, indent=1))
-    np.savez(npath, **arrays)
+    logs: dict = {}
+    _save_logs(sim, "", arrays, logs)
+    meta = {"format": FORMAT, "kind": "simulation", "cosim": cosim.__version__,
+            "numpy": np.__version__, "model": sim.plan.name, "scalars": scalars,
+            "identity": identity(sim, run_id(sim)), "logs": logs}
+    write_file(target, meta, arrays)
+
+
+def _save_logs(sim, prefix: str, arrays: dict, logs: dict) -> None:
+    """The log store of ``sim`` (and of its atomic subsystems) into ``arrays``; what they
+    hold into ``logs`` (per simulator path: k0, per signal its task)."""
+    store = sim.store
+    store.flush()
+    tasks = store.task_ticks
+    signals = []
+    for i, (key, (samples, ticks)) in enumerate(store.lists.items()):
+        task = next(n for n, t in enumerate(tasks) if t is ticks)
+        arrays[f"log{prefix}/v{i}"] = samples.array(0, samples.length())
+        signals.append([key, task])
+    for n, ticks in enumerate(tasks):
+        arrays[f"log{prefix}/t{n}"] = np.asarray(ticks, dtype=np.int64)
+    logs[prefix] = {"k0": store.k0, "signals": signals, "tasks": len(tasks)}
+    for path, blk in sim.atomics:
+        _save_logs(blk.inner, f"{prefix}/{path}", arrays, logs)
+
+
+def _seed_logs(sim, prefix: str, arrays: dict, logs: dict, last: int) -> None:
+    """Restart the logs of ``sim`` (restored) with those :func:`_save_logs` saved."""
+    held = logs[prefix]
+    sim.restart_logs(held["k0"], last)
+    store = sim.store
+    for n in range(held["tasks"]):
+        store.task_ticks[n].extend(int(k) for k in arrays[f"log{prefix}/t{n}"])
+    for i, (key, _) in enumerate(held["signals"]):
+        store.lists[key][0].add_chunk(arrays[f"log{prefix}/v{i}"])
 
 
 def load(sim, path) -> None:
-    """Restore ``sim`` (same model) from a checkpoint written by :func:`save`."""
-    jpath, npath = paths(path)
+    """Restore ``sim`` (the model that wrote it, same parameter values) and its logs from a
+    checkpoint written by :func:`save`."""
+    target = checkpoint_file(path)
+    meta, arrays = read_file(target, "simulation")
+    check_identity(meta.get("identity"), identity(sim, ""), target)
     try:
-        meta = json.loads(jpath.read_text())
-    except (OSError, ValueError) as err:
-        raise ModelError(f"cannot read checkpoint {jpath}: {err}") from err
-    if meta.get("format") != FORMAT:
-        raise ModelError(f"checkpoint {jpath} has format {meta.get('format')!r}; this cosim "
-                         f"reads format {FORMAT}")
-    with np.load(npath, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
-    tree = join_tree("sim", arrays, meta["scalars"])
+        logs = meta["logs"]
+        tree = join_tree("sim", {k: v for k, v in arrays.items() if not k.startswith("log")},
+                         meta["scalars"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ModelError(f"checkpoint {target} is damaged ({type(err).__name__}: {err})") \
+            from None
     problems = mismatch(sim, tree)
     if problems:
-        raise ModelError(f"checkpoint {jpath} does not match model {sim.plan.name!r}: "
+        raise ModelError(f"checkpoint {target} does not match model {sim.plan.name!r}: "
                          + "; ".join(problems))
-    _apply(sim, tree, rollback=False)
+    try:
+        _apply(sim, tree, rollback=False, saved=(arrays, logs))
+    except (KeyError, ValueError) as err:
+        raise ModelError(f"checkpoint {target} is damaged ({type(err).__name__}: {err})") \
+            from None

@@ -21,7 +21,11 @@ time vector exactly):
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -252,9 +256,44 @@ def _format(path: Path):
 
 
 def write(logs, path) -> Path:
-    """Write ``logs`` to ``path`` in the format of its suffix (see the module docstring)."""
+    """Write ``logs`` to ``path`` in the format of its suffix (see the module docstring),
+    atomically (:func:`replacing`)."""
     path = Path(path)
-    _format(path)[0](logs, path)
+    writer = _format(path)[0]
+    with replacing(path) as tmp:
+        writer(logs, tmp)
+    return path
+
+
+@contextlib.contextmanager
+def replacing(path):
+    """``with replacing(path) as tmp:`` write the file ``tmp`` (same folder and suffix);
+    when the block ends without an error it replaces ``path`` whole, otherwise it is
+    removed and ``path`` is as it was: a full disk or a crash never leaves half a file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+        tmp = None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def check_writable(path) -> Path:
+    """Raise OSError now (naming ``path``) if results could not be written there: its folder
+    missing or not writable, or ``path`` a folder. Called before a run's work."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory: give a file name", str(path))
+    fd, probe = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".probe", dir=path.parent)
+    os.close(fd)
+    os.unlink(probe)
     return path
 
 

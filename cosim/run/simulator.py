@@ -484,7 +484,8 @@ class Simulator(pacing.PacedRuns):
         self._start(k0, last)
 
     def save_checkpoint(self, path) -> None:
-        """Write ``path.json`` (structure, time, versions) and ``path.npz`` (all numbers)."""
+        """Write the checkpoint file ``path.npz`` (state, model identity, logs so far; atomically:
+        see :mod:`cosim.run.checkpoint`)."""
         from cosim.run import checkpoint
         checkpoint.save(self, path)
 

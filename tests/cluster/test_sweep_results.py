@@ -203,3 +203,24 @@ def test_parameters_that_change_the_structure_are_named(tmp_path, caplog):
         run(tmp_path / "t", model=sm.sized, points=grid({"gain": [1.0, 2.0, 3.0]}),
             reducers={"y": final("g.out")})
     assert "structure" not in caplog.text
+
+
+def test_resuming_after_a_referenced_file_changed_is_refused(tmp_path):
+    """A parameter changed in a library file the model references (or in a data file a
+    block names) changes the model's fingerprint: the old rows are not returned."""
+    import shutil
+    for name in ("servo.yaml", "plant_lib.yaml"):
+        shutil.copy(ROOT / "examples" / name, tmp_path / name)
+    model = str(tmp_path / "servo.yaml")
+    design = grid({"kp": [0.5, 0.8]})
+    reducers = {"y_end": final("rec.in")}
+    first = sweep(model, None, design, reducers, out_dir=tmp_path / "study", backend="serial")
+    again = sweep(model, None, design, reducers, out_dir=tmp_path / "study", backend="serial")
+    assert without_wall_time(again) == without_wall_time(first)       # unchanged: resumes
+    lib = tmp_path / "plant_lib.yaml"
+    lib.write_text(lib.read_text().replace("gain: 2.0", "gain: 3.0"))
+    with pytest.raises(ModelError, match=r"with another model\b"):
+        sweep(model, None, design, reducers, out_dir=tmp_path / "study", backend="serial")
+    changed = sweep(model, None, design, reducers, out_dir=tmp_path / "study",
+                    backend="serial", if_changed="new")
+    assert [r["y_end"] for r in changed] != [r["y_end"] for r in first]

@@ -176,3 +176,38 @@ def test_the_server_logs_who_came_and_went(caplog, tmp_path):
     assert re.search(r"a client connected from 127\.0\.0\.1:\d+", text)
     assert re.search(r"hello from a master \(session '\w+', protocol v\d+\) for unit a", text)
     assert re.search(r"the client from 127\.0\.0\.1:\d+ left", text)
+
+
+def test_a_malformed_reply_names_the_unit_the_call_and_the_server():
+    """A server that answers garbage: the master's error names the unit, its call and the
+    server's address (it was a bare CodecError)."""
+    import threading
+
+    import zmq as _zmq
+
+    from cluster.zmq_backend import ZmqProxy
+    from cosim.errors import TransportError as _TransportError
+
+    ctx = _zmq.Context.instance()
+    fake = ctx.socket(_zmq.ROUTER)
+    fake.setsockopt(_zmq.LINGER, 0)
+    port = fake.bind_to_random_port("tcp://127.0.0.1")
+
+    def answer_garbage():
+        if fake.poll(20_000):
+            peer, empty, *_ = fake.recv_multipart()
+            fake.send_multipart([peer, empty, b"\xc1 not msgpack"])
+    server = threading.Thread(target=answer_garbage, daemon=True)
+    server.start()
+    address = f"tcp://127.0.0.1:{port}"
+    try:
+        try:
+            ZmqProxy("plant", address, timeout=20.0)
+        except _TransportError as err:
+            assert err.unit == "plant" and err.method == "Hello"
+            assert address in err.message and "malformed reply" in err.message
+        else:
+            raise AssertionError("a garbage reply was accepted")
+    finally:
+        server.join(timeout=30)
+        fake.close(linger=0)

@@ -116,3 +116,42 @@ def test_cosim_run_out_chooses_the_format_by_suffix(tmp_path, suffix):
     assert f"saved {out}" in r.stdout
     model = Model.from_yaml(servo)
     assert_same(Logs.load(out), simulation(model, model.simulation).run())
+
+
+def _cosim_run(*args):
+    import subprocess
+    import sys
+    from pathlib import Path
+    servo = str(Path(__file__).parent / "data" / "servo.yaml")
+    return subprocess.run([sys.executable, "-m", "cosim.cli", "run", servo, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("where, message", [
+    ("{tmp}/", "is a directory; give a file name"),
+    ("{tmp}/missing/r.npz", "no directory"),
+    ("{tmp}/file/r.npz", "no directory"),
+])
+def test_an_unusable_results_path_is_refused_before_the_run(tmp_path, where, message):
+    (tmp_path / "file").write_text("")
+    r = _cosim_run("--out", where.format(tmp=tmp_path))
+    assert r.returncode != 0 and message in r.stderr, r.stderr
+    assert "run" not in r.stdout                       # nothing ran
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".csv"])
+def test_a_failed_results_write_leaves_the_previous_file_whole(tmp_path, monkeypatch, suffix):
+    import errno
+    import os
+    from cosim.run import results
+    path = multirate_logs().save(tmp_path / f"r{suffix}")
+    before = path.read_bytes()
+
+    def full_disk(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(results.os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        Logs({"x": np.ones((3, 1))}, {"x": np.arange(3.0)}, np.arange(3.0)).save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]     # no temporary left

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -610,3 +611,44 @@ def test_cosim_section_round_trips():
                                                                  extrapolation=1))
     twin = Model.from_yaml(atomic_model().to_yaml(simulation=cfg))
     assert twin.simulation == cfg
+
+
+@pytest.mark.parametrize("path, why", [
+    ("../x.png", "leaves the run's folder"),
+    ("plots/../../x.png", "leaves the run's folder"),
+    ("/tmp/x.png", "is an absolute path"),
+    ("C:\\\\x.png", "is an absolute path"),
+    ("~/x.png", "plain relative path"),
+    ("=name", "plain relative path"),
+])
+def test_a_model_file_writes_only_inside_the_runs_folder(tmp_path, path, why):
+    from cosim import ModelError
+    from cosim.modelfile import load
+    text = ("model: m\nblocks:\n  s: {type: Sine}\n"
+            f"  sc: {{type: Scope, params: {{path: {json.dumps(path)}}}}}\n"
+            "connections:\n  - [s.out, sc.in]\n")
+    with pytest.raises(ModelError) as err:
+        load(text)
+    assert "block 'sc' (Scope): path" in str(err.value) and why in str(err.value)
+    assert "writes only inside the run's folder" in str(err.value)
+
+
+def test_a_model_files_scope_writes_a_relative_path_and_python_may_write_anywhere(
+        tmp_path, monkeypatch):
+    from blocks import Scope, Sine
+    from cosim import Model, SimulationConfig, Simulator
+    from cosim.modelfile import load
+    monkeypatch.chdir(tmp_path)
+    text = ("model: m\nblocks:\n  s: {type: Sine}\n"
+            "  sc: {type: Scope, params: {path: plots/s.png}}\n"
+            "connections:\n  - [s.out, sc.in]\n")
+    (tmp_path / "plots").mkdir()
+    Simulator(load(text), SimulationConfig(dt=0.01, t_end=0.1)).run()
+    assert (tmp_path / "plots" / "s.png").is_file()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    m = Model("py")
+    m.add(Sine("s"), Scope("sc", path=str(elsewhere / "s.png")))   # the user's own choice
+    m.connect("s.out", "sc.in")
+    Simulator(m, SimulationConfig(dt=0.01, t_end=0.1)).run()
+    assert (elsewhere / "s.png").is_file()
