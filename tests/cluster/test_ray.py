@@ -112,7 +112,7 @@ def test_unit_gone_for_good_leaves_a_checkpoint_to_resume_from(ray_session, tmp_
         run(crashing(str(tmp_path / "crashed")), "ray", max_restarts=0, timeout=15.0,
             checkpoint_path=str(cp), **cosim)
     assert exc.value.unit == "b"
-    assert cp.with_suffix(".json").exists()
+    assert cp.with_suffix(".npz").exists()
     # Resume in process (the crash marker exists now, so the unit runs on).
     sim = CoSimulation(crashing(str(tmp_path / "crashed")), SimulationConfig(
         dt=0.002, t_end=1.0, cosim=CosimConfig(backend="local", **cosim)))
