@@ -109,7 +109,7 @@ class Client(threading.Thread):
             [P.Hello(P.PROTOCOL_VERSION, "intruder")], [P.Initialize(0.0)],
             [P.SetInputs({"u": np.ones(1)})], [P.DoStep(0.0, 0.002)],
             [P.SetState(P.UnitState(0.0, {}))], [P.Terminate()],
-            [P.Reload("model: {}")], [P.Step(("u",), (0,), False, 0.0, 0.002, np.ones(1))],
+            [P.Reload("model: {}")], [P.Step(("u",), (0,), 0, 0.0, 0.002, np.ones(1))],
             [P.Describe(), P.Initialize(0.0)]]
         while not self.done.exists():
             unit = self.rng.choice([b"a", b"b"])
