@@ -21,7 +21,8 @@ from cosim.numerics.fixedpoint import (Aitken, Anderson, Relaxation, converged, 
                                       ran_away)
 from cosim.numerics.jacobian import FORWARD_REL_STEP, fd_jacobian
 
-__all__ = ["Solve", "accelerator", "coinitialize_units", "iterate", "iterate_step", "links",
+__all__ = ["Solve", "accelerator", "candidates", "coinitialize_units", "iterate", "iterate_step",
+           "links",
            "newton_update", "not_converged"]
 
 
@@ -118,6 +119,16 @@ def iterate(c: np.ndarray, run: Callable, cfg) -> Solve:
         it += 1
 
 
+def candidates(c: np.ndarray, shapes: list) -> dict:
+    """Candidate vector ``c`` split into the coupling outputs: ``shapes`` lists ``(key,
+    size, shape)`` in the order of ``c``; views of ``c``."""
+    cand, i = {}, 0
+    for k, n, s in shapes:
+        cand[k] = c[i:i + n].reshape(s)
+        i += n
+    return cand
+
+
 def iterate_step(g: list[str], keys: list, start: dict, T: float, H: float,
                  inputs: Callable, call: Callable, outputs: dict, stats: dict,
                  cfg, at_end: Callable = lambda v, cand: None) -> tuple[int, float]:
@@ -156,10 +167,7 @@ def iterate_step(g: list[str], keys: list, start: dict, T: float, H: float,
     shapes = [(k, start[k].size, start[k].shape) for k in keys]
 
     def run(c, rollback):
-        cand, i = {}, 0
-        for k, n, s in shapes:
-            cand[k] = c[i:i + n].reshape(s)
-            i += n
+        cand = candidates(c, shapes)
         batch = {}
         for v in g:
             end = at_end(v, cand)

@@ -17,10 +17,11 @@ differs.
 
 from __future__ import annotations
 
-import numpy as np
-
 import time
 from array import array
+from dataclasses import replace
+
+import numpy as np
 
 from cosim.errors import TransportError
 from cosim.master import coupling
@@ -273,7 +274,6 @@ class Engine:
                 replies = calls.call(others, T)
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
                 failures.append((min(self.index[u] for u in others), err))
-        next_event, stopped, step_times = calls.next_event, calls.stopped, calls.step_times
         for u, (unit, mode, vals, ders, after, t, h) in direct:
             begun = clock()
             try:
@@ -283,17 +283,7 @@ class Engine:
                 failures.append((self.index[u], unit_error(
                     u, _STEP, error_reply(err, getattr(unit, "t", None)), T)))
                 continue
-            if h:
-                times = step_times.get(u)
-                if times is None:
-                    times = step_times[u] = (array("d"), array("d"))
-                times[0].append(T)
-                times[1].append(clock() - begun)
-            next_event[u] = done.next_event
-            if done.event:
-                stopped[u] = done.t_reached
-            else:
-                stopped.pop(u, None)
+            _account(calls, u, T, clock() - begun if h else None, done)
             replies[u] = (outs, stepped)
         for lane_batch, members in sent:
             try:
@@ -303,25 +293,13 @@ class Engine:
                 continue
             elapsed = clock() - started
             for (u, step), rep in zip(members, got):
-                times = step_times.get(u)
-                if times is None:
-                    times = step_times[u] = (array("d"), array("d"))
-                times[0].append(T)
-                times[1].append(elapsed)
-                if type(rep) is tuple:
-                    rep = P.Stepped(*rep)
-                elif isinstance(rep, P.ErrorReply):
-                    failures.append((self.index[u], unit_error(u, step, rep, T)))
+                try:
+                    rep = _stepped(u, step, rep, T)
+                except Exception as err:  # noqa: BLE001 - raised below, in unit order
+                    _account(calls, u, T, elapsed, None)
+                    failures.append((self.index[u], err))
                     continue
-                elif type(rep) is not P.Stepped:
-                    failures.append((self.index[u], TransportError(
-                        u, "Step", f"answered {type(rep).__name__} to a Step", t=T)))
-                    continue
-                next_event[u] = rep.next_event
-                if rep.event:
-                    stopped[u] = rep.t_reached
-                else:
-                    stopped.pop(u, None)
+                _account(calls, u, T, elapsed, rep)
                 replies[u] = [rep]
         if failures:
             raise min(failures, key=lambda f: f[0])[1]
@@ -340,24 +318,8 @@ class Engine:
         lane_batch = self._lane_batch(lane, members)
         if lane_batch is None:
             return None
-        rep = lane_batch.exchange(T, H, step.data)
-        calls = self.master.calls
-        times = calls.step_times.get(u)
-        if times is None:
-            times = calls.step_times[u] = (array("d"), array("d"))
-        times[0].append(T)
-        times[1].append(time.perf_counter() - started)
-        if type(rep) is tuple:
-            rep = P.Stepped(*rep)
-        elif isinstance(rep, P.ErrorReply):
-            raise unit_error(u, step, rep, T)
-        elif type(rep) is not P.Stepped:
-            raise TransportError(u, "Step", f"answered {type(rep).__name__} to a Step", t=T)
-        calls.next_event[u] = rep.next_event
-        if rep.event:
-            calls.stopped[u] = rep.t_reached
-        else:
-            calls.stopped.pop(u, None)
+        rep = _stepped(u, step, lane_batch.exchange(T, H, step.data), T)
+        _account(self.master.calls, u, T, time.perf_counter() - started, rep)
         return {u: [rep]}
 
     def _lane_batch(self, lane, members):
@@ -443,27 +405,23 @@ class Engine:
             run({}, 0)
             used = {k: history.extrapolate(k, H)[2] for k in keys}
             res = max(float(np.max(np.abs(outputs[k] - used[k]))) for k in keys)
-            return _replace(record, status=StepStatus.UNITERATED,
+            return replace(record, status=StepStatus.UNITERATED,
                             residual=max(record.residual, res))
         start = {k: history.extrapolate(k, H)[2] for k in keys}
         shapes = [(k, start[k].size, start[k].shape) for k in keys]
 
         def evaluate(c, rollback):
-            cand, i = {}, 0
-            for k, n, s in shapes:
-                cand[k] = c[i:i + n].reshape(s)
-                i += n
-            run(cand, P.STEP_ROLLBACK if rollback else P.STEP_KEEP)
+            run(coupling.candidates(c, shapes), P.STEP_ROLLBACK if rollback else P.STEP_KEEP)
             master.stats["iterations"] += 1
             return np.concatenate([outputs[k].ravel() for k in keys])
 
         solve = coupling.iterate(np.concatenate([start[k].ravel() for k in keys]),
                                  evaluate, cfg)
-        record = _replace(record, iterations=max(record.iterations, solve.iterations),
+        record = replace(record, iterations=max(record.iterations, solve.iterations),
                           residual=max(record.residual, solve.residual))
         if not solve.converged:
             coupling.not_converged(cfg, "macro step: the", graph, list(g), solve, T)
-            record = _replace(record, status=StepStatus.CONTINUED)
+            record = replace(record, status=StepStatus.CONTINUED)
         return record
 
 
@@ -472,9 +430,36 @@ class Engine:
 _STEP = P.Step((), (), 0, 0.0, 0.0, np.zeros(0))
 
 
-def _replace(record, **changes):
-    from dataclasses import replace
-    return replace(record, **changes)
+def _stepped(u: str, step, rep, T: float) -> P.Stepped:
+    """A lane's reply to unit ``u``'s ``step`` as a Stepped (a plain one comes as a tuple),
+    or the error it stands for raised."""
+    if type(rep) is tuple:
+        return P.Stepped(*rep)
+    if isinstance(rep, P.ErrorReply):
+        raise unit_error(u, step, rep, T)
+    if type(rep) is not P.Stepped:
+        raise TransportError(u, "Step", f"answered {type(rep).__name__} to a Step", t=T)
+    return rep
+
+
+def _account(calls, u: str, T: float, seconds: float | None, done) -> None:
+    """What :meth:`UnitCalls.call <cosim.master.calls.UnitCalls.call>` notes of unit ``u``'s
+    reply in a round at ``T``: the round's wall time when it stepped (``seconds``; None: a
+    refresh only), and from ``done`` (a StepDone or Stepped; None: a failure) its next event
+    and whether it stopped at an event."""
+    if seconds is not None:
+        times = calls.step_times.get(u)
+        if times is None:
+            times = calls.step_times[u] = (array("d"), array("d"))
+        times[0].append(T)
+        times[1].append(seconds)
+    if done is None:
+        return
+    calls.next_event[u] = done.next_event
+    if done.event:
+        calls.stopped[u] = done.t_reached
+    else:
+        calls.stopped.pop(u, None)
 
 
 def _pack(values) -> np.ndarray:
@@ -487,7 +472,6 @@ def _pack(values) -> np.ndarray:
 
 def _halves(u: str, rep, n: int) -> tuple:
     """The step's and the refresh's outputs of a ``STEP_RESET`` reply."""
-    from cosim.errors import TransportError
     out = rep.outputs
     if type(out) is not np.ndarray or out.dtype != np.float64 or out.shape != (2 * n,):
         raise TransportError(u, "Step", f"Stepped.outputs of a refreshed step must be "
