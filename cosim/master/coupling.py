@@ -22,8 +22,7 @@ from cosim.numerics.fixedpoint import (Aitken, Anderson, Relaxation, converged, 
 from cosim.numerics.jacobian import FORWARD_REL_STEP, fd_jacobian
 
 __all__ = ["Solve", "accelerator", "candidates", "coinitialize_units", "iterate", "iterate_step",
-           "links",
-           "newton_update", "not_converged"]
+           "links", "newton_update", "not_converged"]
 
 
 def accelerator(cfg):
