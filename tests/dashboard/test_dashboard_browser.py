@@ -65,6 +65,11 @@ def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
                         " && cosimDashboard.state.units.b.where.pid")
             page.wait_for_function("document.querySelectorAll('#diagram g.node-unit')"
                                    ".length === 2", timeout=30_000)
+            # (Each unit's placement arrives on its own update: wait until every box shows
+            # its address, not only b's.)
+            page.wait_for_function("[...document.querySelectorAll('#diagram g.node-unit')]"
+                                   ".every(e => (e.dataset.where || '').includes('tcp://'))",
+                                   timeout=30_000)
             drawn = {el["id"]: el for el in page.eval_on_selector_all(
                 "#diagram g.node", "els => els.map(e => ({id: e.dataset.id, "
                 "unit: e.dataset.unit, where: e.dataset.where || ''}))")}
