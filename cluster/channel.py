@@ -1,7 +1,6 @@
 """The master's side of the data plane (:mod:`cluster.dataplane`): :class:`Channel`, one
 REQ socket to a unit server shared by the proxies of the units it hosts — batching, patient
-waits, connection diagnosis from the socket monitor, a lane's messages and the DEALER
-sockets of lane streams."""
+waits, connection diagnosis from the socket monitor and a lane's messages."""
 
 from __future__ import annotations
 
@@ -73,7 +72,6 @@ class Channel:
         self._events: set[int] = set()
         self._answered = False
         self._lane = None           # a StepLane, made on first use
-        self._dealers: list = []    # see dealer
         # Every socket of this channel is known to the server as one master (see
         # cluster.owners): ``cosim:<tag>:<n>``.
         self._tag = CHANNEL_PREFIX + os.urandom(8).hex().encode() + b":"
@@ -105,16 +103,6 @@ class Channel:
             sock.curve_serverkey = auth.load_certificate(server_pub)[0]
             pub, sec = auth.load_certificate(client_keys)
             sock.curve_publickey, sock.curve_secretkey = pub, sec
-        return sock
-
-    def dealer(self) -> zmq.Socket:
-        """A DEALER socket of its own to this channel's server, with the channel's keys and
-        timeouts: several messages (each ``[b"", unit, batch, ...]``) may be in flight on
-        it, answered in order. The channel closes it when it reconnects or closes (its
-        owner then sees ``closed`` and asks for another)."""
-        sock = self._socket(zmq.DEALER)
-        sock.connect(self.address)
-        self._dealers = [d for d in self._dealers if not d.closed] + [sock]
         return sock
 
     def connection_trouble(self, final: bool) -> str | None:
@@ -166,11 +154,9 @@ class Channel:
             self._monitor = None
 
     def reconnect(self, address: str | None = None) -> None:
-        """A fresh socket (a REQ socket that lost its reply cannot send again); the dealers
-        are closed (their replies are lost too)."""
+        """A fresh socket (a REQ socket that lost its reply cannot send again)."""
         self._unwatch()
         self._sock.close(linger=0)
-        self._close_dealers()
         self._queued, self._in_flight, self._replies = [], [], {}
         if address is not None:
             self.address = address
@@ -392,12 +378,6 @@ class Channel:
             except zmq.Again:
                 continue
 
-    def _close_dealers(self) -> None:
-        for d in self._dealers:
-            d.close(linger=0)
-        self._dealers = []
-
     def close(self) -> None:
         self._unwatch()
         self._sock.close(linger=0)
-        self._close_dealers()

@@ -461,21 +461,16 @@ class RayProxy(Proxy):
         The actor hosting the unit (shared by the units of one actor).
     timeout : float
         Seconds to wait for one batch's replies before raising TransportError.
-    alone : bool
-        The actor hosts this unit only: the proxy may be driven from a thread of its own
-        (:attr:`~cosim.master.proxy.Proxy.concurrent`; a channel shared by the units of one
-        actor is not).
     """
 
     #: Seconds between checks that the actor is still alive while waiting for a reply.
     POLL = 0.05
 
-    def __init__(self, name: str, host: _Host, timeout: float, alone: bool = False):
+    def __init__(self, name: str, host: _Host, timeout: float):
         self.name = name
         self.host = host
         self.conn = host.conn           # the same object across re-placements
         self.timeout = timeout
-        self.concurrent = alone
 
     @property
     def actor(self):
@@ -910,8 +905,7 @@ class RayBackend(Backend):
             host = _Host(self, key, group, actors[key], info, conn)
             self.hosts.append(host)
             for spec in group:
-                self.proxies[spec.name] = RayProxy(spec.name, host, self.cfg.timeout,
-                                                   alone=len(group) == 1)
+                self.proxies[spec.name] = RayProxy(spec.name, host, self.cfg.timeout)
         return dict(self.proxies)
 
     def stop(self) -> None:

@@ -257,11 +257,6 @@ class CosimConfig:
         When every unit runs in this process on generated code, step plain macro steps
         through one generated loop (:mod:`cosim.master.compiled`; results bit-identical to
         the protocol path). False sends every exchange through the protocol.
-    pipelined : bool
-        Send each unit its next plain Jacobi macro step as soon as the outputs its inputs come
-        from are in, rather than when every unit finished the current one
-        (:mod:`cosim.master.pipeline`; for units in Ray actors of their own; results
-        bit-identical). False steps every unit in lockstep.
     engine : bool
         Run macro steps through the macro-step program (:mod:`cosim.master.engine`: fewest
         round trips, rollback on the units' side; results bit-identical to the protocol
@@ -307,7 +302,6 @@ class CosimConfig:
     trace: bool = False
     curve: bool = True
     compiled: bool = True
-    pipelined: bool = True
     engine: bool = True
     partition: int | None = None
     runtime_env: dict | None = field(default=None, hash=False)
@@ -331,7 +325,7 @@ class CosimConfig:
         _check(problems, self, "H", "real", low=0, strict=True)
         if not (_whole(self.extrapolation) and self.extrapolation in (0, 1, 2)):
             problems.append(f"extrapolation must be 0, 1 or 2, got {self.extrapolation!r}")
-        for name in ("iterate", "adaptive", "trace", "curve", "compiled", "pipelined"):
+        for name in ("iterate", "adaptive", "trace", "curve", "compiled"):
             _check(problems, self, name, "bool")
         for name in ("tolerance", "relaxation", "timeout", "connect_timeout"):
             _check(problems, self, name, "real", low=0, strict=True)

@@ -31,7 +31,6 @@ from cosim.master.compiled import CompiledExchange
 from cosim.master.engine import Engine
 from cosim.master.extrapolation import PortHistory
 from cosim.master.fused import FusedStep
-from cosim.master.pipeline import Pipeline
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
 from cosim.master.recovery import bring_back, recover
 from cosim.master.stepsize import StepControl
@@ -176,8 +175,6 @@ class Master:
                       for u in self.names
                       if P.FUSED_STEP in self.desc[u].capabilities and not self.cfg.trace
                       and self.proxies[u].in_process() is None}
-        # Remote units: plain macro steps pipelined (each unit stepped once its inputs are in).
-        self.pipeline = None if self.compiled is not None else Pipeline.build(self)
         self.plain = [u for u in self.names if u not in self.coupling_of]
         self._initialized = True
         if self.cfg.checkpoint_every:
@@ -436,7 +433,7 @@ class Master:
     def _steps(self, t_end: float, goal: float | None, eps: float) -> bool:
         """Macro steps towards ``t_end`` until ``T`` reaches ``goal`` (None: one step), whole
         steps through the compiled exchange where it can; True when a unit stopped the run."""
-        chunks = self.compiled or self.pipeline
+        chunks = self.compiled
         observer = self.observer
         while True:
             # An observer bounds a chunk to its stride of whole steps (+ half a step: no
@@ -511,10 +508,9 @@ class Master:
 
     def _run_chunk(self, chunks, t_end: float, eps: float) -> bool:
         """Whole macro steps of H through the compiled exchange
-        (:mod:`~cosim.master.compiled`) or the pipeline (:mod:`~cosim.master.pipeline`), both
-        bit-identical to :meth:`step`, up to the next checkpoint; False when it took none
-        (the protocol steps instead). A unit failure is recovered from as in
-        :meth:`_advance`."""
+        (:mod:`~cosim.master.compiled`), bit-identical to :meth:`step`, up to the next
+        checkpoint; False when it took none (the engine steps instead). A unit failure is
+        recovered from as in :meth:`_advance`."""
         try:
             return self._take_chunk(chunks, t_end, eps)
         except TransportError as err:

@@ -24,16 +24,11 @@ class Proxy(ABC):
        result, so a remote proxy has all of them in flight at once.
     3. Override :meth:`flush` when requests of several units share one message: the master
        calls it once every request of a call is submitted.
-    4. Set :attr:`concurrent` when the proxy can be driven from its own thread.
-    5. Override :meth:`recover` when the unit's host can come back after a failure (a Ray
+    4. Override :meth:`recover` when the unit's host can come back after a failure (a Ray
        actor restarted, a server process re-spawned).
     """
 
     name: str
-    #: True when this proxy may be driven from a thread of its own while other threads drive
-    #: other proxies (its connection is its own and it waits without holding the GIL): the
-    #: master may then pipeline macro steps (:mod:`cosim.master.pipeline`).
-    concurrent: bool = False
 
     @abstractmethod
     def submit(self, requests: list) -> Any:
@@ -83,8 +78,7 @@ class Proxy(ABC):
 class Lane(ABC):
     """Fused macro steps (:class:`~cosim.master.protocol.Step`) of the units on one
     connection, written from float64 buffers without a message object per unit: what the
-    macro-step engine (:mod:`cosim.master.engine`) sends its rounds through, and
-    :mod:`cosim.master.pipeline` for each unit it drives from a thread of its own.
+    macro-step engine (:mod:`cosim.master.engine`) sends its rounds through.
 
     How to write a lane
     -------------------
@@ -100,14 +94,6 @@ class Lane(ABC):
         n_out)``: the unit, its ``Step.inputs``, ``Step.orders`` and ``Step.mode``, the
         number of float64 values of its ``Step.data`` and of its ``Stepped.outputs``; None
         when this lane cannot carry them (the master then sends Step messages)."""
-
-    def stream(self, units: list, depth: int) -> LaneBatch | None:
-        """A batch as :meth:`batch` makes (the same ``units``), on a connection of its own
-        on which up to ``depth`` messages may be in flight: :meth:`LaneBatch.send` may be
-        called that many times before the first :meth:`LaneBatch.receive`, the replies come
-        in order. Its caller receives every reply before it sends anything else to these
-        units. None (the default): not offered."""
-        return None
 
 
 class LaneBatch(ABC):

@@ -67,9 +67,9 @@ SHAPES = {
 #: The configurations compared: the macro-step engine alone; with the special paths that
 #: remain (the pipeline of plain Jacobi steps, the compiled exchange in process) where they
 #: apply; the protocol's separate requests (the reference, before the engine).
-PATHS = {"engine": dict(pipelined=False, compiled=False),
+PATHS = {"engine": dict(compiled=False),
          "special": dict(),
-         "protocol": dict(engine=False, pipelined=False, compiled=False)}
+         "protocol": dict(engine=False, compiled=False)}
 
 
 def macro_step_us(make, options, backend, path="engine") -> tuple[float, int]:

@@ -1,6 +1,6 @@
 """Speed-up of an automatic split (issue 17 item 4): a large continuous model run as one
 process, split into 1 unit on Ray, and split into 2 units on Ray (CosimConfig(partition=k)),
-pipelined (the default) and in lockstep, on this machine's 2 cores. Best of interleaved
+on this machine's 2 cores. Best of interleaved
 repeats; the ratio to the one-process run is printed and checked (>= 1.6x for 2 units).
 
 The same run also times the two parts stepped in two plain processes at once, no master and
@@ -16,13 +16,12 @@ the whole 175-180 us: 55-57 %); written as ufunc calls into buffers allocated on
 the compute stays about 1.8x, and the transport's fixed cost per macro step weighs 1.7x more.
 
 The table also gives the CPU time per macro step of this process (the master's threads, zmq
-and Ray's own) and of the units' actors. Since 2026-11-26 the pipelined run sends each unit
-its next macro step while it computes the current one (:mod:`cosim.master.pipeline`, a lane
-stream): an actor no longer idles for a round trip through the master every step (its wait
-for the next request, 90th percentile, load 4-6: 0.8-5.4 ms before, 0.04-0.06 ms after). The
-actors' serving thread costs what ``do_step`` costs in process (within the noise); the
-master's process about 0.2-0.3 ms per macro step (half of it zmq's I/O thread, CURVE), Ray's
-own processes (raylet, GCS, agents, the actors' main threads) a few percent of a core.
+and Ray's own) and of the units' actors. The actors' serving thread costs what ``do_step``
+costs in process (within the noise); the master's process about 0.2-0.3 ms per macro step
+(half of it zmq's I/O thread, CURVE), Ray's own processes (raylet, GCS, agents, the actors'
+main threads) a few percent of a core. (From 2026-11-26 to 2026-11-27 a pipeline sent each
+unit its next Jacobi step while it computed the current one, 7 % faster here than the
+engine's lockstep rounds; it was retired with the other special paths of issue 28.)
 
 Run: ``python -m pytest -m bench -s tests/benchmarks/test_bench_split.py``
 """
@@ -63,9 +62,8 @@ def model() -> Model:
     return m
 
 
-def config(k=None, backend="local", pipelined=True):
-    cosim = None if k is None else CosimConfig(H=H, partition=k, backend=backend,
-                                               pipelined=pipelined)
+def config(k=None, backend="local"):
+    cosim = None if k is None else CosimConfig(H=H, partition=k, backend=backend)
     return SimulationConfig(dt=DT, t_end=T, solver="RK4", cosim=cosim, log=("c0/lag49.out",))
 
 
@@ -88,12 +86,12 @@ def cpu_seconds(pid: int) -> float:
     return total * 1e-9
 
 
-def timed(k, backend, pipelined=True):
+def timed(k, backend):
     """Seconds of the run after :data:`WARMUP` (units started, initialized and warm), its
     logs, and the CPU seconds this process and the units' processes (Ray actors) spent on
     it: ``{"driver": s, "units": s}``."""
     sim = Simulator(model(), config()) if k is None else CoSimulation(
-        model(), config(k, backend, pipelined))
+        model(), config(k, backend))
     try:
         sim.run(duration=WARMUP)
         pids = [] if k is None or backend != "ray" else \
@@ -180,10 +178,9 @@ def cpu_per_macro_step(parts, rounds=10) -> dict:
 
 
 def test_a_split_into_two_units_on_ray_runs_faster_than_one_process(ray_session):
-    cases = {"one process (Simulator)": (None, "local", True),
-             "1 unit on Ray (partition=1)": (1, "ray", True),
-             "2 units on Ray, lockstep": (2, "ray", False),
-             "2 units on Ray (partition=2)": (2, "ray", True)}
+    cases = {"one process (Simulator)": (None, "local"),
+             "1 unit on Ray (partition=1)": (1, "ray"),
+             "2 units on Ray (partition=2)": (2, "ray")}
     split = CoSimulation(model(), config(2))      # in process: only its parts are used
     parts = split.partition.units
     split.close()
@@ -196,8 +193,8 @@ def test_a_split_into_two_units_on_ray_runs_faster_than_one_process(ray_session)
     cpus = {name: {"driver": float("inf"), "units": float("inf")} for name in cases}
     results = {}
     for _ in range(REPEATS):                       # interleaved: load hits every case alike
-        for name, (k, backend, pipelined) in cases.items():
-            seconds, logs, cpu = timed(k, backend, pipelined)
+        for name, (k, backend) in cases.items():
+            seconds, logs, cpu = timed(k, backend)
             best[name] = min(best[name], seconds)
             cpus[name] = {key: min(v, cpu[key]) for key, v in cpus[name].items()}
             results[name] = logs
@@ -222,7 +219,4 @@ def test_a_split_into_two_units_on_ray_runs_faster_than_one_process(ray_session)
                         - results["one process (Simulator)"][key][::round(H / DT)]))
     print(f"largest difference to the one-process run on {key}: {err:.2e}")
     assert err < H              # the source reaches part 2 held over the macro step: O(H)
-    # pipelining changes when the units step, not what they compute
-    np.testing.assert_array_equal(results["2 units on Ray (partition=2)"][key],
-                                  results["2 units on Ray, lockstep"][key])
     assert mono / best["2 units on Ray (partition=2)"] >= 1.6

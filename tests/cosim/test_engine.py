@@ -81,7 +81,7 @@ MODELS = {"fan": (fan, 0.01), "servo": (lambda: servo_chain(0.02), 0.02),
 
 
 def run(model, H, engine, **options):
-    cfg = CosimConfig(H=H, engine=engine, compiled=False, pipelined=False, **options)
+    cfg = CosimConfig(H=H, engine=engine, compiled=False, **options)
     sim = CoSimulation(model, SimulationConfig(dt=H / 4, t_end=40 * H, cosim=cfg))
     try:
         logs = sim.run()

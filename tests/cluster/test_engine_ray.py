@@ -1,6 +1,6 @@
-"""Pipelined macro steps on Ray (:mod:`cosim.master.pipeline`): each unit is sent its next
-step once its inputs are in; the same numbers as lockstep and as in process, the same error
-where a unit fails, recovery from a killed unit."""
+"""The macro-step engine on Ray (:mod:`cosim.master.engine`) on split models: the same numbers
+as the protocol's separate requests and as in process, the same error where a unit fails,
+recovery from a killed unit."""
 
 import numpy as np
 import pytest
@@ -36,53 +36,48 @@ def assert_same(a, b):
     (three_units, dict(H=0.02, feedthrough="delay", extrapolation=1)),
     # a feed-forward split: the part without inputs runs ahead; logs collected every 7 steps
     (wide, dict(H=0.01, partition=3, extrapolation=2, log_every=7)),
-    # inputs held over the step: every unit steps through its lane (no message objects)
+    # inputs held over the step
     (three_units, dict(H=0.02, feedthrough="delay")),
     (wide, dict(H=0.01, partition=3, log_every=7)),
 ])
-def test_pipelined_steps_are_bit_identical_to_lockstep_and_in_process(ray_session, scenario,
-                                                                       cosim):
+def test_engine_steps_are_bit_identical_to_the_protocol_and_in_process(ray_session, scenario,
+                                                                        cosim):
     _, local = run(scenario(), "local", **cosim)
-    lockstep, ref = run(scenario(), "ray", pipelined=False, **cosim)
+    lockstep, ref = run(scenario(), "ray", engine=False, **cosim)
     sim, logs = run(scenario(), "ray", **cosim)
-    assert sim.master.pipeline is not None and lockstep.master.pipeline is None
-    lanes = set() if cosim.get("extrapolation") else set(sim.master.names)
-    assert set(sim.master.pipeline.lanes) == lanes
-    # a unit's next step waits at its actor while it computes the current one
-    assert all(lane.depth == 2 for lane in sim.master.pipeline.lanes.values())
+    assert sim.master.engine is not None and lockstep.master.engine is None
+    # every unit in an actor steps through its connection's lane (one message per round)
+    assert set(sim.master.engine.lanes) == set(sim.master.names)
     assert_same(local, logs)
     assert_same(ref, logs)
     assert [r.t for r in sim.step_log] == [r.t for r in lockstep.step_log]
     assert sim.stats == lockstep.stats
-    # every unit's steps are timed, as on the lockstep path
+    # every unit's steps are timed, as on the protocol path
     assert {u: len(ts) for u, (ts, _) in sim.master.calls.step_times.items()} == \
            {u: len(ts) for u, (ts, _) in lockstep.master.calls.step_times.items()}
 
 
-@pytest.mark.parametrize("extrapolation", [1, 0])     # 0: through the units' lanes
-def test_a_unit_failing_mid_pipeline_raises_the_lockstep_error_at_the_same_step(ray_session,
-                                                                               extrapolation):
+@pytest.mark.parametrize("extrapolation", [1, 0])     
+def test_a_unit_failing_raises_the_protocol_error_at_the_same_step(ray_session,
+                                                                  extrapolation):
     cosim = dict(H=0.02, feedthrough="delay", extrapolation=extrapolation)
     errors = {}
-    for pipelined in (False, True):
+    for engine in (False, True):
         sim = CoSimulation(failing(0.5), SimulationConfig(
-            dt=0.002, t_end=1.0, cosim=CosimConfig(backend="ray", pipelined=pipelined,
-                                                   **cosim)))
+            dt=0.002, t_end=1.0, cosim=CosimConfig(backend="ray", engine=engine, **cosim)))
         try:
             with pytest.raises(SimulationError) as err:
                 sim.run()
-            errors[pipelined] = (str(err.value), sim.t, sim.stats["macro_steps"])
-            assert (sim.master.pipeline is not None) == pipelined
-            if pipelined:
-                assert bool(sim.master.pipeline.lanes) == (extrapolation == 0)
+            errors[engine] = (str(err.value), sim.t, sim.stats["macro_steps"])
+            assert (sim.master.engine is not None) == engine
         finally:
             sim.close()
     assert errors[True] == errors[False]
     assert "gave up" in errors[True][0]
 
 
-@pytest.mark.parametrize("extrapolation", [1, 0])     # 0: through the units' lanes
-def test_a_killed_unit_mid_pipeline_is_recreated_and_the_run_replays_identically(
+@pytest.mark.parametrize("extrapolation", [1, 0])     
+def test_a_killed_unit_is_recreated_and_the_run_replays_identically(
         ray_session, tmp_path, extrapolation):
     cosim = dict(H=0.02, feedthrough="delay", extrapolation=extrapolation,
                  checkpoint_every=5)
@@ -90,8 +85,7 @@ def test_a_killed_unit_mid_pipeline_is_recreated_and_the_run_replays_identically
     marker = tmp_path / "crashed"
     sim, logs = run(crashing(str(marker)), "ray", **cosim)
     assert marker.exists(), "the unit never crashed"
-    assert sim.master.pipeline is not None and sim.stats["recoveries"] == 1
-    assert bool(sim.master.pipeline.lanes) == (extrapolation == 0)
+    assert sim.master.engine is not None and sim.stats["recoveries"] == 1
     for key in ref:
         np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
         np.testing.assert_array_equal(ref.time_of(key), logs.time_of(key))
