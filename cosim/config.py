@@ -50,6 +50,10 @@ class OnNonConvergence(enum.Enum):
 #: ``CosimConfig.backend`` says: a backend like the others, found in the same registry.
 REMOTE_BACKEND = "remote"
 
+#: The unit of a model's top-level blocks that are not atomic subsystems (the glue between
+#: the units: sources, sums, scopes; :mod:`cosim.master.partition`).
+MAIN_UNIT = "main"
+
 
 def _real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
@@ -220,7 +224,8 @@ class CosimConfig:
         Per-unit options by unit name (plain dicts are converted): Ray placement
         (``num_cpus``, ``resources``, ``node``); ``process`` (units sharing the name share
         one Ray actor or server process); the ``address`` of a unit another team serves
-        (remote on every backend).
+        (remote on every backend). The top-level blocks' unit ``"main"`` runs in the
+        master's process unless it is given options here (see :meth:`backend_of`).
     processes : int or "cores", optional
         Host the units that have no options of their own on this many Ray actors / server
         processes, balanced by their number of blocks (``"cores"``: as many as this machine
@@ -371,8 +376,20 @@ class CosimConfig:
 
     def backend_of(self, unit: str) -> str:
         """The registered backend that runs ``unit``: :data:`REMOTE_BACKEND` for a unit with
-        an ``address`` (another team serves it), else :attr:`backend`."""
-        return REMOTE_BACKEND if self.options(unit).address is not None else self.backend
+        an ``address`` (another team serves it); ``"local"`` (the master's own process) for
+        the top-level blocks' unit :data:`MAIN_UNIT` unless its options place it (any of
+        ``process``, ``num_cpus``, ``resources``, ``node``); else :attr:`backend`.
+
+        The top-level blocks are the master's part of the diagram: run beside the master
+        they cost no round trip, so a feedthrough unit fed by them gets its step and its
+        refresh at T+H in one message (:mod:`cosim.master.program`), and their events work
+        on every backend."""
+        opts = self.options(unit)
+        if opts.address is not None:
+            return REMOTE_BACKEND
+        if unit == MAIN_UNIT and opts == _DEFAULT_OPTIONS:
+            return "local"
+        return self.backend
 
 
 @dataclass(frozen=True)

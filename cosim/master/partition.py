@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field, replace
 
+from cosim.config import MAIN_UNIT
 from cosim.run.atomic import inner_config, nested_log
 from cosim.errors import CompileError
 from cosim.compile.flatten import ALL_OUTPUTS, split_ref
@@ -19,7 +20,7 @@ from cosim.model.events import route
 
 __all__ = ["Link", "Partition", "UnitSpec", "partition"]
 
-REST = "main"
+REST = MAIN_UNIT
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ def test_units_sharing_a_process_share_an_actor_and_are_bit_identical(ray_sessio
     cosim = dict(H=0.02, scheme="jacobi", extrapolation=1)
     _, local = run(three_units(), "local", **cosim)
     sim = CoSimulation(three_units(), SimulationConfig(dt=0.002, t_end=1.0, cosim=CosimConfig(
-        backend="ray", units={"a": {"process": "ab"}, "b": {"process": "ab"}}, **cosim)))
+        backend="ray", units={"a": {"process": "ab"}, "b": {"process": "ab"},
+                              "main": {"process": "glue"}}, **cosim)))
     try:
         pa, pb, pm = (sim.master.proxies[u] for u in ("a", "b", "main"))
         assert pa.actor is pb.actor and pa.conn is pb.conn and pm.actor is not pa.actor

@@ -269,8 +269,24 @@ def test_a_unit_with_events_is_refused_rather_than_run_without_them():
     from cosim.model.events import Scheduled
     m = three_units()
     m.add_event(Scheduled("halt", times=[0.374], stop=True))
+    # placed in a server process, the top-level blocks' unit cannot take its events there
     with pytest.raises(ModelError, match="unit 'main' has events \\(halt\\)"):
-        run(m, H=0.02, backend="zmq")
+        run(m, H=0.02, backend="zmq", units={"main": {"process": "glue"}})
+
+
+def test_the_top_level_blocks_run_beside_the_master_with_their_events():
+    from cosim.model.events import Scheduled
+
+    def model():
+        m = three_units()
+        m.add_event(Scheduled("halt", times=[0.374], stop=True))
+        return m
+    _, ref = run(model(), H=0.02, backend="local")
+    sim, logs = run(model(), H=0.02, backend="zmq")
+    assert sim.master.proxies["main"].in_process() is not None
+    assert all(sim.master.proxies[u].in_process() is None for u in ("a", "b"))
+    assert sim.t == pytest.approx(0.374)
+    assert_same(ref, logs)
 
 
 def test_a_unit_with_an_address_and_a_process_is_refused():

@@ -70,7 +70,8 @@ def test_servers_do_not_outlive_a_killed_master(tmp_path):
         from cosim.master.cosimulation import CoSimulation
         from tests.cluster.scenarios import three_units
         sim = CoSimulation(three_units(), SimulationConfig(dt=0.002, t_end=0.6,
-                           cosim=CosimConfig(H=0.02, backend="zmq")))
+                           cosim=CosimConfig(H=0.02, backend="zmq",
+                                             units={"main": {"process": "glue"}})))
         print(" ".join(str(s.proc.pid) for s in sim.backend.servers), flush=True)
         time.sleep(600)
     """))

@@ -240,8 +240,11 @@ def test_garbage_from_the_network_does_not_hurt_the_server(garbage):
 
 @pytest.mark.cluster
 def test_units_on_ray_show_their_node(ray_session):
-    """Placement comes from the units' proxies: a Ray actor's node and process."""
-    sim = CoSimulation(three_units(), _config(backend="ray"), dashboard=True)
+    """Placement comes from the units' proxies: a Ray actor's node and process (the
+    top-level blocks' unit placed in an actor too: by default it runs beside the master)."""
+    sim = CoSimulation(three_units(), _config(backend="ray",
+                                              units={"main": {"process": "glue"}}),
+                       dashboard=True)
     try:
         sim.run()
         state = _state(sim.dashboard)

@@ -41,7 +41,8 @@ def _wait(page, expression: str, timeout: float = 60.0):
 def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
     ref = CoSimulation(three_units(), _config(3.0, checkpoint_every=5)).run()
     sim = CoSimulation(crashing(str(tmp_path / "crashed")),
-                       _config(3.0, backend="zmq", checkpoint_every=5), dashboard=True)
+                       _config(3.0, backend="zmq", checkpoint_every=5,
+                               units={"main": {"process": "glue"}}), dashboard=True)
     failure = []
 
     def run():
