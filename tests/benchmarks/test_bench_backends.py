@@ -46,9 +46,13 @@ def cosim_us(n, backend, units=None, processes=None):
         sim.close()
 
 
-def _echo(port_queue, reply):
+def _echo(port_queue, reply, keys=None):
+    """An echo server answering ``reply``; with ``keys`` (public, secret), a CURVE server."""
     import zmq
     sock = zmq.Context.instance().socket(zmq.REP)
+    if keys is not None:
+        sock.curve_server = True
+        sock.curve_publickey, sock.curve_secretkey = keys
     port = sock.bind_to_random_port("tcp://127.0.0.1")
     port_queue.put(port)
     while True:

@@ -11,11 +11,15 @@ Shapes (8 units each, one server process / Ray actor per unit):
 
 References in the same run: a raw pyzmq fan-out round trip to 8 echo processes (the floor of a
 Jacobi round), a raw pyzmq *sequential* chain of 8 round trips (the floor of a Gauss–Seidel
-ring), and each model in process. A shape's floor is its program's round trips done raw; the
-EV's wire floor is its in-process run phase plus (round trips per macro step x the raw round
-trip to the same number of processes). Columns: the macro-step engine alone, the special paths
-that remain where they apply (the pipeline of plain Jacobi steps), and the protocol's separate
-requests (``engine=False``, the reference).
+ring), both plain and with CURVE (the zmq backend's servers and Ray's data plane encrypt and
+authenticate every message, issue 29: the raw exchange with the same security is the fair
+floor; both ratios are printed), and each model in process. A shape's floor is its program's
+round trips done raw; the EV's wire floor is its in-process run phase plus (round trips per
+macro step x the raw round trip to the same number of processes). Columns: in process (the
+default path: the compiled exchange where it applies), the macro-step engine, and the
+protocol's separate requests (``engine=False``, the reference). The fan's top-level blocks
+run beside the master (their unit ``main``, by default), so its feedthrough units get their
+step and refresh in one message.
 
 Run: python -m pytest -m bench -s tests/benchmarks/test_bench_shapes.py
 """
@@ -64,11 +68,11 @@ SHAPES = {
 }
 
 
-#: The configurations compared: the macro-step engine alone; with the special paths that
-#: remain (the pipeline of plain Jacobi steps, the compiled exchange in process) where they
-#: apply; the protocol's separate requests (the reference, before the engine).
+#: The configurations compared: the macro-step engine alone; the default (the compiled
+#: exchange in process where it applies); the protocol's separate requests (the reference,
+#: before the engine).
 PATHS = {"engine": dict(compiled=False),
-         "special": dict(),
+         "default": dict(),
          "protocol": dict(engine=False, compiled=False)}
 
 
@@ -95,19 +99,25 @@ def macro_step_us(make, options, backend, path="engine") -> tuple[float, int]:
 
 
 class RawEchoes:
-    """N echo processes answering ``reply`` to anything."""
+    """N echo processes answering ``reply`` to anything (``curve``: over CURVE)."""
 
-    def __init__(self, n, reply):
+    def __init__(self, n, reply, curve=False):
         import zmq
+        server = client = None
+        if curve:
+            server, client = zmq.curve_keypair(), zmq.curve_keypair()
         ctx = mp.get_context("spawn")
         q = ctx.Queue()
-        self.procs = [ctx.Process(target=_echo, args=(q, reply), daemon=True)
+        self.procs = [ctx.Process(target=_echo, args=(q, reply, server), daemon=True)
                       for _ in range(n)]
         for p in self.procs:
             p.start()
         self.socks = []
         for _ in self.procs:
             s = zmq.Context.instance().socket(zmq.REQ)
+            if curve:
+                s.curve_serverkey = server[0]
+                s.curve_publickey, s.curve_secretkey = client
             s.connect(f"tcp://127.0.0.1:{q.get(timeout=60)}")
             self.socks.append(s)
 
@@ -163,43 +173,53 @@ def ev_run_s(backend, path="engine", t_end=10.0) -> tuple[float, object]:
         sim.close()
 
 
+def raw_floors(request, reply, n=N) -> dict:
+    """Raw round trips (us) to ``n`` echo processes, plain and over CURVE: ``{(curve,
+    "fan"|"chain"): us}``."""
+    out = {}
+    for curve in (False, True):
+        echoes = RawEchoes(n, reply, curve)
+        try:
+            out[(curve, "fan")] = min(echoes.fan_out_us(request) for _ in range(2))
+            out[(curve, "chain")] = min(echoes.chain_us(request) for _ in range(2))
+        finally:
+            echoes.close()
+    return out
+
+
 @pytest.mark.bench
 def test_bench_shapes(ray_session):
     request = encode_batch([P.Step(("u",), (0,), 0, 0.0, 0.01, np.ones(1))])
     reply = encode_batch([P.Stepped(0.01, False, np.inf, np.ones(1))])
-    echoes = RawEchoes(N, reply)
-    try:
-        raw_fan = min(echoes.fan_out_us(request) for _ in range(2))
-        raw_chain = min(echoes.chain_us(request) for _ in range(2))
-    finally:
-        echoes.close()
+    raw = raw_floors(request, reply)
     rows = []
     for name, (make, options) in SHAPES.items():
-        local, _ = macro_step_us(make, options, "local", "special")
+        local, _ = macro_step_us(make, options, "local", "default")
         for backend in ("zmq", "ray"):
             new, trips = macro_step_us(make, options, backend)
-            special, _ = macro_step_us(make, options, backend, "special")
             old, _ = macro_step_us(make, options, backend, "protocol")
-            gs = options.get("scheme") == "gauss-seidel"
-            # The floor: the program's round trips as raw ones (a GS ring's 8 are the chain).
-            floor = raw_chain if gs else trips * raw_fan
-            rows.append((name, backend, trips, local, new, special, old, floor))
-    print(f"\nmacro step, {N} units, one process each (us); raw pyzmq fan-out {raw_fan:.0f}, "
-          f"sequential chain {raw_chain:.0f}; floor = the program's round trips done raw")
+            rows.append((name, backend, trips, options.get("scheme") == "gauss-seidel", local,
+                         new, old))
+    # The raw references once more after the shapes (the best of both: load drifts).
+    again = raw_floors(request, reply)
+    raw = {k: min(v, again[k]) for k, v in raw.items()}
+    print(f"\nmacro step, {N} units, one process each (us); raw pyzmq fan-out "
+          f"{raw[(False, 'fan')]:.0f} (CURVE {raw[(True, 'fan')]:.0f}), sequential chain "
+          f"{raw[(False, 'chain')]:.0f} (CURVE {raw[(True, 'chain')]:.0f}); floor = the "
+          "program's round trips done raw (a Gauss-Seidel ring's: the chain)")
     print(f"{'shape':<12} {'backend':<7} {'trips':>5} {'local':>6} {'engine':>7} "
-          f"{'special':>8} {'protocol':>9} {'floor':>6} {'engine/floor':>12} "
-          f"{'special/floor':>13} {'protocol/floor':>14}")
-    for name, backend, trips, local, new, special, old, floor in rows:
-        print(f"{name:<12} {backend:<7} {trips:>5} {local:6.0f} {new:7.0f} {special:8.0f} "
-              f"{old:9.0f} {floor:6.0f} {new / floor:12.2f} {special / floor:13.2f} "
-              f"{old / floor:14.2f}")
+          f"{'protocol':>9} {'floor':>6} {'CURVE floor':>11} {'engine/floor':>12} "
+          f"{'engine/CURVE':>12} {'protocol/floor':>14}")
+    for name, backend, trips, gs, local, new, old in rows:
+        plain = raw[(False, "chain")] if gs else trips * raw[(False, "fan")]
+        curve = raw[(True, "chain")] if gs else trips * raw[(True, "fan")]
+        print(f"{name:<12} {backend:<7} {trips:>5} {local:6.0f} {new:7.0f} {old:9.0f} "
+              f"{plain:6.0f} {curve:11.0f} {new / plain:12.2f} {new / curve:12.2f} "
+              f"{old / plain:14.2f}")
+    print(f"load average (1 min): {__import__('os').getloadavg()[0]:.2f}")
     # The EV showcase: its wire floor from the in-process run and the raw round trip.
-    ev_local, _ = ev_run_s("local", "special")
-    echoes = RawEchoes(5, reply)
-    try:
-        raw5 = min(echoes.fan_out_us(request) for _ in range(2))
-    finally:
-        echoes.close()
+    ev_local, _ = ev_run_s("local", "default")
+    raw5 = raw_floors(request, reply, 5)
     for backend in ("zmq", "ray"):
         new, (program, steps, iterations) = ev_run_s(backend)
         old, _ = ev_run_s(backend, "protocol")
@@ -207,11 +227,13 @@ def test_bench_shapes(ray_session):
         # one more (iterations counts them all).
         couplings = sum(1 for s in program.stages if s.coupling)
         trips = program.round_trips + iterations / steps - couplings
-        floor = ev_local + steps * trips * raw5 * 1e-6
+        floor = ev_local + steps * trips * raw5[(False, "fan")] * 1e-6
+        curve = ev_local + steps * trips * raw5[(True, "fan")] * 1e-6
         print(f"EV {backend}, 10 s ({steps} macro steps, {iterations / steps:.2f} coupling "
               f"evaluations per step): engine {new:.2f} s, protocol {old:.2f} s, in process "
               f"{ev_local:.2f} s, wire floor {floor:.2f} s ({trips:.1f} round trips/step x "
-              f"raw {raw5:.0f} us + in process) -> engine/floor {new / floor:.2f}, "
-              f"protocol/floor {old / floor:.2f}")
+              f"raw {raw5[(False, 'fan')]:.0f} us + in process; CURVE {curve:.2f} s) -> "
+              f"engine/floor {new / floor:.2f} (CURVE {new / curve:.2f}), protocol/floor "
+              f"{old / floor:.2f}")
         print(program.table())
-    assert all(r[4] > 0 for r in rows)
+    assert all(r[5] > 0 for r in rows)
