@@ -16,12 +16,11 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from collections import ChainMap
 from dataclasses import replace
 
 import numpy as np
 
-from cosim.config import Feedthrough, Scheme
+from cosim.config import Feedthrough
 from cosim.errors import TransportError
 from cosim.master import checkpoints, coupling
 from cosim.master import protocol as P
@@ -30,7 +29,7 @@ from cosim.master.central_logs import CentralLogs
 from cosim.master.compiled import CompiledExchange
 from cosim.master.engine import Engine
 from cosim.master.extrapolation import PortHistory
-from cosim.master.fused import FusedStep
+from cosim.master.reference import Reference
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
 from cosim.master.recovery import bring_back, recover
 from cosim.master.stepsize import StepControl
@@ -85,6 +84,7 @@ class Master:
         self._checkpoint = None
         self._provisional = None    # (capture, records) before a provisional step, see run()
         self.engine = None          # the macro-step program's runner, see initialize()
+        self.reference = None       # or the protocol path's (engine=False, traced runs)
         self._initialized = False
         #: Watches the run (:class:`~cosim.master.observer.Observer`, e.g. a dashboard);
         #: called from :meth:`_steps`, the one place every run/advance goes through.
@@ -109,7 +109,7 @@ class Master:
         """Unit ``u``'s inputs set to the current values of the outputs driving them."""
         return P.SetInputs({name: self.values[key] for name, key in self.graph.inputs[u]}, {})
 
-    def _refresh_units(self, units: list[str], t: float) -> dict[str, dict]:
+    def refresh_units(self, units: list[str], t: float) -> dict[str, dict]:
         """Refresh ``units``' outputs at ``t`` for their current inputs; their new outputs."""
         reps = self._call({u: [self._inputs_now(u), P.RefreshOutputs(), P.GetOutputs()]
                            for u in units}, t)
@@ -164,18 +164,12 @@ class Master:
         # Every macro step through the macro-step program (traced runs: the protocol's
         # separate requests, the reference the engine is held to).
         self.engine = Engine(self) if self.cfg.engine and not self.cfg.trace else None
+        self.reference = Reference(self) if self.engine is None else None
         # (Not where a unit is refreshed a second time for its logs, UnitGraph.relog: the
         # generated refresh does not replace a sample already logged.)
         relogs = self.graph.relog and not self.delayed
         self.compiled = None if relogs else CompiledExchange.build(
             self, {u: [p.name for p in d.outputs] for u, d in self.desc.items()})
-        # Units in other processes that serve the fused Step get one message per macro step
-        # (the codec packs it in one pass); traced runs keep the separate requests.
-        self.fused = {u: FusedStep(u, self.graph.inputs[u], self.desc[u].outputs)
-                      for u in self.names
-                      if P.FUSED_STEP in self.desc[u].capabilities and not self.cfg.trace
-                      and self.proxies[u].in_process() is None}
-        self.plain = [u for u in self.names if u not in self.coupling_of]
         self._initialized = True
         if self.cfg.checkpoint_every:
             self._checkpoint = self._capture()
@@ -183,7 +177,7 @@ class Master:
     def _coinitialize(self) -> None:
         """Make outputs at t0 consistent with the inputs they imply."""
         def refresh(units):
-            for v, outs in self._refresh_units(units, self.config.t0).items():
+            for v, outs in self.refresh_units(units, self.config.t0).items():
                 for p, val in outs.items():
                     self.values[(v, p)] = val
 
@@ -193,26 +187,25 @@ class Master:
     # -- the macro step -------------------------------------------------------------------
 
     def step(self, H: float | None = None) -> float:
-        """One accepted macro step from ``T`` (adaptive: retried until accepted); returns H."""
+        """One accepted macro step from ``T`` (adaptive: retried until accepted); returns H.
+
+        The first step of an order-2 run is *started up*: with only ``y(t0)`` known, the
+        inputs would be held over it (degree 0, a local error O(H^2) that caps the run at
+        order 2 whenever a driver has a slope at t0). So the step is taken once so, rolled
+        back, and taken again with every input interpolated linearly to the outputs that
+        first pass predicted at T+H, as Gauss–Seidel interpolates to a driver that stepped:
+        a local error O(H^3), and order 3 from the first step.
+        """
         H = self.H if H is None else H
         T = self.T
-        engine = self.engine
         tries = 0
         while True:
-            snaps = None
-            if engine is not None:
-                predicted = None
-                if self._starting():        # (see _attempt)
-                    predicted, _, _ = engine.attempt(T, H, self._next_point(H), True,
-                                                     tries > 0)
-                outputs, refreshed, record = engine.attempt(
-                    T, H, self._next_point(H), self.cfg.adaptive and predicted is None,
-                    tries > 0 or predicted is not None, predicted)
-            else:
-                if self.cfg.adaptive:
-                    reps = self._call({u: [P.GetState()] for u in self.names}, T)
-                    snaps = {u: reps[u][0] for u in self.names}
-                outputs, record = self._attempt(T, H)
+            predicted = None
+            if self._starting():
+                predicted = self._attempt(T, H, True, tries > 0)[0]
+            outputs, refreshed, record = self._attempt(
+                T, H, self.cfg.adaptive and predicted is None,
+                tries > 0 or predicted is not None, predicted)
             if not self.cfg.adaptive:
                 break
             err = self.control.error(set(self.graph.driver.values()), outputs,
@@ -222,21 +215,19 @@ class Master:
                 break
             self.step_log.append(replace(record, status=StepStatus.REJECTED))
             self.stats["rejected"] += 1
-            if snaps is not None:
-                self._call({u: [P.SetState(snaps[u])] for u in self.names}, T)
-            tries += 1                      # (the engine rolls back on the units' side)
+            tries += 1                      # (the next attempt rolls the units back first)
             H = self.control.propose(H, err, shrink=True)
         self.step_log.append(record)
         self._accept(H, outputs, collect=False)
         if self.calls.stopped:
             self._collect_due()
             return H                        # a unit stopped at an event: run() ends there
-        if engine is not None:
+        if self.engine is not None:
             for key, v in refreshed.items():
                 self.values[key] = v
                 self.history.replace_last(key, self.T, v)
         else:
-            self._refresh()
+            self.reference.refresh()
         # Logs are collected once the macro point is refreshed (its samples final).
         self._collect_due()
         if self.cfg.adaptive:
@@ -249,112 +240,19 @@ class Master:
 
     def _starting(self) -> bool:
         """Whether the next macro step is the first one of an order-2 run whose units can
-        roll back: it is started up (see :meth:`_attempt`)."""
+        roll back: it is started up (see :meth:`step`)."""
         return (self.n == 0 and self.cfg.extrapolation == 2
                 and all(d.can_get_set_state for d in self.desc.values()))
 
-    def _attempt(self, T, H) -> tuple[dict, StepRecord]:
-        """One try of the macro step ``[T, T+H]``: its outputs at T+H and its record.
-
-        The first step of an order-2 run is *started up*: with only ``y(t0)`` known, the
-        inputs would be held over it (degree 0, a local error O(H^2) that caps the run at
-        order 2 whenever a driver has a slope at t0). So the step is taken once so, rolled
-        back, and taken again with every input interpolated linearly to the outputs that
-        first pass predicted at T+H, as Gauss–Seidel interpolates to a driver that stepped:
-        a local error O(H^3), and order 3 from the first step.
-        """
-        if not self._starting():
-            return self._try(T, H, {})
-        reps = self._call({u: [P.GetState()] for u in self.names}, T)
-        predicted, _ = self._try(T, H, {})
-        self._call({u: [P.SetState(reps[u][0])] for u in self.names}, T)
-        return self._try(T, H, predicted)
-
-    def _try(self, T, H, predicted: dict) -> tuple[dict, StepRecord]:
-        """The macro step with inputs from ``predicted`` outputs at T+H (see
-        :meth:`_attempt`) where no output computed in this step is known."""
-        record = StepRecord(T, H)
-        outputs: dict = {}
-        if self.cfg.scheme is Scheme.JACOBI:
-            batch = {u: self._step_requests(u, T, H, predicted) for u in self.plain}
-            self._gather(self._call(batch, T), outputs, -1)
-            for g in self.couplings:
-                record = self._iterate(g, T, H, predicted, outputs, record)
-        else:
-            done = set()
-            fresh = ChainMap(outputs, predicted)     # this step's outputs first
-            for u in self.order:
-                if u in done:
-                    continue
-                g = self.coupling_of.get(u)
-                if g is None:
-                    reps = self._call({u: self._step_requests(u, T, H, fresh)}, T)
-                    self._gather(reps, outputs, -1)
-                    done.add(u)
-                else:
-                    record = self._iterate(g, T, H, fresh, outputs, record)
-                    done.update(g)
-        return outputs, record
-
-    def _step_requests(self, u: str, T: float, H: float, fresh: dict) -> list:
-        """Unit ``u``'s requests for the macro step ``[T, T+H]``, its outputs last. With
-        delayed feedthrough the outputs at T+H are logged as computed by the step (a
-        refresh with the step's inputs), which is what the other units receive."""
-        fused = self.fused.get(u)
-        if fused is not None:
-            return [fused.request(self.history, self.values, T, H, fresh, {},
-                                  P.STEP_REFRESH if self.delayed else 0)]
-        step = [self._step_inputs(u, H, fresh, {}), P.DoStep(T, H)]
-        if self.delayed:
-            step.append(P.RefreshOutputs())
-        return step + [P.GetOutputs()]
-
-    def _step_inputs(self, u, H, fresh, cand) -> P.SetInputs:
-        return self.history.inputs(self.graph.inputs[u], self.values, H, fresh, cand)
-
-    def _gather(self, reps, outputs, index) -> None:
-        for u, rs in reps.items():
-            rep = rs[index]
-            if type(rep) is P.Stepped:
-                self.fused[u].outputs(rep, outputs)
-                continue
-            for p, v in rep.values.items():
-                outputs[(u, p)] = v
-
-    def _iterate(self, g, T, H, fresh, outputs, record: StepRecord) -> StepRecord:
-        """Fixed-point iteration of an algebraic coupling ``g`` over ``[T, T+H]``; returns
-        ``record`` updated with its iterations, residual and status."""
-        cfg = self.cfg
-        keys = self.graph.coupling_keys(g)
-        if not cfg.iterate:
-            reps = self._call({v: [self._step_inputs(v, H, fresh, {}), P.DoStep(T, H),
-                                   P.GetOutputs()] for v in g}, T)
-            self._gather(reps, outputs, 2)
-            used = {k: self.history.extrapolate(k, H)[2] for k in keys}
-            res = max(float(np.max(np.abs(outputs[k] - used[k]))) for k in keys)
-            return replace(record, status=StepStatus.UNITERATED,
-                           residual=max(record.residual, res))
-        start = {k: self.history.extrapolate(k, H)[2] for k in keys}
-        solve = coupling.iterate_step(
-            g, keys, start, T, H, lambda v, cand: self._step_inputs(v, H, fresh, cand),
-            self._call, outputs, self.stats, cfg,
-            lambda v, cand: self.history.held_at_end(self.graph.inputs[v], H, cand))
-        record = replace(record, iterations=max(record.iterations, solve.iterations),
-                         residual=max(record.residual, solve.residual))
-        if not solve.converged:
-            coupling.not_converged(cfg, "macro step: the", self.graph, g, solve, T)
-            record = replace(record, status=StepStatus.CONTINUED)
-        return record
-
-    def _refresh(self) -> None:
-        """Make feedthrough outputs at the new macro point consistent with the exchanged
-        inputs (they were computed with extrapolated ones)."""
-        T = self.T
-        for level in self.refresh_levels:
-            for u, outs in self._refresh_units(level, T).items():
-                for p, v in outs.items():
-                    self.values[(u, p)] = v
-                    self.history.replace_last((u, p), T, v)
+    def _attempt(self, T, H, keep, rollback, predicted=None) -> tuple[dict, dict, StepRecord]:
+        """One attempt of ``[T, T+H]`` through the engine or the reference: the outputs at
+        T+H, those refreshed there (the engine's; the reference refreshes once the step is
+        accepted) and the record (see :meth:`Engine.attempt
+        <cosim.master.engine.Engine.attempt>`)."""
+        if self.engine is not None:
+            return self.engine.attempt(T, H, self._next_point(H), keep, rollback, predicted)
+        outputs, record = self.reference.attempt(T, H, keep, rollback, predicted)
+        return outputs, {}, record
 
     def _accept(self, H, outputs, collect: bool = True) -> None:
         self.n += 1

@@ -164,7 +164,12 @@ def test_plan_shows_the_program_for_the_configured_placement():
     H = 0.01
     local = overview(fan(), SimulationConfig(dt=H / 4, t_end=H, cosim=CosimConfig(H=H)))
     assert local.program.round_trips == 0
+    # the top-level blocks beside the master: each gain's step and refresh in one message
     zmq = overview(fan(), SimulationConfig(dt=H / 4, t_end=H, cosim=CosimConfig(
         H=H, backend="zmq")))
-    assert zmq.program.round_trips == 2
-    assert "2 round trip(s)" in zmq.table() and "g0:refresh" in zmq.table()
+    assert zmq.program.round_trips == 1
+    assert "1 round trip(s)" in zmq.table() and "g0:step+refresh" in zmq.table()
+    placed = overview(fan(), SimulationConfig(dt=H / 4, t_end=H, cosim=CosimConfig(
+        H=H, backend="zmq", units={"main": {"process": "glue"}})))
+    assert placed.program.round_trips == 2
+    assert "2 round trip(s)" in placed.table() and "g0:refresh" in placed.table()
