@@ -137,7 +137,9 @@ class CoSimulation(PacedRuns):
         try:
             for name, cls in classes.items():
                 started = time.perf_counter()
-                if hosts is not None:
+                # (Hosts are kept only by backends that can reload units into them: the
+                # others, e.g. the top-level blocks' unit beside the master, start anew.)
+                if hosts is not None and getattr(cls, "reloads", False):
                     self.backends[name], mine = hosts.start(name, cls, cfg, by_backend[name])
                 else:
                     self.backends[name] = cls(cfg)

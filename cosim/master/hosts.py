@@ -37,8 +37,8 @@ class UnitHosts:
     reused : int
         Runs' backends that reloaded units into kept processes.
     started : int
-        Backends started new (the first run, structure changes, and backends that do not
-        reload).
+        Backends started new (the first run, structure changes); runs hand only backends
+        that can reload units (``Backend.reloads``) to their hosts.
     fallbacks : list of str
         Why a kept backend could not host a run's units (each a structure change or a
         failed reload); it was stopped and a new one started.

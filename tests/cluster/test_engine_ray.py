@@ -9,6 +9,7 @@ from cosim import CoSimulation, CosimConfig, SimulationConfig
 from cosim.errors import SimulationError
 
 from tests.cluster.scenarios import crashing, failing, three_units, wide
+from tests.cluster.test_ray import assert_same
 
 pytestmark = pytest.mark.cluster
 
@@ -24,17 +25,10 @@ def run(model, backend, t_end=1.0, **cosim):
     return sim, logs
 
 
-def assert_same(a, b):
-    assert sorted(a) == sorted(b)
-    for key in a:
-        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
-        np.testing.assert_array_equal(a.time_of(key), b.time_of(key))
-
-
 @pytest.mark.parametrize("scenario, cosim", [
     # a loop of units (a -> b -> rest -> a) with the classic one-step delay
     (three_units, dict(H=0.02, feedthrough="delay", extrapolation=1)),
-    # a feed-forward split: the part without inputs runs ahead; logs collected every 7 steps
+    # a feed-forward split; logs collected every 7 steps
     (wide, dict(H=0.01, partition=3, extrapolation=2, log_every=7)),
     # inputs held over the step
     (three_units, dict(H=0.02, feedthrough="delay")),
