@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from array import array
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -27,12 +28,18 @@ from cosim.errors import TransportError
 from cosim.master import coupling
 from cosim.master import protocol as P
 from cosim.master.calls import unit_error
+from cosim.master.extrapolation import KEPT, PortHistory
 from cosim.master.fused import FusedStep
 from cosim.master.program import Program, compile_program
 from cosim.master.records import StepRecord, StepStatus
 from cosim.master.units import error_reply
 
 __all__ = ["Engine"]
+
+#: Macro steps a window holds at most (:meth:`Engine.window`): enough that the rounds a
+#: window's first and last steps take alone weigh little; the master cuts windows shorter
+#: at checkpoints, log collections and the observer's stride.
+WINDOW = 16
 
 
 class Engine:
@@ -51,7 +58,7 @@ class Engine:
         self.graph = master.graph
         self.cfg = master.cfg
         names = master.names
-        local = {u for u in names if master.proxies[u].in_process() is not None}
+        local = self.local = {u for u in names if master.proxies[u].in_process() is not None}
         # Units of a coupling through an output held over the step (a discrete output): a
         # held candidate reaches them only at T+H, with a refresh for it there
         # (PortHistory.held_at_end): they take the separate requests, whose refresh may set
@@ -85,6 +92,10 @@ class Engine:
                        if u in self.fusable and master.proxies[u].in_process() is not None}
         self.index = {u: i for i, u in enumerate(names)}
         self.batches: dict = {}        # lane batches made, by (lane, layout of its units)
+        self.windows: dict = {}        # window programs, by their number of macro steps
+        self.out_keys = {u: [(u, p.name) for p in master.desc[u].outputs] for u in names}
+        self._failed: tuple = ()       # (macro step, unit) of a stage's failure
+        self._replies: dict = {}       # the replies of the last exchange, see _send
 
     # -- one attempt ------------------------------------------------------------------------
 
@@ -116,53 +127,162 @@ class Engine:
             accepted and no unit stopped).
         record : StepRecord
         """
+        master = self.master
         first = (P.STEP_KEEP if keep else 0) | (P.STEP_ROLLBACK if rollback else 0)
-        self._flags = dict.fromkeys(self.master.names, first)
+        self._flags = dict.fromkeys(master.names, first)
         self._predicted = predicted or {}
-        outputs: dict = {}
-        refreshed: dict = {}
-        record = StepRecord(T, H)
-        calls = self.master.calls
         if rollback:
-            calls.stopped.clear()       # (a stop in the rejected attempt is undone with it)
-        stages = self.program.stages
+            master.calls.stopped.clear()  # (a stop in the rejected attempt is undone with it)
+        step = _Step(0, T, H, T_next, master.history, master.values)
+        cut = _Cut(1)
         held = None
-        for i, stage in enumerate(stages):
-            if stage.coupling:
-                record = self._iterate(stage, T, H, outputs, refreshed, record, held)
-                held = None
-                continue
-            # A round whose next stage is a coupling joined to it goes out with that
-            # coupling's first iteration.
-            joined = i + 1 < len(stages) and stages[i + 1].joined
-            held = self._round(stage.sends, T, H, T_next, outputs, refreshed, calls.stopped,
-                               hold=joined)
-        return outputs, refreshed, record
+        stages = self.program.stages
+        for i in range(len(stages)):
+            held = self._stage(stages, i, [step], cut, held)
+        return step.outputs, step.refreshed, step.record
 
-    def _round(self, sends, T, H, T_next, outputs, refreshed, stopped, hold=False):
-        """Run one round (``hold``: return its ``(batch, kinds)`` unsent instead)."""
-        batch, kinds = {}, {}
+    # -- a window of macro steps ------------------------------------------------------------
+
+    def window(self, points: list, H: float) -> tuple[list, Exception | None, bool]:
+        """The macro steps ``[points[k], points[k+1]]``, ``k < K = len(points) - 1``, run as
+        one program (:func:`~cosim.master.program.compile_program` with ``steps=K``): an
+        action of a later macro step travels with a round of an earlier one as soon as what
+        it reads is known, so a unit that reads nothing pending (a source, the head of a
+        Gauss–Seidel chain) no longer costs a round trip of its own each macro step. The
+        values each action reads are those of the macro steps taken one after the other.
+
+        Not for adaptive macro steps (each is accepted or rejected before the next) nor the
+        started-up first step of an order-2 run.
+
+        Returns
+        -------
+        steps : list of (dict, dict, StepRecord)
+            Per macro step taken, as :meth:`attempt` returns them: those before a failure,
+            and up to (including) the one in which a unit stopped at an event (the master
+            ends the run there; units may have run further, their logs after the stop are
+            cut as at any stop).
+        error : Exception or None
+            The failure of the earliest failing macro step (the master raises it once it
+            has taken the steps before it).
+        stopped : bool
+            A unit stopped at an event in the last macro step of ``steps``.
+        """
+        master = self.master
+        K = len(points) - 1
+        program = self.windows.get(K)
+        if program is None:
+            if len(self.windows) >= 8:
+                self.windows.clear()
+            program = self.windows[K] = compile_program(
+                master.graph, self.cfg.scheme, master.order, master.delayed, self.local,
+                self.fusable, master.refresh_levels, steps=K)
+        base, later = master.history.points, {}
+        steps = [_Step(0, points[0], H, points[1], master.history, master.values)]
+        for k in range(1, K):
+            history = PortHistory(master.history.order, master.history.period)
+            history.points = _Upto(base, later, k)
+            steps.append(_Step(k, points[k], H, points[k + 1], history, _Latest(history.points)))
+        self._flags = dict.fromkeys(master.names, 0)
+        self._predicted = {}
+        cut = _Cut(K)
+        error = None
+        held = None
+        finals = ()                     # of a round held back for the coupling joined to it
+        stages = program.stages
+        for i, stage in enumerate(stages):
+            try:
+                held = self._stage(stages, i, steps, cut, held)
+            except Exception as err:  # noqa: BLE001 - the master raises it, in time order
+                k = stage.k if stage.coupling else self._failed[0]
+                if error is None or k < cut.limit:
+                    error = err
+                cut.limit = min(cut.limit, k)   # the failed step and later ones: dropped
+                held, finals = None, ()
+                continue
+            if held is not None:
+                finals = stage.finals       # (made final once sent, with the next stage)
+                continue
+            finals, done = (), finals + stage.finals
+            for k, u in done:
+                if cut.runs(k + 1, True):       # (read by a later step that will run)
+                    st = steps[k]
+                    for key in self.out_keys[u]:
+                        v = st.refreshed.get(key)
+                        later.setdefault(key, []).append(
+                            (st.T_next, st.outputs[key] if v is None else v))
+        end = K if cut.stop is None else cut.stop + 1
+        if error is not None and cut.limit < end:
+            return [(st.outputs, st.refreshed, st.record) for st in steps[:cut.limit]], \
+                error, False
+        return [(st.outputs, st.refreshed, st.record) for st in steps[:end]], None, \
+            cut.stop is not None
+
+    # -- stages -----------------------------------------------------------------------------
+
+    def _stage(self, stages, i, steps, cut, held):
+        """Run stage ``i`` of ``stages`` for ``steps`` (the macro steps of the attempt or
+        window) within ``cut``; returns the round held for the coupling joined to it."""
+        stage = stages[i]
+        # (the macro step a failure is of, unless the exchange names the failing unit's)
+        self._failed = (min([s.k for s in stage.sends], default=stage.k), None)
+        if stage.coupling:
+            if not cut.runs(stage.k, True):
+                if held is not None:        # its joined round goes out alone
+                    self._send(*held)
+                return None
+            st = steps[stage.k]
+            st.record = self._iterate(stage, st, held)
+            self._stopped(cut, {u: st for u in stage.coupling})
+            return None
+        # A round whose next stage is a coupling joined to it goes out with that coupling's
+        # first iteration.
+        joined = i + 1 < len(stages) and stages[i + 1].joined
+        return self._round(stage.sends, steps, cut, hold=joined)
+
+    def _round(self, sends, steps, cut, hold=False):
+        """Run one round (``hold``: return its ``(batch, kinds, at)`` unsent instead)."""
+        batch, kinds, at = {}, {}, {}
         for s in sends:
+            if not cut.runs(s.k, s.step):
+                continue                # after a stop nothing is refreshed (protocol path)
             u = s.unit
-            if not s.step and stopped:
-                continue                # a unit stopped: nothing is refreshed (protocol path)
+            st = steps[s.k]
             flags = self._flags[u]
             self._flags[u] = 0
             after = None
             if s.reset:
-                after = [(refreshed[key] if post else outputs[key]) for _, key, post
+                after = [(st.refreshed[key] if post else st.outputs[key]) for _, key, post
                          in s.sources]
-            fresh = self._fresh((u,), s.fresh, outputs)
-            batch[u], kinds[u] = self._requests(u, s.step, after, fresh, {}, flags, T, H,
-                                                T_next)
+            fresh = self._fresh((u,), s.fresh, st.outputs)
+            batch[u], kinds[u] = self._requests(u, s.step, after, fresh, {}, flags, st)
+            at[u] = st
         if hold:
-            return batch, kinds
-        if not batch:
-            return None
-        reps = self._exchange(batch, T, H)
-        for u, rs in reps.items():
-            self._gather(u, kinds[u], rs, outputs, refreshed)
+            return batch, kinds, at
+        if batch:
+            self._send(batch, kinds, at)
+            self._stopped(cut, at)
         return None
+
+    def _send(self, batch, kinds, at, joined=None) -> None:
+        """Exchange a round's ``batch`` and file each unit's replies into its macro step
+        (``joined``: the units whose refreshes may be filed; default all); when a unit
+        fails, those of the others that came are filed before the failure is raised (a
+        window keeps the macro steps before the failed one)."""
+        try:
+            reps = self._exchange(batch, at)
+        finally:
+            reps, self._replies = self._replies, {}
+            for u, rs in reps.items():
+                st = at[u]
+                self._gather(u, kinds[u], rs, st.outputs,
+                             st.refreshed if joined is None or u in joined else {})
+
+    def _stopped(self, cut, at) -> None:
+        """Note in ``cut`` the earliest macro step in which a unit of ``at`` stopped."""
+        stopped = self.master.calls.stopped
+        for u, st in at.items():
+            if u in stopped:
+                cut.stopped(st.k)
 
     def _fresh(self, units, keys, outputs) -> dict:
         """The outputs at T+H that ``units``' inputs are interpolated to: those computed in
@@ -176,12 +296,11 @@ class Engine:
                         fresh[key] = predicted[key]
         return fresh
 
-    def _requests(self, u, step, after, fresh, cand, flags, T, H, T_next,
-                  end=None) -> tuple:
-        """Unit ``u``'s requests for one stage and how to read its replies (``end``: inputs
-        set at T+H for a refresh after the step, ``PortHistory.held_at_end``; separate
-        requests only)."""
-        history, values = self.master.history, self.master.values
+    def _requests(self, u, step, after, fresh, cand, flags, st, end=None) -> tuple:
+        """Unit ``u``'s requests for one stage of macro step ``st`` and how to read its
+        replies (``end``: inputs set at T+H for a refresh after the step,
+        ``PortHistory.held_at_end``; separate requests only)."""
+        history, values, T, H, T_next = st.history, st.values, st.T, st.H, st.T_next
         unit = self.direct.get(u)
         if unit is not None:
             mode = flags | self.refresh
@@ -227,13 +346,19 @@ class Engine:
         reqs.append(P.GetOutputs())
         return reqs, (kind, bool(flags & P.STEP_KEEP), bool(flags & P.STEP_ROLLBACK))
 
-    def _exchange(self, batch: dict, T: float, H: float) -> dict:
-        """Every unit's requests of a round (``batch``: unit -> list of requests), all in
-        flight at once: the Steps of units with lanes one message per connection, the others
-        through :meth:`UnitCalls.call <cosim.master.calls.UnitCalls.call>` (units in this
-        process run meanwhile); the replies, checked as ``UnitCalls.call`` checks them (the
-        first failure in unit order raised once every reply is read)."""
+    def _exchange(self, batch: dict, at: dict) -> dict:
+        """Every unit's requests of a round (``batch``: unit -> list of requests; ``at``:
+        unit -> its macro step), all in flight at once: the Steps of units with lanes one
+        message per connection, the others through :meth:`UnitCalls.call
+        <cosim.master.calls.UnitCalls.call>` (units in this process run meanwhile); the
+        replies, checked as ``UnitCalls.call`` checks them (the failure of the earliest
+        macro step, the first in unit order, raised once every reply is read; its macro step
+        and unit in ``_failed``)."""
         calls = self.master.calls
+        first = min(at.values(), key=_k)
+        T, H = first.T, first.H
+        rank = {u: (st.k, self.index[u]) for u, st in at.items()}
+        self._replies = {}
         groups: dict = {}
         others = {}
         direct = []
@@ -252,6 +377,7 @@ class Engine:
         if len(groups) == 1 and not others and not direct:
             solo = self._solo(groups, T, H, started)
             if solo is not None:
+                self._replies = solo
                 return solo
         for lane, members in groups.values():
             lane_batch = self._lane_batch(lane, members)
@@ -265,44 +391,47 @@ class Engine:
             try:
                 lane_batch.send(T, H, [step.data for _, step in members], times)
             except Exception as err:  # noqa: BLE001 - raised below, after the others
-                failures.append((self.index[members[0][0]], err))
+                failures.append((rank[members[0][0]], err))
                 break                       # those sent before it are still answered
             sent.append((lane_batch, members))
         replies: dict = {}
         if others:
             try:
-                replies = calls.call(others, T)
+                replies = calls.call(others, min(at[u].T for u in others))
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                failures.append((min(self.index[u] for u in others), err))
+                failures.append((min(rank[u] for u in others), err))
         for u, (unit, mode, vals, ders, after, t, h) in direct:
             begun = clock()
             try:
                 done, stepped = unit.fused(mode, vals, ders, after, t, h)
                 outs = unit.get_outputs()
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                failures.append((self.index[u], unit_error(
-                    u, _STEP, error_reply(err, getattr(unit, "t", None)), T)))
+                failures.append((rank[u], unit_error(
+                    u, _STEP, error_reply(err, getattr(unit, "t", None)), at[u].T)))
                 continue
-            _account(calls, u, T, clock() - begun if h else None, done)
+            _account(calls, u, at[u].T, clock() - begun if h else None, done)
             replies[u] = (outs, stepped)
         for lane_batch, members in sent:
             try:
                 got = lane_batch.receive(T)
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                failures.append((self.index[members[0][0]], err))
+                failures.append((rank[members[0][0]], err))
                 continue
             elapsed = clock() - started
             for (u, step), rep in zip(members, got):
                 try:
-                    rep = _stepped(u, step, rep, T)
+                    rep = _stepped(u, step, rep, step.t)
                 except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                    _account(calls, u, T, elapsed, None)
-                    failures.append((self.index[u], err))
+                    _account(calls, u, at[u].T, elapsed, None)
+                    failures.append((rank[u], err))
                     continue
-                _account(calls, u, T, elapsed, rep)
+                _account(calls, u, at[u].T, elapsed, rep)
                 replies[u] = [rep]
+        self._replies = replies          # (filed by _send, also when a unit failed)
         if failures:
-            raise min(failures, key=lambda f: f[0])[1]
+            (k, index), err = min(failures, key=lambda f: f[0])
+            self._failed = (k, self.master.names[index])
+            raise err
         return replies
 
     def _solo(self, groups, T, H, started):
@@ -369,44 +498,41 @@ class Engine:
 
     # -- iterated couplings -----------------------------------------------------------------
 
-    def _iterate(self, stage, T, H, outputs, refreshed, record, held=None) -> StepRecord:
-        """A coupling iterated to a fixed point over ``[T, T+H]`` (as the protocol path's
-        :func:`~cosim.master.coupling.iterate_step`), its units rolled back on their own
-        side between iterations; ``held``: the ``(batch, kinds)`` of the round before it,
-        sent with its first iteration."""
+    def _iterate(self, stage, st, held=None) -> StepRecord:
+        """A coupling iterated to a fixed point over macro step ``st`` (as the protocol
+        path's :func:`~cosim.master.coupling.iterate_step`), its units rolled back on their
+        own side between iterations; ``held``: the ``(batch, kinds, at)`` of the round
+        before it, sent with its first iteration. Returns ``st``'s record updated."""
         cfg, master = self.cfg, self.master
         g = stage.coupling
+        T, H, outputs, history = st.T, st.H, st.outputs, st.history
         keys = self.graph.coupling_keys(list(g))
         fresh = self._fresh(g, stage.fresh, outputs)
-        history = master.history
         graph = self.graph
 
         def run(cand, extra):
             nonlocal held
-            batch, kinds = {}, {}
+            batch, kinds, at = {}, {}, {}
             if held is not None:
-                (batch, kinds), held = held, None
-                batch, kinds = dict(batch), dict(kinds)
-                joined = set(batch)
-            else:
-                joined = ()
+                (batch, kinds, at), held = held, None
+                batch, kinds, at = dict(batch), dict(kinds), dict(at)
+            joined = set(batch)
             for v in g:
                 flags = self._flags[v] | extra
                 self._flags[v] = 0
                 end = history.held_at_end(graph.inputs[v], H, cand) if v in self.held \
                     else None
-                batch[v], kinds[v] = self._requests(v, True, None, fresh, cand, flags, T, H,
-                                                    T + H, end)
-            reps = self._exchange(batch, T, H)
-            for v, rs in reps.items():
-                self._gather(v, kinds[v], rs, outputs, refreshed if v in joined else {})
+                batch[v], kinds[v] = self._requests(v, True, None, fresh, cand, flags, st, end)
+                at[v] = st
+            self._send(batch, kinds, at, joined)
 
+        record = st.record
         if not cfg.iterate:
             run({}, 0)
             used = {k: history.extrapolate(k, H)[2] for k in keys}
             res = max(float(np.max(np.abs(outputs[k] - used[k]))) for k in keys)
             return replace(record, status=StepStatus.UNITERATED,
-                            residual=max(record.residual, res))
+                           residual=max(record.residual, res))
         start = {k: history.extrapolate(k, H)[2] for k in keys}
         shapes = [(k, start[k].size, start[k].shape) for k in keys]
 
@@ -418,11 +544,85 @@ class Engine:
         solve = coupling.iterate(np.concatenate([start[k].ravel() for k in keys]),
                                  evaluate, cfg)
         record = replace(record, iterations=max(record.iterations, solve.iterations),
-                          residual=max(record.residual, solve.residual))
+                         residual=max(record.residual, solve.residual))
         if not solve.converged:
             coupling.not_converged(cfg, "macro step: the", graph, list(g), solve, T)
             record = replace(record, status=StepStatus.CONTINUED)
         return record
+
+
+class _Step:
+    """One macro step of an attempt or a window: its times, the history and the values at
+    its start it reads, and what it computed (outputs, refreshed outputs, its record)."""
+
+    __slots__ = ("k", "T", "H", "T_next", "history", "values", "outputs", "refreshed",
+                 "record")
+
+    def __init__(self, k: int, T: float, H: float, T_next: float, history, values):
+        self.k, self.T, self.H, self.T_next = k, T, H, T_next
+        self.history, self.values = history, values
+        self.outputs: dict = {}
+        self.refreshed: dict = {}
+        self.record = StepRecord(T, H)
+
+
+def _k(st: _Step) -> int:
+    return st.k
+
+
+class _Cut:
+    """Which actions of a window still run: none of macro step ``limit`` (a failure there)
+    and later; after a unit stopped in macro step ``stop``, that step's steps only (as the
+    protocol path: nothing is refreshed after a stop) and nothing later."""
+
+    def __init__(self, steps: int):
+        self.limit = steps
+        self.stop: int | None = None
+
+    def runs(self, k: int, step: bool) -> bool:
+        if k >= self.limit:
+            return False
+        return self.stop is None or k < self.stop or (k == self.stop and step)
+
+    def stopped(self, k: int) -> None:
+        self.stop = k if self.stop is None else min(self.stop, k)
+
+
+class _Upto(Mapping):
+    """Every output's past macro points as the history of macro step ``k`` of a window
+    sees them: the master's, then those of the window's macro points up to ``k`` (the last
+    :data:`~cosim.master.extrapolation.KEPT`)."""
+
+    def __init__(self, base: dict, later: dict, k: int):
+        self.base, self.later, self.k = base, later, k
+
+    def __getitem__(self, key):
+        new = self.later.get(key)
+        if not new:
+            return self.base[key]
+        return (self.base[key] + new[:self.k])[-KEPT:]
+
+    def __iter__(self):
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+
+class _Latest(Mapping):
+    """Every output's value at the latest macro point of a history's ``points``."""
+
+    def __init__(self, points: Mapping):
+        self.points = points
+
+    def __getitem__(self, key):
+        return self.points[key][-1][1]
+
+    def __iter__(self):
+        return iter(self.points)
+
+    def __len__(self) -> int:
+        return len(self.points)
 
 
 #: The request an error of a unit called directly is reported against (its part names the

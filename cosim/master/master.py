@@ -27,7 +27,7 @@ from cosim.master import protocol as P
 from cosim.master.calls import UnitCalls
 from cosim.master.central_logs import CentralLogs
 from cosim.master.compiled import CompiledExchange
-from cosim.master.engine import Engine
+from cosim.master.engine import WINDOW, Engine
 from cosim.master.extrapolation import PortHistory
 from cosim.master.reference import Reference
 from cosim.master.records import StepRecord, StepStatus, step_log_arrays
@@ -331,15 +331,13 @@ class Master:
     def _steps(self, t_end: float, goal: float | None, eps: float) -> bool:
         """Macro steps towards ``t_end`` until ``T`` reaches ``goal`` (None: one step), whole
         steps through the compiled exchange where it can; True when a unit stopped the run."""
-        chunks = self.compiled
         observer = self.observer
         while True:
             # An observer bounds a chunk to its stride of whole steps (+ half a step: no
             # rounding drops the last one); the steps are the same, cut into more chunks.
             upto = goal if observer is None or goal is None else \
                 min(goal, self.T + (observer.stride + 0.5) * self.H)
-            if (goal is not None and chunks is not None and not self._starting()
-                    and self._run_chunk(chunks, upto, eps)):
+            if goal is not None and not self._starting() and self._run_chunk(upto, eps):
                 if self.calls.stopped:
                     if observer is not None:
                         observer.observe(self)
@@ -404,16 +402,54 @@ class Master:
         self._restore(cp, logs="truncate")
         del self.step_log[records:]
 
-    def _run_chunk(self, chunks, t_end: float, eps: float) -> bool:
-        """Whole macro steps of H through the compiled exchange
-        (:mod:`~cosim.master.compiled`), bit-identical to :meth:`step`, up to the next
-        checkpoint; False when it took none (the engine steps instead). A unit failure is
-        recovered from as in :meth:`_advance`."""
+    def _run_chunk(self, t_end: float, eps: float) -> bool:
+        """Whole macro steps of H, bit-identical to :meth:`step`, up to the next checkpoint:
+        through the compiled exchange (:mod:`~cosim.master.compiled`) or as windows of the
+        engine (:meth:`Engine.window <cosim.master.engine.Engine.window>`); False when it
+        took none (:meth:`step` steps instead). A unit failure is recovered from as in
+        :meth:`_advance`."""
         try:
-            return self._take_chunk(chunks, t_end, eps)
+            if self.compiled is not None:
+                return self._take_chunk(self.compiled, t_end, eps)
+            if self.engine is not None and not self.cfg.adaptive:
+                return self._take_window(t_end, eps)
+            return False
         except TransportError as err:
             self._recover(err)
             return True
+
+    def _take_window(self, t_end: float, eps: float) -> bool:
+        cfg, control = self.cfg, self.control
+        q = control.quanta(self.H)
+        if not q or control.on_grid(self.H) != self.H:
+            return False
+        n = self.n
+        every = cfg.checkpoint_every
+        # (no further than the next checkpoint and log collection: the units' states and
+        # logs are taken at a macro point every unit has reached)
+        steps = min(WINDOW, cfg.log_every - n % cfg.log_every,
+                    every - n % every if every else WINDOW)
+        points = [self.config.t0 + (self._nq + j * q) * control.quantum_s
+                  for j in range(steps + 1)]
+        while steps and points[steps] > t_end + eps:
+            steps -= 1                      # whole steps that end by t_end
+        if steps < 2:
+            return False
+        taken, error, stopped = self.engine.window(points[:steps + 1], self.H)
+        for i, (outputs, refreshed, record) in enumerate(taken):
+            self.step_log.append(record)
+            self._accept(self.H, outputs, collect=False)
+            if stopped and i == len(taken) - 1:
+                self._collect_due()
+                self._end_at_stop()
+                return True
+            for key, v in refreshed.items():
+                self.values[key] = v
+                self.history.replace_last(key, self.T, v)
+            self._collect_due()
+        if error is not None:
+            raise error
+        return True
 
     def _take_chunk(self, chunks, t_end: float, eps: float) -> bool:
         cfg = self.cfg

@@ -48,6 +48,9 @@ class Send:
         Per input of the refresh: its name, the output driving it, and whether the value read
         is that output *after* its own refresh at ``T+H`` (True) or as its unit's step
         computed it (False) — what the protocol path's level-by-level refresh reads.
+    k : int
+        The macro step of a window this belongs to (0: the first; see
+        :func:`compile_program`'s ``steps``).
     """
 
     unit: str
@@ -55,6 +58,7 @@ class Send:
     reset: bool
     fresh: tuple = ()
     sources: tuple = ()
+    k: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,30 +67,36 @@ class Stage:
     algebraic coupling iterated to a fixed point (``coupling``, its steps reading the
     outputs ``fresh`` computed for T+H), each over units all in this process (``local``: no
     round trip) or not. A coupling ``joined`` to the round before it sends its first
-    iteration with that round (both only read what was known before it)."""
+    iteration with that round (both only read what was known before it). ``k``: a
+    coupling's macro step in a window; ``finals``: the ``(k, unit)`` whose outputs at the
+    end of macro step ``k`` are final once this stage ran (their unit's last action there)."""
 
     sends: tuple = ()
     coupling: tuple = ()
     fresh: tuple = ()
     local: bool = False
     joined: bool = False
+    k: int = 0
+    finals: tuple = ()
 
 
 @dataclass
 class Program:
-    """The stages of one macro step, in order (see the module notes)."""
+    """The stages of ``steps`` macro steps (a window), in order (see the module notes)."""
 
     stages: list = field(default_factory=list)
+    steps: int = 1
 
     @property
     def round_trips(self) -> int:
-        """Round trips per macro step when every coupling converges at its first iteration
+        """Round trips per window when every coupling converges at its first iteration
         (each further iteration of a coupling of units in other processes adds one)."""
         return sum(1 for s in self.stages if not s.local and not s.joined)
 
     def table(self) -> str:
         """One line per stage: what it sends to whom."""
-        lines = [f"macro step: {len(self.stages)} stage(s), {self.round_trips} round trip(s)"
+        what = "macro step" if self.steps == 1 else f"window of {self.steps} macro steps"
+        lines = [f"{what}: {len(self.stages)} stage(s), {self.round_trips} round trip(s)"
                  " (+1 per further coupling iteration)"]
         for i, s in enumerate(self.stages):
             where = "in process" if s.local else "round trip"
@@ -97,14 +107,20 @@ class Program:
             else:
                 what = ", ".join(f"{x.unit}:" + "+".join(
                     (["step"] if x.step else []) + (["refresh"] if x.reset else []))
-                    for x in s.sends)
+                    + (f"@{x.k}" if self.steps > 1 else "") for x in s.sends)
             lines.append(f"  {i + 1}. [{where}] {what}")
         return "\n".join(lines)
 
 
 def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: set,
-                    fusable: set, levels: list | None = None) -> Program:
-    """The program of a macro step.
+                    fusable: set, levels: list | None = None, steps: int = 1) -> Program:
+    """The program of a macro step, or of a window of ``steps`` macro steps.
+
+    In a window every action of macro step ``k`` also waits for what it reads at the macro
+    point it starts from: the last action of ``k - 1`` of each unit it reads (and of its own
+    unit). So an action of the next macro step that reads nothing still pending travels with
+    a round of this one (a unit without inputs, the head of a Gauss–Seidel chain), and the
+    values read stay those of the macro steps taken one after the other.
 
     Parameters
     ----------
@@ -124,6 +140,8 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         The refresh levels, in order (default: the graph's; the master's add a last level
         refreshing some units once more for their logs, :attr:`UnitGraph.relog`). A unit
         may be refreshed at several levels.
+    steps : int, optional
+        Macro steps in the window (default 1).
 
     Returns
     -------
@@ -175,38 +193,52 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
             needs[("refresh", u, i)] = {latest(key[0], i) or node(key[0])
                                         for _, key in graph.inputs[u]} | {
                 latest(u, i) or node(u)}
+    # The action after which a unit's outputs at T+H are final (its last refresh, or the
+    # action that computes them), and the window's actions: (k, action).
+    last = {u: ("refresh", u, at[u][-1]) if u in at else node(u) for u in order}
+    tagged = {}
+    for k in range(steps):
+        for n, ns in needs.items():
+            deps = {(k, d) for d in ns}
+            if k and n[0] != "refresh":
+                for v in (n[1] if n[0] == "iterate" else (n[1],)):
+                    deps.add((k - 1, last[v]))
+                    deps.update((k - 1, last[key[0]]) for _, key in graph.inputs[v])
+            tagged[(k, n)] = deps
+    finals = {(k, n): tuple((k, u) for u in _units(n) if last[u] == n) for k, n in tagged}
     # List scheduling: actions of units in this process run as soon as what they read is
     # known; every other ready action goes into the next round, a unit's step and refresh in
-    # one message when both are ready.
+    # one message when both are ready (one message per unit and round: of one macro step).
     done: set = set()
-    pending = sorted(needs, key=lambda n: _position(n, rank))
+    pending = sorted(tagged, key=lambda a: (a[0], _position(a[1], rank)))
     stages = []
     while pending:
         progress = True
         while progress:                 # in-process actions: free, repeat until none is ready
             progress = False
-            ready = [n for n in pending if needs[n] <= done and _units(n) <= local]
+            ready = [a for a in pending if tagged[a] <= done and _units(a[1]) <= local]
             if ready:
-                stages += _stages(ready, True, fresh_of, sources)
+                stages += _stages(ready, True, fresh_of, sources, finals)
                 done.update(ready)
-                pending = [n for n in pending if n not in done]
+                pending = [a for a in pending if a not in done]
                 progress = True
-        ready = [n for n in pending if needs[n] <= done]
+        ready = [a for a in pending if tagged[a] <= done]
         if not ready:
             if pending:
                 raise RuntimeError(f"macro-step program: no action can run among {pending}")
             break
         # A remote unit's refresh joins its step when all it reads is known already.
         batch = set(ready)
-        for n in ready:
-            r = ("refresh", n[1], at[n[1]][0]) if n[0] == "step" and n[1] in at else None
-            if r is not None and r in pending and n[1] in fusable and needs[r] - {n} <= done:
+        for k, n in ready:
+            r = (k, ("refresh", n[1], at[n[1]][0])) if n[0] == "step" and n[1] in at else None
+            if (r is not None and r in pending and n[1] in fusable
+                    and tagged[r] - {(k, n)} <= done):
                 batch.add(r)
-        ready = sorted(batch, key=lambda n: _position(n, rank))
-        stages += _stages(ready, False, fresh_of, sources)
+        ready = sorted(batch, key=lambda a: (a[0], _position(a[1], rank)))
+        stages += _stages(ready, False, fresh_of, sources, finals)
         done.update(ready)
-        pending = [n for n in pending if n not in done]
-    return Program(stages)
+        pending = [a for a in pending if a not in done]
+    return Program(stages, steps)
 
 
 def _position(n, rank) -> tuple:
@@ -218,28 +250,30 @@ def _units(n) -> set:
     return set(n[1]) if n[0] == "iterate" else {n[1]}
 
 
-def _stages(ready, local, fresh_of, sources) -> list:
-    """The stages that run the ``ready`` actions: one round for the steps and refreshes
-    (a unit's two actions in one message), then one stage per coupling."""
+def _stages(ready, local, fresh_of, sources, finals) -> list:
+    """The stages that run the ``ready`` actions (``(k, action)``): one round for the steps
+    and refreshes (a unit's two actions of one macro step in one message), then one stage
+    per coupling."""
     sends = {}
-    for n in ready:
+    for k, n in ready:
         if n[0] == "iterate":
             continue
         u = n[1]
-        step, reset = sends.get(u, (False, None))
+        _, step, reset = sends.get(u, (k, False, None))
         if n[0] == "step":
             step = True
         else:
             reset = n                   # (one refresh of a unit per stage)
-        sends[u] = (step, reset)
+        sends[u] = (k, step, reset)
     out = []
     if sends:
         out.append(Stage(sends=tuple(
             Send(u, step, reset is not None, fresh_of.get(("step", u), ()) if step else (),
-                 sources[reset] if reset is not None else ())
-            for u, (step, reset) in sends.items()), local=local))
-    couplings = [n for n in ready if n[0] == "iterate"]
+                 sources[reset] if reset is not None else (), k)
+            for u, (k, step, reset) in sends.items()), local=local,
+            finals=tuple(f for a in ready if a[1][0] != "iterate" for f in finals[a])))
+    couplings = [a for a in ready if a[1][0] == "iterate"]
     out += [Stage(coupling=n[1], fresh=fresh_of[n], local=local,
-                  joined=bool(sends) and i == 0 and not local)
-            for i, n in enumerate(couplings)]
+                  joined=bool(sends) and i == 0 and not local, k=k, finals=finals[(k, n)])
+            for i, (k, n) in enumerate(couplings)]
     return out

@@ -156,7 +156,9 @@ def test_units_of_one_server_share_one_round_trip_per_call():
     try:
         (conn,) = sim.backend.connections
         counts = {"messages": 0, "calls": 0}
-        send, call = conn._send, sim.master._call
+        sim.master.initialize()
+        calls = sim.master.calls
+        send, call = conn._send, calls.call
 
         def counted_send():
             counts["messages"] += 1
@@ -165,8 +167,7 @@ def test_units_of_one_server_share_one_round_trip_per_call():
         def counted_call(batch, t):
             counts["calls"] += 1
             return call(batch, t)
-        conn._send, sim.master._call = counted_send, counted_call
-        sim.master.initialize()
+        conn._send, calls.call = counted_send, counted_call
         for _ in range(10):
             sim.master.step()
         # Every call addressed all three units; each went out as one message.

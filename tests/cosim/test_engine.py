@@ -159,6 +159,62 @@ def test_program_round_trips():
     assert loop.round_trips == 1 and loop.stages[-1].joined, loop.table()
 
 
+def test_a_window_sends_what_reads_nothing_pending_ahead():
+    """Over a window of macro steps an action of a later step that reads nothing pending
+    travels with a round of an earlier one: fewer round trips per macro step, never more."""
+    for model, H, scheme, single, per_step in [
+            (lambda: servo_chain(0.02), 0.02, "jacobi", 3, 2.0),
+            (coupled, 0.01, "gauss-seidel", 2, 1.125),
+            (fan, 0.01, "jacobi", 2, 2.0)]:
+        sim = CoSimulation(model(), SimulationConfig(dt=H / 4, t_end=H, cosim=CosimConfig(H=H)))
+        try:
+            m = sim.master
+            m.initialize()
+            one, window = (compile_program(m.graph, Scheme(scheme), m.order, m.delayed, set(),
+                                           set(m.names), m.refresh_levels, steps=k)
+                           for k in (1, 8))
+        finally:
+            sim.close()
+        assert one.round_trips == single, one.table()
+        assert window.round_trips == 8 * per_step, window.table()
+        # every action of every macro step, once
+        acts = [(x.k, x.unit, kind) for st in window.stages for x in st.sends
+                for kind, on in (("step", x.step), ("refresh", x.reset)) if on]
+        assert len(acts) == len(set(acts)) == 8 * sum(x.step + x.reset for st in one.stages
+                                                      for x in st.sends)
+
+
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+def test_a_window_fails_and_stops_where_the_protocol_path_does(scheme):
+    from cosim.errors import SimulationError
+    from cosim.model.events import Scheduled
+    from tests.cluster.scenarios import failing, three_units
+
+    def outcome(model, engine):
+        sim = CoSimulation(model, SimulationConfig(dt=0.002, t_end=1.0, cosim=CosimConfig(
+            H=0.02, engine=engine, compiled=False, scheme=scheme, log_every=50)))
+        try:
+            try:
+                logs, error = sim.run(), None
+            except SimulationError as err:
+                logs, error = sim.master.logs, str(err)
+            return logs, error, sim.t, sim.master.step_log, dict(sim.master.stats)
+        finally:
+            sim.close()
+
+    def stopping():
+        m = three_units()
+        m.add_event(Scheduled("halt", times=[0.374], stop=True))
+        return m
+    for make in (lambda: failing(0.5), stopping):
+        (la, *a), (lb, *b) = outcome(make(), True), outcome(make(), False)
+        assert a == b
+        assert sorted(la) == sorted(lb)
+        for key in la:
+            np.testing.assert_array_equal(la[key], lb[key], err_msg=key, strict=True)
+            np.testing.assert_array_equal(la.time_of(key), lb.time_of(key), err_msg=key)
+
+
 def test_plan_shows_the_program_for_the_configured_placement():
     from cosim.master.overview import overview
     H = 0.01
