@@ -70,11 +70,12 @@ class Translation:
     views : dict of str to (str, int)
         Name -> ``(buffer, row)``: a name bound to a row of a 2-D buffer.
     tables : dict of str to dict
-        Constant arrays of the lookups (:meth:`_Translator._piecewise`), made once per run
-        by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each entry: constants, which may be
-        members' arrays, one list per slot), ``kind`` (float: a table gathered per member;
-        int, bool; chain: a :class:`~cosim.fastpath.ensemble_ops.Chain` of the tests
-        ``ops``).
+        The constants of the lookups (:meth:`_Translator._piecewise`), made once per run
+        by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each
+        entry: constants, which may be members' arrays, one list per slot), ``kind``
+        (float: a :class:`~cosim.fastpath.ensemble_ops.Gather` per member; bool: a mask per
+        branch; chain: a :class:`~cosim.fastpath.ensemble_ops.Chain` of the tests ``ops``)
+        and ``chain`` (the chain whose calls index a table: made first).
     """
 
     def __init__(self):
@@ -400,7 +401,7 @@ class _Translator:
                             kind="chain")
         self.out.tables[chain]["ops"] = [_CMPS[type(t.ops[0])] for t in tests]
         idx = self._buffer(f"{tid}_i", ("int", "N"))
-        self.lines.append(f"_branch({chain}, {left}, {idx})")
+        self.lines.append(f"{idx} = {chain}({left}, {idx})")
         whole = ast.Tuple([*tests, *values], ast.Load())
         out = dst if dst is not None and not _reads(whole, self._sharing(dst)) \
             else self._temp("N")
@@ -418,9 +419,9 @@ class _Translator:
                        for b in range(len(values))] for s in range(len(slots[shape][0]))]
         rows = []
         if texts:
-            table = self._table(f"{tid}_g", texts)
+            table = self._table(f"{tid}_g", texts, chain=chain)
             vals = self._buffer(f"{tid}_v", (len(texts), "N"))
-            self.lines.append(f"_gather({table}, {idx}, {vals})")
+            self.lines.append(f"{table}({idx}, {vals})")
             rows = [self._view(f"{vals}_{r}", vals, r) for r in range(len(texts))]
         for g, shape in enumerate(order):
             inside = groups[shape]
@@ -440,19 +441,20 @@ class _Translator:
             if g:
                 where = self._table(f"{tid}_m{g}", [["1" if b in inside else "0"
                                                      for b in range(len(values))]],
-                                    kind="bool")
+                                    kind="bool", chain=chain)
                 sel = self._temp("B")
-                self.lines.append(f"_take({where}[0], {idx}, out={sel}, mode='clip')")
+                self.lines.append(f"{where}.take({idx}, None, {sel}, 'clip')")
                 self.lines.append(f"_copyto({out}, {target}, where={sel})")
         if dst is not None and out != dst:
             self.lines.append(f"_copyto({dst}, {out})")
             return dst
         return out
 
-    def _table(self, name: str, texts: list[list[str]], kind: str = "float") -> str:
-        """A constant array made once per run from constants' sources (see
-        :attr:`Translation.tables`)."""
-        self.out.tables[name] = {"texts": texts, "kind": kind}
+    def _table(self, name: str, texts: list[list[str]], kind: str = "float",
+               chain: str | None = None) -> str:
+        """A lookup's constants made once per run from constants' sources, indexed as
+        ``chain``'s calls index (see :attr:`Translation.tables`)."""
+        self.out.tables[name] = {"texts": texts, "kind": kind, "chain": chain}
         self._buffer(name, ("table",))
         return name
 

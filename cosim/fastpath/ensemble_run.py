@@ -565,6 +565,12 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             dims = tuple({"N": n, "C": n_c}.get(d, d) for d in shape if d not in ("bool", "int"))
             made[name] = np.zeros(dims, dtype=dtype)
         return made[name]
+    def table(name: str):
+        if name not in made:
+            spec = tr.tables[name]
+            chain = table(spec["chain"]) if spec.get("chain") else None
+            made[name] = ensemble_ops.make_table(spec, value_of, n, chain)
+        return made[name]
     out = []
     for name in tr.names:
         if name in tr.views:
@@ -577,7 +583,7 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             v = eval(text, ns, dict(members))
             out.append(np.array(v if isinstance(v, np.ndarray) else float(v)))
         elif name in tr.buffers and tr.buffers[name] == ("table",):
-            out.append(ensemble_ops.make_table(tr.tables[name], value_of, n))
+            out.append(table(name))
         elif name in tr.buffers:
             out.append(buffer(name))
         elif name[0] == "x":
