@@ -89,6 +89,9 @@ class Strategy:
     watched: tuple = ()
     #: Names of the log lists and of a Runge–Kutta step's ``h`` in the generated code.
     rows, ticks, h = "rows", "ticks", "h"
+    #: Statements per generated function of a large plan (:data:`CHUNK`); None writes one
+    #: function whatever the plan's size (an ensemble's translation reads one function).
+    chunk: int | None = CHUNK
 
     def __init__(self, groups: list[list[int]], label: str):
         self.groups = groups
@@ -238,7 +241,7 @@ def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, f
     """:func:`build` once the flat values ``flat`` hold the run's values."""
     namespace = strategy.namespace
     key = structure.fingerprint(plan, config, store, layout, kernels, tab, strategy,
-                                state.X.size, CHUNK)
+                                state.X.size, strategy.chunk)
     entry = cache.emitted(key)
     if entry is None:
         pieces, columns = Writer(plan, layout, kernels, strategy).pieces(config, store, tab,
@@ -516,7 +519,7 @@ class Writer:
         # Lines, not statements: an inlined atomic subsystem's tick is one statement of many.
         size = sum(st.count("\n") + 1 for part in (body, cont, disc) for x in part
                    for _, st in x)
-        if size + sum(len(stmts) for _, stmts, _ in integ) > CHUNK:
+        if s.chunk is not None and size + sum(len(stmts) for _, stmts, _ in integ) > s.chunk:
             if self.inlined:
                 raise Unsupported("atomic subsystems inlined in a plan too large for one "
                                   "function")
@@ -528,7 +531,7 @@ class Writer:
                 whole = s.whole_sum(*combination) if combination else None
                 segments.append((lines + whole, []) if whole is not None else (lines, stmts))
             return chunked.frame(config.t0, config.dt, body, log_stmts, cont + disc, segments,
-                                 s, n_stages, CHUNK), columns
+                                 s, n_stages, s.chunk), columns
         lines = [ln for lines, stmts, _ in integ for ln in lines + stmts]
         upd = [st for stmts in cont + disc for st in stmts]
         return [_frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,

@@ -23,7 +23,7 @@ from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["Members", "const_values", "reusable", "run_members", "scalar_fast_path", "why_not_fast"]
+__all__ = ["MAX_STATEMENTS", "Members", "const_values", "reusable", "run_members", "scalar_fast_path", "why_not_fast"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
 _compiled: dict = {}
@@ -178,15 +178,30 @@ def _watched(sim) -> list[tuple[int, str]]:
     return out
 
 
+#: Most statements of a plan's step function that an ensemble translates (a larger plan's
+#: members run as copies, saying so): its translation, a few numpy calls per statement in
+#: one function, compiles in time about linear up to here (issue 17's chunks bound a single
+#: run's functions at :data:`~cosim.fastpath.emitter.CHUNK` statements).
+MAX_STATEMENTS = 20_000
+
+
+def _chunked(fast) -> bool:
+    """True if ``fast``'s step function is split into chunk functions (a large plan)."""
+    from cosim.fastpath.chunked import CHUNK_PREFIXES
+    return re.search(rf"^def ({'|'.join(CHUNK_PREFIXES)})", fast.source, re.M) is not None
+
+
 def scalar_fast_path(sim):
-    """The scalar strategy's fast path of ``sim``'s plan: the simulator's own, or, where it
-    chose the vector strategy (many blocks of one kind), one built for the ensemble
-    (initialized, not run: its values are the reference's initial ones).
+    """The scalar strategy's fast path of ``sim``'s plan in one function: the simulator's
+    own, or, where it chose the vector strategy (many blocks of one kind) or split a large
+    plan's step function into chunks, one built for the ensemble (initialized, not run: its
+    values are the reference's initial ones).
 
     Raises
     ------
     Unsupported
-        The plan has no fast path (the reason names the block).
+        The plan has no fast path (the reason names the block), or more than
+        :data:`MAX_STATEMENTS` statements.
     """
     from cosim.run.eventmonitor import switching_blocks
     fast = sim.fast_path
@@ -194,7 +209,7 @@ def scalar_fast_path(sim):
     modes = bool(switching_blocks(sim.plan)) or bool(watched)
     if fast is None and not modes:
         raise Unsupported(why_not_fast(sim))
-    if fast is not None and not fast.vector:
+    if fast is not None and not fast.vector and not _chunked(fast):
         return fast
     from cosim.fastpath import emitter
     from cosim.fastpath.layout import Layout
@@ -207,6 +222,7 @@ def scalar_fast_path(sim):
         raise Unsupported(why_not_fast(sim))
     layout = Layout(plan, interp.cslices)
     strategy = Scalar(plan, layout, n_c)
+    strategy.chunk = MAX_STATEMENTS       # one function; a larger plan is chunked: refused
     if modes:
         # Modes held through each step; a step that changes a switching surface's or a
         # watched state's sign is handed to ``_located`` (run again on the interpreter,
@@ -221,6 +237,9 @@ def scalar_fast_path(sim):
     fast = emitter.build(plan, sim.config, state, sim.store, interp.solver, layout, kernels,
                          tab, strategy)
     fast.watching = bool(watched)          # its events are located per member
+    if _chunked(fast):
+        raise Unsupported(f"the plan's step function has more than {MAX_STATEMENTS:,} "
+                          "statements (one function per ensemble)")
     return fast
 
 
