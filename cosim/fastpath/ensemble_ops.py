@@ -10,11 +10,12 @@ constants (a member's own where its parameters make them), and Python's division
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
-__all__ = ["EXTREMA_EXACT", "UFUNCS", "Chain", "Gather", "make_table"]
+__all__ = ["EXTREMA_EXACT", "UFUNCS", "Chain", "Gather", "Product", "make_table"]
 
 #: The numpy functions the translated code calls (its globals).
 UFUNCS = {"_add": np.add, "_sub": np.subtract, "_mul": np.multiply, "_div": np.true_divide,
@@ -131,6 +132,15 @@ class Chain:
         lut.append(self._first(math.nan))
         return lut
 
+    @property
+    def size(self) -> int:
+        """How many values :meth:`__call__` gives: cells, or branches."""
+        return len(self.ops) + 1 if self.lut is None else len(self.lut)
+
+    def branch_of(self, i: int) -> int:
+        """The branch of what :meth:`__call__` gives ``i`` for."""
+        return i if self.lut is None else self.lut[i]
+
     def by_cell(self, entries: list) -> list:
         """``entries`` (one per branch) in the order of what :meth:`__call__` gives: one
         per cell (a branch's entry repeated for each of its cells), or as they are."""
@@ -145,6 +155,44 @@ class Chain:
             ufunc(left, right, out=rows)
         np.argmax(self.rows, 0, out=idx)
         return idx
+
+
+class Product:
+    """The cell of each member in a product of chains (a 2-D table's rows and columns):
+    ``index = ((i0 * n1) + i1) * n2 + ...`` over each chain's index ``i<a>`` (its cell or
+    branch, see :meth:`Chain.__call__`) and its number of them ``n<a>``; the leaves of the
+    nested chain, row-major over the branches, laid out by it (:meth:`by_cell`).
+
+    Parameters
+    ----------
+    chains : list of Chain
+    """
+
+    def __init__(self, chains: list):
+        self.chains = chains
+        self.sizes = [c.size for c in chains]
+
+    def by_cell(self, entries: list) -> list:
+        """``entries`` (one per combination of branches, the first chain's slowest) in the
+        order of :meth:`__call__`'s index."""
+        branches = [len(c.ops) + 1 for c in self.chains]
+        out = []
+        for combo in itertools.product(*(range(n) for n in self.sizes)):
+            flat = 0
+            for c, i, nb in zip(self.chains, combo, branches):
+                flat = flat * nb + c.branch_of(i)
+            out.append(entries[flat])
+        return out
+
+    def __call__(self, *args):
+        """``(i0, i1, ..., out)``: the combined index into ``out`` (returned)."""
+        *indices, out = args
+        np.multiply(indices[0], self.sizes[1], out=out)
+        np.add(out, indices[1], out=out)
+        for i, n in zip(indices[2:], self.sizes[2:]):
+            np.multiply(out, n, out=out)
+            np.add(out, i, out=out)
+        return out
 
 
 class Gather:
@@ -207,11 +255,14 @@ def make_table(spec: dict, value_of, n: int, chain: Chain | None = None):
     gives a constant's value (a float, or an ``(n,)`` array for a member's).
 
     ``texts`` is a list of rows (slots) of entries (branches, or tests for a chain). A
-    chain is a :class:`Chain`; a gathered table a :class:`Gather`; a bool table a 1-D array.
-    Tables of a ``chain`` are laid out as its calls index them (:meth:`Chain.by_cell`).
+    chain is a :class:`Chain`; a product a :class:`Product` of ``chain`` (a list of
+    chains); a gathered table a :class:`Gather`; a bool table a 1-D array. Tables of a
+    ``chain`` (a Chain or a Product) are laid out as its calls index them (``by_cell``).
     """
     if spec["kind"] == "chain":
         return Chain(spec["ops"], [value_of(t) for t in spec["texts"][0]], n)
+    if spec["kind"] == "product":
+        return Product(chain)
     order = chain.by_cell if chain is not None else (lambda entries: entries)
     if spec["kind"] == "bool":
         return np.array([t != "0" for t in order(spec["texts"][0])], dtype=bool)

@@ -587,7 +587,8 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
     def table(name: str):
         if name not in made:
             spec = tr.tables[name]
-            chain = table(spec["chain"]) if spec.get("chain") else None
+            chain = [table(c) for c in spec["chains"]] if spec["kind"] == "product" else \
+                table(spec["chain"]) if spec.get("chain") else None
             made[name] = ensemble_ops.make_table(spec, value_of, n, chain)
         return made[name]
     out = []
