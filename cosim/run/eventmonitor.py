@@ -197,10 +197,14 @@ class EventMonitor:
         if fired and self.fire(fired, t):
             self.state.t_stop = t
 
+    def due_at_tick(self, t: float) -> list:
+        """The scheduled events due at tick time ``t`` (fired before the tick's outputs)."""
+        eps = time_tolerance(t, CLOCK_RTOL)
+        return [ev for ev in self.scheduled if abs(ev.next_after(t - 2 * eps, 0.0) - t) <= eps]
+
     def scheduled_at(self, t: float) -> None:
         """Fire the scheduled events due at tick time ``t``."""
-        eps = time_tolerance(t, CLOCK_RTOL)
-        due = [ev for ev in self.scheduled if abs(ev.next_after(t - 2 * eps, 0.0) - t) <= eps]
+        due = self.due_at_tick(t)
         if due and self.fire(due, t):
             self.state.t_stop = t
 
