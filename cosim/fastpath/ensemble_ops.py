@@ -200,9 +200,9 @@ class Gather:
     ``m``'s cell (or branch) ``idx[m]``, each a member's own where its parameters make it.
 
     A slot shared by all members is one ``take`` from its row of entries; a member's own is
-    one ``take`` from a cell-major ``(entries, N)`` array at ``idx * N + m`` (the flat
-    index computed once for all such slots): no Python loop over members, every output
-    preallocated.
+    one ``take`` from a member-major ``(N, entries)`` array at ``m * entries + idx`` (the
+    flat index computed once for all such slots, one add): no Python loop over members,
+    every output preallocated.
 
     Parameters
     ----------
@@ -213,16 +213,16 @@ class Gather:
     """
 
     def __init__(self, values: list, n: int):
-        self.n = n
         self.shared, self.member = [], []
         for s, row in enumerate(values):
             if any(isinstance(v, np.ndarray) for v in row):
                 cells = np.array([np.broadcast_to(v, (n,)) for v in row], dtype=np.float64)
-                self.member.append((s, cells.ravel().take))
+                self.member.append((s, np.ascontiguousarray(cells.T).ravel().take))
             else:
                 self.shared.append((s, np.array(row, dtype=np.float64).take))
+        entries = len(values[0]) if values else 0
         self.flat = np.empty(n, dtype=np.intp)
-        self.offset = np.arange(n, dtype=np.intp)
+        self.offset = np.arange(n, dtype=np.intp) * entries
         self._out = self._rows = None
 
     def __call__(self, idx, out) -> None:
@@ -232,8 +232,7 @@ class Gather:
         # Every index is in range by construction: ``mode="clip"`` spares numpy the copy of
         # the output that its bounds check makes.
         if self.member:
-            np.multiply(idx, self.n, out=self.flat)
-            np.add(self.flat, self.offset, out=self.flat)
+            np.add(self.offset, idx, out=self.flat)
             for s, take in self.member:
                 take(self.flat, None, rows[s], "clip")
         for s, take in self.shared:
