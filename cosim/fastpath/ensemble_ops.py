@@ -223,12 +223,14 @@ class Gather:
         entries = len(values[0]) if values else 0
         self.flat = np.empty(n, dtype=np.intp)
         self.offset = np.arange(n, dtype=np.intp) * entries
-        self._out = self._rows = None
+        self._rows: dict = {}       # id of an output -> (it, its rows)
 
     def __call__(self, idx, out) -> None:
-        if out is not self._out:
-            self._out, self._rows = out, list(out)
-        rows = self._rows
+        # One table may serve several lookups spelt alike (each Runge-Kutta stage's).
+        got = self._rows.get(id(out))
+        if got is None or got[0] is not out:
+            got = self._rows[id(out)] = (out, list(out))
+        rows = got[1]
         # Every index is in range by construction: ``mode="clip"`` spares numpy the copy of
         # the output that its bounds check makes.
         if self.member:

@@ -706,12 +706,25 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             dims = tuple({"N": n, "C": n_c}.get(d, d) for d in shape if d not in ("bool", "int"))
             made[name] = np.zeros(dims, dtype=dtype)
         return made[name]
+    alike: dict = {}
+
+    def spelt(name: str) -> tuple:
+        """What a table is made of: lookups repeated in each Runge-Kutta stage are spelt
+        alike and share one table (a quarter of the memory the step function reads)."""
+        spec = tr.tables[name]
+        return (spec["kind"], tuple(map(tuple, spec["texts"])), tuple(spec.get("ops", ())),
+                tuple(spelt(c) for c in spec.get("chains", ())),
+                spelt(spec["chain"]) if spec.get("chain") else None)
+
     def table(name: str):
         if name not in made:
-            spec = tr.tables[name]
-            chain = [table(c) for c in spec["chains"]] if spec["kind"] == "product" else \
-                table(spec["chain"]) if spec.get("chain") else None
-            made[name] = ensemble_ops.make_table(spec, value_of, n, chain)
+            key = spelt(name)
+            if key not in alike:
+                spec = tr.tables[name]
+                chain = [table(c) for c in spec["chains"]] if spec["kind"] == "product" \
+                    else table(spec["chain"]) if spec.get("chain") else None
+                alike[key] = ensemble_ops.make_table(spec, value_of, n, chain)
+            made[name] = alike[key]
         return made[name]
     out = []
     for name in tr.names:
