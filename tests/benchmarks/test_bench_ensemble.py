@@ -11,7 +11,9 @@ one, in the same process and run, best of interleaved repeats.
 Targets: >= 1,000 runs/s and >= 10x one by one for the first two, >= 5x for the relay with
 each member's switch times its own run's. Printed with the path each ensemble took, not
 asserted; every run's metrics are compared with its own run's (the tests compare every
-signal). Run: python -m pytest -m bench -s tests/benchmarks/test_bench_ensemble.py
+signal). The last test prints the three as one table (the figures of the tests that ran
+before it in this session). Run:
+python -m pytest -m bench -s tests/benchmarks/test_bench_ensemble.py
 """
 
 from dataclasses import replace
@@ -60,7 +62,15 @@ def test_bench_ensemble_of_a_swept_model(case):
     print(f"  ensemble vs one by one: {best['one by one'] / best[f'ensemble={n}']:.1f}x wall, "
           f"{cpu['one by one'] / cpu[f'ensemble={n}']:.1f}x CPU; path: {', '.join(paths)}; "
           f"every run's metrics equal to its own run's: {same}")
+    TABLE[case.split(" (")[0]] = (n, n / best["one by one"], n / cpu["one by one"],
+                                  n / best[f"ensemble={n}"], n / cpu[f"ensemble={n}"],
+                                  ", ".join(paths))
     assert same
+
+
+#: Each model's figures for the closing table: name -> (runs, runs/s wall and CPU one by one
+#: and in the ensemble, the path the ensemble took).
+TABLE: dict = {}
 
 
 #: Relay thermostat runs: 20 s at dt 0.01 (RK4), about 15 switches each.
@@ -109,4 +119,19 @@ def test_bench_ensemble_of_a_relay_thermostat():
           f"{cpu['one by one'] / cpu[f'ensemble={n}']:.1f}x CPU; path: translated, "
           f"switching steps on each member's interpreter; every member's logs and switch "
           f"times equal to its own run's: {same}")
+    TABLE["relay thermostat, switches per member"] = (
+        n, n / best["one by one"], n / cpu["one by one"], n / best[f"ensemble={n}"],
+        n / cpu[f"ensemble={n}"], "translated, switching steps on each member's interpreter")
     assert same
+
+
+@pytest.mark.bench
+def test_bench_ensemble_table():
+    """The closing table of the models above (those run in this session)."""
+    print(f"\nensembles vs one by one, one process ({load()}):")
+    print(f"  {'model':<44} {'runs':>5} {'one by one':>17} {'ensemble':>17} {'ratio':>11}  path")
+    print(f"  {'':<44} {'':>5} {'wall/s':>8} {'CPU/s':>8} {'wall/s':>8} {'CPU/s':>8} "
+          f"{'wall':>5} {'CPU':>5}")
+    for name, (n, a_w, a_c, e_w, e_c, path) in TABLE.items():
+        print(f"  {name:<44} {n:>5} {a_w:>8.1f} {a_c:>8.1f} {e_w:>8.1f} {e_c:>8.1f} "
+              f"{e_w / a_w:>4.1f}x {e_c / a_c:>4.1f}x  {path}")
