@@ -498,7 +498,8 @@ class _Located:
     two calls of the step function): each member's resets applied to its own state by the
     very code a run's :meth:`~cosim.run.eventmonitor.EventMonitor.fire` runs, or, where an
     event calls back or a zero crossing is watched (a reset may cross it at the tick), on
-    the member's own interpreter. A member whose event stops its run stops there
+    the member's own interpreter; a crossing such a reset makes fires after the tick's
+    outputs, as in the member's run: at the start of its step, on its interpreter. A member whose event stops its run stops there
     (:attr:`stopped`): nothing more runs for it, and its logs end with that tick.
 
     Parameters
@@ -540,6 +541,7 @@ class _Located:
         self.sims: dict[int, object] = {}
         self.stopped: dict[int, int] = {}
         self.fired: list[list] = [[] for _ in range(self.n)]
+        self.pending: dict[int, list] = {}      # member -> crossings made at this tick
         events = getattr(sim, "events", None) or []
         monitor = sim.monitor
         self.slices = monitor.slices if monitor is not None else {}
@@ -578,12 +580,13 @@ class _Located:
         the values of signal ``slots`` the step read."""
         if k in self.inside:
             crossed = np.ones(self.n, dtype=bool)
-        elif not flags:
+        elif not flags and not self.pending:
             return
         else:
-            crossed = flags[0] != 0.0
-            for f in flags[1:]:
+            crossed = np.zeros(self.n, dtype=bool)
+            for f in flags:
                 crossed = crossed | (f != 0.0)
+            crossed[list(self.pending)] = True
         for m in np.flatnonzero(crossed).tolist():
             if m not in self.stopped:
                 self.step(m, k, held, slots)
@@ -612,8 +615,12 @@ class _Located:
                 arrays[local][m] = sim.plan.blocks[sim.plan.index[path]].state[name][0]
 
     def step(self, m: int, k: int, held: tuple, slots: tuple) -> None:
-        """Member ``m``'s step from tick ``k`` on its own interpreter."""
+        """Member ``m``'s step from tick ``k`` on its own interpreter (first firing the
+        crossings a reset made at the tick, as its run does after the tick's outputs)."""
         sim = self._restore(m, k, self.arrays["C0"][:, m], held, slots)
+        pending = self.pending.pop(m, None)
+        if pending and sim.monitor.fire(pending, self.config.t0 + k * self.config.dt):
+            self.stopped[m] = k
         if not sim.interpreter.integrate_tick(k) or sim.state.stop_requested:
             self.stopped[m] = k          # an event stopped its run in this step
         self._take_back(m, sim)
@@ -631,11 +638,15 @@ class _Located:
                 sim = self._restore(m, k, C[:, m] if C is not None else np.zeros(0))
                 monitor = sim.monitor
                 # A reset may make a watched state cross at the tick (the run's check after
-                # its outputs): compared with the values before the events.
+                # its outputs): compared with the values before the events (none at the
+                # first tick, where a run has no value before).
                 for n, ev in monitor.crossings:
-                    monitor.g_prev[n] = monitor.g(ev)
+                    monitor.g_prev[n] = monitor.g(ev) if k else None
                 monitor.scheduled_at(t)
-                monitor.crossings_at_tick(t)
+                # Those fire after the tick's outputs: at the member's step (see step).
+                crossed = monitor.crossed_at_tick()
+                if crossed:
+                    self.pending[m] = crossed
                 if sim.state.t_stop is not None or sim.state.stop_requested:
                     self.stopped[m] = k
                 self._take_back(m, sim)

@@ -503,6 +503,25 @@ def kicked_callback():
     return kicked(callback=True)
 
 
+def kicked_at_start():
+    """:func:`kicked` whose position is reset below zero at the first tick (a run checks no
+    crossing there) and above zero at 0.6 s (where it was below: a rising crossing of the
+    watched position at a tick, fired there after the reset)."""
+    from cosim.model.events import Scheduled
+    m = kicked()
+    m.add_event(Scheduled("drop", times=[0.0], reset={"x": _below}),
+                Scheduled("lift", times=[0.6], reset={"x": _above}))
+    return m
+
+
+def _below(x):
+    return -0.2 - 0.5 * abs(x)
+
+
+def _above(x):
+    return 0.3 + 0.5 * abs(x)
+
+
 def kicked_stop():
     """:func:`kicked` ending at a scheduled stop at 1.234 s (inside a step)."""
     from cosim.model.events import Scheduled

@@ -22,6 +22,8 @@ CASES = {
     "resets at ticks and inside a step, a zero crossing": (sm.kicked, CONFIG, POINTS),
     "resets alone (fired in the ensemble)": (sm.kicked_resets, CONFIG, POINTS),
     "a scheduled event calling back": (sm.kicked_callback, CONFIG, POINTS),
+    "resets at the first tick and across a watched state": (sm.kicked_at_start, CONFIG,
+                                                             POINTS),
     "a scheduled stop inside a step": (sm.kicked_stop, CONFIG, POINTS),
     "a scheduled stop at a tick": (sm.kicked_resets_stop, CONFIG, POINTS),
     "a zero crossing stopping each member at its own time": (sm.stopping, CONFIG, BOUNCES),
@@ -69,6 +71,15 @@ def test_the_kicks_act_and_the_crossing_fires_in_some_members():
     assert all((0.755, "shove") in log for log in logs)
     up = [any(n == "up" for _, n in log) for log in logs]
     assert any(up) and not all(up)
+
+
+def test_a_reset_at_a_tick_fires_the_crossing_it_makes_there():
+    """The 'lift' reset crosses the watched position at 0.6 s in some members: their runs
+    fire the crossing at that tick (the case above compares them with the ensemble's)."""
+    logs = [run_alone(sm.kicked_at_start, CONFIG, p)[1] for p in POINTS]
+    at_lift = [(0.6, "up") in log for log in logs]
+    assert any(at_lift)
+    assert all((0.0, "up") not in log for log in logs)
 
 
 def test_a_sweep_with_scheduled_and_stopping_events_is_translated():
