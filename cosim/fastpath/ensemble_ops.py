@@ -22,7 +22,7 @@ UFUNCS = {"_add": np.add, "_sub": np.subtract, "_mul": np.multiply, "_div": np.t
           "_neg": np.negative, "_abs": np.absolute, "_lt": np.less, "_le": np.less_equal,
           "_gt": np.greater, "_ge": np.greater_equal, "_eq": np.equal, "_ne": np.not_equal,
           "_and": np.logical_and, "_or": np.logical_or, "_not": np.logical_not,
-          "_copyto": np.copyto, "_arr": np.array, "_argmax": np.argmax, "_take": np.take}
+          "_copyto": np.copyto, "_arr": np.array}
 
 def _probe_extrema() -> bool:
     """True if ``numpy.minimum(c, a)`` / ``numpy.maximum(c, a)`` select, element by element,
