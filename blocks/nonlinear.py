@@ -1,6 +1,7 @@
 """Nonlinear maps (Simulink's Discontinuities, Lookup Tables and Signal Routing): Saturation,
-DeadZone, Lookup1D, Lookup2D, Switch, and two with memory, RateLimiter and Relay. All are element-wise
-and have direct feedthrough; NaN inputs give NaN (a NaN control of a Switch selects ``in3``).
+DeadZone, Lookup1D, Lookup2D, Switch, and two with memory, RateLimiter and Relay. All are
+element-wise and have direct feedthrough; NaN inputs give NaN (a NaN control of a Switch
+selects ``in3``).
 
 A ``(1,)`` signal is computed in Python floats (several times faster than numpy on one
 element), a larger one with numpy; both spell the same operations, so the values agree bit for

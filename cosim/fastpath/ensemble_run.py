@@ -23,7 +23,8 @@ from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["MAX_STATEMENTS", "Members", "const_values", "reusable", "run_members", "scalar_fast_path", "why_not_fast"]
+__all__ = ["MAX_STATEMENTS", "Members", "const_values", "reusable", "run_members",
+           "scalar_fast_path", "why_not_fast"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
 _compiled: dict = {}
@@ -499,8 +500,9 @@ class _Located:
     very code a run's :meth:`~cosim.run.eventmonitor.EventMonitor.fire` runs, or, where an
     event calls back or a zero crossing is watched (a reset may cross it at the tick), on
     the member's own interpreter; a crossing such a reset makes fires after the tick's
-    outputs, as in the member's run: at the start of its step, on its interpreter. A member whose event stops its run stops there
-    (:attr:`stopped`): nothing more runs for it, and its logs end with that tick.
+    outputs, as in the member's run: at the start of its step, on its interpreter. A member
+    whose event stops its run stops there (:attr:`stopped`): nothing more runs for it, and
+    its logs end with that tick.
 
     Parameters
     ----------

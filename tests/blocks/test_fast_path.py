@@ -16,7 +16,8 @@ import pytest
 import blocks
 from blocks import (PID, Abs, Clock, Constant, DeadZone, Demux, Derivative, DiscreteIntegrator,
                     DiscretePID, DiscreteStateSpace, DiscreteTransferFunction, FirstOrderLag,
-                    FromArray, Gain, Integrator, Lookup1D, Lookup2D, MathFunction, MinMax, Mux, Product,
+                    FromArray, Gain, Integrator, Lookup1D, Lookup2D, MathFunction, MinMax, Mux,
+                    Product,
                     Pulse, Ramp, RateLimiter, RateTransition, Recorder, Relay, Saturation, Sine,
                     Square, StateSpace, Step, Sum, Switch, Terminator, TransferFunction,
                     UnitDelay, ZeroOrderHold)
