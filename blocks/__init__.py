@@ -5,7 +5,7 @@ module        blocks
 ============  =====================================================================
 sources       Constant, Sine, Step, Ramp, Pulse, Square, Clock, FromArray, WhiteNoise
 math          Gain, Sum, Product, Abs, MathFunction, MinMax
-nonlinear     Saturation, DeadZone, Lookup1D, Switch, RateLimiter, Relay
+nonlinear     Saturation, DeadZone, Lookup1D, Lookup2D, Switch, RateLimiter, Relay
 routing       Mux, Demux
 discrete      UnitDelay, ZeroOrderHold, RateTransition, DiscreteIntegrator, DiscretePID
 discrete_lti  DiscreteStateSpace, DiscreteTransferFunction
@@ -25,7 +25,8 @@ from blocks.discrete import (DiscreteIntegrator, DiscretePID, RateTransition, Un
                              ZeroOrderHold)
 from blocks.discrete_lti import DiscreteStateSpace, DiscreteTransferFunction
 from blocks.math import Abs, Gain, MathFunction, MinMax, Product, Sum
-from blocks.nonlinear import DeadZone, Lookup1D, RateLimiter, Relay, Saturation, Switch
+from blocks.nonlinear import (DeadZone, Lookup1D, Lookup2D, RateLimiter, Relay, Saturation,
+                              Switch)
 from blocks.routing import Demux, Mux
 from blocks.sinks import Recorder, Scope, Terminator
 from blocks.sources import (Clock, Constant, FromArray, Pulse, Ramp, Sine, Square, Step,
@@ -35,7 +36,7 @@ __all__ = [
     "Derivative", "FirstOrderLag", "Integrator", "ODE", "PID", "StateSpace",
     "TransferFunction", "TransportDelay",
     "Abs", "Clock", "Constant", "DeadZone", "Demux", "DiscreteIntegrator", "DiscretePID",
-    "DiscreteStateSpace", "DiscreteTransferFunction", "FromArray", "Gain", "Lookup1D",
+    "DiscreteStateSpace", "DiscreteTransferFunction", "FromArray", "Gain", "Lookup1D", "Lookup2D",
     "MathFunction", "MinMax", "Mux", "Product", "Pulse", "Ramp", "RateLimiter", "RateTransition",
     "Recorder", "Relay",
     "Scope", "Saturation", "Sine", "Square", "Step", "Sum", "Switch", "Terminator", "UnitDelay",

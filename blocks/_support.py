@@ -274,6 +274,36 @@ def interp_array(u: np.ndarray, x, y, slope, extrapolate: bool) -> np.ndarray:
     return np.where(u < x[0], y[0], np.where(u >= x[-1], y[-1], v))
 
 
+# -- cells of a grid (Lookup2D): the cell of a point and its fraction along the cell ------
+
+def grid_axis(x: np.ndarray) -> tuple[list, list]:
+    """``(breakpoints, widths)`` of one axis of a grid as Python floats: ``widths[i] =
+    x[i+1] - x[i]``."""
+    return x.tolist(), np.diff(x).tolist()
+
+
+def grid_fraction(u: float, x: list, dx: list, clip: bool) -> tuple[int, float]:
+    """Cell ``i`` of ``u`` on breakpoints ``x`` (the last ``i <= len(x) - 2`` with ``x[i] <=
+    u``: 0 below the grid, the last cell above it and for NaN) and the fraction ``(u - x[i])
+    / dx[i]``, limited to ``[0, 1]`` with ``clip`` as ``min(max(f, 0.0), 1.0)`` selects."""
+    i = min(max(bisect_right(x, u) - 1, 0), len(x) - 2)
+    f = (u - x[i]) / dx[i]
+    return i, (min(max(f, 0.0), 1.0) if clip else f)
+
+
+def grid_fraction_array(u: np.ndarray, x: list, dx: list, clip: bool):
+    """:func:`grid_fraction` at every element of ``u``: ``(i, f)``, arrays of ``u``'s shape."""
+    xa, da = np.asarray(x), np.asarray(dx)
+    i = np.searchsorted(xa, u, side="right") - 1
+    np.clip(i, 0, len(x) - 2, out=i)
+    f = (u - xa[i]) / da[i]
+    if clip:
+        # Python's max(f, 0.0) keeps f unless 0.0 > f; min(., 1.0) keeps it unless 1.0 < it.
+        f = np.where(0.0 > f, 0.0, f)
+        f = np.where(1.0 < f, 1.0, f)
+    return i, f
+
+
 def state_space(p: Params, A, B, C, D, x0):
     """Validated state-space matrices ``(A, B, C, D, x0)``; ``D`` and ``x0`` default to zero.
 

@@ -1,6 +1,7 @@
 """Nonlinear maps (Simulink's Discontinuities, Lookup Tables and Signal Routing): Saturation,
-DeadZone, Lookup1D, Switch, and two with memory, RateLimiter and Relay. All are element-wise
-and have direct feedthrough; NaN inputs give NaN (a NaN control of a Switch selects ``in3``).
+DeadZone, Lookup1D, Lookup2D, Switch, and two with memory, RateLimiter and Relay. All are
+element-wise and have direct feedthrough; NaN inputs give NaN (a NaN control of a Switch
+selects ``in3``).
 
 A ``(1,)`` signal is computed in Python floats (several times faster than numpy on one
 element), a larger one with numpy; both spell the same operations, so the values agree bit for
@@ -12,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from blocks._support import (KERNEL_MAX_SEGMENTS, Params, clip_array, clip_expr, clip_float,
-                             interp_array, interp_expr, interp_at, lit, read_only,
-                             segment_slopes)
+                             grid_axis, grid_fraction, grid_fraction_array, interp_array,
+                             interp_expr, interp_at, lit, read_only, segment_slopes)
 from cosim.model.block import Block, Kernel
 
-__all__ = ["DeadZone", "Lookup1D", "RateLimiter", "Relay", "Saturation", "Switch"]
+__all__ = ["DeadZone", "Lookup1D", "Lookup2D", "RateLimiter", "Relay", "Saturation", "Switch"]
 
 
 class Saturation(Block):
@@ -159,6 +160,129 @@ class Lookup1D(Block):
             return None
         return Kernel({"out": interp_expr("u_in", self.breakpoints, self.table, self._slope,
                                           self._extrapolate)})
+
+
+class Lookup2D(Block):
+    """Two-dimensional lookup table with bilinear interpolation (Simulink's 2-D Lookup Table;
+    scipy's ``RegularGridInterpolator(method="linear")``).
+
+    ``table[i, j]`` is the output at ``(breakpoints1[i], breakpoints2[j])``; ``in1`` runs
+    along ``breakpoints1``, ``in2`` along ``breakpoints2``. In the cell ``i, j`` (``i`` the
+    last with ``breakpoints1[i] <= in1``, at most ``n1 - 2``; likewise ``j``) with fractions
+    ``p = (in1 - breakpoints1[i]) / (breakpoints1[i+1] - breakpoints1[i])`` and ``q`` along
+    ``in2``::
+
+        out = (1 - p) * ((1 - q) * table[i, j] + q * table[i, j+1])
+              + p * ((1 - q) * table[i+1, j] + q * table[i+1, j+1])
+
+    (scipy's weights: the table's values at its breakpoints exactly).
+
+    Parameters
+    ----------
+    name : str
+    breakpoints1 : array_like, shape (n1,)
+        Strictly increasing, n1 >= 2.
+    breakpoints2 : array_like, shape (n2,)
+        Strictly increasing, n2 >= 2.
+    table : array_like, shape (n1, n2)
+        Output at each pair of breakpoints.
+    extrapolation : {"clip", "linear"}
+        Outside the breakpoints: ``"clip"`` holds the edges (each fraction limited to
+        ``[0, 1]``: the value at the inputs clipped to the grid, as
+        ``RegularGridInterpolator`` on clipped points); ``"linear"`` extends the edge cells'
+        bilinear forms (``RegularGridInterpolator(..., bounds_error=False,
+        fill_value=None)``).
+
+    Ports
+    -----
+    in1, in2 : broadcastable shapes
+    out : the broadcast shape
+
+    Notes
+    -----
+    Direct feedthrough from both inputs. Agrees with scipy's ``RegularGridInterpolator`` to
+    rounding (the same bilinear form, evaluated in this order); a NaN input gives NaN.
+    Fast-path kernel with at most 256 cells ``(n1 - 1) * (n2 - 1)``; an ensemble gathers
+    each member's own table (:mod:`cosim.fastpath.ensemble`).
+    """
+
+    #: Most cells ``(n1 - 1) * (n2 - 1)`` of a table with a fast-path kernel (its expression
+    #: holds a branch per cell).
+    KERNEL_MAX_CELLS = 256
+
+    def __init__(self, name: str, breakpoints1, breakpoints2, table, extrapolation="clip",
+                 **kw):
+        p = Params(self, name)
+        super().__init__(name, inputs=("in1", "in2"), **kw)
+        self.breakpoints1 = read_only(p.array("breakpoints1", breakpoints1, ndim=1))
+        self.breakpoints2 = read_only(p.array("breakpoints2", breakpoints2, ndim=1))
+        self.table = read_only(p.array("table", table, ndim=2))
+        self.extrapolation = p.choice("extrapolation", extrapolation, ("clip", "linear"))
+        for param, bp in (("breakpoints1", self.breakpoints1),
+                          ("breakpoints2", self.breakpoints2)):
+            if len(bp) < 2 or np.any(np.diff(bp) <= 0):
+                raise p.error(param, "must be strictly increasing with at least 2 points, "
+                                     f"got {bp.tolist()!r}")
+        shape = (len(self.breakpoints1), len(self.breakpoints2))
+        if self.table.shape != shape:
+            raise p.error("table", f"must have shape {shape} (breakpoints1 by breakpoints2), "
+                                   f"got {self.table.shape}")
+        self._axes = (grid_axis(self.breakpoints1), grid_axis(self.breakpoints2))
+        self._rows = self.table.tolist()
+        self._clip = self.extrapolation == "clip"
+
+    def output_update(self, t, dt):
+        a, b = self.inputs["in1"], self.inputs["in2"]
+        if a.shape == b.shape == (1,):
+            self.outputs["out"] = np.array([self._at(float(a[0]), float(b[0]))])
+            return
+        a, b = np.broadcast_arrays(a, b)
+        i, p = grid_fraction_array(a, *self._axes[0], self._clip)
+        j, q = grid_fraction_array(b, *self._axes[1], self._clip)
+        tb = self.table
+        self.outputs["out"] = (1.0 - p) * ((1.0 - q) * tb[i, j] + q * tb[i, j + 1]) + \
+            p * ((1.0 - q) * tb[i + 1, j] + q * tb[i + 1, j + 1])
+
+    def _at(self, u1: float, u2: float) -> float:
+        """The output at one point (Python floats, the kernel's operations)."""
+        i, p = grid_fraction(u1, *self._axes[0], self._clip)
+        j, q = grid_fraction(u2, *self._axes[1], self._clip)
+        tb = self._rows
+        return (1.0 - p) * ((1.0 - q) * tb[i][j] + q * tb[i][j + 1]) + \
+            p * ((1.0 - q) * tb[i + 1][j] + q * tb[i + 1][j + 1])
+
+    def kernel(self):
+        n1, n2 = len(self.breakpoints1), len(self.breakpoints2)
+        if (n1 - 1) * (n2 - 1) > self.KERNEL_MAX_CELLS:
+            return None
+        # Every value a named parameter: a value used in several cells (a breakpoint, the
+        # limits 0 and 1) is one name, so an ensemble's translation sees it shared.
+        params = {"zero": 0.0, "one": 1.0}
+        fractions = []
+        for axis, (x, dx) in enumerate(self._axes):
+            fr = []
+            for i in range(len(dx)):
+                params[f"x{axis}_{i}"], params[f"d{axis}_{i}"] = x[i], dx[i]
+                f = f"(u_in{axis + 1} - p_x{axis}_{i}) / p_d{axis}_{i}"
+                fr.append(f"min(max({f}, p_zero), p_one)" if self._clip else f"({f})")
+            fractions.append(fr)
+        params.update((f"t{i}_{j}", v) for i, row in enumerate(self._rows)
+                      for j, v in enumerate(row))
+
+        def cell(i: int, j: int) -> str:
+            p, q = fractions[0][i], fractions[1][j]
+            return (f"(p_one - {p}) * ((p_one - {q}) * p_t{i}_{j} + {q} * p_t{i}_{j + 1}) + "
+                    f"{p} * ((p_one - {q}) * p_t{i + 1}_{j} + {q} * p_t{i + 1}_{j + 1})")
+
+        def chain(var: str, axis: int, branch) -> str:
+            # The cell of ``var``: the first ``var < x[k+1]``, else the last (NaN too).
+            cells = len(self._axes[axis][1])
+            parts = [f"({branch(k)}) if {var} < p_x{axis}_{k + 1}" for k in range(cells - 1)]
+            return "(" + " else ".join(parts + [f"({branch(cells - 1)})"]) + ")"
+        for axis, (x, _) in enumerate(self._axes):
+            params[f"x{axis}_{len(x) - 1}"] = x[-1]
+        out = chain("u_in1", 0, lambda i: chain("u_in2", 1, lambda j: cell(i, j)))
+        return Kernel({"out": out}, params=params)
 
 
 class Switch(Block):

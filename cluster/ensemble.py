@@ -27,10 +27,14 @@ Zero crossings of a continuous state (events that reset states or call back, wit
 stopping the run) are located the same way: a member whose watched state changes sign in a
 step has that step run on its own interpreter, which locates and fires the event.
 
+Scheduled events fire per member: at a tick, each member's resets are applied to its own
+state before the tick's outputs (on its own interpreter where the event calls back or a
+crossing is watched); inside a step, every member's step runs on its own interpreter. A
+member whose event stops its run stops alone: its logs end with that tick.
+
 What an ensemble cannot share is refused before it runs: an adaptive solver would choose one
-step for all members (each member's step would depend on the others); scheduled events,
-crossings of signals and stopping events are not located per member; co-simulations run
-their own units.
+step for all members (each member's step would depend on the others); crossings of signals
+are not located per member; co-simulations run their own units.
 """
 
 from __future__ import annotations
@@ -86,14 +90,15 @@ def check_ensemble(model, config) -> None:
     from cosim.compile.flatten import split_ref
     from cosim.model.events import ZeroCrossing
     # Zero crossings of a continuous state are located per member (the member's step run
-    # on its own interpreter); what an ensemble cannot locate per member is refused.
-    others = [e.name for e in getattr(model, "events", None) or []
-              if not isinstance(e, ZeroCrossing) or split_ref(e.watch) is not None or e.stop]
-    if others:
-        problems.append(f"model {model.name!r} has events ({', '.join(others)}) that an "
-                        "ensemble does not locate per member: only zero crossings of a "
-                        "continuous state that do not stop the run are (scheduled events, "
-                        "crossings of signals and stopping events are not)")
+    # on its own interpreter), scheduled events fired per member, stops per member; what an
+    # ensemble cannot locate per member is refused.
+    signals = [(e.name, e.watch) for e in getattr(model, "events", None) or []
+               if isinstance(e, ZeroCrossing) and split_ref(e.watch) is not None]
+    for name, watch in signals:
+        problems.append(f"event {name!r} watches the signal {watch!r} of block "
+                        f"{split_ref(watch)[0]}: an ensemble locates zero crossings of "
+                        "continuous states per member, not of signals (watch the block's "
+                        "state instead)")
     if config is not None and not problems:
         from cosim import compile_model
         try:

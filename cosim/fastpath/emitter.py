@@ -87,8 +87,14 @@ class Strategy:
     #: With ``locate_modes``: continuous-state slots whose zero crossings are watched too,
     #: ``(slot, "rising" | "falling" | "both")`` (an ensemble's events).
     watched: tuple = ()
+    #: With ``locate_modes``: hand every step to ``_located``, with or without a surface
+    #: (an ensemble's scheduled events, fired per member).
+    every_step = False
     #: Names of the log lists and of a Runge–Kutta step's ``h`` in the generated code.
     rows, ticks, h = "rows", "ticks", "h"
+    #: Statements per generated function of a large plan; None: :data:`CHUNK` (an
+    #: ensemble's translation, which reads one function, asks for more).
+    chunk: int | None = None
 
     def __init__(self, groups: list[list[int]], label: str):
         self.groups = groups
@@ -238,7 +244,7 @@ def _build(plan, config, state, store, solver, layout, kernels, tab, strategy, f
     """:func:`build` once the flat values ``flat`` hold the run's values."""
     namespace = strategy.namespace
     key = structure.fingerprint(plan, config, store, layout, kernels, tab, strategy,
-                                state.X.size, CHUNK)
+                                state.X.size, chunk_of(strategy))
     entry = cache.emitted(key)
     if entry is None:
         pieces, columns = Writer(plan, layout, kernels, strategy).pieces(config, store, tab,
@@ -460,7 +466,8 @@ class Writer:
         first = stage(0, "C", t)
         # Zero crossings of continuous states watched (ensembles' events): ``(slot, rule)``.
         watched = list(s.watched) if s.locate_modes else []
-        if modes or watched:
+        located = bool(modes or watched or (s.locate_modes and s.every_step))
+        if located:
             first = ["_tickstart()", *first, *self.surfaces(modes, watched, "vp", "C", t)]
         segments = [([f"{h} = ({config.t0!r} + ({k} + 1) * {config.dt!r}) - {t}"], first,
                      None)]
@@ -468,7 +475,7 @@ class Writer:
             segments.append(([], s.stage_sum("Z", tm), ("Z", tm)))
             segments.append(([f"{ts} = {t} + {node!r} * {h}"], stage(si, "Z", ts), None))
         segments.append(([], s.stage_sum("C", weights), ("C", weights)))
-        if modes or watched:
+        if located:
             # The surfaces at the step's end (the interpreter's check after a solver step).
             end = [st for g in minor for st in self.outputs(g, "C", "te", held=True)] \
                 if modes else []
@@ -487,7 +494,7 @@ class Writer:
                            for p in plan.blocks[i].input_names
                            if (i, p) in driver and id(slots[driver[(i, p)]][0]) not in inside})
             held_in = "".join(f"{s.ref('S', [j])}, " for j in read)
-            end += flags + [f"_located(k, ({', '.join(f'vq{n}' for n in range(len(rules)))},), "
+            end += flags + [f"_located(k, ({''.join(f'vq{n}, ' for n in range(len(rules)))}), "
                             f"({held_in}), {tuple(read)!r})"]
             segments.append(([f"te = {config.t0!r} + (k + 1) * {config.dt!r}"], end, None))
         return segments
@@ -516,7 +523,8 @@ class Writer:
         # Lines, not statements: an inlined atomic subsystem's tick is one statement of many.
         size = sum(st.count("\n") + 1 for part in (body, cont, disc) for x in part
                    for _, st in x)
-        if size + sum(len(stmts) for _, stmts, _ in integ) > CHUNK:
+        limit = chunk_of(s)
+        if size + sum(len(stmts) for _, stmts, _ in integ) > limit:
             if self.inlined:
                 raise Unsupported("atomic subsystems inlined in a plan too large for one "
                                   "function")
@@ -528,11 +536,16 @@ class Writer:
                 whole = s.whole_sum(*combination) if combination else None
                 segments.append((lines + whole, []) if whole is not None else (lines, stmts))
             return chunked.frame(config.t0, config.dt, body, log_stmts, cont + disc, segments,
-                                 s, n_stages, CHUNK), columns
+                                 s, n_stages, limit), columns
         lines = [ln for lines, stmts, _ in integ for ln in lines + stmts]
         upd = [st for stmts in cont + disc for st in stmts]
         return [_frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,
                        upd, lines, s.prologue, s.epilogue, s.preamble)], columns
+
+
+def chunk_of(strategy) -> int:
+    """Statements per generated function of a large plan for ``strategy``."""
+    return CHUNK if strategy.chunk is None else strategy.chunk
 
 
 def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue,

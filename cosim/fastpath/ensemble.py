@@ -35,7 +35,8 @@ __all__ = ["Translation", "translate"]
 _BINOPS = {ast.Add: "_add", ast.Sub: "_sub", ast.Mult: "_mul", ast.Div: "_div"}
 _CMPS = {ast.Lt: "_lt", ast.LtE: "_le", ast.Gt: "_gt", ast.GtE: "_ge", ast.Eq: "_eq",
          ast.NotEq: "_ne"}
-#: Conditional chains of at least this many tests are translated as lookups (``_piecewise``).
+#: Conditional chains of at least this many tests are translated as lookups (``_piecewise``),
+#: and chains of chains (a 2-D table's) of any length.
 _CHAIN_MIN = 3
 
 #: Operators that can raise on some values (a member's own run may never evaluate them).
@@ -70,11 +71,13 @@ class Translation:
     views : dict of str to (str, int)
         Name -> ``(buffer, row)``: a name bound to a row of a 2-D buffer.
     tables : dict of str to dict
-        Constant arrays of the lookups (:meth:`_Translator._piecewise`), made once per run
-        by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each entry: constants, which may be
-        members' arrays, one list per slot), ``kind`` (float: a table gathered per member;
-        int, bool; chain: a :class:`~cosim.fastpath.ensemble_ops.Chain` of the tests
-        ``ops``).
+        The constants of the lookups (:meth:`_Translator._piecewise`), made once per run
+        by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each
+        entry: constants, which may be members' arrays, one list per slot), ``kind``
+        (float: a :class:`~cosim.fastpath.ensemble_ops.Gather` per member; bool: a mask per
+        branch; chain: a :class:`~cosim.fastpath.ensemble_ops.Chain` of the tests ``ops``;
+        product: a :class:`~cosim.fastpath.ensemble_ops.Product` of the tables ``chains``)
+        and ``chain`` (the chain or product whose calls index a table: made first).
     """
 
     def __init__(self):
@@ -336,7 +339,8 @@ class _Translator:
             self._indented(lambda: self.expr(node.orelse, out, stacked, mask))
             return True, out
         chain = _chain(node)
-        if not stacked and len(chain[0]) >= _CHAIN_MIN:
+        if not stacked and (len(chain[0]) >= _CHAIN_MIN or
+                            all(isinstance(v, ast.IfExp) for v in chain[1])):
             done = self._piecewise(chain, dst, mask)
             if done is not None:
                 return True, done
@@ -371,20 +375,24 @@ class _Translator:
         """A chain ``v0 if L op0 R0 else v1 if L op1 R1 else ... else vm`` (a lookup table's
         segments) in a fixed number of calls, or None when it has not that form.
 
-        Every test compares one left side ``L`` with a constant; every branch is safe and the
-        branches fall into a few templates that differ only in constants (``a * (L - b) +
-        c``). Each member's branch is the first whose test holds
-        (:class:`~cosim.fastpath.ensemble_ops.Chain`); each
-        template is evaluated once, on its constants gathered per member (per-member tables
-        are data), so each member computes its own branch's operations on its own branch's
-        values.
+        Every test compares one left side ``L`` with a constant; the branches fall into a
+        few templates that differ only in constants (``a * (L - b) + c``). Branches that are
+        themselves such chains, with the same tests in every branch (a 2-D table's cells,
+        :func:`_axes`), make a product of chains: a cell per combination. Each member's
+        branch is the first whose test holds on each axis
+        (:class:`~cosim.fastpath.ensemble_ops.Chain`,
+        :class:`~cosim.fastpath.ensemble_ops.Product`); each template is evaluated once, on
+        its constants gathered per member (per-member tables are data), so each member
+        computes its own branch's operations on its own branch's values. A constant the
+        same in every branch is used as it is, not gathered; one repeated in a template is
+        gathered once.
+
+        Branches must be safe to compute for every member (no division, power, math), except
+        divisions by a constant when every branch has one template: each member then divides
+        by its own branch's divisor, as its own run does.
         """
-        tests, values = chain
-        lefts = {ast.dump(t.left) for t in tests if isinstance(t, ast.Compare)}
-        if len(lefts) != 1 or not all(
-                isinstance(t, ast.Compare) and len(t.ops) == 1 and type(t.ops[0]) in _CMPS and
-                _constant(t.comparators[0]) for t in tests) or \
-                not all(_safe(v) for v in values):
+        axes, values = _axes(chain)
+        if axes is None:
             return None
         groups: dict[str, list[int]] = {}
         slots: dict[str, list[list[str]]] = {}
@@ -392,16 +400,27 @@ class _Translator:
             shape, consts = _template(v)
             groups.setdefault(shape, []).append(j)
             slots.setdefault(shape, []).append(consts)
-        if len(groups) > 3:
+        if len(groups) > 3 or not all(_safe(v) or (len(groups) == 1 and _divides_by_constant(v))
+                                      for v in values):
             return None
-        left = self.operand(tests[0].left, False, mask)
         tid = f"_pw{len(self.out.tables)}"
-        chain = self._table(f"{tid}_c", [[ast.unparse(t.comparators[0]) for t in tests]],
-                            kind="chain")
-        self.out.tables[chain]["ops"] = [_CMPS[type(t.ops[0])] for t in tests]
-        idx = self._buffer(f"{tid}_i", ("int", "N"))
-        self.lines.append(f"_branch({chain}, {left}, {idx})")
-        whole = ast.Tuple([*tests, *values], ast.Load())
+        indices = []
+        for a, tests in enumerate(axes):
+            left = self.operand(tests[0].left, False, mask)
+            name = self._table(f"{tid}_c" + (str(a) if a else ""),
+                               [[ast.unparse(t.comparators[0]) for t in tests]], kind="chain")
+            self.out.tables[name]["ops"] = [_CMPS[type(t.ops[0])] for t in tests]
+            idx = self._buffer(f"{tid}_i" + (str(a) if a else ""), ("int", "N"))
+            self.lines.append(f"{idx} = {name}({left}, {idx})")
+            indices.append((name, idx))
+        chain, idx = indices[0]
+        if len(axes) > 1:
+            # One index per combination of the axes' cells.
+            chain = self._table(f"{tid}_x", [[]], kind="product")
+            self.out.tables[chain]["chains"] = [c for c, _ in indices]
+            idx = self._buffer(f"{tid}_ix", ("int", "N"))
+            self.lines.append(f"{idx} = {chain}({', '.join(i for _, i in indices)}, {idx})")
+        whole = ast.Tuple([*(t for tests in axes for t in tests), *values], ast.Load())
         out = dst if dst is not None and not _reads(whole, self._sharing(dst)) \
             else self._temp("N")
         # The group of the most branches first, computed into the result; the others are
@@ -416,12 +435,18 @@ class _Translator:
             first_row.append(len(texts))
             texts += [[slots[shape][inside.index(b) if b in inside else 0][s]
                        for b in range(len(values))] for s in range(len(slots[shape][0]))]
-        rows = []
-        if texts:
-            table = self._table(f"{tid}_g", texts)
-            vals = self._buffer(f"{tid}_v", (len(texts), "N"))
-            self.lines.append(f"_gather({table}, {idx}, {vals})")
-            rows = [self._view(f"{vals}_{r}", vals, r) for r in range(len(texts))]
+        # A row of one constant throughout is that constant; equal rows are gathered once.
+        gathered: dict[tuple, int] = {}
+        for row in texts:
+            if len(set(row)) > 1:
+                gathered.setdefault(tuple(row), len(gathered))
+        views = []
+        if gathered:
+            table = self._table(f"{tid}_g", [list(r) for r in gathered], chain=chain)
+            vals = self._buffer(f"{tid}_v", (len(gathered), "N"))
+            self.lines.append(f"{table}({idx}, {vals})")
+            views = [self._view(f"{vals}_{r}", vals, r) for r in range(len(gathered))]
+        rows = [row[0] if len(set(row)) == 1 else views[gathered[tuple(row)]] for row in texts]
         for g, shape in enumerate(order):
             inside = groups[shape]
             names = rows[first_row[g]:first_row[g] + len(slots[shape][0])]
@@ -433,26 +458,27 @@ class _Translator:
                 target = self._temp("N")
             if shape != "_P0" or target != names[0]:
                 saved = self.member
-                self.member = saved | set(names)
+                self.member = saved | (set(names) & set(views))
                 self.expr(_fill(ast.parse(shape, mode="eval").body, names), target, False,
                           mask)
                 self.member = saved
             if g:
                 where = self._table(f"{tid}_m{g}", [["1" if b in inside else "0"
                                                      for b in range(len(values))]],
-                                    kind="bool")
+                                    kind="bool", chain=chain)
                 sel = self._temp("B")
-                self.lines.append(f"_take({where}[0], {idx}, out={sel}, mode='clip')")
+                self.lines.append(f"{where}.take({idx}, None, {sel}, 'clip')")
                 self.lines.append(f"_copyto({out}, {target}, where={sel})")
         if dst is not None and out != dst:
             self.lines.append(f"_copyto({dst}, {out})")
             return dst
         return out
 
-    def _table(self, name: str, texts: list[list[str]], kind: str = "float") -> str:
-        """A constant array made once per run from constants' sources (see
-        :attr:`Translation.tables`)."""
-        self.out.tables[name] = {"texts": texts, "kind": kind}
+    def _table(self, name: str, texts: list[list[str]], kind: str = "float",
+               chain: str | None = None) -> str:
+        """A lookup's constants made once per run from constants' sources, indexed as
+        ``chain``'s calls index (see :attr:`Translation.tables`)."""
+        self.out.tables[name] = {"texts": texts, "kind": kind, "chain": chain}
         self._buffer(name, ("table",))
         return name
 
@@ -797,6 +823,64 @@ def _safe(node) -> bool:
                                             n.func.id in ("abs", "min", "max")):
             return False
     return True
+
+
+def _divides_by_constant(node) -> bool:
+    """True if the only operations of ``node`` that can raise are divisions by a constant
+    (a lookup's cell widths): they raise for a member exactly when its own run's does."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, _RAISING) and not (
+                isinstance(n.op, ast.Div) and _constant(n.right)):
+            return False
+        if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and
+                                            n.func.id in ("abs", "min", "max")):
+            return False
+    return True
+
+
+def _simple_tests(tests) -> bool:
+    """True if every test compares one left side with a constant (one comparison each)."""
+    lefts = {ast.dump(t.left) for t in tests if isinstance(t, ast.Compare)}
+    return len(lefts) == 1 and all(
+        isinstance(t, ast.Compare) and len(t.ops) == 1 and type(t.ops[0]) in _CMPS and
+        _constant(t.comparators[0]) for t in tests)
+
+
+def _outer(chain) -> tuple[list, list]:
+    """A chain over one value: ``chain`` cut at its first test of another value (the last
+    branch of ``a if x < 1 else (b if y < 2 else c)`` is the inner chain, which
+    :func:`_chain` follows as tests of the same chain)."""
+    tests, values = chain
+    left = ast.dump(tests[0].left) if tests and isinstance(tests[0], ast.Compare) else None
+    cut = next((k for k, t in enumerate(tests)
+                if not isinstance(t, ast.Compare) or ast.dump(t.left) != left), len(tests))
+    if cut in (0, len(tests)):
+        return tests, values
+    rest = values[-1]
+    for t, v in zip(reversed(tests[cut:]), reversed(values[cut:-1])):
+        rest = ast.IfExp(test=t, body=v, orelse=rest)
+    return tests[:cut], values[:cut] + [rest]
+
+
+def _axes(chain) -> tuple[list | None, list]:
+    """``(axes, leaves)`` of a conditional chain over one value, whose branches may be
+    chains over another with the same tests in every branch (a 2-D table's rows of cells),
+    and so on: each axis's tests, and the leaves in row-major order (the first axis's
+    branch slowest). ``(None, [])`` when the tests are not comparisons of one value with
+    constants."""
+    tests, values = _outer(chain)
+    if not _simple_tests(tests):
+        return None, []
+    axes = [tests]
+    while all(isinstance(v, ast.IfExp) for v in values):
+        inner = [_outer(_chain(v)) for v in values]
+        first = [ast.unparse(t) for t in inner[0][0]]
+        if not _simple_tests(inner[0][0]) or \
+                any([ast.unparse(t) for t in c[0]] != first for c in inner[1:]):
+            break
+        axes.append(inner[0][0])
+        values = [leaf for _, leaves in inner for leaf in leaves]
+    return axes, values
 
 
 def _chain(node) -> tuple[list, list]:

@@ -10,18 +10,19 @@ constants (a member's own where its parameters make them), and Python's division
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
-__all__ = ["EXTREMA_EXACT", "UFUNCS", "Chain", "MemberTable", "make_table"]
+__all__ = ["EXTREMA_EXACT", "UFUNCS", "Chain", "Gather", "Product", "make_table"]
 
 #: The numpy functions the translated code calls (its globals).
 UFUNCS = {"_add": np.add, "_sub": np.subtract, "_mul": np.multiply, "_div": np.true_divide,
           "_neg": np.negative, "_abs": np.absolute, "_lt": np.less, "_le": np.less_equal,
           "_gt": np.greater, "_ge": np.greater_equal, "_eq": np.equal, "_ne": np.not_equal,
           "_and": np.logical_and, "_or": np.logical_or, "_not": np.logical_not,
-          "_copyto": np.copyto, "_arr": np.array, "_argmax": np.argmax, "_take": np.take}
+          "_copyto": np.copyto, "_arr": np.array}
 
 def _probe_extrema() -> bool:
     """True if ``numpy.minimum(c, a)`` / ``numpy.maximum(c, a)`` select, element by element,
@@ -60,45 +61,21 @@ def _mapf(f, a, out, where=None) -> None:
         out[where] = list(map(f, a[where].tolist()))
 
 
-class MemberTable:
-    """A lookup's constants when some are members' own, ``values`` of shape ``(slots,
-    branches, N)``: :meth:`gather` picks each member's own entry of each slot."""
-
-    def __init__(self, values: np.ndarray):
-        n_s, n_b, n = values.shape
-        # entry (s, b) of member m at flat[(s * n + m) * n_b + b]
-        self.flat = np.ascontiguousarray(values.transpose(0, 2, 1)).ravel()
-        self.base = (np.arange(n_s)[:, None] * n + np.arange(n)[None, :]) * n_b
-        self.at = np.empty((n_s, n), dtype=np.intp)
-
-    def gather(self, idx, out) -> None:
-        np.add(self.base, idx, out=self.at)
-        np.take(self.flat, self.at, out=out, mode="clip")
-
-
-# Every index taken is in range by construction: ``mode="clip"`` spares numpy the copy of
-# ``out`` that its bounds check ("raise") makes (about half a take's time here).
-
-def _gather(table, idx, out) -> None:
-    """Each member's entry ``idx[m]`` of each slot of a lookup's constants (shared or its
-    own): ``out[s, m] = table[s, idx[m]]``."""
-    if isinstance(table, np.ndarray):
-        np.take(table, idx, axis=1, out=out, mode="clip")
-    else:
-        table.gather(idx, out)
-
-
 class Chain:
     """Which branch of ``v0 if L op0 R0 else v1 if L op1 R1 else ... else vm`` each member
     takes: the first test that holds (``m``, the else, if none).
 
     With the right sides shared and no NaN, the branch is a function of the cell of ``L``
     among the sorted thresholds (each test is a threshold function of ``L``): one
-    ``searchsorted`` (a NaN threshold appended, so that a NaN ``L`` has a cell of its own)
-    and one lookup, where each cell ``[v_i, v_i+1)`` takes one branch throughout (true of a
-    lookup table's chain), each cell's branch found by evaluating the tests on Python floats.
-    Otherwise every test is compared for every member and the first true one found
-    (``argmax`` over the tests, an always-true row last).
+    ``searchsorted`` on the whole member vector (a NaN threshold appended, so that a NaN
+    ``L`` has a cell of its own), where each cell ``[v_i, v_i+1)`` takes one branch
+    throughout (true of a lookup table's chain), each cell's branch found by evaluating the
+    tests on Python floats. The call then gives each member's *cell*, and the lookup's
+    tables are laid out by cell (:meth:`by_cell`): no second lookup of the branch.
+    Otherwise (a member's own threshold, a cell that mixes branches) every test is compared
+    for every member, consecutive tests of one comparison as one call on a ``(tests, N)``
+    array of right sides, and the first true one found (``argmax`` over the tests, an
+    always-true row last): the call gives each member's *branch*.
 
     Parameters
     ----------
@@ -116,11 +93,23 @@ class Chain:
     def __init__(self, ops: list[str], rights: list, n: int):
         self.ops, self.rights = ops, rights
         self.lut = self._cells(ops, rights)
-        if self.lut is None:
-            self.rows = np.zeros((len(ops) + 1, n), dtype=bool)
-            self.rows[-1] = True
-            self.cols = [np.asarray(r, dtype=np.float64)[None] if np.ndim(r) else
-                         np.array([[r]]) for r in rights]
+        if self.lut is not None:
+            self._search = self.edges.searchsorted
+            return
+        self.rows = np.zeros((len(ops) + 1, n), dtype=bool)
+        self.rows[-1] = True
+        self.groups = []
+        a = 0
+        while a < len(ops):
+            b = a
+            while b < len(ops) and ops[b] == ops[a]:
+                b += 1
+            shared = not any(np.ndim(r) for r in rights[a:b])
+            right = np.array([[float(r)] for r in rights[a:b]]) if shared else \
+                np.array([np.broadcast_to(np.asarray(r, dtype=np.float64), (n,))
+                          for r in rights[a:b]])
+            self.groups.append((UFUNCS[ops[a]], right, self.rows[a:b]))
+            a = b
 
     def _first(self, u: float) -> int:
         return next((j for j, (op, r) in enumerate(zip(self.ops, self.rights))
@@ -141,16 +130,115 @@ class Chain:
                 return None     # the point and the interval after it differ
             lut.append(branch)
         lut.append(self._first(math.nan))
-        return np.array(lut, dtype=np.intp)
+        return lut
 
-    def __call__(self, left, idx) -> None:
+    @property
+    def size(self) -> int:
+        """How many values :meth:`__call__` gives: cells, or branches."""
+        return len(self.ops) + 1 if self.lut is None else len(self.lut)
+
+    def branch_of(self, i: int) -> int:
+        """The branch of what :meth:`__call__` gives ``i`` for."""
+        return i if self.lut is None else self.lut[i]
+
+    def by_cell(self, entries: list) -> list:
+        """``entries`` (one per branch) in the order of what :meth:`__call__` gives: one
+        per cell (a branch's entry repeated for each of its cells), or as they are."""
+        return entries if self.lut is None else [entries[b] for b in self.lut]
+
+    def __call__(self, left, idx):
+        """Each member's cell (or branch), ``(N,)`` intp: a new array, or ``idx``
+        (preallocated) filled."""
         if self.lut is not None:
-            np.take(self.lut, np.searchsorted(self.edges, left, "right"), out=idx,
-                    mode="clip")
-            return
-        for j, (op, col) in enumerate(zip(self.ops, self.cols)):
-            UFUNCS[op](left, col[0], out=self.rows[j])
+            return self._search(left, "right")
+        for ufunc, right, rows in self.groups:
+            ufunc(left, right, out=rows)
         np.argmax(self.rows, 0, out=idx)
+        return idx
+
+
+class Product:
+    """The cell of each member in a product of chains (a 2-D table's rows and columns):
+    ``index = ((i0 * n1) + i1) * n2 + ...`` over each chain's index ``i<a>`` (its cell or
+    branch, see :meth:`Chain.__call__`) and its number of them ``n<a>``; the leaves of the
+    nested chain, row-major over the branches, laid out by it (:meth:`by_cell`).
+
+    Parameters
+    ----------
+    chains : list of Chain
+    """
+
+    def __init__(self, chains: list):
+        self.chains = chains
+        self.sizes = [c.size for c in chains]
+
+    def by_cell(self, entries: list) -> list:
+        """``entries`` (one per combination of branches, the first chain's slowest) in the
+        order of :meth:`__call__`'s index."""
+        branches = [len(c.ops) + 1 for c in self.chains]
+        out = []
+        for combo in itertools.product(*(range(n) for n in self.sizes)):
+            flat = 0
+            for c, i, nb in zip(self.chains, combo, branches):
+                flat = flat * nb + c.branch_of(i)
+            out.append(entries[flat])
+        return out
+
+    def __call__(self, *args):
+        """``(i0, i1, ..., out)``: the combined index into ``out`` (returned)."""
+        *indices, out = args
+        np.multiply(indices[0], self.sizes[1], out=out)
+        np.add(out, indices[1], out=out)
+        for i, n in zip(indices[2:], self.sizes[2:]):
+            np.multiply(out, n, out=out)
+            np.add(out, i, out=out)
+        return out
+
+
+class Gather:
+    """A lookup's constants per member: ``out[s, m]`` is slot ``s``'s entry for member
+    ``m``'s cell (or branch) ``idx[m]``, each a member's own where its parameters make it.
+
+    A slot shared by all members is one ``take`` from its row of entries; a member's own is
+    one ``take`` from a member-major ``(N, entries)`` array at ``m * entries + idx`` (the
+    flat index computed once for all such slots, one add): no Python loop over members,
+    every output preallocated.
+
+    Parameters
+    ----------
+    values : list of list
+        Slot -> entry -> a float, or an ``(n,)`` array for members' own values.
+    n : int
+        Members.
+    """
+
+    def __init__(self, values: list, n: int):
+        self.shared, self.member = [], []
+        for s, row in enumerate(values):
+            if any(isinstance(v, np.ndarray) for v in row):
+                cells = np.array([np.broadcast_to(v, (n,)) for v in row], dtype=np.float64)
+                self.member.append((s, np.ascontiguousarray(cells.T).ravel().take))
+            else:
+                self.shared.append((s, np.array(row, dtype=np.float64).take))
+        entries = len(values[0]) if values else 0
+        self.flat = np.empty(n, dtype=np.intp)
+        self.offset = np.arange(n, dtype=np.intp) * entries
+        self._rows: dict = {}       # id of an output -> (it, its rows)
+
+    def __call__(self, idx, out) -> None:
+        # One table may serve several lookups spelt alike (each Runge-Kutta stage's).
+        got = self._rows.get(id(out))
+        if got is None or got[0] is not out:
+            got = self._rows[id(out)] = (out, list(out))
+        rows = got[1]
+        # Every index is in range by construction: ``mode="clip"`` spares numpy the copy of
+        # the output that its bounds check makes.
+        if self.member:
+            np.add(self.offset, idx, out=self.flat)
+            for s, take in self.member:
+                take(self.flat, None, rows[s], "clip")
+        for s, take in self.shared:
+            take(idx, None, rows[s], "clip")
 
 
 def _nonzero(divisor, where=None) -> None:
@@ -160,28 +248,23 @@ def _nonzero(divisor, where=None) -> None:
         raise ZeroDivisionError("float division by zero")
 
 
-def _branch(chain, left, idx) -> None:
-    chain(left, idx)
+UFUNCS.update(_mapf=_mapf, _nonzero=_nonzero)
 
 
-UFUNCS.update(_mapf=_mapf, _gather=_gather, _branch=_branch, _nonzero=_nonzero)
-
-
-def make_table(spec: dict, value_of, n: int):
-    """The constant array of a lookup (see :attr:`Translation.tables`); ``value_of(text)``
+def make_table(spec: dict, value_of, n: int, chain: Chain | None = None):
+    """The constant object of a lookup (see :attr:`Translation.tables`); ``value_of(text)``
     gives a constant's value (a float, or an ``(n,)`` array for a member's).
 
-    ``texts`` is a list of rows (slots) of entries (branches or tests). A gathered table is ``(slots, branches)`` (shared) or
-    a :class:`MemberTable`; an int or bool table ``(1, k)``.
+    ``texts`` is a list of rows (slots) of entries (branches, or tests for a chain). A
+    chain is a :class:`Chain`; a product a :class:`Product` of ``chain`` (a list of
+    chains); a gathered table a :class:`Gather`; a bool table a 1-D array. Tables of a
+    ``chain`` (a Chain or a Product) are laid out as its calls index them (``by_cell``).
     """
     if spec["kind"] == "chain":
         return Chain(spec["ops"], [value_of(t) for t in spec["texts"][0]], n)
-    if spec["kind"] != "float":
-        return np.array([[float(t) for t in row] for row in spec["texts"]]).astype(
-            np.intp if spec["kind"] == "int" else bool)
-    values = [[value_of(t) for t in row] for row in spec["texts"]]
-    member = any(isinstance(v, np.ndarray) for row in values for v in row)
-    if member:
-        return MemberTable(np.array([[np.broadcast_to(v, (n,)) for v in row]
-                                     for row in values], dtype=np.float64))
-    return np.array(values, dtype=np.float64)
+    if spec["kind"] == "product":
+        return Product(chain)
+    order = chain.by_cell if chain is not None else (lambda entries: entries)
+    if spec["kind"] == "bool":
+        return np.array([t != "0" for t in order(spec["texts"][0])], dtype=bool)
+    return Gather([order([value_of(t) for t in row]) for row in spec["texts"]], n)

@@ -23,7 +23,8 @@ from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["Members", "const_values", "reusable", "run_members", "scalar_fast_path", "why_not_fast"]
+__all__ = ["MAX_STATEMENTS", "Members", "const_values", "reusable", "run_members",
+           "scalar_fast_path", "why_not_fast"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
 _compiled: dict = {}
@@ -150,51 +151,74 @@ def why_not_fast(sim) -> str:
 
 
 def _watched(sim) -> list[tuple[int, str]]:
-    """``(continuous-state slot, direction)`` of each of the model's events, which an
-    ensemble locates per member: zero crossings of a continuous state that do not stop the
-    run.
+    """``(continuous-state slot, direction)`` of each zero crossing of the model's events,
+    which an ensemble locates per member (its scheduled events are fired per member too,
+    see :class:`_Located`; stopping events end each member's run at its own time).
 
     Raises
     ------
     Unsupported
-        Naming an event it cannot locate per member: a scheduled one, one watching a signal,
-        one that stops the run (each member's run would end at its own time).
+        Naming an event that watches a signal (and its block): crossings of signals are
+        not located per member.
     """
+    from cosim.compile.flatten import split_ref
     from cosim.model.events import ZeroCrossing
     events = getattr(sim, "events", None) or []
     slices = {sim.plan.path_of[id(b)]: sl for b, sl in sim.interpreter.cslices}
     out = []
     for ev in events:
         if not isinstance(ev, ZeroCrossing):
-            raise Unsupported(f"event {ev.name!r} is scheduled (only zero crossings of a "
-                              "continuous state are located per member)")
+            continue
         if ev.watch not in slices:
-            raise Unsupported(f"event {ev.name!r} watches the signal {ev.watch!r} (only "
-                              "zero crossings of a continuous state are located per member)")
-        if ev.stop:
-            raise Unsupported(f"event {ev.name!r} stops the run (each member would stop at "
-                              "its own time)")
+            block = (split_ref(ev.watch) or (ev.watch,))[0]
+            raise Unsupported(f"event {ev.name!r} watches the signal {ev.watch!r} of block "
+                              f"{block}: an ensemble locates zero crossings of continuous "
+                              "states per member, not of signals (watch the block's state, "
+                              "or run without ensemble)")
         out.append((slices[ev.watch].start + ev.index, ev.direction.value))
     return out
 
 
+def _scheduled(sim) -> bool:
+    """True if ``sim``'s model has scheduled events."""
+    from cosim.model.events import Scheduled
+    return any(isinstance(ev, Scheduled) for ev in getattr(sim, "events", None) or [])
+
+
+#: Most statements of a plan's step function that an ensemble translates (a larger plan's
+#: members run as copies, saying so): its translation, a few numpy calls per statement in
+#: one function, compiles in time about linear up to here (issue 17's chunks bound a single
+#: run's functions at :data:`~cosim.fastpath.emitter.CHUNK` statements).
+MAX_STATEMENTS = 20_000
+
+
+def _chunked(fast) -> bool:
+    """True if ``fast``'s step function is split into chunk functions (a large plan)."""
+    from cosim.fastpath.chunked import CHUNK_PREFIXES
+    return re.search(rf"^def ({'|'.join(CHUNK_PREFIXES)})", fast.source, re.M) is not None
+
+
 def scalar_fast_path(sim):
-    """The scalar strategy's fast path of ``sim``'s plan: the simulator's own, or, where it
-    chose the vector strategy (many blocks of one kind), one built for the ensemble
-    (initialized, not run: its values are the reference's initial ones).
+    """The scalar strategy's fast path of ``sim``'s plan in one function: the simulator's
+    own, or, where it chose the vector strategy (many blocks of one kind) or split a large
+    plan's step function into chunks, one built for the ensemble (initialized, not run: its
+    values are the reference's initial ones).
 
     Raises
     ------
     Unsupported
-        The plan has no fast path (the reason names the block).
+        The plan has no fast path (the reason names the block), or more than
+        :data:`MAX_STATEMENTS` statements.
     """
     from cosim.run.eventmonitor import switching_blocks
     fast = sim.fast_path
     watched = _watched(sim)
-    modes = bool(switching_blocks(sim.plan)) or bool(watched)
-    if fast is None and not modes:
+    # Scheduled events inside a step: that step is handed to ``_located`` (every step is).
+    every = _scheduled(sim) and sim.state.X.size > 0
+    modes = bool(switching_blocks(sim.plan)) or bool(watched) or every
+    if fast is None and not modes and not getattr(sim, "events", None):
         raise Unsupported(why_not_fast(sim))
-    if fast is not None and not fast.vector:
+    if fast is not None and not fast.vector and not _chunked(fast):
         return fast
     from cosim.fastpath import emitter
     from cosim.fastpath.layout import Layout
@@ -207,20 +231,25 @@ def scalar_fast_path(sim):
         raise Unsupported(why_not_fast(sim))
     layout = Layout(plan, interp.cslices)
     strategy = Scalar(plan, layout, n_c)
+    strategy.chunk = MAX_STATEMENTS       # one function; a larger plan is chunked: refused
     if modes:
         # Modes held through each step; a step that changes a switching surface's or a
         # watched state's sign is handed to ``_located`` (run again on the interpreter,
         # member by member).
         strategy.locate_modes = True
         strategy.watched = tuple(watched)
-        strategy.label += f" (modes held, watching {strategy.watched})"
+        strategy.every_step = every
+        strategy.label += f" (modes held, watching {strategy.watched}, every step {every})"
     # Its own run state's flat values: the simulator's stay its own path's.
     from cosim.run.state import RunState
     state = RunState(plan)
     state.X = sim.state.X.copy()
     fast = emitter.build(plan, sim.config, state, sim.store, interp.solver, layout, kernels,
                          tab, strategy)
-    fast.watching = bool(watched)          # its events are located per member
+    fast.watching = True                   # its events are fired per member
+    if _chunked(fast):
+        raise Unsupported(f"the plan's step function has more than {MAX_STATEMENTS:,} "
+                          "statements (one function per ensemble)")
     return fast
 
 
@@ -405,27 +434,44 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
             raise Unsupported(f"a NaN limit ({text})")
     V, D = _bind(tr, ns, members, sim, fast, differ, n, n_c)
     located = None
-    if "_located" in tr.source:
-        located = _Located(sim, model, fast, [overrides[j] for j in keep],
-                           dict(zip(tr.names, V)), D)
-        ns["_located"] = located
     cfg = sim.config
     k_end = pacing.end_tick(sim, None, None)
+    if "_located" in tr.source or getattr(sim, "events", None):
+        located = _Located(sim, model, fast, [overrides[j] for j in keep],
+                           dict(zip(tr.names, V)), D, k_end)
+        ns["_located"] = located
     columns = sim.store.columns
     L = [[np.empty((k_end + 1, n)) for _ in cols] for cols in columns]
     ticks = [[] for _ in columns]
+    # Scheduled events at tick times fire before the tick's outputs: the run is cut there
+    # and each member's events fired between two calls.
+    fire_at = located.fire_ticks if located is not None else []
+    k, last = 0, -1
     with np.errstate(all="ignore"):
-        ns["advance"](0, k_end + 1, -1, ticks, k_end, k_end + 1, V, L)
+        for k_fire in [*fire_at, k_end + 1]:
+            if k_fire > k:
+                k, last = ns["advance"](k, k_fire, last, ticks, k_end, k_end + 1, V, L)
+            if k_fire <= k_end:
+                located.at_tick(k_fire)
     base = cfg.t0 + np.arange(0, k_end + 1, dtype=np.float64) * cfg.dt
     keyed = []
     for task, cols in enumerate(columns):
         rows = len(ticks[task])
-        t = cfg.t0 + np.asarray(ticks[task], dtype=np.float64) * cfg.dt
-        keyed += [(key, L[task][col][:rows], t) for key, col in cols]
+        tk = np.asarray(ticks[task], dtype=np.intp)
+        t = cfg.t0 + tk.astype(np.float64) * cfg.dt
+        keyed += [(key, L[task][col][:rows], t, tk) for key, col in cols]
     out = [None] * len(overrides)
+    stopped = located.stopped if located is not None else {}
     for m, j in enumerate(keep):
-        out[j] = Logs({k: a[:, m:m + 1] for k, a, _ in keyed}, {k: t for k, _, t in keyed},
-                      base)
+        if m in stopped:
+            # Its own run ended with the tick of its stopping event: so do its logs.
+            k_stop = stopped[m]
+            rows = {key: int(np.searchsorted(tk, k_stop, "right")) for key, _, _, tk in keyed}
+            out[j] = Logs({key: a[:rows[key], m:m + 1] for key, a, _, _ in keyed},
+                          {key: t[:rows[key]] for key, _, t, _ in keyed}, base[:k_stop + 1])
+            continue
+        out[j] = Logs({key: a[:, m:m + 1] for key, a, _, _ in keyed},
+                      {key: t for key, _, t, _ in keyed}, base)
     if switches is not None:
         switches[:] = [[] for _ in overrides]
         for m, j in enumerate(keep):
@@ -438,19 +484,33 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
 
 
 class _Located:
-    """The members whose step changes a switching surface's sign (a relay on a continuous
-    signal), each step run again on the interpreter as the member's own run runs it: from
-    the step's start (its continuous state, discrete states and the held outputs the step
-    reads), the switches located on the solver's dense output; the member's continuous and
-    discrete states taken back. Every other member's step is the vectorised one: without a
-    sign change the interpreter's step is the plain Runge-Kutta step with the modes held.
+    """What an ensemble runs member by member: steps that switch modes or cross, and events.
+
+    A member whose step changes a switching surface's sign (a relay on a continuous signal)
+    or a watched state's (a zero crossing), and every member whose step holds a scheduled
+    event, has that step run again on its own interpreter as its own run runs it: from the
+    step's start (its continuous state, discrete states and the held outputs the step
+    reads), the switches and crossings located on the solver's dense output, the events
+    fired there; the member's continuous and discrete states taken back. Every other
+    member's step is the vectorised one: without a sign change or an event the
+    interpreter's step is the plain Runge-Kutta step with the modes held.
+
+    Scheduled events at tick times fire before the tick's outputs (:meth:`at_tick`, between
+    two calls of the step function): each member's resets applied to its own state by the
+    very code a run's :meth:`~cosim.run.eventmonitor.EventMonitor.fire` runs, or, where an
+    event calls back or a zero crossing is watched (a reset may cross it at the tick), on
+    the member's own interpreter; a crossing such a reset makes fires after the tick's
+    outputs, as in the member's run: at the start of its step, on its interpreter. A member
+    whose event stops its run stops there (:attr:`stopped`): nothing more runs for it, and
+    its logs end with that tick.
 
     Parameters
     ----------
     sim : Simulator
-        The reference run (its plan's paths name the blocks).
+        The reference run (its plan's paths name the blocks; its event monitor says when
+        the scheduled events fire).
     model : Model
-        Its model; each member that switches gets a copy with its parameters.
+        Its model; each member handled alone gets a copy with its parameters.
     fast : FastPath
         The scalar fast path translated (its flat slots name the values).
     overrides : list of dict
@@ -459,20 +519,54 @@ class _Located:
         The translated function's arrays by name (``C0``, ``C``, ``x<j>``).
     D : ndarray, shape (n_d, N)
         Every discrete state's initial values (those the function never names keep them).
+    k_end : int
+        The last tick of the run.
+
+    Attributes
+    ----------
+    fire_ticks : list of int
+        Ticks at whose start scheduled events fire.
+    stopped : dict of int to int
+        Member -> the tick its run stopped at.
     """
 
-    def __init__(self, sim, model, fast, overrides, arrays, D):
+    def __init__(self, sim, model, fast, overrides, arrays, D, k_end: int):
+        from cosim.model.events import Scheduled, ZeroCrossing
         self.model, self.config, self.overrides = model, sim.config, overrides
         self.arrays, self.D = arrays, D
+        self.n = len(overrides)
         plan = sim.plan
         self.states = [(plan.path_of[id(b)], name, f"x{j}")
                        for j, (b, name) in enumerate(fast.flat.state_slots)]
         self.signals = [(plan.path_of[id(b)], port)
                         for b, port in fast.flat.signal_slots]
         self.sims: dict[int, object] = {}
+        self.stopped: dict[int, int] = {}
+        self.fired: list[list] = [[] for _ in range(self.n)]
+        self.pending: dict[int, list] = {}      # member -> crossings made at this tick
+        events = getattr(sim, "events", None) or []
+        monitor = sim.monitor
+        self.slices = monitor.slices if monitor is not None else {}
+        cfg = sim.config
+        self.at: dict[int, list] = {}
+        self.inside: set[int] = set()
+        if any(isinstance(ev, Scheduled) for ev in events):
+            # A run's last tick only computes its outputs: nothing fires there.
+            for k in range(k_end):
+                t = cfg.t0 + k * cfg.dt
+                due = monitor.due_at_tick(t)
+                if due:
+                    self.at[k] = due
+                if arrays.get("C") is not None and \
+                        monitor.bound(t, cfg.t0 + (k + 1) * cfg.dt) < cfg.t0 + (k + 1) * cfg.dt:
+                    self.inside.add(k)
+        self.fire_ticks = sorted(self.at)
+        # Resets alone, no crossing to watch after them: applied here, member by member.
+        self.direct = not any(isinstance(ev, ZeroCrossing) for ev in events) and \
+            not any(ev.callback is not None for ev in events)
 
     def member(self, m: int):
-        """Member ``m``'s own simulator (built on its first switch) and its snapshot."""
+        """Member ``m``'s own simulator (built when first needed) and its snapshot."""
         if m not in self.sims:
             from cosim import Simulator
             model = copy.deepcopy(self.model)
@@ -484,15 +578,23 @@ class _Located:
 
     def __call__(self, k: int, flags: tuple, held: tuple, slots: tuple) -> None:
         """After tick ``k``'s vectorised step: run again the members with a nonzero flag
-        (a surface changed sign), ``held`` the values of signal ``slots`` the step read."""
-        crossed = flags[0] != 0.0
-        for f in flags[1:]:
-            crossed = crossed | (f != 0.0)
+        (a surface changed sign), all if a scheduled event falls inside the step; ``held``
+        the values of signal ``slots`` the step read."""
+        if k in self.inside:
+            crossed = np.ones(self.n, dtype=bool)
+        elif not flags and not self.pending:
+            return
+        else:
+            crossed = np.zeros(self.n, dtype=bool)
+            for f in flags:
+                crossed = crossed | (f != 0.0)
+            crossed[list(self.pending)] = True
         for m in np.flatnonzero(crossed).tolist():
-            self.step(m, k, held, slots)
+            if m not in self.stopped:
+                self.step(m, k, held, slots)
 
-    def step(self, m: int, k: int, held: tuple, slots: tuple) -> None:
-        """Member ``m``'s step from tick ``k`` on its own interpreter."""
+    def _restore(self, m: int, k: int, X, held: tuple = (), slots: tuple = ()):
+        """Member ``m``'s simulator at tick ``k`` with the ensemble's values of it."""
         sim, tree = self.member(m)
         arrays = self.arrays
         blocks = {path: {"state": dict(v["state"]), "outputs": dict(v["outputs"])}
@@ -503,23 +605,75 @@ class _Located:
         for j, v in zip(slots, held):
             path, port = self.signals[j]
             blocks[path]["outputs"][port] = np.array([v[m] if np.ndim(v) else v])
-        sim.state.restore({**tree, "k": k, "X": arrays["C0"][:, m], "blocks": blocks})
-        if not sim.interpreter.integrate_tick(k) or sim.state.stop_requested:
-            # An event's callback stopped the member's run: its own run ends there.
-            raise Unsupported(f"member {m}'s run stopped at t = {sim.state.t_stop} (an event "
-                              "callback)")
-        arrays["C"][:, m] = sim.state.X
+        sim.state.restore({**tree, "k": k, "X": X, "blocks": blocks})
+        return sim
+
+    def _take_back(self, m: int, sim) -> None:
+        arrays = self.arrays
+        if "C" in arrays:
+            arrays["C"][:, m] = sim.state.X
         for path, name, local in self.states:
             if local in arrays:
                 arrays[local][m] = sim.plan.blocks[sim.plan.index[path]].state[name][0]
+
+    def step(self, m: int, k: int, held: tuple, slots: tuple) -> None:
+        """Member ``m``'s step from tick ``k`` on its own interpreter (first firing the
+        crossings a reset made at the tick, as its run does after the tick's outputs)."""
+        sim = self._restore(m, k, self.arrays["C0"][:, m], held, slots)
+        pending = self.pending.pop(m, None)
+        if pending and sim.monitor.fire(pending, self.config.t0 + k * self.config.dt):
+            self.stopped[m] = k
+        if not sim.interpreter.integrate_tick(k) or sim.state.stop_requested:
+            self.stopped[m] = k          # an event stopped its run in this step
+        self._take_back(m, sim)
+
+    def at_tick(self, k: int) -> None:
+        """Fire the scheduled events due at tick ``k`` (before its outputs) for every member
+        still running, as each member's own run fires them."""
+        due = self.at[k]
+        t = self.config.t0 + k * self.config.dt
+        C = self.arrays.get("C")
+        for m in range(self.n):
+            if m in self.stopped:
+                continue
+            if not self.direct:
+                sim = self._restore(m, k, C[:, m] if C is not None else np.zeros(0))
+                monitor = sim.monitor
+                # A reset may make a watched state cross at the tick (the run's check after
+                # its outputs): compared with the values before the events (none at the
+                # first tick, where a run has no value before).
+                for n, ev in monitor.crossings:
+                    monitor.g_prev[n] = monitor.g(ev) if k else None
+                monitor.scheduled_at(t)
+                # Those fire after the tick's outputs: at the member's step (see step).
+                crossed = monitor.crossed_at_tick()
+                if crossed:
+                    self.pending[m] = crossed
+                if sim.state.t_stop is not None or sim.state.stop_requested:
+                    self.stopped[m] = k
+                self._take_back(m, sim)
+                continue
+            stop = False
+            for ev in due:
+                # EventMonitor.fire's resets, on this member's column.
+                self.fired[m].append((t, ev.name))
+                for bname, new in ev.reset.items():
+                    sl = self.slices[bname]
+                    val = new(C[sl, m].copy()) if callable(new) else new
+                    C[sl, m] = np.asarray(val, dtype=np.float64).reshape(-1)
+                stop = stop or ev.stop
+            if stop:
+                self.stopped[m] = k
 
     def switch_log(self, m: int) -> list:
         """Member ``m``'s located switches ``(t, block path)`` (none if it never switched)."""
         return list(self.sims[m][0].switch_log) if m in self.sims else []
 
     def event_log(self, m: int) -> list:
-        """Member ``m``'s events ``(t, name)`` (none if it never crossed)."""
-        return list(self.sims[m][0].event_log) if m in self.sims else []
+        """Member ``m``'s events ``(t, name)``, in time order (fired here, or by its own
+        interpreter)."""
+        own = list(self.sims[m][0].event_log) if m in self.sims else []
+        return sorted(own + self.fired[m], key=lambda e: e[0])
 
 
 def _owners(sim, fast) -> dict:
@@ -565,6 +719,26 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             dims = tuple({"N": n, "C": n_c}.get(d, d) for d in shape if d not in ("bool", "int"))
             made[name] = np.zeros(dims, dtype=dtype)
         return made[name]
+    alike: dict = {}
+
+    def spelt(name: str) -> tuple:
+        """What a table is made of: lookups repeated in each Runge-Kutta stage are spelt
+        alike and share one table (a quarter of the memory the step function reads)."""
+        spec = tr.tables[name]
+        return (spec["kind"], tuple(map(tuple, spec["texts"])), tuple(spec.get("ops", ())),
+                tuple(spelt(c) for c in spec.get("chains", ())),
+                spelt(spec["chain"]) if spec.get("chain") else None)
+
+    def table(name: str):
+        if name not in made:
+            key = spelt(name)
+            if key not in alike:
+                spec = tr.tables[name]
+                chain = [table(c) for c in spec["chains"]] if spec["kind"] == "product" \
+                    else table(spec["chain"]) if spec.get("chain") else None
+                alike[key] = ensemble_ops.make_table(spec, value_of, n, chain)
+            made[name] = alike[key]
+        return made[name]
     out = []
     for name in tr.names:
         if name in tr.views:
@@ -577,7 +751,7 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             v = eval(text, ns, dict(members))
             out.append(np.array(v if isinstance(v, np.ndarray) else float(v)))
         elif name in tr.buffers and tr.buffers[name] == ("table",):
-            out.append(ensemble_ops.make_table(tr.tables[name], value_of, n))
+            out.append(table(name))
         elif name in tr.buffers:
             out.append(buffer(name))
         elif name[0] == "x":

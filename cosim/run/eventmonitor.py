@@ -186,21 +186,31 @@ class EventMonitor:
             self.switch(asking, t)
         return bool(asking)
 
-    def crossings_at_tick(self, t: float) -> None:
-        """Crossings made by a jump at a tick (discrete signals) fire at the tick."""
+    def crossed_at_tick(self) -> list:
+        """The zero crossings a jump at a tick made (since the last values seen, which it
+        takes as seen)."""
         fired = []
         for n, ev in self.crossings:
             g = self.g(ev)
             if self.g_prev[n] is not None and ev.fires(self.g_prev[n], g):
                 fired.append(ev)
             self.g_prev[n] = g
+        return fired
+
+    def crossings_at_tick(self, t: float) -> None:
+        """Crossings made by a jump at a tick (discrete signals) fire at the tick."""
+        fired = self.crossed_at_tick()
         if fired and self.fire(fired, t):
             self.state.t_stop = t
 
+    def due_at_tick(self, t: float) -> list:
+        """The scheduled events due at tick time ``t`` (fired before the tick's outputs)."""
+        eps = time_tolerance(t, CLOCK_RTOL)
+        return [ev for ev in self.scheduled if abs(ev.next_after(t - 2 * eps, 0.0) - t) <= eps]
+
     def scheduled_at(self, t: float) -> None:
         """Fire the scheduled events due at tick time ``t``."""
-        eps = time_tolerance(t, CLOCK_RTOL)
-        due = [ev for ev in self.scheduled if abs(ev.next_after(t - 2 * eps, 0.0) - t) <= eps]
+        due = self.due_at_tick(t)
         if due and self.fire(due, t):
             self.state.t_stop = t
 

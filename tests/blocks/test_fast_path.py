@@ -16,7 +16,8 @@ import pytest
 import blocks
 from blocks import (PID, Abs, Clock, Constant, DeadZone, Demux, Derivative, DiscreteIntegrator,
                     DiscretePID, DiscreteStateSpace, DiscreteTransferFunction, FirstOrderLag,
-                    FromArray, Gain, Integrator, Lookup1D, MathFunction, MinMax, Mux, Product,
+                    FromArray, Gain, Integrator, Lookup1D, Lookup2D, MathFunction, MinMax, Mux,
+                    Product,
                     Pulse, Ramp, RateLimiter, RateTransition, Recorder, Relay, Saturation, Sine,
                     Square, StateSpace, Step, Sum, Switch, Terminator, TransferFunction,
                     UnitDelay, ZeroOrderHold)
@@ -100,6 +101,16 @@ CASES = [
          id="Lookup1D-last-breakpoint"),
     case(lambda: Lookup1D("b", [0.0, 1.0], [1.0, 3.0], "linear"), const(math.nan),
          id="Lookup1D-nan"),
+    case(lambda: Lookup2D("b", [-1.0, 0.0, 0.5, 1.2], [-2.0, 0.0, 1.0],
+                          [[2.0, -1.0, 0.0], [0.5, -0.0, 3.0], [1.0, 1.0, -2.0],
+                          [0.25, 4.0, 1.5]]),
+         sine(), sine(2.5, 0.3), id="Lookup2D-clip"),
+    case(lambda: Lookup2D("b", [-1.0, 0.0, 0.5, 1.2], [-2.0, 0.0, 1.0],
+                          [[2.0, -1.0, 0.0], [0.5, -0.0, 3.0], [1.0, 1.0, -2.0],
+                          [0.25, 4.0, 1.5]], "linear"),
+         sine(), sine(2.5, 0.3), id="Lookup2D-linear"),
+    case(lambda: Lookup2D("b", [0.0, 1.0], [0.0, 1.0], [[1.0, 2.0], [3.0, 4.0]]),
+         const(math.nan), const(0.5), id="Lookup2D-nan"),
     # routing
     case(lambda: Mux("b", 1), sine(), id="Mux-1"),
     case(lambda: Demux("b", 1), sine(), id="Demux-1"),

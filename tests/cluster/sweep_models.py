@@ -456,6 +456,100 @@ def stopping():
     return bouncing(stop=True)
 
 
+def watching_signal():
+    """:func:`bouncing` whose event watches the height's signal ``x.out`` (not the state)."""
+    from cosim.model.events import ZeroCrossing
+    m = Model("bounce_signal", parameters={"gain": 0.8, "h0": 1.0, "v0": 0.0})
+    from blocks import Constant, Integrator
+    m.add(Constant("g", -9.81), Integrator("v", "=v0"), Integrator("x", "=h0"))
+    m.connect("g.out", "v.in")
+    m.connect("v.out", "x.in")
+    m.add_event(ZeroCrossing("floor", "x.out", direction="falling", reset={"v": _bounce}))
+    return m
+
+
+def kicked(callback: bool = False):
+    """A damped oscillator kicked by scheduled events: its velocity reset to ``-0.5 *
+    v`` at tick times (0.3 s and every 0.5 s from 1.0 s) and to 1.5 at 0.755 s (inside a
+    step of 0.01 s); a ZeroCrossing of the position (rising) halves it. Parameters ``k``,
+    ``c`` (stiffness, damping) and ``x0``. With ``callback``, the 0.3 s event also calls
+    back (counting its calls in the model's ``calls``)."""
+    from blocks import Gain, Integrator, Sum
+    from cosim.model.events import Scheduled, ZeroCrossing
+    m = Model("kicked", parameters={"k": 4.0, "c": 0.3, "x0": 1.0})
+    m.add(Integrator("x", "=x0"), Integrator("v", 0.0), Gain("kx", "=-k"),
+          Gain("cv", "=-c"), Sum("a", "++"))
+    m.connect("x.out", "kx.in")
+    m.connect("v.out", "x.in", "cv.in")
+    m.connect("kx.out", "a.in1")
+    m.connect("cv.out", "a.in2")
+    m.connect("a.out", "v.in")
+    m.add_event(Scheduled("kick", times=[0.3], period=0.5, start=1.0, reset={"v": _half_back},
+                          callback=_count if callback else None))
+    m.add_event(Scheduled("shove", times=[0.755], reset={"v": [1.5]}))
+    m.add_event(ZeroCrossing("up", "x", direction="rising", reset={"v": _half}))
+    return m
+
+
+def kicked_resets():
+    """:func:`kicked` without its zero crossing (resets alone: fired in the ensemble)."""
+    m = kicked()
+    m.events = [ev for ev in m.events if ev.name != "up"]
+    return m
+
+
+def kicked_callback():
+    """:func:`kicked` whose 0.3 s event also calls back."""
+    return kicked(callback=True)
+
+
+def kicked_at_start():
+    """:func:`kicked` whose position is reset below zero at the first tick (a run checks no
+    crossing there) and above zero at 0.6 s (where it was below: a rising crossing of the
+    watched position at a tick, fired there after the reset)."""
+    from cosim.model.events import Scheduled
+    m = kicked()
+    m.add_event(Scheduled("drop", times=[0.0], reset={"x": _below}),
+                Scheduled("lift", times=[0.6], reset={"x": _above}))
+    return m
+
+
+def _below(x):
+    return -0.2 - 0.5 * abs(x)
+
+
+def _above(x):
+    return 0.3 + 0.5 * abs(x)
+
+
+def kicked_stop():
+    """:func:`kicked` ending at a scheduled stop at 1.234 s (inside a step)."""
+    from cosim.model.events import Scheduled
+    m = kicked()
+    m.add_event(Scheduled("halt", times=[1.234], stop=True))
+    return m
+
+
+def kicked_resets_stop():
+    """:func:`kicked_resets` ending at a scheduled stop at the tick 1.5 s."""
+    from cosim.model.events import Scheduled
+    m = kicked_resets()
+    m.add_event(Scheduled("halt", times=[1.5], stop=True))
+    return m
+
+
+def _half_back(v):
+    return -0.5 * v
+
+
+def _half(v):
+    return 0.5 * v
+
+
+def _count(sim, t):
+    sim.calls = getattr(sim, "calls", 0) + 1
+
+
 def _bounce(v):
     return -0.8 * v
 

@@ -195,9 +195,9 @@ def test_a_failing_member_fails_alone():
      r"solver 'RK45' is adaptive: one step size would be chosen over all members"),
     (sm.lag, SimulationConfig(dt=0.01, t_end=1.0, solver="BDF"),
      r"solver 'BDF' is (adaptive|implicit)"),
-    (sm.stopping, sm.CONFIG, r"model 'bounce' has events \(floor\) that an ensemble does "
-                             r"not locate per member: only zero crossings of a continuous "
-                             r"state that do not stop the run are"),
+    (sm.watching_signal, sm.CONFIG, r"event 'floor' watches the signal 'x.out' of block x: "
+                                    r"an ensemble locates zero crossings of continuous "
+                                    r"states per member, not of signals"),
     (sm.cosim_lag, sm.COSIM_CONFIG, r"co-simulations run their own units"),
 ])
 def test_what_an_ensemble_cannot_share_is_refused_before_any_run(tmp_path, factory, config,
