@@ -165,10 +165,7 @@ class Master:
         # Every macro step through the macro-step program (traced runs: the protocol's
         # separate requests, the reference the engine is held to).
         self.engine = Engine(self) if self.cfg.engine and not self.cfg.trace else None
-        # (Not where a unit is refreshed a second time for its logs, UnitGraph.relog: the
-        # generated refresh does not replace a sample already logged.)
-        relogs = self.graph.relog and not self.delayed
-        self.compiled = None if relogs else CompiledExchange.build(
+        self.compiled = CompiledExchange.build(
             self, {u: [p.name for p in d.outputs] for u, d in self.desc.items()})
         # Units in other processes that serve the fused Step get one message per macro step
         # (the codec packs it in one pass); traced runs keep the separate requests.
@@ -530,7 +527,9 @@ class Master:
                            self.history.points)
         if chunk is None or not (chunk.starts or chunk.error):
             return False
-        self.step_log += [StepRecord(t, self.H) for t in chunk.starts]
+        self.step_log += chunk.records if chunk.records is not None else \
+            [StepRecord(t, self.H) for t in chunk.starts]
+        self.stats["iterations"] += chunk.iterations
         self.n += len(chunk.starts)
         self.stats["macro_steps"] += len(chunk.starts)
         self._nq, self.T = chunk.nq, chunk.T

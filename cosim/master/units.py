@@ -331,6 +331,10 @@ class DirectStep:
     generated : bool
         True if ``bound`` is generated code (its errors point at the fast path); False for a
         hand-written step (an FMU's), whose errors are its own.
+    keep : callable or None
+        ``keep() -> restore``: keeps the unit's state on its side (what ``bound`` works on
+        and has logged); ``restore()`` puts it back (the tick and last logged tick are the
+        caller's). Lets a coupling iterate on direct steps; None: the unit cannot.
     """
 
     bound: tuple
@@ -342,3 +346,4 @@ class DirectStep:
     outputs: dict
     stops: list | None = None
     generated: bool = True
+    keep: object = None
