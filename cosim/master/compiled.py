@@ -504,7 +504,7 @@ class _Source:
         head = [f"cur = {len(self.ex.names) + i if refresh else i}"]
         if not self.timed or refresh:
             return head + lines
-        return head + ["c0 = clock()"] + lines + [f"W{i}(clock() - c0); V{i}(T)"]
+        return head + ["w_ = clock()"] + lines + [f"W{i}(clock() - w_); V{i}(T)"]
 
     def _step(self, u: str, fresh: set, cand: dict | None = None) -> list:
         """Unit ``u``'s step over the macro step (``SetInputs``, ``DoStep``, the outputs at
