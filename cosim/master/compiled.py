@@ -128,6 +128,7 @@ class CompiledExchange:
         self.program = compile_program(master.graph, cfg.scheme, master.order, master.delayed,
                                        set(units), set(), master.refresh_levels)
         self.coupled = {u for s in self.program.stages for u in s.coupling}
+        self.unkept = False
         self.H = float(cfg.H)        # literals in the source: repr of a plain float
         self.t0 = float(master.config.t0)
         self.quantum = float(quantum)
@@ -182,9 +183,13 @@ class CompiledExchange:
             extrapolate at the configured order, or it does not fit ``values``): the master
             steps through the engine.
         """
+        if self.unkept:
+            return None
         directs = {u: unit.direct() for u, unit in self.units.items()}
-        if any(d is None for d in directs.values()) or \
-                any(directs[u].keep is None for u in self.coupled):
+        if any(d is None for d in directs.values()):
+            return None
+        if self.cfg.iterate and any(directs[u].keep is None for u in self.coupled):
+            self.unkept = True          # (a property of the unit: not asked again)
             return None
         start = self._history(values, points)
         if start is None:
