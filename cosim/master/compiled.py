@@ -128,6 +128,13 @@ class CompiledExchange:
         self.program = compile_program(master.graph, cfg.scheme, master.order, master.delayed,
                                        set(units), set(), master.refresh_levels)
         self.coupled = {u for s in self.program.stages for u in s.coupling}
+        # Units the loop refreshes at T+H (or logs there as the step left them: delayed
+        # feedthrough), which must then take direct refreshes (DirectStep.refreshes).
+        self.refreshed = set(units) if master.delayed else \
+            {x.unit for s in self.program.stages for x in s.sends if x.reset} | \
+            {u for u in self.coupled if any(master.history.held(key, float(cfg.H))
+                                            for _, key in master.graph.inputs[u]
+                                            if key[0] in self.coupled)}
         self.unkept = False
         self.H = float(cfg.H)        # literals in the source: repr of a plain float
         self.t0 = float(master.config.t0)
@@ -179,7 +186,8 @@ class CompiledExchange:
         -------
         Chunk or None
             None when no step could be taken here (a unit left the generated path, a unit
-            of a coupling cannot roll back on its side, the history is too short to
+            of a coupling cannot roll back on its side, a unit to refresh cannot be refreshed
+            by a direct call, the history is too short to
             extrapolate at the configured order, or it does not fit ``values``): the master
             steps through the engine.
         """
@@ -188,8 +196,9 @@ class CompiledExchange:
         directs = {u: unit.direct() for u, unit in self.units.items()}
         if any(d is None for d in directs.values()):
             return None
-        if self.cfg.iterate and any(directs[u].keep is None for u in self.coupled):
-            self.unkept = True          # (a property of the unit: not asked again)
+        if (self.cfg.iterate and any(directs[u].keep is None for u in self.coupled)) or \
+                any(not directs[u].refreshes for u in self.refreshed):
+            self.unkept = True          # (a property of the units: not asked again)
             return None
         start = self._history(values, points)
         if start is None:

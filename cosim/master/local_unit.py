@@ -262,7 +262,7 @@ class LocalUnit(Unit):
         return DirectStep(fp.bound(), self.sim.k, self.sim.store.last, self.sim.config.t0,
                           self.dt, lives,
                           {p: slot[(id(blk), port)] for p, blk, port in self._sources},
-                          keep=self._keep_direct)
+                          keep=self._keep_direct, refreshes=not self.sim.atomics)
 
     def _keep_direct(self):
         """:attr:`DirectStep.keep`: the generated path's values (flat signals and states,
