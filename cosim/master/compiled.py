@@ -432,6 +432,7 @@ class _Source:
         return {L for L, orders in self.orders.items() if orders == {0}}
 
     def _render(self, body: list, indent: int) -> list[str]:
+        """``body``'s lines indented, its live-value writes written out."""
         pad = " " * indent
         zeroed = self.zeroed()
         out = []
@@ -447,13 +448,14 @@ class _Source:
                 out.append(f"{ind}{L}[:] = ({', '.join(vals)}, tu)")
         return out
 
-    def _write(self, u: str, name: str, vals: tuple, count: int | None = None) -> tuple:
-        """A write of input ``name``'s live value (``count``: the derivatives a step sets,
-        what the unit takes back at settle; None: a refresh's)."""
+    def _write(self, u: str, name: str, vals: tuple, step: bool = False) -> tuple:
+        """A write of unit ``u``'s input ``name`` into its live values ``vals`` (value, has
+        derivatives, d1, d2); ``step``: the step's, whose derivative count the unit takes
+        back when it settles (a refresh's have none)."""
         L = self.live[(u, name)]
         n = 0 if vals[1] == "0.0" else (2 if vals[3] != "0.0" else 1)
         self.orders.setdefault(L, set()).add(n)
-        if count is not None:
+        if step:
             self.ex.counts[u][name] = n
         return ("live", L, vals, 0)
 
@@ -463,52 +465,60 @@ class _Source:
         d = self.directs[u]
         return f"tu = {float(d.t0)!r} + k{self.unit_index[u]} * {float(d.dt)!r}"
 
-    def _predict(self, j: int, key) -> tuple[list[str], str]:
-        """Lines and expression of output ``j``'s extrapolation to T+H
-        (:meth:`PortHistory.extrapolate`'s prediction)."""
+    def _order(self, key) -> int:
+        """The degree of output ``key``'s polynomial over the step: 0 when it is held."""
         ex = self.ex
-        H, e = ex.H, ex.cfg.extrapolation
-        order = 0 if ex.history.held(key, H) else min(e, 2)
+        return 0 if ex.history.held(key, ex.H) else min(ex.cfg.extrapolation, 2)
+
+    @staticmethod
+    def _slopes(j: int, order: int) -> tuple[list[str], str, str]:
+        """Lines and the derivatives at T (``d1``, ``d2``) of output ``j``'s polynomial of
+        degree ``order`` (1, 2) through its past macro points (:meth:`PortHistory.extrapolate
+        <cosim.master.extrapolation.PortHistory.extrapolate>`)."""
+        lines = [f"f01 = (y{j} - p{j}) / (ta - tb)"]
+        if order == 1:
+            return lines, "f01", "0.0"
+        lines.append(f"f012 = (f01 - (p{j} - q{j}) / (tb - tc)) / (ta - tc)")
+        return lines, "f01 + f012 * (ta - tb)", "2.0 * f012"
+
+    def _predict(self, j: int, key) -> tuple[list[str], str]:
+        """Lines and expression of output ``j``'s extrapolation to T+H (``extrapolate``'s
+        prediction)."""
+        H, order = self.ex.H, self._order(key)
         if order == 0:
             return [], f"y{j}"
+        lines, d1, _ = self._slopes(j, order)
         if order == 1:
-            return [f"f01 = (y{j} - p{j}) / (ta - tb)"], f"y{j} + f01 * {H!r}"
-        return [f"f01 = (y{j} - p{j}) / (ta - tb)",
-                f"f012 = (f01 - (p{j} - q{j}) / (tb - tc)) / (ta - tc)",
-                "d1 = f01 + f012 * (ta - tb)"], f"y{j} + d1 * {H!r} + f012 * {H!r} * {H!r}"
+            return lines, f"y{j} + f01 * {H!r}"
+        return lines + [f"d1 = {d1}"], f"y{j} + d1 * {H!r} + f012 * {H!r} * {H!r}"
 
     def _inputs(self, u: str, fresh: set, cand: dict) -> list:
         """Unit ``u``'s inputs over the step (:meth:`PortHistory.inputs`): ramping to
         coupling candidates ``cand`` (key -> local), interpolated to outputs ``fresh``
         computed for T+H, else extrapolated."""
         ex = self.ex
-        hist, H, e = ex.history, ex.H, ex.cfg.extrapolation
+        H = ex.H
         lines = [self._time(u)] if ex.graph.inputs[u] else []
         for name, key in ex.graph.inputs[u]:
             j = ex.index[key]
-            order = 0 if hist.held(key, H) else e
-            if key in cand:                    # (held or not: not the order)
-                vals = (f"y{j}", "0.0", "0.0", "0.0") if hist.held(key, H) else \
+            order = self._order(key)
+            if key in cand:                    # a ramp whatever the order, unless held
+                vals = (f"y{j}", "0.0", "0.0", "0.0") if ex.history.held(key, H) else \
                     (f"y{j}", "1.0", f"({cand[key]} - y{j}) / {H!r}", "0.0")
+            elif order == 0:
+                vals = (f"y{j}", "0.0", "0.0", "0.0")
             elif key in fresh:                 # PortHistory.interpolate
-                if order == 0:
-                    vals = (f"y{j}", "0.0", "0.0", "0.0")
-                elif order == 1:
+                if order == 1:
                     vals = (f"y{j}", "1.0", f"(o{j} - y{j}) / {H!r}", "0.0")
                 else:
                     lines += [f"f01 = (o{j} - y{j}) / {H!r}",
                               f"f012 = (f01 - (y{j} - p{j}) / (ta - tb)) / (ta + {H!r} - tb)"]
                     vals = (f"y{j}", "1.0", f"f01 - f012 * {H!r}", "2.0 * f012")
             else:                              # PortHistory.extrapolate
-                if order == 0:
-                    vals = (f"y{j}", "0.0", "0.0", "0.0")
-                elif order == 1:
-                    vals = (f"y{j}", "1.0", f"(y{j} - p{j}) / (ta - tb)", "0.0")
-                else:
-                    lines += [f"f01 = (y{j} - p{j}) / (ta - tb)",
-                              f"f012 = (f01 - (p{j} - q{j}) / (tb - tc)) / (ta - tc)"]
-                    vals = (f"y{j}", "1.0", "f01 + f012 * (ta - tb)", "2.0 * f012")
-            lines.append(self._write(u, name, vals, count=True))
+                more, d1, d2 = self._slopes(j, order)
+                lines += more
+                vals = (f"y{j}", "1.0", d1, d2)
+            lines.append(self._write(u, name, vals, step=True))
         return lines
 
     def _call(self, u: str, lines: list, refresh: bool) -> list:
