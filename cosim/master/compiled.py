@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cosim.config import Scheme
 from cosim.errors import SimulationError
 from cosim.master import coupling
 from cosim.master import protocol as P
@@ -366,8 +365,8 @@ class _Source:
         self.stoppers = [i for i, u in enumerate(ex.names) if directs[u].stops is not None]
 
     def text(self) -> str:
-        ex, d = self.ex, self.directs
-        names, nk, nu = ex.names, len(ex.keys), len(ex.names)
+        ex = self.ex
+        nk, nu = len(ex.keys), len(ex.names)
         H = ex.H
         head = ["def exchange(n, n_stop, T, nq, t_lim, t_end, ta, tb, tc, Y, P, Q, K, LAST, "
                 "B, LIVE, starts, STOPS, KEEPS, records, counter, WALLS, HELP):",
@@ -382,7 +381,7 @@ class _Source:
                 head.append(f"    V{i} = WALLS[{i}][0].append; W{i} = WALLS[{i}][1].append")
         head += _unpack(list(self.live.values()), "LIVE")
         for v in "ypq":
-            head += _unpack([f"{v}{j}" for j in range(nk)], v.upper() if v != "y" else "Y")
+            head += _unpack([f"{v}{j}" for j in range(nk)], v.upper())
         head += _unpack([f"k{i}" for i in range(nu)], "K")
         head += _unpack([f"l{i}" for i in range(nu)], "LAST")
         head += [f"    o{j} = r{j} = y{j}" for j in range(nk)]
