@@ -32,7 +32,7 @@ from cosim import Model, SimulationConfig, Simulator
 from cosim.model.diagram import Inport, Outport, Subsystem
 
 H = 0.01
-REPEAT = int(os.environ.get("BENCH_REPEAT", 15))
+REPEAT = 15
 
 
 def _sub(name, atomic, dt, **kw):
