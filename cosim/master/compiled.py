@@ -21,8 +21,9 @@ Every operation is the protocol path's, in its order (:meth:`PortHistory.extrapo
 bit-identical to it (``tests/cosim/test_compiled_exchange.py`` compares them). The master
 keeps the engine for co-initialization, adaptive or shortened macro steps, the started-up
 first step of an order-2 run, checkpoints (a chunk stops at them) and tracing. A chunk
-ends where ``log_every`` has the master collect the logs, so they are collected as between
-protocol steps. Each unit's wall time per step goes to :attr:`UnitCalls.step_times
+that would end short of the next step count at which ``log_every`` has the master collect
+the logs ends at the one before, so they are collected as between protocol steps. Each
+unit's wall time per step goes to :attr:`UnitCalls.step_times
 <cosim.master.calls.UnitCalls>` when an observer watches the run (two clock reads per step).
 """
 
@@ -209,18 +210,15 @@ class CompiledExchange:
             self.fn = self._compile(directs, timed)
             self.signature = signature
         ts, ys, ps, qs, nh = start
-        # A chunk ends where log_every has the master collect the logs, as between protocol
-        # steps: a sample replaced later (Master.finish refreshes the last macro point) is
-        # then collected, or not, as there.
         every = self.cfg.log_every
-        n_stop = min(n_stop, n - n % every + every)
         ks = [d.k for d in directs.values()]
         lasts = [d.last for d in directs.values()]
         starts: list[float] = []
         records: list | None = [] if self.coupled else None
         counter = [0]
         walls: list = [([], []) for _ in self.names] if timed else []
-        out = self.fn(n, n_stop, T, nq, t_end - eps, t_end, *ts, ys, ps, qs, ks, lasts,
+        out = self.fn(n, n_stop, n - n % every + every, T, nq, t_end - eps, t_end, *ts, ys, ps,
+                      qs, ks, lasts,
                       [d.bound for d in directs.values()],
                       [live for d in directs.values() for live in d.inputs.values()], starts,
                       [d.stops for d in directs.values()], [d.keep for d in directs.values()],
@@ -368,7 +366,7 @@ class _Source:
         ex = self.ex
         nk, nu = len(ex.keys), len(ex.names)
         H = ex.H
-        head = ["def exchange(n, n_stop, T, nq, t_lim, t_end, ta, tb, tc, Y, P, Q, K, LAST, "
+        head = ["def exchange(n, n_stop, n_mark, T, nq, t_lim, t_end, ta, tb, tc, Y, P, Q, K, LAST, "
                 "B, LIVE, starts, STOPS, KEEPS, records, counter, WALLS, HELP):",
                 "    err = None",
                 "    cur = -1",
@@ -410,6 +408,13 @@ class _Source:
             # A unit stopped the run in this step: accepted, not refreshed (Master.step).
             body.append("if stop: break")
         body += [f"y{j} = r{j}" for j in sorted(self.refreshed)]
+        # At a step count where log_every has the master collect the logs: a chunk that
+        # would end before the next one ends here, so that its last macro point is collected
+        # (or not) as between protocol steps (Master.finish refreshes the last one again).
+        every, nq_step = ex.cfg.log_every, ex.nq_step
+        body += ["if n == n_mark:", f"    n_mark += {every}",
+                 f"    T_ = {ex.t0!r} + (nq + {(every - 1) * nq_step}) * {ex.quantum!r}",
+                 f"    if not (T_ < t_lim and t_end - T_ >= {H!r}): break"]
         for pre, fn in closures:
             head += pre + self._render(fn, 8)
         lines = head + [f"    {L}[1] = {L}[2] = {L}[3] = 0.0" for L in sorted(self.zeroed())]
