@@ -664,6 +664,7 @@ class _Source:
 
 
 def _indent(lines: list) -> list:
+    """``lines`` one level deeper (a live-value write carries its extra indent)."""
     return [("    " + ln) if type(ln) is str else ln[:3] + (ln[3] + 4,) for ln in lines]
 
 
