@@ -421,3 +421,25 @@ def test_step_times_per_unit_when_observed():
     assert len(times["a"][0]) == len(times["b"][0]) == cs.stats["iterations"]
     assert sorted(set(times["c"][0])) == [r.t for r in cs.step_log]
     assert all(s > 0 for _, secs in times.values() for s in secs)
+
+
+@pytest.mark.parametrize("log_every", [1, 7, 8, 40, 100])
+@pytest.mark.parametrize("by_hand", [False, True])
+def test_logs_are_collected_as_between_protocol_steps(log_every, by_hand):
+    # In the held coupling the unit refreshed at T+H in the last iteration logs the
+    # candidate there, which Master.finish replaces by the refresh for the outputs: a
+    # sample already collected stays as collected, so the generated loop must collect
+    # where the protocol path does (its chunks end at the last log_every count before a
+    # short tail), whether the run goes to its end or is advanced by hand.
+    def drive(cs):
+        if not by_hand:
+            return cs.run()
+        cs.master.advance(until=0.23)
+        cs.master.advance(until=0.4)
+        return cs.master.finish()
+
+    a, b = run_both(lambda: held_coupling(0.01), SimulationConfig(
+        dt=0.01, t_end=0.4, solver="RK4", cosim=CosimConfig(H=0.01, log_every=log_every)),
+        drive)
+    assert_identical(a, b)
+    assert a[0].master.compiled.steps == 40
