@@ -39,8 +39,8 @@ class UnitCalls:
         the master's time ``t`` (s) and the wall time (s) until the unit's replies were in:
         its own work for units in this process; for remote units, from sending the batch
         until its replies were read (replies are read in unit order, so a unit read after a
-        slower one shows that one's time too). Steps taken by the compiled exchange are not
-        here (it calls no unit).
+        slower one shows that one's time too). Steps taken by the compiled exchange are
+        here only while an observer watches the run (it times them then).
     """
 
     def __init__(self, proxies: dict, trace: bool):

@@ -53,12 +53,17 @@ class CentralLogs:
         and ``(n, *port_shape)``). Keys are ``unit/block.port``, and ``block.port`` for the
         top-level unit, as in the monolithic run of the same model."""
         prefix = "" if unit == REST else f"{unit}/"
+        stamped: dict[int, np.ndarray] = {}     # signals of a task share their times
         for key, (t, v) in signals.items():
             if unit == REST:
                 key = self._boundary(key)
             ts, vs = self._batches.setdefault(prefix + key, ([], []))
-            ts.append(self._stamped(np.asarray(t, dtype=np.float64))
-                      if self._grid is not None and len(t) else t)
+            if self._grid is not None and len(t):
+                s = stamped.get(id(t))
+                if s is None:
+                    s = stamped[id(t)] = self._stamped(np.asarray(t, dtype=np.float64))
+                t = s
+            ts.append(t)
             vs.append(v)
 
     def _boundary(self, key: str) -> str:

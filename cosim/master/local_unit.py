@@ -261,7 +261,37 @@ class LocalUnit(Unit):
         slot = fp.flat.slot_of
         return DirectStep(fp.bound(), self.sim.k, self.sim.store.last, self.sim.config.t0,
                           self.dt, lives,
-                          {p: slot[(id(blk), port)] for p, blk, port in self._sources})
+                          {p: slot[(id(blk), port)] for p, blk, port in self._sources},
+                          keep=self._keep_direct, refreshes=not self.sim.atomics)
+
+    def _keep_direct(self):
+        """:attr:`DirectStep.keep`: the generated path's values (flat signals and states,
+        continuous state, log rows and ticks) of this unit's simulator and of the atomic
+        subsystems inlined into it (with their tick and last logged tick) kept; returns
+        the function putting them back."""
+        kept = []
+        todo = [(self.sim, False)]
+        while todo:
+            sim, inner = todo.pop()
+            state, store = sim.state, sim.store
+            kept.append((sim, inner, state.flat.S[:], state.flat.D[:], state.X.copy(),
+                         [len(r) for r in store.rows], [len(t) for t in store.task_ticks],
+                         state.k, store.last))
+            todo += [(blk.inner, True) for _, blk in sim.atomics]
+
+        def restore():
+            for sim, inner, S, D, X, rows, ticks, k, last in kept:
+                state, store = sim.state, sim.store
+                state.flat.S[:] = S
+                state.flat.D[:] = D
+                state.X[:] = X
+                for r, n in zip(store.rows, rows):
+                    del r[n:]
+                for t, n in zip(store.task_ticks, ticks):
+                    del t[n:]
+                if inner:
+                    sim.settle(k, last, 0)
+        return restore
 
     def settle(self, k: int, last: int, stepped: int, derivatives: dict[str, int]) -> None:
         """After direct steps (:meth:`direct`): the unit is at tick ``k``, logged up to

@@ -165,10 +165,7 @@ class Master:
         # separate requests, the reference the engine is held to).
         self.engine = Engine(self) if self.cfg.engine and not self.cfg.trace else None
         self.reference = Reference(self) if self.engine is None else None
-        # (Not where a unit is refreshed a second time for its logs, UnitGraph.relog: the
-        # generated refresh does not replace a sample already logged.)
-        relogs = self.graph.relog and not self.delayed
-        self.compiled = None if relogs else CompiledExchange.build(
+        self.compiled = CompiledExchange.build(
             self, {u: [p.name for p in d.outputs] for u, d in self.desc.items()})
         self._initialized = True
         if self.cfg.checkpoint_every:
@@ -460,7 +457,9 @@ class Master:
                            self.history.points)
         if chunk is None or not (chunk.starts or chunk.error):
             return False
-        self.step_log += [StepRecord(t, self.H) for t in chunk.starts]
+        self.step_log += chunk.records if chunk.records is not None else \
+            [StepRecord(t, self.H) for t in chunk.starts]
+        self.stats["iterations"] += chunk.iterations
         self.n += len(chunk.starts)
         self.stats["macro_steps"] += len(chunk.starts)
         self._nq, self.T = chunk.nq, chunk.T

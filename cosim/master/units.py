@@ -331,6 +331,15 @@ class DirectStep:
     generated : bool
         True if ``bound`` is generated code (its errors point at the fast path); False for a
         hand-written step (an FMU's), whose errors are its own.
+    keep : callable or None
+        ``keep() -> restore``: keeps the unit's state on its side (what ``bound`` works on
+        and has logged); ``restore()`` puts it back (the tick and last logged tick are the
+        caller's). Lets a coupling iterate on direct steps; None: the unit cannot.
+    refreshes : bool
+        A call of ``bound``'s function at one tick (``k_full == k``) logging it is the unit's
+        ``RefreshOutputs``; False when it is not (atomic subsystems inside the unit log their
+        final outputs only through ``RefreshOutputs``): such a unit is not refreshed by
+        direct calls.
     """
 
     bound: tuple
@@ -342,3 +351,5 @@ class DirectStep:
     outputs: dict
     stops: list | None = None
     generated: bool = True
+    keep: object = None
+    refreshes: bool = True

@@ -1,21 +1,27 @@
 """The compiled exchange of in-process units against the protocol path: bit for bit.
 
-Every co-simulation here runs twice, ``CosimConfig(compiled=True)`` (the default: plain macro
-steps of in-process units through one generated loop) and ``compiled=False`` (every exchange
-through the protocol, the reference), and every logged sample, step record, statistic and
-error must be identical.
+Every co-simulation here runs twice, ``CosimConfig(compiled=True)`` (the default: the
+macro-step program of in-process units written as one generated loop) and ``compiled=False``
+(and, where named, ``engine=False``: every exchange through the protocol, the reference), and
+every logged sample, step record, statistic and error must be identical — for every scheme,
+extrapolation order, feedthrough mode, refresh level (the relog level too) and iterated
+coupling, on models built here and the engine's; and where the co-simulation is exact, equal
+to the monolithic run.
 """
 
 import numpy as np
 import pytest
 
-from blocks import Gain, Product, Sine, Step, Sum
+from blocks import Constant, Gain, Product, Sine, Step, Sum, UnitDelay
 from blocks.continuous import Integrator
 from cosim import (CosimConfig, Inport, Model, Outport, SimulationConfig, SimulationError,
-                   Subsystem)
+                   Simulator, Subsystem)
+from cosim.errors import ConvergenceError
 from cosim.master.cosimulation import CoSimulation
 from tests.cluster import scenarios
 from tests.cluster.scenarios import DT, motor_pi
+from tests.cosim.test_engine import MODELS, coupled
+from tests.cosim.test_semantics_every_model import held_coupling, max_difference
 
 
 def run_both(build, config: SimulationConfig, drive=None):
@@ -106,8 +112,14 @@ def test_refresh_levels_multirate_and_a_short_last_step(scheme, extrapolation):
     assert a[0].master.compiled.steps >= 120
 
 
-def test_stepping_by_hand_checkpoints_and_resuming(tmp_path):
+@pytest.mark.parametrize("model", ["motor", "coupled"])
+def test_stepping_by_hand_checkpoints_and_resuming(tmp_path, model):
     config = motor("gauss-seidel", 2, steps=400, checkpoint_every=30, log_every=11)
+    make = motor_pi
+    if model == "coupled":
+        make = coupled
+        config = SimulationConfig(dt=0.0025, t_end=1.0, cosim=CosimConfig(
+            H=0.01, extrapolation=2, checkpoint_every=30, log_every=11))
 
     def drive(cs):
         for _ in range(5):
@@ -116,10 +128,11 @@ def test_stepping_by_hand_checkpoints_and_resuming(tmp_path):
         cs.save_checkpoint(tmp_path / f"cp{cs.master.compiled is not None}")
         return cs.run()
 
-    a, b = run_both(motor_pi, config, drive)
+    a, b = run_both(make, config, drive)
     assert_identical(a, b)
+    assert a[0].master.compiled.steps > 50
     for compiled in (True, False):                      # resumed from the file: the same
-        other = CoSimulation(motor_pi(), SimulationConfig(**{
+        other = CoSimulation(make(), SimulationConfig(**{
             **config.__dict__, "cosim": CosimConfig(**{**config.cosim.__dict__,
                                                       "compiled": compiled})}))
         other.load_checkpoint(tmp_path / f"cp{a[0].master.compiled is not None}")
@@ -181,11 +194,252 @@ def test_an_error_in_a_unit_is_the_protocol_paths_error(H, step_time, inside, ca
         states.append((cs.t, cs.stats, list(cs.step_log)))
     assert errors[0] == errors[1] == errors[2]
     assert f"unit 'd', {call}" in errors[0][0] and "ZeroDivisionError" in errors[0][0]
-    assert states[0] == states[1]
+    assert states[0] == states[2]               # the generated loop runs the engine's program
     if call == "DoStep":
         assert states[2] == states[1]
     else:
-        # The engine refreshes with the step (one message): a failing refresh fails the
-        # macro step, so the master stays at its start (the protocol path had accepted it).
+        # The program refreshes within the macro step: a failing refresh fails the macro
+        # step, so the master stays at its start (the protocol path had accepted it).
         t, stats, records = states[1]
         assert states[2][0] == pytest.approx(t - H) and states[2][2] == records[:-1]
+
+
+def mixed(H=0.01):
+    """Every kind of unit at once: a continuous plant (RK4, no feedthrough, at H/4) fed by a
+    top-level Sine through a feedthrough unit at H/2 (a refresh level), two feedthrough units
+    coupled algebraically (one with a state), and a discrete unit at H (a held output, a unit
+    delay and a feedthrough gain) closing the loop back into the plant."""
+    m = Model("mixed")
+    plant = Subsystem("plant", atomic=True, dt=H / 4, solver="RK4")
+    plant.add(Inport("u"), Integrator("x", 0.5), Gain("k", -2.0), Sum("s", "++"), Outport("y"))
+    plant.connect("u.out", "s.in1")
+    plant.connect("x.out", "k.in", "y.in")
+    plant.connect("k.out", "s.in2")
+    plant.connect("s.out", "x.in")
+    pre = Subsystem("pre", atomic=True, dt=H / 2)
+    pre.add(Inport("a"), Inport("b"), Gain("g", 1.5), Sum("s", "+-"), Outport("y"))
+    pre.connect("a.out", "g.in")
+    pre.connect("g.out", "s.in1")
+    pre.connect("b.out", "s.in2")
+    pre.connect("s.out", "y.in")
+    c1 = Subsystem("c1", atomic=True, dt=H / 4, solver="RK4")
+    c1.add(Inport("u"), Inport("v"), Gain("g", 0.6), Integrator("z", 0.0), Sum("s", "+++"),
+           Outport("y"))
+    c1.connect("u.out", "s.in1", "z.in")
+    c1.connect("v.out", "g.in")
+    c1.connect("g.out", "s.in2")
+    c1.connect("z.out", "s.in3")
+    c1.connect("s.out", "y.in")
+    c2 = Subsystem("c2", atomic=True, dt=H / 4)
+    c2.add(Inport("u"), Gain("g", -0.5), Outport("y"))
+    c2.connect("u.out", "g.in")
+    c2.connect("g.out", "y.in")
+    d = Subsystem("d", atomic=True, dt=H)
+    d.add(Inport("u"), UnitDelay("z", 0.1), Gain("g", 0.3), Sum("s", "++"), Outport("y"))
+    d.connect("u.out", "z.in", "g.in")
+    d.connect("z.out", "s.in1")
+    d.connect("g.out", "s.in2")
+    d.connect("s.out", "y.in")
+    m.add(plant, pre, c1, c2, d, Sine("src", frequency=1.1))
+    m.connect("plant.y", "pre.a")
+    m.connect("src.out", "pre.b")
+    m.connect("pre.y", "c1.u")
+    m.connect("c2.y", "c1.v")
+    m.connect("c1.y", "c2.u", "d.u")
+    m.connect("d.y", "plant.u")
+    return m
+
+
+def nested_loop(H=0.01):
+    """Two units coupled algebraically, one holding an atomic subsystem (a continuous lag
+    inlined into its generated code: its state is kept and restored with the unit's), the
+    other a unit delay."""
+    m = Model("nested")
+    a = Subsystem("a", atomic=True, dt=H / 4, solver="RK4")
+    lag = Subsystem("lag", atomic=True, dt=H / 4, solver="RK4")
+    lag.add(Inport("u"), Integrator("z", 0.2), Gain("w", -5.0), Sum("s", "++"), Outport("y"))
+    lag.connect("u.out", "s.in1")
+    lag.connect("w.out", "s.in2")
+    lag.connect("s.out", "z.in")
+    lag.connect("z.out", "w.in", "y.in")
+    a.add(Inport("u"), lag, Gain("k", 0.5), Sum("y", "++"), Outport("y_"))
+    a.connect("u.out", "lag.u", "k.in")
+    a.connect("lag.y", "y.in2")
+    a.connect("k.out", "y.in1")
+    a.connect("y.out", "y_.in")
+    b = Subsystem("b", atomic=True, dt=H / 4)
+    b.add(Inport("u"), Gain("k", -0.6), UnitDelay("d", 0.3), Sum("y", "++"), Outport("y_"))
+    b.connect("u.out", "k.in", "d.in")
+    b.connect("k.out", "y.in1")
+    b.connect("d.out", "y.in2")
+    b.connect("y.out", "y_.in")
+    m.add(a, b)
+    m.connect("a.y_", "b.u")
+    m.connect("b.y_", "a.u")
+    return m
+
+
+SHAPES = {**MODELS, "mixed": (mixed, 0.01), "nested": (nested_loop, 0.01)}
+
+
+def both(make, H, **options):
+    """The co-simulation of ``make()`` over 40 macro steps through the generated loop and
+    through the protocol's separate requests (``engine=False``)."""
+    out = []
+    for compiled in (True, False):
+        cs = CoSimulation(make(), SimulationConfig(dt=H / 4, t_end=40 * H, cosim=CosimConfig(
+            H=H, compiled=compiled, engine=compiled, **options)))
+        out.append((cs, cs.run()))
+    return out
+
+
+@pytest.mark.parametrize("model", sorted(SHAPES))
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+@pytest.mark.parametrize("extrapolation", [0, 1, 2])
+@pytest.mark.parametrize("feedthrough", ["resolve", "delay"])
+def test_every_shape_takes_the_generated_loop_bit_for_bit(model, scheme, extrapolation,
+                                                          feedthrough):
+    make, H = SHAPES[model]
+    a, b = both(make, H, scheme=scheme, extrapolation=extrapolation, feedthrough=feedthrough,
+                log_every=7)
+    assert_identical(a, b)
+    # Only the started-up first step of an order-2 run (and the steps before the history
+    # is long enough to extrapolate) go through the engine; and a unit holding atomic
+    # subsystems that is logged at T+H as its step left it (delayed feedthrough): those log
+    # their final outputs only through RefreshOutputs (DirectStep.refreshes).
+    steps = a[0].master.compiled.steps
+    assert steps == 0 if (model, feedthrough) == ("nested", "delay") else \
+        steps >= 40 - extrapolation
+
+
+def test_the_mixed_model_iterates_refreshes_and_relogs():
+    (cs, _), _ = both(mixed, 0.01, scheme="gauss-seidel", extrapolation=1)
+    m = cs.master
+    assert m.couplings == [["c1", "c2"]] and m.refresh_levels
+    assert cs.stats["iterations"] > 2 * cs.stats["macro_steps"]
+
+
+@pytest.mark.parametrize("acceleration", ["none", "aitken", "anderson", "newton"])
+def test_iterated_coupling_accelerations(acceleration):
+    a, b = both(coupled, 0.01, acceleration=acceleration, extrapolation=1, relaxation=0.9,
+                tolerance=1e-9)
+    assert_identical(a, b)
+    assert a[0].stats["iterations"] > a[0].stats["macro_steps"] and \
+        a[0].master.compiled.steps >= 39
+
+
+def test_an_uniterated_coupling_records_its_residual():
+    with pytest.warns(UserWarning, match="without iteration"):
+        a, b = both(coupled, 0.01, iterate=False, extrapolation=2)
+    assert_identical(a, b)
+    assert {r.status.value for r in a[0].step_log} == {"uniterated"}
+    assert all(r.residual > 0 for r in a[0].step_log[2:])
+
+
+def stiffening(H=0.01):
+    """A feedthrough unit (y = u + 0.2) coupled to one whose gain grows with time (y = -2t
+    u): plain fixed-point iteration converges ever more slowly, until it cannot within
+    ``max_iterations`` (the loop gain passes -1 at t = 0.5)."""
+    m = Model("stiffening")
+    a = Subsystem("a", atomic=True, dt=H / 4)
+    a.add(Inport("u"), Constant("c", 0.2), Sum("s", "++"), Outport("y"))
+    a.connect("u.out", "s.in1")
+    a.connect("c.out", "s.in2")
+    a.connect("s.out", "y.in")
+    b = Subsystem("b", atomic=True, dt=H / 4, solver="RK4")
+    b.add(Inport("u"), Constant("two", 2.0), Integrator("g", 0.0), Product("p", "**"),
+          Gain("n", -1.0), Outport("y"))
+    b.connect("two.out", "g.in")
+    b.connect("u.out", "p.in1")
+    b.connect("g.out", "p.in2")
+    b.connect("p.out", "n.in")
+    b.connect("n.out", "y.in")
+    m.add(a, b)
+    m.connect("a.y", "b.u")
+    m.connect("b.y", "a.u")
+    return m
+
+
+def test_a_coupling_that_does_not_converge_is_the_protocol_paths():
+    a, b = both(coupled, 0.01, on_nonconvergence="continue", max_iterations=2,
+                tolerance=1e-15, extrapolation=1)
+    assert_identical(a, b)
+    assert {r.status.value for r in a[0].step_log} == {"continued"}
+    errors = []
+    for compiled in (True, False):
+        cs = CoSimulation(stiffening(), SimulationConfig(dt=0.0025, t_end=1.0, cosim=CosimConfig(
+            H=0.01, compiled=compiled, engine=compiled, extrapolation=1, acceleration="none")))
+        with pytest.raises(ConvergenceError) as info:
+            cs.run()
+        errors.append((str(info.value), info.value.t, cs.t, cs.stats, list(cs.step_log)))
+        if compiled:
+            assert cs.master.compiled.steps > 20
+    assert errors[0] == errors[1]
+    assert "a <-> b" in errors[0][0] and 0.2 < errors[0][1] < 1.0
+
+
+def test_an_exact_iterated_coupling_is_the_monolithic_run():
+    # A unit discrete at H coupled algebraically to a continuous one: the co-simulation
+    # holds the discrete output over each macro step as the monolithic run does, so the
+    # iterated coupling reproduces it (to the iteration's tolerance).
+    H = 0.01
+    mono = Simulator(held_coupling(H), SimulationConfig(dt=H, t_end=1.0, solver="RK4",
+                                                        tolerance_fpi=1e-14)).run()
+    for scheme in ("jacobi", "gauss-seidel"):
+        co = CoSimulation(held_coupling(H), SimulationConfig(
+            dt=H, t_end=1.0, solver="RK4", cosim=CosimConfig(H=H, scheme=scheme,
+                                                             tolerance=1e-14)))
+        logs = co.run()
+        assert co.master.compiled.steps == 100
+        assert max_difference(logs, mono) <= 1e-12
+
+
+class Watch:
+    """An observer of every chunk (a dashboard's place)."""
+
+    stride = 10
+
+    def __init__(self):
+        self.seen = 0
+
+    def observe(self, master):
+        self.seen += 1
+
+
+def test_step_times_per_unit_when_observed():
+    cs = CoSimulation(coupled(), SimulationConfig(dt=0.0025, t_end=0.4, cosim=CosimConfig(
+        H=0.01, extrapolation=1)))
+    cs.master.initialize()
+    watch = cs.master.observer = Watch()
+    cs.run()
+    m = cs.master
+    assert m.compiled.steps == 39 and watch.seen >= 4
+    times = m.calls.step_times
+    # One entry per step call: each coupling evaluation of a and b, each step of c (the
+    # engine's first step too), each at its macro step's start.
+    assert len(times["c"][0]) == 40
+    assert len(times["a"][0]) == len(times["b"][0]) == cs.stats["iterations"]
+    assert sorted(set(times["c"][0])) == [r.t for r in cs.step_log]
+    assert all(s > 0 for _, secs in times.values() for s in secs)
+
+
+@pytest.mark.parametrize("log_every", [1, 7, 8, 40, 100])
+@pytest.mark.parametrize("by_hand", [False, True])
+def test_logs_are_collected_as_between_protocol_steps(log_every, by_hand):
+    # In the held coupling the unit refreshed at T+H in the last iteration logs the
+    # candidate there, which Master.finish replaces by the refresh for the outputs: a
+    # sample already collected stays as collected, so the generated loop must collect
+    # where the protocol path does (its chunks end at the last log_every count before a
+    # short tail), whether the run goes to its end or is advanced by hand.
+    def drive(cs):
+        if not by_hand:
+            return cs.run()
+        cs.master.advance(until=0.23)
+        cs.master.advance(until=0.4)
+        return cs.master.finish()
+
+    a, b = run_both(lambda: held_coupling(0.01), SimulationConfig(
+        dt=0.01, t_end=0.4, solver="RK4", cosim=CosimConfig(H=0.01, log_every=log_every)),
+        drive)
+    assert_identical(a, b)
+    assert a[0].master.compiled.steps == 40
