@@ -21,7 +21,7 @@
   }
 
   function apply(delta) {
-    if (delta.reset || !D.state) { D.state = emptyState(); D.dirty.all = true; }
+    if (delta.reset || !D.state) { D.state = emptyState(); D.dirty.all = true; D.stepMs = {}; }
     var s = D.state, k;
     var set = delta.set || {};
     for (k in set) { s[k] = set[k]; D.dirty[k] = true; }
@@ -31,6 +31,11 @@
       for (k in delta.timing.units) {
         if (!s.timing.units[k]) { s.timing.units[k] = new Array(n0).fill(null); }
         Array.prototype.push.apply(s.timing.units[k], delta.timing.units[k]);
+        // Running mean and last step time per unit (the table), not recomputed per render.
+        var acc = D.stepMs[k] || (D.stepMs[k] = {sum: 0, n: 0, last: null});
+        delta.timing.units[k].forEach(function (v) {
+          if (v !== null) { acc.sum += v; acc.n++; acc.last = v; }
+        });
       }
       for (k in s.timing.units) {
         while (s.timing.units[k].length < s.timing.t.length) { s.timing.units[k].push(null); }
@@ -51,6 +56,15 @@
       for (k in delta.signals) {
         var mine = s.signals[k] || (s.signals[k] = [[], []]);
         var add = delta.signals[k];
+        if (add[0].length && mine[0].length && add[0][0] < mine[0][mine[0].length - 1]) {
+          // Back in time (a recovery's replay): the new samples replace the old from there.
+          var lo = 0, hi = mine[0].length;
+          while (lo < hi) {
+            var mid = (lo + hi) >> 1;
+            if (mine[0][mid] < add[0][0]) { lo = mid + 1; } else { hi = mid; }
+          }
+          mine[0].length = lo; mine[1].length = lo;
+        }
         for (var i = 0; i < add[0].length; i++) { mine[0].push(add[0][i]); mine[1].push(add[1][i]); }
         if (mine[0].length > 400000) {           // bounded: every other sample kept
           mine[0] = mine[0].filter(function (_, j) { return j % 2 === 0; });
@@ -66,13 +80,30 @@
     schedule();
   }
 
-  var pending = false, lastRender = 0;
+  // Rendering is throttled: at most every MIN_GAP ms, and never more than 1/DUTY of the
+  // time (a render that took 40 ms waits 800 ms): the page must not take the CPU the run
+  // it shows needs (on a laptop both share a few cores). A hidden page renders when shown.
+  var MIN_GAP = 500, DUTY = 20;
+  var pending = false, lastRender = -Infinity;
+  D.renderMs = 0;
   function schedule() {
     if (pending) { return; }
     pending = true;
-    var wait = Math.max(0, 150 - (performance.now() - lastRender));
-    setTimeout(function () { pending = false; lastRender = performance.now(); render(); }, wait);
+    var gap = Math.max(MIN_GAP, DUTY * D.renderMs);
+    var wait = Math.max(0, gap - (performance.now() - lastRender));
+    setTimeout(function () {
+      pending = false;
+      if (document.hidden) { D.dirty.hidden = true; return; }
+      var t0 = performance.now();
+      lastRender = t0;
+      render();
+      var took = performance.now() - t0;
+      D.renderMs = D.renderMs ? 0.7 * D.renderMs + 0.3 * took : took;
+    }, wait);
   }
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden && D.dirty.hidden) { delete D.dirty.hidden; schedule(); }
+  });
 
   // -- helpers ----------------------------------------------------------------------------
   function $(id) { return document.getElementById(id); }
@@ -158,41 +189,49 @@
   }
 
   // -- units table ------------------------------------------------------------------------
-  function renderUnits() {
-    var s = D.state, table = $("units-table");
-    table.textContent = "";
-    var head = el("tr");
-    ["unit", "runs on", "step", "solver", "feedthrough", "last ms/step", "mean ms/step"]
-      .forEach(function (h) { head.appendChild(el("th", {}, h)); });
-    table.appendChild(head);
-    var names = Object.keys(s.units);
-    var means = {}, lasts = {}, worst = null;
+  function renderUnits(rebuild) {
+    // Rows are made when the units change; a timing update rewrites two cells a row.
+    var s = D.state, table = $("units-table"), names = Object.keys(s.units);
+    if (rebuild || table.rows.length !== names.length + 1) {
+      table.textContent = "";
+      var head = el("tr");
+      ["unit", "runs on", "step", "solver", "feedthrough", "last ms/step", "mean ms/step"]
+        .forEach(function (h) { head.appendChild(el("th", {}, h)); });
+      table.appendChild(head);
+      names.forEach(function (u) {
+        var p = s.units[u];
+        var ft = p.feedthrough ? Object.keys(p.feedthrough).map(function (o) {
+          return o + "<-" + p.feedthrough[o].join(","); }).join("; ") : "";
+        var tr = el("tr", {"data-unit": u});
+        var swatch = el("td", {}, u);
+        swatch.style.borderLeft = "10px solid " + unitColour(u);
+        tr.appendChild(swatch);
+        tr.appendChild(el("td", {"class": "where"}, p.label || p.kind || ""));
+        tr.appendChild(el("td", {}, p.dt === null || p.dt === undefined ? "-" :
+                                    p.dt === 0 ? "any" : fmt(p.dt) + " s"));
+        tr.appendChild(el("td", {}, p.solver || "-"));
+        tr.appendChild(el("td", {}, ft || "-"));
+        tr.appendChild(el("td", {"class": "last"}));
+        tr.appendChild(el("td", {"class": "mean"}));
+        table.appendChild(tr);
+      });
+    }
+    var worst = null, means = {};
     names.forEach(function (u) {
-      var v = (s.timing.units[u] || []).filter(function (x) { return x !== null; });
-      if (v.length) {
-        lasts[u] = v[v.length - 1];
-        means[u] = v.reduce(function (a, b) { return a + b; }, 0) / v.length;
+      var acc = D.stepMs[u];
+      if (acc && acc.n) {
+        means[u] = acc.sum / acc.n;
         if (worst === null || means[u] > means[worst]) { worst = u; }
       }
     });
-    names.forEach(function (u) {
-      var p = s.units[u];
-      var ft = p.feedthrough ? Object.keys(p.feedthrough).map(function (o) {
-        return o + "<-" + p.feedthrough[o].join(","); }).join("; ") : "";
-      var tr = el("tr", {"data-unit": u, "class": u === worst && names.length > 1 ?
-                                                 "straggler" : ""});
-      var swatch = el("td", {}, u);
-      swatch.style.borderLeft = "10px solid " + unitColour(u);
-      tr.appendChild(swatch);
-      tr.appendChild(el("td", {"class": "where"}, p.label || p.kind || ""));
-      tr.appendChild(el("td", {}, p.dt === null || p.dt === undefined ? "-" :
-                                  p.dt === 0 ? "any" : fmt(p.dt) + " s"));
-      tr.appendChild(el("td", {}, p.solver || "-"));
-      tr.appendChild(el("td", {}, ft || "-"));
-      tr.appendChild(el("td", {}, fmt(lasts[u], 3)));
-      tr.appendChild(el("td", {}, fmt(means[u], 3)));
-      table.appendChild(tr);
-    });
+    for (var i = 1; i < table.rows.length; i++) {
+      var tr = table.rows[i], u = tr.getAttribute("data-unit"), acc = D.stepMs[u];
+      var last = fmt(acc ? acc.last : null, 3), mean = fmt(means[u], 3);
+      var cls = u === worst && names.length > 1 ? "straggler" : "";
+      if (tr.cells[5].textContent !== last) { tr.cells[5].textContent = last; }
+      if (tr.cells[6].textContent !== mean) { tr.cells[6].textContent = mean; }
+      if (tr.className !== cls) { tr.className = cls; }
+    }
   }
 
   // -- the diagram ------------------------------------------------------------------------
@@ -619,12 +658,14 @@
         [s.steps.t.slice(), s.steps.iterations.slice(), s.steps.rejected.slice()],
         {ylabel: "iterations", y2: "rejected", height: 200});
     }
-    var list = $("marks");
+  }
+
+  function renderMarks() {
+    var s = D.state, list = $("marks");
     list.textContent = "";
-    var shown = s.marks.filter(function (m) { return m.kind !== "rejected"; }).slice(-50);
-    var rejected = s.marks.length - s.marks.filter(function (m) {
-      return m.kind !== "rejected"; }).length;
-    shown.forEach(function (m) {
+    var shown = s.marks.filter(function (m) { return m.kind !== "rejected"; });
+    var rejected = s.marks.length - shown.length;
+    shown.slice(-50).forEach(function (m) {
       list.appendChild(el("li", {"class": "mark mark-" + m.kind, "data-kind": m.kind,
                                  "data-t": m.t}, m.kind + " at t = " + fmt(m.t, 6) + " s: " +
                                                    m.text));
@@ -633,7 +674,7 @@
       list.appendChild(el("li", {"class": "mark mark-rejected", "data-kind": "rejected"},
                           rejected + " rejected macro steps (orange lines)"));
     }
-    for (var id in D.plots) { D.plots[id].plot.redraw(false, false); }
+    for (var id in D.plots) { D.plots[id].plot.redraw(false, false); }   // the mark lines
   }
 
   // -- sweeps -----------------------------------------------------------------------------
@@ -682,7 +723,7 @@
     try {
       renderProgress();
       if (all || d.sweep || d.rows) { renderSweep(); }
-      if (all || d.units || d.timing) { renderUnits(); }
+      if (all || d.units || d.timing) { renderUnits(all || d.units); }
       if (D.firstPaintMs === null) { D.firstPaintMs = performance.now() - D.started; }
       if (all || d.diagram || d.couplings || d.units) {
         // After the first paint: a large model's layout must not hold the page back.
@@ -690,7 +731,8 @@
       } else if (d.links) { updateLinkValues(); }
       if (all || d.signals || d.selected || d.signal_keys) { renderSignals(); }
       if (all || d.timing) { renderTiming(); }
-      if (all || d.steps || d.marks) { renderSteps(); }
+      if (all || d.steps) { renderSteps(); }
+      if (all || d.marks) { renderMarks(); }
     } catch (err) {
       $("error").textContent = "dashboard: " + err;
       throw err;

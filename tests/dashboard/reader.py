@@ -1,0 +1,30 @@
+"""A person watching a dashboard, for the benchmark: the page open in headless Chromium in a
+process of its own (as a browser would be), until told to close.
+
+Run: ``python -m tests.dashboard.reader URL``. Prints ``open`` once the page shows the run's
+first state (its diagram drawn), keeps it open (Playwright's loop pumped a few times a
+second, as a browser's would be) until a line arrives on stdin, then prints the page's
+render count and closes.
+"""
+
+from __future__ import annotations
+
+import select
+import sys
+
+from tests.dashboard.browser import browser_page
+
+
+def main(url: str) -> None:
+    with browser_page() as page:
+        page.goto(url)
+        page.wait_for_selector("body[data-diagram=ready]", timeout=120_000)
+        print("open", flush=True)
+        while not select.select([sys.stdin], [], [], 0)[0]:
+            page.wait_for_timeout(250)
+        renders, ms = page.evaluate("[cosimDashboard.renders, cosimDashboard.renderMs]")
+        print(f"{renders} renders of {ms:.1f} ms, errors {page.errors}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
