@@ -172,6 +172,7 @@ class RunMonitor(Observer):
         self._asked: tuple[list, list] | None = None
         # -- the monitor's thread (and flush, under _lock)
         self._wanted = None if signals is None else list(signals)
+        self._chosen: list[str] = []        # as chosen, in order
         self._waiting: list[str] = []       # chosen, not known yet
         self._outputs: tuple[_Output, ...] = ()
         self._logged: tuple[_Logged, ...] = ()
@@ -301,7 +302,7 @@ class RunMonitor(Observer):
     def _choose(self, labels: list) -> list[str]:
         known = [k for k in labels if k in self._candidates]
         unknown = [k for k in labels if k not in self._candidates]
-        self._waiting = unknown
+        self._chosen, self._waiting = labels, unknown
         old_out = {o.label: o for o in self._outputs}
         old_log = {s.label: s for s in self._logged}
         outputs, logged = [], []
@@ -378,9 +379,8 @@ class RunMonitor(Observer):
             delta["set"]["couplings"] = self._facts["couplings"]
         if self._discover(master.central):
             delta["set"]["signal_keys"] = list(self._candidates)
-            if self._waiting and any(k in self._candidates for k in self._waiting):
-                self._choose([s.label for s in self._outputs + self._logged]
-                             + self._waiting)
+            if any(k in self._candidates for k in self._waiting):
+                self._choose(self._chosen)          # in the order they were chosen
         # Per-unit wall time per macro step since the last snapshot (every path that
         # records its unit calls in calls.step_times: the engine, the pipeline, ...).
         timing = {}
@@ -436,9 +436,10 @@ class RunMonitor(Observer):
                 del reading[key]            # dropped, and all of it published
         self._read = count
         for sig, ts, vs in logged:
-            t = np.concatenate(ts)
-            v = np.concatenate([np.reshape(x, (len(x), -1)) for x in vs])[:, sig.index]
-            out[sig.label] = (t, v)
+            pairs = [(t, v) for t, v in zip(ts, vs) if len(t)]
+            if pairs:
+                out[sig.label] = (np.concatenate([t for t, _ in pairs]), np.concatenate(
+                    [np.reshape(v, (len(v), -1))[:, sig.index] for _, v in pairs]))
         signals = {}
         for label, (t, v) in out.items():
             k = _latest_run(t)
@@ -473,6 +474,11 @@ class RunMonitor(Observer):
                 progress["status"] = "stopped"      # by a unit's stop event
             elif progress["status"] == "running":
                 progress["status"] = "paused"
-        self._snaps.append(self._snapshot(master, time.perf_counter()))
-        with self._lock:
-            self._publish(last)
+        for _ in range(2):          # again if this update found signals chosen in waiting
+            if self._asked is not None:
+                self._install()
+            self._snaps.append(self._snapshot(master, time.perf_counter()))
+            with self._lock:
+                self._publish(last)
+            if self._asked is None:
+                break

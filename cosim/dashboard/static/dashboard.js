@@ -585,20 +585,32 @@
     return plot;
   }
 
+  var PICKER_MAX = 300;     // boxes listed at once; the filter finds the others
+  function renderPicker() {
+    var s = D.state, picker = $("signal-picker"), text = $("signal-filter").value.trim();
+    var shown = s.selected.filter(function (k) { return s.signal_keys.indexOf(k) >= 0; });
+    var rest = s.signal_keys.filter(function (k) {
+      return shown.indexOf(k) < 0 && (!text || k.indexOf(text) >= 0);
+    });
+    picker.textContent = "";
+    shown.concat(rest.slice(0, PICKER_MAX)).forEach(function (k) {
+      var lab = el("label", {"class": "pick"});
+      var box = el("input", {type: "checkbox", value: k});
+      box.checked = s.selected.indexOf(k) >= 0;
+      box.addEventListener("change", choose);
+      lab.appendChild(box);
+      lab.appendChild(document.createTextNode(" " + k));
+      picker.appendChild(lab);
+    });
+    $("signal-count").textContent = s.signal_keys.length + " signals" +
+      (rest.length > PICKER_MAX ? ", " + PICKER_MAX + " of " + rest.length +
+                                  " matching listed: type to narrow" : "");
+  }
+
   function renderSignals() {
-    var s = D.state, picker = $("signal-picker");
-    if (D.dirty.signal_keys || D.dirty.selected || D.dirty.all || !picker.childNodes.length) {
-      picker.textContent = "";
-      s.signal_keys.forEach(function (k) {
-        var lab = el("label", {"class": "pick"});
-        var box = el("input", {type: "checkbox", value: k});
-        box.checked = s.selected.indexOf(k) >= 0;
-        box.addEventListener("change", choose);
-        lab.appendChild(box);
-        lab.appendChild(document.createTextNode(" " + k));
-        picker.appendChild(lab);
-      });
-    }
+    var s = D.state;
+    if (D.dirty.signal_keys || D.dirty.selected || D.dirty.all ||
+        !$("signal-picker").childNodes.length) { renderPicker(); }
     var keys = s.selected.filter(function (k) { return s.signals[k]; });
     if (!keys.length) { return; }
     var lo = Infinity, hi = -Infinity;
@@ -618,10 +630,11 @@
     }), data, {ylabel: "value"});
   }
 
-  function choose() {
-    var boxes = document.querySelectorAll("#signal-picker input");
-    var chosen = [];
-    for (var i = 0; i < boxes.length; i++) { if (boxes[i].checked) { chosen.push(boxes[i].value); } }
+  function choose(ev) {
+    // The ticked box joins (or leaves) the chosen signals; those the filter hides stay.
+    var chosen = D.state.selected.slice(), k = ev.target.value, at = chosen.indexOf(k);
+    if (ev.target.checked && at < 0) { chosen.push(k); }
+    if (!ev.target.checked && at >= 0) { chosen.splice(at, 1); }
     D.state.selected = chosen;
     D.dirty.signals = true;
     if (D.state.mode === "live" && D.token) {
@@ -636,7 +649,7 @@
     var s = D.state, units = Object.keys(s.timing.units);
     if (!s.timing.t.length || !units.length) {
       $("timing-note").textContent = s.mode === "view" ? "" :
-        "No per-unit step times yet (steps taken by the compiled exchange are not timed).";
+        "No per-unit step times recorded yet.";
       return;
     }
     $("timing-note").textContent = "";
@@ -751,10 +764,23 @@
     });
     return best;
   };
+  D.lastPlotted = function (label) {
+    // The latest time the signal plot draws a value of `label` at (what a person sees).
+    var p = D.plots["signal-plot"];
+    if (!p) { return null; }
+    var u = p.plot, i = u.series.findIndex(function (x) { return x.label === label; });
+    if (i < 1) { return null; }
+    var xs = u.data[0], ys = u.data[i];
+    for (var j = xs.length - 1; j >= 0; j--) {
+      if (ys[j] !== null && ys[j] !== undefined) { return xs[j]; }
+    }
+    return null;
+  };
   D.apply = apply;
   D.render_now = function () { D.dirty.signals = true; render(); };
 
   function start() {
+    $("signal-filter").addEventListener("input", function () { if (D.state) { renderPicker(); } });
     var embedded = $("cosim-state");
     if (embedded) {
       apply(JSON.parse(embedded.textContent));
