@@ -58,7 +58,7 @@ class Dashboard:
         What the page shows.
     """
 
-    def __init__(self, address: str | None = None, *, signals=None, period: float = 0.25,
+    def __init__(self, address: str | None = None, *, signals=None, period: float = 0.5,
                  title: str | None = None):
         self.signals = None if signals is None else list(signals)
         self.period = period

@@ -50,6 +50,9 @@ MAX_ELEMENTS = 16
 NAN = math.nan
 #: Wall seconds the compiled exchange or the pipeline may run between two observer calls.
 CHUNK_SECONDS = 0.02
+#: Wall seconds between two readings of the clock by the observer (at the recent call
+#: rate: a clock read costs as much as the rest of a call).
+CHECK_SECONDS = 0.005
 
 _MARKS = {StepStatus.RECOVERED: "recovery", StepStatus.REJECTED: "rejected",
           StepStatus.STOPPED: "stop", StepStatus.CONTINUED: "nonconverged"}
@@ -167,6 +170,7 @@ class RunMonitor(Observer):
         self._rows: tuple = ()              # (key, index, ring) of the chosen outputs
         self._due = 0.0
         self._n_last, self._t_last = 0, time.perf_counter()
+        self._i_last = self._check_at = 0
         self._started = False
         # -- handed from any thread to the master's (installed at its next call)
         self._asked: tuple[list, list] | None = None
@@ -206,14 +210,19 @@ class RunMonitor(Observer):
             v = values.get(key)
             ring[j] = NAN if v is None else v.item(index)
         self._count = i + 1
+        if i < self._check_at:
+            return                          # the clock is read every CHECK_SECONDS or so
         now = time.perf_counter()
-        # Chunks of the compiled exchange / pipeline about CHUNK_SECONDS long: grown fast
-        # from 1 (at most x8 per call), shrunk at once when steps get slower.
         n = master.n
-        if n > self._n_last + 1 and now > self._t_last:
-            self.stride = max(1, min(8 * self.stride, int(
-                (n - self._n_last) * CHUNK_SECONDS / (now - self._t_last))))
-        self._n_last, self._t_last = n, now
+        if now > self._t_last:
+            # Chunks of the compiled exchange / pipeline about CHUNK_SECONDS long: grown fast
+            # from 1 (at most x8 per call), shrunk at once when steps get slower.
+            if n > self._n_last + 1:
+                self.stride = max(1, min(8 * self.stride, int(
+                    (n - self._n_last) * CHUNK_SECONDS / (now - self._t_last))))
+            calls = (i - self._i_last) / (now - self._t_last)
+            self._check_at = i + max(1, min(1000, int(calls * CHECK_SECONDS)))
+        self._n_last, self._t_last, self._i_last = n, now, i
         if now >= self._due:
             self._due = now + self.period
             self._snaps.append(self._snapshot(master, now))

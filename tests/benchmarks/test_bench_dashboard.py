@@ -166,6 +166,10 @@ def test_dashboard_overhead(name, backend, t_end):
           f"{least[True]['units']:.2f} s; the browser {least[True]['browser']:.2f} s "
           f"({100 * least[True]['browser'] / best[True]['wall']:.0f} % of a CPU; "
           f"{best[True].get('page')}); load {load[0]:.1f} -> {load[1]:.1f}")
+    run_cpu = least[False]["cpu"] + least[False]["units"]
+    added = least[True]["cpu"] - least[False]["cpu"] + least[True]["browser"]
+    print(f"  CPU the dashboard adds (master's process + browser): {added:.2f} s = "
+          f"{100 * added / run_cpu:.1f} % of the run's own CPU ({run_cpu:.2f} s)")
 
 def test_first_paint_of_a_thousand_block_model_and_a_100k_sample_plot(tmp_path):
     from cosim.dashboard.page import render

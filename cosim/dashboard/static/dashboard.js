@@ -80,11 +80,12 @@
     schedule();
   }
 
-  // Rendering is throttled: at most every MIN_GAP ms, and never more than 1/DUTY of the
-  // time (a render that took 40 ms waits 800 ms): the page must not take the CPU the run
-  // it shows needs (on a laptop both share a few cores). A hidden page renders when shown.
-  var MIN_GAP = 500, DUTY = 20;
-  var pending = false, lastRender = -Infinity;
+  // Rendering is throttled: at most every MIN_GAP ms (charts every CHART_GAP ms), and never
+  // more than 1/DUTY of the time (a render that took 40 ms waits 800 ms): the page must not
+  // take the CPU the run it shows needs (on a laptop both share a few cores). A hidden page
+  // renders when it is shown again.
+  var MIN_GAP = 500, CHART_GAP = 1000, DUTY = 20;
+  var pending = false, lastRender = -Infinity, lastCharts = -Infinity;
   D.renderMs = 0;
   function schedule() {
     if (pending) { return; }
@@ -742,9 +743,19 @@
         // After the first paint: a large model's layout must not hold the page back.
         setTimeout(layoutDiagram, 0);
       } else if (d.links) { updateLinkValues(); }
-      if (all || d.signals || d.selected || d.signal_keys) { renderSignals(); }
-      if (all || d.timing) { renderTiming(); }
-      if (all || d.steps) { renderSteps(); }
+      // Charts (the costly part: canvases redrawn) at most every CHART_GAP ms, at once when
+      // the user changed what they show.
+      var now = performance.now(), charts = ["signals", "signal_keys", "timing", "steps"];
+      if (!all && !d.selected && now - lastCharts < CHART_GAP &&
+          charts.some(function (k) { return d[k]; })) {
+        charts.forEach(function (k) { if (d[k]) { D.dirty[k] = true; } });
+        schedule();
+      } else {
+        if (all || d.signals || d.selected || d.signal_keys) { renderSignals(); }
+        if (all || d.timing) { renderTiming(); }
+        if (all || d.steps) { renderSteps(); }
+        lastCharts = now;
+      }
       if (all || d.marks) { renderMarks(); }
     } catch (err) {
       $("error").textContent = "dashboard: " + err;
