@@ -159,7 +159,7 @@ class RunMonitor(Observer):
         Wall seconds between snapshots (the page's update rate).
     """
 
-    def __init__(self, sim, board, signals=None, period: float = 0.25):
+    def __init__(self, sim, board, signals=None, period: float = 0.5):
         self.sim = sim
         self.board = board
         self.period = period

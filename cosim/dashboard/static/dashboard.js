@@ -80,12 +80,13 @@
     schedule();
   }
 
-  // Rendering is throttled: at most every MIN_GAP ms (charts every CHART_GAP ms), and never
-  // more than 1/DUTY of the time (a render that took 40 ms waits 800 ms): the page must not
-  // take the CPU the run it shows needs (on a laptop both share a few cores). A hidden page
-  // renders when it is shown again.
-  var MIN_GAP = 500, CHART_GAP = 1000, DUTY = 20;
-  var pending = false, lastRender = -Infinity, lastCharts = -Infinity;
+  // Rendering is throttled: at most once every MIN_GAP ms, and never more than 1/DUTY of
+  // the time (a render that took 80 ms waits 1.6 s): the page must not take the CPU the run
+  // it shows needs (on a laptop both share a few cores; a render costs the browser several
+  // times its script's time in layout and paint). A hidden page renders when shown again;
+  // what the user does (ticking a signal) is drawn at once.
+  var MIN_GAP = 1000, DUTY = 20;
+  var pending = false, lastRender = -Infinity;
   D.renderMs = 0;
   function schedule() {
     if (pending) { return; }
@@ -532,6 +533,7 @@
     while (i < n) {
       var b = Math.floor((ts[i] - lo) / width), end = lo + (b + 1) * width;
       var iMin = i, iMax = i;
+      i++;                  // (at least one sample a slice: rounding cannot stall the loop)
       while (i < n && ts[i] < end) {
         if (vs[i] !== null && (vs[iMin] === null || vs[i] < vs[iMin])) { iMin = i; }
         if (vs[i] !== null && (vs[iMax] === null || vs[i] > vs[iMax])) { iMax = i; }
@@ -643,7 +645,7 @@
             {method: "POST", headers: {"Content-Type": "application/json"},
              body: JSON.stringify({signals: chosen})});
     }
-    schedule();
+    render();               // the user's own change: drawn now, not at the next update
   }
 
   function renderTiming() {
@@ -737,26 +739,17 @@
     try {
       renderProgress();
       if (all || d.sweep || d.rows) { renderSweep(); }
-      if (all || d.units || d.timing) { renderUnits(all || d.units); }
+      if (all || d.units) { renderUnits(true); }
       if (D.firstPaintMs === null) { D.firstPaintMs = performance.now() - D.started; }
       if (all || d.diagram || d.couplings || d.units) {
         // After the first paint: a large model's layout must not hold the page back.
         setTimeout(layoutDiagram, 0);
-      } else if (d.links) { updateLinkValues(); }
-      // Charts (the costly part: canvases redrawn) at most every CHART_GAP ms, at once when
-      // the user changed what they show.
-      var now = performance.now(), charts = ["signals", "signal_keys", "timing", "steps"];
-      if (!all && !d.selected && now - lastCharts < CHART_GAP &&
-          charts.some(function (k) { return d[k]; })) {
-        charts.forEach(function (k) { if (d[k]) { D.dirty[k] = true; } });
-        schedule();
-      } else {
-        if (all || d.signals || d.selected || d.signal_keys) { renderSignals(); }
-        if (all || d.timing) { renderTiming(); }
-        if (all || d.steps) { renderSteps(); }
-        lastCharts = now;
       }
       if (all || d.marks) { renderMarks(); }
+      if (all || d.signals || d.selected || d.signal_keys) { renderSignals(); }
+      if (all || d.timing) { renderTiming(); renderUnits(false); }
+      if (all || d.steps) { renderSteps(); }
+      if (d.links && !(all || d.diagram || d.couplings || d.units)) { updateLinkValues(); }
     } catch (err) {
       $("error").textContent = "dashboard: " + err;
       throw err;
