@@ -80,6 +80,27 @@ def _cpu(pids) -> float:
     return total / tick
 
 
+def _dashboard_threads() -> list[int]:
+    """Native ids of this process's dashboard threads: the monitor's, the server's and its
+    request handlers' (the event streams)."""
+    import threading
+    return [t.native_id for t in threading.enumerate()
+            if t.name.startswith("cosim-dashboard") or "process_request" in t.name]
+
+
+def _thread_cpu(tids) -> float:
+    """CPU seconds threads ``tids`` of this process have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 class _Page:
     """The dashboard open in headless Chromium, in a process of its own
     (tests/dashboard/reader.py)."""
@@ -117,11 +138,14 @@ def _timed_run(model_of, backend: str, t_end: float, with_board: bool) -> dict:
         browser = page.pids() if page else []
         units = [p for p in _tree(os.getpid())[1:] if p not in browser]
         c_units, c_browser = _cpu(units), _cpu(browser)
+        threads = _dashboard_threads()
+        c_threads = _thread_cpu(threads)
         c0, t0 = time.process_time(), time.perf_counter()
         sim.run()
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         out = {"wall": seconds, "cpu": cpu, "units": _cpu(units) - c_units,
-               "browser": _cpu(browser) - c_browser, "steps": sim.master.n}
+               "browser": _cpu(browser) - c_browser, "steps": sim.master.n,
+               "threads": _thread_cpu(threads) - c_threads}
         if page is not None:
             out["page"] = page.close()
             page = None
@@ -148,7 +172,7 @@ def test_dashboard_overhead(name, backend, t_end):
             runs[with_board].append(_timed_run(model_of, backend, t_end, with_board))
     load.append(os.getloadavg()[0])
     best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
-    least = {k: {f: min(r[f] for r in v) for f in ("cpu", "units", "browser")}
+    least = {k: {f: min(r[f] for r in v) for f in ("cpu", "units", "browser", "threads")}
              for k, v in runs.items()}
     steps = best[False]["steps"]
     ratio = best[True]["wall"] / best[False]["wall"]
@@ -166,6 +190,10 @@ def test_dashboard_overhead(name, backend, t_end):
           f"{least[True]['units']:.2f} s; the browser {least[True]['browser']:.2f} s "
           f"({100 * least[True]['browser'] / best[True]['wall']:.0f} % of a CPU; "
           f"{best[True].get('page')}); load {load[0]:.1f} -> {load[1]:.1f}")
+    print(f"  the dashboard's own threads in the master's process (monitor, server, event "
+          f"stream): {1e3 * least[True]['threads']:.0f} ms of CPU = "
+          f"{100 * least[True]['threads'] / least[False]['cpu']:.1f} % of the master's CPU; "
+          f"the observer on the master's thread: see test_the_observers_cost_per_call")
     run_cpu = least[False]["cpu"] + least[False]["units"]
     added = least[True]["cpu"] - least[False]["cpu"] + least[True]["browser"]
     print(f"  CPU the dashboard adds (master's process + browser): {added:.2f} s = "
