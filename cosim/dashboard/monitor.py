@@ -486,8 +486,9 @@ class RunMonitor(Observer):
         for _ in range(2):          # again if this update found signals chosen in waiting
             if self._asked is not None:
                 self._install()
-            self._snaps.append(self._snapshot(master, time.perf_counter()))
-            with self._lock:
+            snap = self._snapshot(master, time.perf_counter())
+            with self._lock:                # queued here: the thread cannot take it unedited
+                self._snaps.append(snap)
                 self._publish(last)
             if self._asked is None:
                 break
