@@ -124,6 +124,10 @@ def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
             new_pid = str(sim.master.proxies["b"].where()["pid"])
             _wait(page, "document.querySelector('#units-table tr[data-unit=b] .where')"
                         f".textContent.includes('pid {new_pid}')")
+            # The steps replayed after the recovery took the place of those the page held:
+            # every plotted signal's times go forward.
+            assert page.evaluate("Object.values(cosimDashboard.state.signals).every(([t]) =>"
+                                 " t.every((x, i) => i === 0 || x >= t[i - 1]))")
             # ... and the run is the unfailed one, bit for bit.
             logs = sim.logs
             for key in ref:
