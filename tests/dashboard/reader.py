@@ -2,9 +2,10 @@
 process of its own (as a browser would be), until told to close.
 
 Run: ``python -m tests.dashboard.reader URL``. Prints ``open`` once the page shows the run's
-first state (its diagram drawn), keeps it open (Playwright's loop pumped a few times a
-second, as a browser's would be) until a line arrives on stdin, then prints the page's
-render count and closes.
+first state (its diagram drawn), keeps it open (Playwright's connection served once a
+second: the driver's own work stays small beside the page's) until a line arrives on stdin,
+then prints the page's render count, its script's time per render and any errors, and
+closes.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def main(url: str) -> None:
         page.wait_for_selector("body[data-diagram=ready]", timeout=120_000)
         print("open", flush=True)
         while not select.select([sys.stdin], [], [], 0)[0]:
-            page.wait_for_timeout(250)
+            page.wait_for_timeout(1000)
         renders, ms = page.evaluate("[cosimDashboard.renders, cosimDashboard.renderMs]")
         print(f"{renders} renders of {ms:.1f} ms, errors {page.errors}", flush=True)
 
