@@ -1,6 +1,7 @@
 """Benchmark: what the dashboard costs a run, and how fast its page paints.
 
-1. The same co-simulation with and without a dashboard, interleaved, best of repeats. "With"
+1. The same co-simulation with and without a dashboard, interleaved, best of repeats, and
+   with no dashboard but a browser open on a blank page (what a browser costs here). "With"
    is the whole thing a user has: the server up, the observer sampling, and the page open
    in headless Chromium (a process of its own, started before the timed run, drawing every
    update) on the same 2 vCPUs. Printed: the wall time of ``run()`` and its ratio; the CPU
@@ -126,15 +127,21 @@ class _Page:
         return said
 
 
-def _timed_run(model_of, backend: str, t_end: float, with_board: bool) -> dict:
+#: The arms of the comparison: no dashboard and no browser; no dashboard, a browser open on
+#: a blank page (what a browser's presence costs on these 2 vCPUs); the dashboard with its
+#: page open in the browser.
+ARMS = ("without", "blank page", "with")
+
+
+def _timed_run(model_of, backend: str, t_end: float, arm: str) -> dict:
     model, config = model_of(t_end, backend)
-    board = Dashboard() if with_board else None
+    board = Dashboard() if arm == "with" else None
     page = None
     try:
         sim = CoSimulation(model, config, dashboard=board)
         sim.initialize()
-        if board is not None:
-            page = _Page(board.url)
+        if arm != "without":
+            page = _Page(board.url if board is not None else "about:blank")
         browser = page.pids() if page else []
         units = [p for p in _tree(os.getpid())[1:] if p not in browser]
         c_units, c_browser = _cpu(units), _cpu(browser)
@@ -165,40 +172,43 @@ def test_dashboard_overhead(name, backend, t_end):
     the EV in process: an iterated coupling, the engine's protocol path; two lags in
     process: the compiled exchange, the observer called per chunk of steps."""
     model_of = _lags if name == "two lags" else _ev
-    runs = {False: [], True: []}
+    runs = {arm: [] for arm in ARMS}
     load = [os.getloadavg()[0]]
-    for i in range(REPEATS):                    # interleaved, in both orders: load drifts
-        for with_board in ((False, True) if i % 2 else (True, False)):
-            runs[with_board].append(_timed_run(model_of, backend, t_end, with_board))
+    for i in range(REPEATS):                    # interleaved, order rotated: load drifts
+        for k in range(len(ARMS)):
+            arm = ARMS[(i + k) % len(ARMS)]
+            runs[arm].append(_timed_run(model_of, backend, t_end, arm))
     load.append(os.getloadavg()[0])
     best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
-    least = {k: {f: min(r[f] for r in v) for f in ("cpu", "units", "browser", "threads")}
+    least = {k: {f: min(r[f] for r in v) for f in ("cpu", "units", "browser")}
              for k, v in runs.items()}
-    steps = best[False]["steps"]
-    ratio = best[True]["wall"] / best[False]["wall"]
-    pairs = sorted(a["wall"] / b["wall"] for a, b in zip(runs[True], runs[False]))
-    cpu_ratio = least[True]["cpu"] / least[False]["cpu"]
-    print(f"\ndashboard overhead, {name}, {backend} backend, {steps} macro steps, a page in "
-          f"headless Chromium: wall without {best[False]['wall']:.3f} s "
-          f"({steps / best[False]['wall']:,.0f} steps/s), with {best[True]['wall']:.3f} s "
-          f"(best of {REPEATS}): x{ratio:.3f} ({100 * (ratio - 1):+.1f} %); median of the "
-          f"paired ratios x{pairs[len(pairs) // 2]:.3f}, faster with it in "
-          f"{sum(p < 1 for p in pairs)} of {len(pairs)} pairs")
-    print(f"  CPU of the master's process (least of {REPEATS}): without "
-          f"{least[False]['cpu']:.3f} s, with {least[True]['cpu']:.3f} s: x{cpu_ratio:.3f} "
-          f"({1e6 * (least[True]['cpu'] - least[False]['cpu']) / steps:+.1f} us per macro "
-          f"step); units' server processes {least[False]['units']:.2f} s / "
-          f"{least[True]['units']:.2f} s; the browser {least[True]['browser']:.2f} s "
-          f"({100 * least[True]['browser'] / best[True]['wall']:.0f} % of a CPU; "
-          f"{best[True].get('page')}); load {load[0]:.1f} -> {load[1]:.1f}")
-    print(f"  the dashboard's own threads in the master's process (monitor, server, event "
-          f"stream): {1e3 * least[True]['threads']:.0f} ms of CPU = "
-          f"{100 * least[True]['threads'] / least[False]['cpu']:.1f} % of the master's CPU; "
-          f"the observer on the master's thread: see test_the_observers_cost_per_call")
-    run_cpu = least[False]["cpu"] + least[False]["units"]
-    added = least[True]["cpu"] - least[False]["cpu"] + least[True]["browser"]
-    print(f"  CPU the dashboard adds (master's process + browser): {added:.2f} s = "
+    steps = best["without"]["steps"]
+    base = best["without"]["wall"]
+    print(f"\ndashboard overhead, {name}, {backend} backend, {steps} macro steps "
+          f"({steps / base:,.0f} steps/s without), best of {REPEATS} interleaved; "
+          f"load {load[0]:.1f} -> {load[1]:.1f}")
+    for arm in ARMS:
+        r = best[arm]
+        pairs = sorted(a["wall"] / b["wall"] for a, b in zip(runs[arm], runs["without"]))
+        print(f"  {arm:>10}: wall {r['wall']:.3f} s x{r['wall'] / base:.3f} (median of the "
+              f"paired ratios x{pairs[len(pairs) // 2]:.3f}, faster in "
+              f"{sum(p < 1 for p in pairs)} of {len(pairs)}); CPU (least): master's process "
+              f"{least[arm]['cpu']:.3f} s, units' servers {least[arm]['units']:.2f} s, "
+              f"browser {least[arm]['browser']:.2f} s "
+              f"({100 * least[arm]['browser'] / r['wall']:.1f} % of a CPU)"
+              + (f"; page: {r['page']}" if "page" in r else ""))
+    with_, blank = best["with"], best["blank page"]
+    threads = sum(r["threads"] for r in runs["with"]) / REPEATS
+    print(f"  the dashboard beside a browser on a blank page: wall x"
+          f"{with_['wall'] / blank['wall']:.3f}; the master's process "
+          f"{1e6 * (least['with']['cpu'] - least['without']['cpu']) / steps:+.1f} us of CPU "
+          f"per macro step, of which its own threads (monitor, server, event stream) "
+          f"{1e6 * threads / steps:.1f} us (mean)")
+    run_cpu = least["without"]["cpu"] + least["without"]["units"]
+    added = least["with"]["cpu"] - least["without"]["cpu"] + least["with"]["browser"]
+    print(f"  CPU the dashboard and its page add: {added:.2f} s = "
           f"{100 * added / run_cpu:.1f} % of the run's own CPU ({run_cpu:.2f} s)")
+
 
 def test_first_paint_of_a_thousand_block_model_and_a_100k_sample_plot(tmp_path):
     from cosim.dashboard.page import render
