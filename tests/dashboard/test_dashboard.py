@@ -9,6 +9,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -392,3 +393,21 @@ def test_samples_that_go_back_in_time_replace_what_the_board_held_from_then():
     board.publish({"signals": {"x": [[0.2, 0.3], [20, 30]]}})
     board.publish({"signals": {"x": [[0.4, 0.4], [40, 41]]}})     # same time: kept (events)
     assert board.state["signals"]["x"] == [[0.0, 0.1, 0.2, 0.3, 0.4, 0.4], [0, 1, 20, 30, 40, 41]]
+
+
+def test_an_automatic_splits_logged_signals_keep_the_models_own_names():
+    """Units cut by ``partition=k`` log under the model's own keys, and the page offers and
+    plots them by those names (the logs' key mapping, not the units' internal names)."""
+    from tests.dashboard.models import chain
+    model, config = chain(12)
+    config = replace(config, t_end=0.3, cosim=CosimConfig(H=0.01, partition=2))
+    with Dashboard(signals=["g7.out"]) as board:
+        sim = CoSimulation(model, config, dashboard=board)
+        logs = sim.run()
+        state = _state(board)
+        assert "g7.out" in state["set"]["signal_keys"] and "g7.out" in logs
+        assert state["set"]["selected"] == ["g7.out"]
+        t, v = state["signals"]["g7.out"]
+        np.testing.assert_array_equal(t, logs.time_of("g7.out"))
+        np.testing.assert_array_equal(v, np.ravel(logs["g7.out"]))
+        sim.close()
