@@ -25,7 +25,8 @@ def main() -> None:
     config = replace(sim_cfg, cosim=replace(
         sim_cfg.cosim, backend="zmq",
         units={"motor": UnitOptions(process="power"), "battery": UnitOptions(process="power")}))
-    with Dashboard(signals=["cycle.v_ref", "vehicle.v", "motor.current"]) as board, \
+    # Two unit outputs and a signal logged inside the vehicle unit.
+    with Dashboard(signals=["cycle.v_ref", "vehicle.v", "vehicle/accel.out"]) as board, \
             browser_page(width=1280, height=900) as page:
         sim = CoSimulation(model, config, dashboard=board)
         page.goto(board.url)
@@ -33,7 +34,9 @@ def main() -> None:
         run.start()
         run.join()
         page.wait_for_function("cosimDashboard.state.progress.status === 'done'")
-        page.wait_for_timeout(600)
+        page.wait_for_function("cosimDashboard.lastPlotted('vehicle/accel.out') >= "
+                               f"{config.t_end} - 0.02")
+        page.wait_for_timeout(1500)             # the page renders once a second
         out = ROOT / "docs" / "dashboard.png"
         page.screenshot(path=str(out), full_page=True)
         sim.close()

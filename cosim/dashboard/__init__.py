@@ -11,6 +11,7 @@ module         its one job
 =============  ===========================================================================
 ``board``      the page's state as JSON-ready data, and the deltas that grow it
 ``monitor``    the master's observer: samples a run, turns it into deltas on its own thread
+``decimate``   fewer samples drawn the same (minimum and maximum per time slice)
 ``diagram``    a model's blocks and wires (and its units' facts) as data for the layout
 ``server``     the local web server: the page, its scripts, the event stream, a token
 ``page``       the page's HTML, live or static (everything inline)
@@ -44,10 +45,12 @@ class Dashboard:
         loopback host serves the page to the network: the token in :attr:`url` is then its
         only guard.
     signals : sequence of str, optional
-        Signals to plot from the start (``unit.port``, ``unit.port[i]``); the page can choose
-        others while the run goes.
+        Signals to plot from the start: unit outputs (``unit.port``, ``unit.port[i]``) and
+        logged signals as the run's logs name them (``unit/block.port`` inside a unit,
+        ``block.port`` at the top level); the page can choose others while the run goes.
     period : float
-        Seconds between updates of the page.
+        Seconds between updates of the page (the page redraws its charts at most once a
+        second whatever the period).
     title : str, optional
 
     Attributes
@@ -58,7 +61,7 @@ class Dashboard:
         What the page shows.
     """
 
-    def __init__(self, address: str | None = None, *, signals=None, period: float = 0.1,
+    def __init__(self, address: str | None = None, *, signals=None, period: float = 0.5,
                  title: str | None = None):
         self.signals = None if signals is None else list(signals)
         self.period = period

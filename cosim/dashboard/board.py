@@ -14,12 +14,15 @@ Delta (and state) keys
 ``timing``: ``{"t": [...], "units": {unit: [...]}}`` appended (wall ms per macro step);
 ``steps``: ``{"t": [...], "iterations": [...], "rejected": [...]}`` appended;
 ``marks``: list of ``{"t", "kind", "text"}`` appended (kinds ``recovery``, ``rejected``,
-``stop``, ``nonconverged``); ``signals``: ``{key: [[t...], [v...]]}`` appended;
+``stop``, ``nonconverged``); ``signals``: ``{key: [[t...], [v...]]}`` appended (samples
+that start before the last one held replace those from their first time on: a recovery
+replays the steps after its checkpoint);
 ``rows``: sweep result rows appended.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import queue
 import threading
@@ -82,6 +85,10 @@ class Board:
         s["marks"].extend(delta.get("marks", ()))
         for key, (ts, vs) in delta.get("signals", {}).items():
             mine = s["signals"].setdefault(key, [[], []])
+            if ts and mine[0] and ts[0] < mine[0][-1]:
+                # Back in time (a recovery's replay): the new samples replace the old.
+                cut = bisect.bisect_left(mine[0], ts[0])
+                del mine[0][cut:], mine[1][cut:]
             mine[0].extend(ts)
             mine[1].extend(vs)
             if len(mine[0]) > MAX_SAMPLES:

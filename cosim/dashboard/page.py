@@ -31,7 +31,9 @@ their latest values.</p></section>
 <section id="units-panel"><h2>Units</h2><table id="units-table"></table>
 <p class="note">The unit with the highest mean step time (the straggler) is highlighted.</p>
 </section>
-<section id="signals-panel"><h2>Signals</h2><div id="signal-picker"></div>
+<section id="signals-panel"><h2>Signals</h2><input id="signal-filter" type="search"
+placeholder="filter signals (unit.port, unit/block.port, block.port)" size="48">
+<span id="signal-count" class="note"></span><div id="signal-picker"></div>
 <div id="signal-plot"></div></section>
 <section id="timing-panel"><h2>Wall time per macro step, per unit</h2>
 <p id="timing-note" class="note"></p><div id="timing-plot"></div></section>

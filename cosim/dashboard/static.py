@@ -6,17 +6,17 @@ to at most :data:`POINTS` samples (the minimum and maximum of each time slice)."
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import replace
 
 import numpy as np
 
 from cosim.dashboard.board import Board
+from cosim.dashboard.decimate import jsonable, minmax
 from cosim.dashboard.diagram import model_diagram, unit_facts
 from cosim.dashboard.monitor import unit_placement
 from cosim.master.overview import unit_solver
 
-__all__ = ["POINTS", "dumps", "minmax", "report_state", "run_facts", "view_state"]
+__all__ = ["POINTS", "dumps", "report_state", "run_facts", "view_state"]
 
 #: Most samples of a series in a static page.
 POINTS = 4000
@@ -24,34 +24,11 @@ POINTS = 4000
 MAX_SIGNALS = 64
 
 
-def _clean(values) -> list:
-    return [v if v is not None and math.isfinite(v) else None for v in values]
-
-
-def minmax(t: np.ndarray, v: np.ndarray, points: int = POINTS) -> tuple[list, list]:
-    """At most ``points`` samples of ``(t, v)`` (shapes ``(n,)``): the minimum and maximum of
-    each of ``points // 2`` equal slices of time, in time order."""
-    n = len(t)
-    if n <= points:
-        return t.tolist(), _clean(v.tolist())
-    edges = np.linspace(t[0], t[-1], points // 2 + 1)
-    where = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, points // 2 - 1)
-    starts = np.flatnonzero(np.r_[True, where[1:] != where[:-1]])
-    keep = []
-    for a, b in zip(starts, np.r_[starts[1:], n]):
-        seg = v[a:b]
-        lo, hi = a + int(np.nanargmin(seg)) if np.isfinite(seg).any() else a, \
-            a + int(np.nanargmax(seg)) if np.isfinite(seg).any() else a
-        keep += sorted({lo, hi})
-    keep = np.array(keep)
-    return t[keep].tolist(), _clean(v[keep].tolist())
-
-
 def _binned(t: np.ndarray, columns: dict, how: dict, bins: int = POINTS // 2):
     """``columns`` (name -> values at times ``t``) reduced to ``bins`` time slices by
     ``how[name]`` (``"mean"``, ``"max"``, ``"sum"``); the slices' end times."""
     if len(t) <= bins:
-        return t.tolist(), {k: _clean(np.asarray(v, float).tolist()) for k, v in columns.items()}
+        return t.tolist(), {k: jsonable(np.asarray(v, float)) for k, v in columns.items()}
     edges = np.linspace(t[0], t[-1], bins + 1)
     where = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
     count = np.bincount(where, minlength=bins)
@@ -66,7 +43,7 @@ def _binned(t: np.ndarray, columns: dict, how: dict, bins: int = POINTS // 2):
             red = np.bincount(where, weights=v, minlength=bins)
             if how[k] == "mean":
                 red = red / np.maximum(count, 1)
-        out[k] = _clean(red[used].tolist())
+        out[k] = jsonable(red[used])
     return edges[1:][used].tolist(), out
 
 
@@ -106,7 +83,8 @@ def report_state(record, signals=None, title: str | None = None) -> str:
         if k in chosen and len(data) < MAX_SIGNALS:
             t = np.asarray(logs.time_of(k), float)
             for i, name in enumerate(names):
-                data[name] = list(minmax(t, v[:, i]))
+                ts, vs = minmax(t, v[:, i], POINTS)
+                data[name] = [ts.tolist(), jsonable(vs)]
     selected = [k for k in data][: (len(data) if signals else 4)]
     steps = record.steps
     delta: dict = {"set": {"title": board.state["title"], "mode": "static",

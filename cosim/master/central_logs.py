@@ -32,6 +32,7 @@ class CentralLogs:
     def __init__(self, units=(), keys: dict | None = None):
         self._units = set(units)
         self._keys = keys or {}
+        self._stored = {v: k for k, v in self._keys.items() if v is not None}
         self._batches: dict[str, tuple[list, list]] = {}
         self._grid: tuple[float, float] | None = None
 
@@ -71,6 +72,22 @@ class CentralLogs:
         block, _, port = key.rpartition(".")
         unit, sep, out = block.partition("__")
         return f"{unit}.{out}" if sep and port == "out" and unit in self._units else key
+
+    def names(self) -> list[str]:
+        """The signals logged so far, named as :meth:`logs` names them."""
+        shown = (self._keys.get(k, k) for k in list(self._batches))
+        return [k for k in shown if k is not None]
+
+    def batches(self, name: str, start: int = 0) -> tuple[list, list, int]:
+        """Signal ``name`` (as :meth:`logs` names it) as collected since batch ``start``:
+        its time arrays ``(n_i,)`` and value arrays ``(n_i, *port_shape)``, one per batch,
+        and the number of batches held (the next ``start``; below ``start`` after the logs
+        were cut back by a recovery, whose replayed samples then follow). Cheap: no array
+        is copied (a live view such as a dashboard reads a few signals often)."""
+        key = self._stored.get(name, name) if self._keys else name
+        ts, vs = self._batches.get(key, ((), ()))
+        end = len(vs)
+        return list(ts[start:end]), list(vs[start:end]), end
 
     def lengths(self) -> dict[str, int]:
         """Batches held per signal (what :meth:`truncate` goes back to)."""

@@ -1,14 +1,23 @@
 """Benchmark: what the dashboard costs a run, and how fast its page paints.
 
-1. The same co-simulation with and without a dashboard (its server up, the observer
-   sampling, a page subscribed to the event stream), interleaved, best of repeats: the
-   wall time of ``run()``, and the ratio. Run on the zmq backend (two units in two server
-   processes: about 1,000 macro steps per second here, the issue's rate) and in process
-   (the compiled exchange: far more steps per second, the observer's cost per step at its
-   most visible). Target: <= 5 % at 1,000 macro steps/s.
+1. The same co-simulation with and without a dashboard, interleaved, best of repeats, and
+   with no dashboard but a browser open on a blank page (what a browser costs here). "With"
+   is the whole thing a user has: the server up, the observer sampling, and the page open
+   in headless Chromium (a process of its own, started before the timed run, drawing every
+   update) on the same 2 vCPUs. Printed: the wall time of ``run()`` and its ratio; the CPU
+   time of the master's process (all its threads: the macro loop, the monitor's thread,
+   the server's threads) with and without; the CPU time of the units' server processes and
+   of the browser over the run; the page's renders. Runs: two lags on the zmq backend (two
+   server processes, each unit 128 RK4 steps per macro step: about 1,000 macro steps per
+   second here, the issue's rate, the observer called every step); the electric vehicle in
+   process (an iterated coupling: the engine's protocol path, every macro step observed);
+   two lags in process (the compiled exchange: the observer called per chunk). Target:
+   <= 5 % at 1,000 macro steps/s.
 2. The page in headless Chromium: first paint and diagram drawn for a 1,000-block model's
-   ``cosim view`` page (target: first paint <= 1 s), and one redraw of the signal plot
-   holding 100,000 samples per signal (decimated to the plot's width).
+   ``cosim view`` page and its live page (target: first paint <= 1 s), and one redraw of
+   the signal plot holding 100,000 samples per signal (decimated to the plot's width).
+3. What the master's thread pays per macro step (``RunMonitor.observe``) and what the
+   monitor's thread spends per update.
 
 Run: python -m pytest -m bench -s tests/benchmarks/test_bench_dashboard.py
 """
@@ -19,6 +28,8 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -28,70 +39,175 @@ from tests.dashboard.models import chain, two_lags
 
 pytestmark = pytest.mark.bench
 
+ROOT = Path(__file__).resolve().parents[2]
+REPEATS = int(os.environ.get("BENCH_REPEATS", 6))
+
 
 def _ev(t_end: float, backend: str):
-    from dataclasses import replace
-    from pathlib import Path
-
     from cosim import Model
-    model = Model.from_yaml(Path(__file__).resolve().parents[2] / "examples" /
-                            "electric_vehicle.yaml")
+    model = Model.from_yaml(ROOT / "examples" / "electric_vehicle.yaml")
     return model, replace(model.simulation, t_end=t_end,
                           cosim=replace(model.simulation.cosim, backend=backend))
 
 
-def _timed_run(backend: str, t_end: float, with_board: bool, model_of=two_lags) \
-        -> tuple[float, int]:
-    model, config = model_of(t_end=t_end, backend=backend)
-    board = Dashboard() if with_board else None
-    reader = None
+def _lags(t_end: float, backend: str):
+    return two_lags(t_end=t_end, backend=backend, micro=128 if backend == "zmq" else 1)
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for f in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                todo.extend(int(c) for c in f.read_text().split())
+            except FileNotFoundError:
+                pass
+    return out
+
+
+def _cpu(pids) -> float:
+    """CPU seconds (user + system, all threads) the processes ``pids`` have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in pids:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def _dashboard_threads() -> list[int]:
+    """Native ids of this process's dashboard threads: the monitor's, the server's and its
+    request handlers' (the event streams)."""
+    import threading
+    return [t.native_id for t in threading.enumerate()
+            if t.name.startswith("cosim-dashboard") or "process_request" in t.name]
+
+
+def _thread_cpu(tids) -> float:
+    """CPU seconds threads ``tids`` of this process have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+class _Page:
+    """The dashboard open in headless Chromium, in a process of its own
+    (tests/dashboard/reader.py)."""
+
+    def __init__(self, url: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.dashboard.reader", url],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        line = self.proc.stdout.readline()
+        if line.strip() != "open":
+            self.proc.kill()
+            raise AssertionError(f"the page did not open: {line!r}")
+        time.sleep(1.0)                 # Chromium's start-up work done before the clock runs
+
+    def pids(self) -> list[int]:
+        return _tree(self.proc.pid)
+
+    def close(self) -> str:
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        said = self.proc.stdout.readline().strip()
+        self.proc.wait(timeout=60)
+        return said
+
+
+#: The arms of the comparison: no dashboard and no browser; no dashboard, a browser open on
+#: a blank page (what a browser's presence costs on these 2 vCPUs); the dashboard with its
+#: page open in the browser.
+ARMS = ("without", "blank page", "with")
+
+
+def _timed_run(model_of, backend: str, t_end: float, arm: str) -> dict:
+    model, config = model_of(t_end, backend)
+    board = Dashboard() if arm == "with" else None
+    page = None
     try:
         sim = CoSimulation(model, config, dashboard=board)
-        if board is not None:           # a page listening all along, in a process of its own
-            reader = subprocess.Popen(
-                [sys.executable, "-c", "import sys, urllib.request\n"
-                 "for _ in urllib.request.urlopen(sys.argv[1], timeout=60): pass",
-                 board.url.replace("/?", "/events?")], stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL)
-            deadline = time.monotonic() + 30
-            while not board.board.subscribers and time.monotonic() < deadline:
-                time.sleep(0.01)
         sim.initialize()
-        t0 = time.perf_counter()
+        if arm != "without":
+            page = _Page(board.url if board is not None else "about:blank")
+        browser = page.pids() if page else []
+        units = [p for p in _tree(os.getpid())[1:] if p not in browser]
+        c_units, c_browser = _cpu(units), _cpu(browser)
+        threads = _dashboard_threads()
+        c_threads = _thread_cpu(threads)
+        c0, t0 = time.process_time(), time.perf_counter()
         sim.run()
-        seconds = time.perf_counter() - t0
-        steps = sim.master.n
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        out = {"wall": seconds, "cpu": cpu, "units": _cpu(units) - c_units,
+               "browser": _cpu(browser) - c_browser, "steps": sim.master.n,
+               "threads": _thread_cpu(threads) - c_threads}
+        if page is not None:
+            out["page"] = page.close()
+            page = None
         sim.close()
-        return seconds, steps
+        return out
     finally:
+        if page is not None:
+            page.proc.kill()
         if board is not None:
             board.close()
-        if reader is not None:
-            reader.kill()
-            reader.wait()
 
 
 @pytest.mark.parametrize("name,backend,t_end", [
-    ("two lags", "zmq", 5.0), ("two lags", "local", 20.0), ("EV (iterated)", "local", 4.0)])
+    ("two lags", "zmq", 5.0), ("EV (iterated)", "local", 20.0), ("two lags", "local", 100.0)])
 def test_dashboard_overhead(name, backend, t_end):
-    """Two lags: the pipeline (zmq) and the compiled exchange (local), the observer called
-    per chunk; the EV in process: the protocol path (an iterated coupling), called every
-    macro step."""
-    model_of = two_lags if name == "two lags" else _ev
-    times = {False: [], True: []}
-    steps = 0
-    for i in range(8):                          # interleaved, in both orders: load drifts
-        for with_board in ((False, True) if i % 2 else (True, False)):
-            seconds, steps = _timed_run(backend, t_end, with_board, model_of)
-            times[with_board].append(seconds)
-    best = {k: min(v) for k, v in times.items()}
-    rate = steps / best[False]
-    ratio = best[True] / best[False]
-    pairs = sorted(a / b for a, b in zip(times[True], times[False]))
-    print(f"\ndashboard overhead, {name}, {backend} backend, {steps} macro steps: without "
-          f"{best[False]:.3f} s ({rate:,.0f} steps/s), with {best[True]:.3f} s (best of 8): "
-          f"x{ratio:.3f} ({100 * (ratio - 1):+.1f} %); median of the paired ratios "
-          f"x{pairs[len(pairs) // 2]:.3f}; load {os.getloadavg()[0]:.1f}")
+    """Two lags on zmq: about 1,000 macro steps/s, the protocol path, every step observed;
+    the EV in process: an iterated coupling, the engine's protocol path; two lags in
+    process: the compiled exchange, the observer called per chunk of steps."""
+    model_of = _lags if name == "two lags" else _ev
+    runs = {arm: [] for arm in ARMS}
+    load = [os.getloadavg()[0]]
+    for i in range(REPEATS):                    # interleaved, order rotated: load drifts
+        for k in range(len(ARMS)):
+            arm = ARMS[(i + k) % len(ARMS)]
+            runs[arm].append(_timed_run(model_of, backend, t_end, arm))
+    load.append(os.getloadavg()[0])
+    best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
+    least = {k: {f: min(r[f] for r in v) for f in ("cpu", "units", "browser")}
+             for k, v in runs.items()}
+    steps = best["without"]["steps"]
+    base = best["without"]["wall"]
+    print(f"\ndashboard overhead, {name}, {backend} backend, {steps} macro steps "
+          f"({steps / base:,.0f} steps/s without), best of {REPEATS} interleaved; "
+          f"load {load[0]:.1f} -> {load[1]:.1f}")
+    for arm in ARMS:
+        r = best[arm]
+        pairs = sorted(a["wall"] / b["wall"] for a, b in zip(runs[arm], runs["without"]))
+        print(f"  {arm:>10}: wall {r['wall']:.3f} s x{r['wall'] / base:.3f} (median of the "
+              f"paired ratios x{pairs[len(pairs) // 2]:.3f}, faster in "
+              f"{sum(p < 1 for p in pairs)} of {len(pairs)}); CPU (least): master's process "
+              f"{least[arm]['cpu']:.3f} s, units' servers {least[arm]['units']:.2f} s, "
+              f"browser {least[arm]['browser']:.2f} s "
+              f"({100 * least[arm]['browser'] / r['wall']:.1f} % of a CPU)"
+              + (f"; page: {r['page']}" if "page" in r else ""))
+    with_, blank = best["with"], best["blank page"]
+    threads = sum(r["threads"] for r in runs["with"]) / REPEATS
+    print(f"  the dashboard beside a browser on a blank page: wall x"
+          f"{with_['wall'] / blank['wall']:.3f}; the master's process "
+          f"{1e6 * (least['with']['cpu'] - least['without']['cpu']) / steps:+.1f} us of CPU "
+          f"per macro step, of which its own threads (monitor, server, event stream) "
+          f"{1e6 * threads / steps:.1f} us (mean)")
+    run_cpu = least["without"]["cpu"] + least["without"]["units"]
+    added = least["with"]["cpu"] - least["without"]["cpu"] + least["with"]["browser"]
+    print(f"  CPU the dashboard and its page add: {added:.2f} s = "
+          f"{100 * added / run_cpu:.1f} % of the run's own CPU ({run_cpu:.2f} s)")
 
 
 def test_first_paint_of_a_thousand_block_model_and_a_100k_sample_plot(tmp_path):
@@ -144,7 +260,6 @@ def test_first_paint_of_a_thousand_block_model_and_a_100k_sample_plot(tmp_path):
             });
         }""")
     # The live page of the same model co-simulated (one unit): served, scripts from /static.
-    from dataclasses import replace
 
     from cosim import CosimConfig
     live_paint, live_diagram = [], []

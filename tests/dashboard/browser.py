@@ -25,7 +25,7 @@ def browser_page(width: int = 1300, height: int = 1000):
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
             page.errors = []
-            page.on("pageerror", lambda e: page.errors.append(f"uncaught: {e}"))
+            page.on("pageerror", lambda e: page.errors.append(f"uncaught: {e} {e.stack}"))
             page.on("console", lambda m: page.errors.append(m.text)
                     if m.type == "error" else None)
             yield page

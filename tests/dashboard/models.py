@@ -18,9 +18,10 @@ def chain(n: int) -> tuple[Model, SimulationConfig]:
     return m, SimulationConfig(dt=0.01, t_end=1.0)
 
 
-def two_lags(t_end: float = 10.0, H: float = 0.001, backend: str = "local"):
+def two_lags(t_end: float = 10.0, H: float = 0.001, backend: str = "local",
+             micro: int = 1):
     """Two units, each a first-order lag, in a loop: 1,000 macro steps per simulated
-    second at ``H`` = 1 ms."""
+    second at ``H`` = 1 ms; each unit takes ``micro`` RK4 steps per macro step."""
     m = Model("two_lags")
     for name, other in (("p", "q"), ("q", "p")):
         s = Subsystem(name, atomic=True)
@@ -31,5 +32,5 @@ def two_lags(t_end: float = 10.0, H: float = 0.001, backend: str = "local"):
     m.add(Sine("src", frequency=0.5))
     m.connect("p.y", "q.u")
     m.connect("q.y", "p.u")
-    return m, SimulationConfig(dt=H, t_end=t_end, solver="RK4", cosim=CosimConfig(
+    return m, SimulationConfig(dt=H / micro, t_end=t_end, solver="RK4", cosim=CosimConfig(
         H=H, scheme="jacobi", backend=backend))

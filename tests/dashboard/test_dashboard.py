@@ -9,6 +9,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -311,4 +312,105 @@ def test_a_stop_event_and_rejected_steps_are_marks_at_their_times(adaptive):
         assert (len(rejected) > 0) == adaptive
         assert state["set"]["progress"]["t"] == pytest.approx(0.374)
         assert state["set"]["progress"]["status"] == "stopped"
+        sim.close()
+
+
+def test_signals_logged_inside_units_and_at_the_top_level_are_selectable():
+    """Every signal of the central logs can be shown, named as the logs name it: a block
+    inside unit a (``a/x.out``, chosen before it was ever logged) and a top-level block
+    (``src.out``); the page gets real samples of each (the logs' own, to the bit), the
+    first and the last, and where there are more than an update carries, the extremes."""
+    from cosim.dashboard import monitor
+    with Dashboard(signals=["a/x.out", "src.out", "a.y"]) as board:
+        sim = CoSimulation(three_units(), _config(log_every=5), dashboard=board)
+        logs = sim.run()
+        state = _state(board)
+        keys = state["set"]["signal_keys"]
+        assert {"a/x.out", "a/k.out", "b/x.out", "src.out", "a.y", "e.out"} <= set(keys)
+        assert len(keys) == len(set(keys))         # a unit output the top level logs: once
+        assert state["set"]["selected"] == ["a/x.out", "src.out", "a.y"]
+        for key in ("a/x.out", "src.out"):
+            t, v = (np.array(x, dtype=float) for x in state["signals"][key])
+            ref_t, ref_v = logs.time_of(key), np.ravel(logs[key])
+            assert len(ref_t) > monitor.POINTS      # decimated: more than one update carries
+            assert t[0] == ref_t[0] and t[-1] == ref_t[-1]
+            assert np.all(np.diff(t) >= 0)
+            where = np.searchsorted(ref_t, t)
+            np.testing.assert_array_equal(ref_t[where], t)
+            np.testing.assert_array_equal(ref_v[where], v)
+            # The logs' extremes are shown (a min/max cut draws the same line).
+            assert ref_v.max() in v and ref_v.min() in v
+        sim.close()
+
+
+def test_a_vector_signal_logged_in_a_unit_is_offered_element_by_element():
+    """A logged vector is offered as ``key[i]``; the element chosen is that element, at
+    every logged time."""
+    from blocks import Constant, Gain
+    from cosim import Model, Outport, Subsystem
+    m = Model("vec")
+    s = Subsystem("u1", atomic=True, dt=0.01)
+    s.add(Constant("c", [1.0, 2.0, 3.0]), Outport("y"))
+    s.connect("c.out", "y.in")
+    m.add(s, Gain("g", 2.0))
+    m.connect("u1.y", "g.in")
+    with Dashboard(signals=["u1/c.out[2]"]) as board:
+        sim = CoSimulation(m, SimulationConfig(dt=0.01, t_end=0.2, cosim=CosimConfig(H=0.02)),
+                           dashboard=board)
+        sim.run()
+        state = _state(board)
+        assert {"u1/c.out[0]", "u1/c.out[1]", "u1/c.out[2]"} <= set(state["set"]["signal_keys"])
+        t, v = state["signals"]["u1/c.out[2]"]
+        assert len(t) == len(sim.logs.time_of("u1/c.out")) and set(v) == {3.0}
+        sim.close()
+
+
+def test_per_unit_step_times_of_an_engine_run_in_process_are_shown():
+    """An iterated coupling in process (the engine, not the compiled exchange): each unit's
+    wall time per macro step, from the master's calls.step_times, one point per update;
+    the run's mean per unit lies within the points shown."""
+    from tests.cluster.scenarios import algebraic
+    config = SimulationConfig(dt=0.01, t_end=3.0, cosim=CosimConfig(
+        H=0.01, scheme="gauss-seidel", iterate=True, tolerance=1e-10))
+    with Dashboard(period=0.01) as board:
+        sim = CoSimulation(algebraic(), config, dashboard=board)
+        sim.run()
+        assert sim.master.compiled is None and sim.stats["iterations"] > sim.stats["macro_steps"]
+        state = _state(board)
+        timing = state["timing"]
+        assert set(timing["units"]) == set(sim.master.calls.step_times) == {"a", "b"}
+        assert timing["t"] == sorted(timing["t"]) and len(timing["t"]) >= 2
+        for u, (ts, secs) in sim.master.calls.step_times.items():
+            shown = [x for x in timing["units"][u] if x is not None]
+            assert shown and all(x > 0 for x in shown)
+            mean = 1e3 * sum(secs) / len(set(ts))           # ms per macro step, whole run
+            assert min(shown) <= mean * (1 + 1e-9) and mean <= max(shown) * (1 + 1e-9)
+        sim.close()
+
+
+def test_samples_that_go_back_in_time_replace_what_the_board_held_from_then():
+    """A recovery replays the steps after its checkpoint: the replayed samples take the
+    place of those the board held from their first time on (a late page sees one line)."""
+    board = Board("t")
+    board.publish({"signals": {"x": [[0.0, 0.1, 0.2, 0.3, 0.4], [0, 1, 2, 3, 4]]}})
+    board.publish({"signals": {"x": [[0.2, 0.3], [20, 30]]}})
+    board.publish({"signals": {"x": [[0.4, 0.4], [40, 41]]}})     # same time: kept (events)
+    assert board.state["signals"]["x"] == [[0.0, 0.1, 0.2, 0.3, 0.4, 0.4], [0, 1, 20, 30, 40, 41]]
+
+
+def test_an_automatic_splits_logged_signals_keep_the_models_own_names():
+    """Units cut by ``partition=k`` log under the model's own keys, and the page offers and
+    plots them by those names (the logs' key mapping, not the units' internal names)."""
+    from tests.dashboard.models import chain
+    model, config = chain(12)
+    config = replace(config, t_end=0.3, cosim=CosimConfig(H=0.01, partition=2))
+    with Dashboard(signals=["g7.out"]) as board:
+        sim = CoSimulation(model, config, dashboard=board)
+        logs = sim.run()
+        state = _state(board)
+        assert "g7.out" in state["set"]["signal_keys"] and "g7.out" in logs
+        assert state["set"]["selected"] == ["g7.out"]
+        t, v = state["signals"]["g7.out"]
+        np.testing.assert_array_equal(t, logs.time_of("g7.out"))
+        np.testing.assert_array_equal(v, np.ravel(logs["g7.out"]))
         sim.close()

@@ -39,15 +39,15 @@ def _wait(page, expression: str, timeout: float = 60.0):
 
 
 def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
-    ref = CoSimulation(three_units(), _config(3.0, checkpoint_every=5)).run()
+    ref = CoSimulation(three_units(), _config(5.0, checkpoint_every=5)).run()
     sim = CoSimulation(crashing(str(tmp_path / "crashed")),
-                       _config(3.0, backend="zmq", checkpoint_every=5,
+                       _config(5.0, backend="zmq", checkpoint_every=5,
                                units={"main": {"process": "glue"}}), dashboard=True)
     failure = []
 
     def run():
         try:
-            for _ in sim.run_realtime(speed=1.0):   # ~3 s of wall time: the page watches
+            for _ in sim.run_realtime(speed=1.0):   # ~5 s of wall time: the page watches
                 pass
             sim.dashboard.update()
         except BaseException as err:  # noqa: BLE001 - reported by the test below
@@ -98,6 +98,19 @@ def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
                                  "cosimDashboard.lastSignalTime()")
             assert second > first
 
+            # A signal logged inside a unit (block x of unit a, not a unit output), found
+            # with the filter and ticked on the page: drawn, and its drawn end advances.
+            page.fill("#signal-filter", "a/x.")
+            page.wait_for_selector('#signal-picker input[value="a/x.out"]', timeout=30_000)
+            page.check('#signal-picker input[value="a/x.out"]')
+            first = _wait(page, "cosimDashboard.lastPlotted('a/x.out')")
+            second = _wait(page, f"cosimDashboard.lastPlotted('a/x.out') > {first} && "
+                                 "cosimDashboard.lastPlotted('a/x.out')")
+            assert second > first
+            assert "a/x.out" in page.eval_on_selector_all(
+                "#signal-plot .u-legend .u-series", "els => els.map(e => e.textContent)"
+            ).__str__()
+
             # The killed unit's recovery is a mark where the run went on from (the last
             # checkpoint before the failure), naming the unit, on the page's list.
             page.wait_for_selector("#marks li[data-kind=recovery]", timeout=60_000)
@@ -112,6 +125,10 @@ def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
             new_pid = str(sim.master.proxies["b"].where()["pid"])
             _wait(page, "document.querySelector('#units-table tr[data-unit=b] .where')"
                         f".textContent.includes('pid {new_pid}')")
+            # The steps replayed after the recovery took the place of those the page held:
+            # every plotted signal's times go forward.
+            assert page.evaluate("Object.values(cosimDashboard.state.signals).every(([t]) =>"
+                                 " t.every((x, i) => i === 0 || x >= t[i - 1]))")
             # ... and the run is the unfailed one, bit for bit.
             logs = sim.logs
             for key in ref:

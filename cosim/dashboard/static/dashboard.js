@@ -21,7 +21,7 @@
   }
 
   function apply(delta) {
-    if (delta.reset || !D.state) { D.state = emptyState(); D.dirty.all = true; }
+    if (delta.reset || !D.state) { D.state = emptyState(); D.dirty.all = true; D.stepMs = {}; }
     var s = D.state, k;
     var set = delta.set || {};
     for (k in set) { s[k] = set[k]; D.dirty[k] = true; }
@@ -31,6 +31,11 @@
       for (k in delta.timing.units) {
         if (!s.timing.units[k]) { s.timing.units[k] = new Array(n0).fill(null); }
         Array.prototype.push.apply(s.timing.units[k], delta.timing.units[k]);
+        // Running mean and last step time per unit (the table), not recomputed per render.
+        var acc = D.stepMs[k] || (D.stepMs[k] = {sum: 0, n: 0, last: null});
+        delta.timing.units[k].forEach(function (v) {
+          if (v !== null) { acc.sum += v; acc.n++; acc.last = v; }
+        });
       }
       for (k in s.timing.units) {
         while (s.timing.units[k].length < s.timing.t.length) { s.timing.units[k].push(null); }
@@ -51,6 +56,15 @@
       for (k in delta.signals) {
         var mine = s.signals[k] || (s.signals[k] = [[], []]);
         var add = delta.signals[k];
+        if (add[0].length && mine[0].length && add[0][0] < mine[0][mine[0].length - 1]) {
+          // Back in time (a recovery's replay): the new samples replace the old from there.
+          var lo = 0, hi = mine[0].length;
+          while (lo < hi) {
+            var mid = (lo + hi) >> 1;
+            if (mine[0][mid] < add[0][0]) { lo = mid + 1; } else { hi = mid; }
+          }
+          mine[0].length = lo; mine[1].length = lo;
+        }
         for (var i = 0; i < add[0].length; i++) { mine[0].push(add[0][i]); mine[1].push(add[1][i]); }
         if (mine[0].length > 400000) {           // bounded: every other sample kept
           mine[0] = mine[0].filter(function (_, j) { return j % 2 === 0; });
@@ -66,13 +80,32 @@
     schedule();
   }
 
-  var pending = false, lastRender = 0;
+  // Rendering is throttled: at most once every MIN_GAP ms, and never more than 1/DUTY of
+  // the time (a render that took 80 ms waits 1.6 s): the page must not take the CPU the run
+  // it shows needs (on a laptop both share a few cores; a render costs the browser several
+  // times its script's time in layout and paint). A hidden page renders when shown again;
+  // what the user does (ticking a signal) is drawn at once.
+  var MIN_GAP = 1000, DUTY = 20;
+  var pending = false, lastRender = -Infinity;
+  D.renderMs = 0;
   function schedule() {
     if (pending) { return; }
     pending = true;
-    var wait = Math.max(0, 150 - (performance.now() - lastRender));
-    setTimeout(function () { pending = false; lastRender = performance.now(); render(); }, wait);
+    var gap = Math.max(MIN_GAP, DUTY * D.renderMs);
+    var wait = Math.max(0, gap - (performance.now() - lastRender));
+    setTimeout(function () {
+      pending = false;
+      if (document.hidden) { D.dirty.hidden = true; return; }
+      var t0 = performance.now();
+      lastRender = t0;
+      render();
+      var took = performance.now() - t0;
+      D.renderMs = D.renderMs ? 0.7 * D.renderMs + 0.3 * took : took;
+    }, wait);
   }
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden && D.dirty.hidden) { delete D.dirty.hidden; schedule(); }
+  });
 
   // -- helpers ----------------------------------------------------------------------------
   function $(id) { return document.getElementById(id); }
@@ -158,41 +191,49 @@
   }
 
   // -- units table ------------------------------------------------------------------------
-  function renderUnits() {
-    var s = D.state, table = $("units-table");
-    table.textContent = "";
-    var head = el("tr");
-    ["unit", "runs on", "step", "solver", "feedthrough", "last ms/step", "mean ms/step"]
-      .forEach(function (h) { head.appendChild(el("th", {}, h)); });
-    table.appendChild(head);
-    var names = Object.keys(s.units);
-    var means = {}, lasts = {}, worst = null;
+  function renderUnits(rebuild) {
+    // Rows are made when the units change; a timing update rewrites two cells a row.
+    var s = D.state, table = $("units-table"), names = Object.keys(s.units);
+    if (rebuild || table.rows.length !== names.length + 1) {
+      table.textContent = "";
+      var head = el("tr");
+      ["unit", "runs on", "step", "solver", "feedthrough", "last ms/step", "mean ms/step"]
+        .forEach(function (h) { head.appendChild(el("th", {}, h)); });
+      table.appendChild(head);
+      names.forEach(function (u) {
+        var p = s.units[u];
+        var ft = p.feedthrough ? Object.keys(p.feedthrough).map(function (o) {
+          return o + "<-" + p.feedthrough[o].join(","); }).join("; ") : "";
+        var tr = el("tr", {"data-unit": u});
+        var swatch = el("td", {}, u);
+        swatch.style.borderLeft = "10px solid " + unitColour(u);
+        tr.appendChild(swatch);
+        tr.appendChild(el("td", {"class": "where"}, p.label || p.kind || ""));
+        tr.appendChild(el("td", {}, p.dt === null || p.dt === undefined ? "-" :
+                                    p.dt === 0 ? "any" : fmt(p.dt) + " s"));
+        tr.appendChild(el("td", {}, p.solver || "-"));
+        tr.appendChild(el("td", {}, ft || "-"));
+        tr.appendChild(el("td", {"class": "last"}));
+        tr.appendChild(el("td", {"class": "mean"}));
+        table.appendChild(tr);
+      });
+    }
+    var worst = null, means = {};
     names.forEach(function (u) {
-      var v = (s.timing.units[u] || []).filter(function (x) { return x !== null; });
-      if (v.length) {
-        lasts[u] = v[v.length - 1];
-        means[u] = v.reduce(function (a, b) { return a + b; }, 0) / v.length;
+      var acc = D.stepMs[u];
+      if (acc && acc.n) {
+        means[u] = acc.sum / acc.n;
         if (worst === null || means[u] > means[worst]) { worst = u; }
       }
     });
-    names.forEach(function (u) {
-      var p = s.units[u];
-      var ft = p.feedthrough ? Object.keys(p.feedthrough).map(function (o) {
-        return o + "<-" + p.feedthrough[o].join(","); }).join("; ") : "";
-      var tr = el("tr", {"data-unit": u, "class": u === worst && names.length > 1 ?
-                                                 "straggler" : ""});
-      var swatch = el("td", {}, u);
-      swatch.style.borderLeft = "10px solid " + unitColour(u);
-      tr.appendChild(swatch);
-      tr.appendChild(el("td", {"class": "where"}, p.label || p.kind || ""));
-      tr.appendChild(el("td", {}, p.dt === null || p.dt === undefined ? "-" :
-                                  p.dt === 0 ? "any" : fmt(p.dt) + " s"));
-      tr.appendChild(el("td", {}, p.solver || "-"));
-      tr.appendChild(el("td", {}, ft || "-"));
-      tr.appendChild(el("td", {}, fmt(lasts[u], 3)));
-      tr.appendChild(el("td", {}, fmt(means[u], 3)));
-      table.appendChild(tr);
-    });
+    for (var i = 1; i < table.rows.length; i++) {
+      var tr = table.rows[i], u = tr.getAttribute("data-unit"), acc = D.stepMs[u];
+      var last = fmt(acc ? acc.last : null, 3), mean = fmt(means[u], 3);
+      var cls = u === worst && names.length > 1 ? "straggler" : "";
+      if (tr.cells[5].textContent !== last) { tr.cells[5].textContent = last; }
+      if (tr.cells[6].textContent !== mean) { tr.cells[6].textContent = mean; }
+      if (tr.className !== cls) { tr.className = cls; }
+    }
   }
 
   // -- the diagram ------------------------------------------------------------------------
@@ -492,6 +533,7 @@
     while (i < n) {
       var b = Math.floor((ts[i] - lo) / width), end = lo + (b + 1) * width;
       var iMin = i, iMax = i;
+      i++;                  // (at least one sample a slice: rounding cannot stall the loop)
       while (i < n && ts[i] < end) {
         if (vs[i] !== null && (vs[iMin] === null || vs[i] < vs[iMin])) { iMin = i; }
         if (vs[i] !== null && (vs[iMax] === null || vs[i] > vs[iMax])) { iMax = i; }
@@ -546,20 +588,32 @@
     return plot;
   }
 
+  var PICKER_MAX = 300;     // boxes listed at once; the filter finds the others
+  function renderPicker() {
+    var s = D.state, picker = $("signal-picker"), text = $("signal-filter").value.trim();
+    var shown = s.selected.filter(function (k) { return s.signal_keys.indexOf(k) >= 0; });
+    var rest = s.signal_keys.filter(function (k) {
+      return shown.indexOf(k) < 0 && (!text || k.indexOf(text) >= 0);
+    });
+    picker.textContent = "";
+    shown.concat(rest.slice(0, PICKER_MAX)).forEach(function (k) {
+      var lab = el("label", {"class": "pick"});
+      var box = el("input", {type: "checkbox", value: k});
+      box.checked = s.selected.indexOf(k) >= 0;
+      box.addEventListener("change", choose);
+      lab.appendChild(box);
+      lab.appendChild(document.createTextNode(" " + k));
+      picker.appendChild(lab);
+    });
+    $("signal-count").textContent = s.signal_keys.length + " signals" +
+      (rest.length > PICKER_MAX ? ", " + PICKER_MAX + " of " + rest.length +
+                                  " matching listed: type to narrow" : "");
+  }
+
   function renderSignals() {
-    var s = D.state, picker = $("signal-picker");
-    if (D.dirty.signal_keys || D.dirty.selected || D.dirty.all || !picker.childNodes.length) {
-      picker.textContent = "";
-      s.signal_keys.forEach(function (k) {
-        var lab = el("label", {"class": "pick"});
-        var box = el("input", {type: "checkbox", value: k});
-        box.checked = s.selected.indexOf(k) >= 0;
-        box.addEventListener("change", choose);
-        lab.appendChild(box);
-        lab.appendChild(document.createTextNode(" " + k));
-        picker.appendChild(lab);
-      });
-    }
+    var s = D.state;
+    if (D.dirty.signal_keys || D.dirty.selected || D.dirty.all ||
+        !$("signal-picker").childNodes.length) { renderPicker(); }
     var keys = s.selected.filter(function (k) { return s.signals[k]; });
     if (!keys.length) { return; }
     var lo = Infinity, hi = -Infinity;
@@ -579,10 +633,11 @@
     }), data, {ylabel: "value"});
   }
 
-  function choose() {
-    var boxes = document.querySelectorAll("#signal-picker input");
-    var chosen = [];
-    for (var i = 0; i < boxes.length; i++) { if (boxes[i].checked) { chosen.push(boxes[i].value); } }
+  function choose(ev) {
+    // The ticked box joins (or leaves) the chosen signals; those the filter hides stay.
+    var chosen = D.state.selected.slice(), k = ev.target.value, at = chosen.indexOf(k);
+    if (ev.target.checked && at < 0) { chosen.push(k); }
+    if (!ev.target.checked && at >= 0) { chosen.splice(at, 1); }
     D.state.selected = chosen;
     D.dirty.signals = true;
     if (D.state.mode === "live" && D.token) {
@@ -590,14 +645,14 @@
             {method: "POST", headers: {"Content-Type": "application/json"},
              body: JSON.stringify({signals: chosen})});
     }
-    schedule();
+    render();               // the user's own change: drawn now, not at the next update
   }
 
   function renderTiming() {
     var s = D.state, units = Object.keys(s.timing.units);
     if (!s.timing.t.length || !units.length) {
       $("timing-note").textContent = s.mode === "view" ? "" :
-        "No per-unit step times yet (steps taken by the compiled exchange are not timed).";
+        "No per-unit step times recorded yet.";
       return;
     }
     $("timing-note").textContent = "";
@@ -619,12 +674,14 @@
         [s.steps.t.slice(), s.steps.iterations.slice(), s.steps.rejected.slice()],
         {ylabel: "iterations", y2: "rejected", height: 200});
     }
-    var list = $("marks");
+  }
+
+  function renderMarks() {
+    var s = D.state, list = $("marks");
     list.textContent = "";
-    var shown = s.marks.filter(function (m) { return m.kind !== "rejected"; }).slice(-50);
-    var rejected = s.marks.length - s.marks.filter(function (m) {
-      return m.kind !== "rejected"; }).length;
-    shown.forEach(function (m) {
+    var shown = s.marks.filter(function (m) { return m.kind !== "rejected"; });
+    var rejected = s.marks.length - shown.length;
+    shown.slice(-50).forEach(function (m) {
       list.appendChild(el("li", {"class": "mark mark-" + m.kind, "data-kind": m.kind,
                                  "data-t": m.t}, m.kind + " at t = " + fmt(m.t, 6) + " s: " +
                                                    m.text));
@@ -633,7 +690,7 @@
       list.appendChild(el("li", {"class": "mark mark-rejected", "data-kind": "rejected"},
                           rejected + " rejected macro steps (orange lines)"));
     }
-    for (var id in D.plots) { D.plots[id].plot.redraw(false, false); }
+    for (var id in D.plots) { D.plots[id].plot.redraw(false, false); }   // the mark lines
   }
 
   // -- sweeps -----------------------------------------------------------------------------
@@ -682,15 +739,17 @@
     try {
       renderProgress();
       if (all || d.sweep || d.rows) { renderSweep(); }
-      if (all || d.units || d.timing) { renderUnits(); }
+      if (all || d.units) { renderUnits(true); }
       if (D.firstPaintMs === null) { D.firstPaintMs = performance.now() - D.started; }
       if (all || d.diagram || d.couplings || d.units) {
         // After the first paint: a large model's layout must not hold the page back.
         setTimeout(layoutDiagram, 0);
-      } else if (d.links) { updateLinkValues(); }
+      }
+      if (all || d.marks) { renderMarks(); }
       if (all || d.signals || d.selected || d.signal_keys) { renderSignals(); }
-      if (all || d.timing) { renderTiming(); }
-      if (all || d.steps || d.marks) { renderSteps(); }
+      if (all || d.timing) { renderTiming(); renderUnits(false); }
+      if (all || d.steps) { renderSteps(); }
+      if (d.links && !(all || d.diagram || d.couplings || d.units)) { updateLinkValues(); }
     } catch (err) {
       $("error").textContent = "dashboard: " + err;
       throw err;
@@ -709,10 +768,23 @@
     });
     return best;
   };
+  D.lastPlotted = function (label) {
+    // The latest time the signal plot draws a value of `label` at (what a person sees).
+    var p = D.plots["signal-plot"];
+    if (!p) { return null; }
+    var u = p.plot, i = u.series.findIndex(function (x) { return x.label === label; });
+    if (i < 1) { return null; }
+    var xs = u.data[0], ys = u.data[i];
+    for (var j = xs.length - 1; j >= 0; j--) {
+      if (ys[j] !== null && ys[j] !== undefined) { return xs[j]; }
+    }
+    return null;
+  };
   D.apply = apply;
   D.render_now = function () { D.dirty.signals = true; render(); };
 
   function start() {
+    $("signal-filter").addEventListener("input", function () { if (D.state) { renderPicker(); } });
     var embedded = $("cosim-state");
     if (embedded) {
       apply(JSON.parse(embedded.textContent));
