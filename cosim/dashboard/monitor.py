@@ -48,7 +48,7 @@ POINTS = 200
 #: Elements of a vector signal offered one by one (``key[i]``).
 MAX_ELEMENTS = 16
 NAN = math.nan
-#: Wall seconds the compiled exchange or the pipeline may run between two observer calls.
+#: Wall seconds the compiled exchange or an engine window may run between two observer calls.
 CHUNK_SECONDS = 0.02
 #: Wall seconds between two readings of the clock by the observer (at the recent call
 #: rate: a clock read costs as much as the rest of a call).
@@ -215,7 +215,7 @@ class RunMonitor(Observer):
         now = time.perf_counter()
         n = master.n
         if now > self._t_last:
-            # Chunks of the compiled exchange / pipeline about CHUNK_SECONDS long: grown fast
+            # Chunks of the compiled exchange / engine windows about CHUNK_SECONDS long: grown fast
             # from 1 (at most x8 per call), shrunk at once when steps get slower.
             if n > self._n_last + 1:
                 self.stride = max(1, min(8 * self.stride, int(
@@ -391,7 +391,8 @@ class RunMonitor(Observer):
             if any(k in self._candidates for k in self._waiting):
                 self._choose(self._chosen)          # in the order they were chosen
         # Per-unit wall time per macro step since the last snapshot (every path that
-        # records its unit calls in calls.step_times: the engine, the pipeline, ...).
+        # records its unit calls in calls.step_times: the engine, the compiled exchange
+        # when observed).
         timing = {}
         for u, (ts, secs) in list(master.calls.step_times.items()):
             i = self._step_at.get(u, 0)
