@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from cosim.config import Scheme
 from cosim.master import protocol as P
 from cosim.master.partition import Link
+from cosim.master.engine import WINDOW
 from cosim.master.program import Program, compile_program
 
 __all__ = ["CosimOverview", "UnitRow", "overview", "unit_solver"]
@@ -54,6 +55,10 @@ class CosimOverview:
     program : Program
         The macro-step program (:mod:`cosim.master.program`) for the configured placement:
         its stages and round trips per macro step.
+    window : Program
+        The program of a window of :data:`~cosim.master.engine.WINDOW` macro steps (what
+        the engine runs when the macro step is not adaptive): an action of a later macro
+        step that reads nothing pending goes with a round of an earlier one.
     """
 
     model: str
@@ -64,6 +69,7 @@ class CosimOverview:
     couplings: tuple[tuple[str, ...], ...]
     order: tuple[str, ...]
     program: Program
+    window: Program
 
     def table(self) -> str:
         """Units, links, couplings and order as plain text."""
@@ -89,6 +95,9 @@ class CosimOverview:
             lines.append("order (Jacobi): all units step together from the inputs at the "
                          "start of the macro step")
         lines.append(self.program.table())
+        w = self.window
+        lines.append(f"over a window of {w.steps} macro steps: {w.round_trips} round trip(s), "
+                     f"{w.round_trips / w.steps:.2f} per macro step")
         return "\n".join(lines)
 
     def to_dot(self) -> str:
@@ -149,11 +158,14 @@ def overview(model, config) -> CosimOverview:
             [s.name for s in sim.partition.units]
         local = {r.name for r in rows if cfg.backend_of(r.name) == "local"}
         fusable = {u for u, d in master.desc.items() if P.FUSED_STEP in d.capabilities}
-        program = compile_program(master.graph, cfg.scheme, master.order, master.delayed,
-                                  local, fusable, master.refresh_levels)
+        program, window = (compile_program(master.graph, cfg.scheme, master.order,
+                                           master.delayed, local, fusable,
+                                           master.refresh_levels, steps)
+                           for steps in (1, WINDOW))
         return CosimOverview(model.name, cfg.H, cfg.scheme, tuple(rows),
                              tuple(sim.partition.links),
-                             tuple(tuple(g) for g in master.couplings), tuple(order), program)
+                             tuple(tuple(g) for g in master.couplings), tuple(order), program,
+                             window)
     finally:
         sim.close()
 
