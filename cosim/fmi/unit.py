@@ -341,16 +341,33 @@ class FmuUnit(Unit):
         # values start as the FMU's current inputs, and an input is set when its value
         # changes.
         self._direct_inputs = []
+        masks = self._stale_masks()
         if self.inputs:
             now = self.inst.read_new(self._acc_in, self._n_in)
             for v, live, value in zip(self.inputs, self._live_list, now):
                 live[0] = float(value)
-                self._direct_inputs.append((live, _OneInput(self, v), [live[0]]))
+                self._direct_inputs.append((live, _OneInput(self, v), [live[0]],
+                                            masks[v.name]))
         fn = self._direct_step if self.fmi3 else self._direct_fmi2()
         return DirectStep((fn, self._direct_out, None, None, None, None),
                           self._k, 0, self._t0, self._dt, self._lives,
                           {v.name: j for j, v in enumerate(self.outputs)}, self._stops,
                           generated=False)
+
+    def _stale_masks(self) -> dict:
+        """Input -> bit mask of the output reads (:attr:`_acc_out`, bit ``i`` the ``i``-th
+        FMI call) holding an output that depends on that input (<ModelStructure>): only
+        those are read again when it changes at the same time."""
+        group_of = {}
+        for i, g in enumerate(self._acc_out):
+            pos = range(g.pos.start, g.pos.stop) if isinstance(g.pos, slice) else g.pos
+            group_of.update((int(p), i) for p in pos)
+        everything = tuple(v.name for v in self.inputs)
+        masks = dict.fromkeys(everything, 0)
+        for j, out in enumerate(self.outputs):
+            for name in self._deps.get(out.name, everything):
+                masks[name] |= 1 << group_of[j]
+        return masks
 
     def _direct_fmi2(self):
         """:meth:`_direct_step` for FMI 2.0 units, its calls bound once: the inputs that
@@ -361,16 +378,26 @@ class FmuUnit(Unit):
         do_step, args = self._do_step2, self._step_args
         c_t, c_h = args[1], args[2]
         t0, dt = self._t0, self._dt
-        record, feedthrough = self._record, self._feedthrough
+        record = self._record
+        parts = tuple((1 << i, part) for i, part in enumerate(self._parts or ()))
 
         def step(k, k_stop, last, S, D, X, R, G, k_full, k_log):
-            for live, one, last_value in inputs:
+            stale = 0
+            for live, one, last_value, mask in inputs:
                 value = live[0]
                 if value != last_value[0]:
                     one.write(value)
                     last_value[0] = value
-                    if feedthrough:
-                        self._y = None
+                    stale |= mask
+            if stale and self._y is not None:
+                if parts:
+                    y = self._y         # only the reads holding outputs of those inputs
+                    for bit, part in parts:
+                        if stale & bit:
+                            y = part(y)
+                    self._y = y
+                else:
+                    self._y = None
             if k_full > k:
                 self._k = k_full
                 t, h = t0 + k * dt, (k_full - k) * dt
@@ -406,7 +433,7 @@ class FmuUnit(Unit):
         """The generated-function signature of :class:`DirectStep`: inputs from the live
         values, then a step to tick ``k_full`` (or, with ``k_full == k``, a refresh)."""
         changed = False
-        for live, one, last_value in self._direct_inputs:
+        for live, one, last_value, _ in self._direct_inputs:
             value = live[0]
             if value != last_value[0]:
                 # Only inputs that changed are set (an unlinked one never does), each with
@@ -495,39 +522,58 @@ class FmuUnit(Unit):
         return read_text(self.inst, self.md)
 
     def get_outputs(self) -> dict:
-        y = self._outputs_now()
+        y = np.array(self._outputs_now(), dtype=np.float64)
         return {name: y[sl].reshape(shape) for name, sl, shape in self._out_slots}
 
-    def _outputs_now(self) -> np.ndarray:
-        """The outputs as one flat vector, read once per step or change of inputs."""
+    def _outputs_now(self):
+        """The outputs as one flat sequence of floats (a tuple or a float64 vector,
+        :meth:`_reader`), read once per step or change of inputs."""
         if self._y is None:
             self._y = self._read_out()
         return self._y
 
     def _reader(self):
-        """A function returning the outputs as a new flat float64 vector: for a few scalar
-        values of several FMI types, element by element from each type's buffer (numpy's
-        indexing costs more than the FMI calls there), else :meth:`FmuInstance.read_new`."""
+        """A function returning the outputs as one flat sequence of floats: for a few
+        scalar values, a tuple read element by element from each FMI call's buffer by a
+        function generated for this unit (numpy's indexing and a Python loop cost more than
+        the FMI calls there), else a new float64 vector (:meth:`FmuInstance.read_new`)."""
         inst, groups, n = self.inst, self._acc_out, self._n_out
-        if n > 16 or len(groups) == 1:
+        self._parts = None
+        if n > 16:
             return lambda: inst.read_new(groups, n)
-        parts = []
-        for g in groups:
+        if not n:
+            return tuple
+        slots = [None] * n
+        env: dict = {"_fail": self._read_failed}
+        for i, g in enumerate(groups):
+            env[f"g{i}"], env[f"b{i}"] = g.get, g.buf
             pos = range(g.pos.start, g.pos.stop) if isinstance(g.pos, slice) else \
                 [int(p) for p in g.pos]
-            parts.append((g.get, g.get_name, g.buf, tuple(enumerate(pos))))
-        array = np.array
+            # Floats only (numpy converts a tuple of mixed ints and floats 6x slower).
+            wrap = "{}" if g.buf._type_ is ctypes.c_double else "float({})"
+            for j, p in enumerate(pos):
+                slots[p] = wrap.format(f"b{i}[{j}]")
+        calls = "; ".join(f"s{i} = g{i}()" for i in range(len(groups)))
+        bad = " or ".join(f"s{i} > 1" for i in range(len(groups)))
+        statuses = ", ".join(f"s{i}" for i in range(len(groups)))
+        src = (f"def read():\n    {calls}\n    if {bad}:\n        _fail(({statuses},))\n"
+               f"    return ({', '.join(slots)},)\n")
+        # Per FMI call, the outputs read again with that call only, the others as they were
+        # (a refresh after inputs that only some outputs depend on: <ModelStructure>).
+        for i in range(len(groups)):
+            fresh = [e if e.startswith((f"b{i}[", f"float(b{i}[")) else f"y[{p}]"
+                     for p, e in enumerate(slots)]
+            src += (f"def part{i}(y):\n    s = g{i}()\n    if s > 1:\n"
+                    f"        _fail(({', '.join('s' if j == i else '0' for j in range(len(groups)))},))\n"
+                    f"    return ({', '.join(fresh)},)\n")
+        exec(compile(src, f"<outputs of FMU unit {self.name!r}>", "exec"), env)
+        self._parts = [env[f"part{i}"] for i in range(len(groups))]
+        return env["read"]
 
-        def read() -> np.ndarray:
-            vals = [0.0] * n
-            for get, name, buf, where in parts:
-                status = get()
-                if status > 1:
-                    inst.check(name, status)
-                for j, p in where:
-                    vals[p] = buf[j]
-            return array(vals, dtype=np.float64)
-        return read
+    def _read_failed(self, statuses) -> None:
+        """Raise the error of the first output read that failed."""
+        for g, status in zip(self._acc_out, statuses):
+            self.inst.check(g.get_name, status)
 
     def get_state(self) -> P.UnitState:
         if not self.can_state:
@@ -547,7 +593,9 @@ class FmuUnit(Unit):
         return P.UnitState(self.t, {"fmu": bytes(data), "t": self.t,
                                     "logs": len(self._log_t),
                                     "ticks": list(getattr(self, "_ticks", [])), "k": self._k,
-                                    "logged_t": self._logged_t, "logged_y": self._logged_y,
+                                    "logged_t": self._logged_t,
+                                    "logged_y": None if self._logged_y is None else
+                                    np.array(self._logged_y, dtype=np.float64),
                                     "terminated": self._terminated})
 
     def set_state(self, state: P.UnitState) -> None:
@@ -579,7 +627,8 @@ class FmuUnit(Unit):
             if self._log_t and self._log_t[-1] == self.t:
                 self._log_y[-1] = y
                 return
-            if y.tobytes() == self._logged_y.tobytes():
+            if np.asarray(y, dtype=np.float64).tobytes() == \
+                    np.asarray(self._logged_y, dtype=np.float64).tobytes():
                 return              # collected already, and unchanged
         self._logged_t, self._logged_y = self.t, y
         self._log_t.append(self.t)
@@ -589,7 +638,7 @@ class FmuUnit(Unit):
         if self._terminated and self._logged_t != self.t and self.inst is not None:
             self._record()          # the run ends where the FMU stopped: its last sample
         t = np.array(self._log_t, dtype=np.float64)
-        y = np.array(self._log_y).reshape(len(t), -1) if self._log_y else \
+        y = np.array(self._log_y, dtype=np.float64).reshape(len(t), -1) if self._log_y else \
             np.zeros((0, self._n_out))
         out, k = {}, 0
         for v in self.outputs:
