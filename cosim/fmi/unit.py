@@ -82,6 +82,8 @@ class FmuUnit(Unit):
         where = f"FMU unit {name!r} ({self.path.name})"
         self.where = where
         self.inputs, self.outputs = ports_of(self.md, self.start_values, where, self.path)
+        #: Every port holds numbers (float64 on the protocol).
+        self.numeric = True
         self.clocks = clocks_of(self.md, self.path, where) if self.md.fmiVersion == "3.0" \
             else []
         cs = self.md.coSimulation
@@ -153,8 +155,10 @@ class FmuUnit(Unit):
             feedthrough=tuple((v.name, deps.get(v.name, ())) for v in self.outputs),
             dt=self._dt,
             can_get_set_state=self.can_state,
-            # An unlinked input keeps the FMU's value, as FMI importers leave it.
-            capabilities=(("rollback",) if self.can_state else ()) + (P.OPTIONAL_INPUTS,))
+            # An unlinked input keeps the FMU's value, as FMI importers leave it. The fused
+            # step (one message per macro step, Unit.step) packs float64 values only.
+            capabilities=(("rollback",) if self.can_state else ()) + (P.OPTIONAL_INPUTS,)
+            + ((P.FUSED_STEP,) if self.numeric else ()))
 
     def initialize(self, t0: float) -> None:
         if self.inst is None:
