@@ -3,8 +3,11 @@ and a model-exchange FMU as a continuous block integrated by cosim's solvers.
 
 Ports have the FMU variables' shapes; their values are float64 arrays like every port's,
 which hold the FMU's integers, booleans (0/1) and enumerations exactly
-(:mod:`cosim.fmi.variables`). String and Binary variables are not ports: set them in
-``start_values`` (an unset input keeps its start value), read outputs with ``text_outputs()``. In a
+(:mod:`cosim.fmi.variables`). A co-simulation FMU's String and Binary inputs and outputs are
+ports of their own kind (``input_kinds`` / ``output_kinds``; values ``str`` / ``bytes`` in
+object arrays) wired only to ports of their kind, another FMU's among them; an unconnected
+one keeps its start value or ``start_values``. A model-exchange FMU's are not ports: set
+them in ``start_values``, read outputs with ``text_outputs()``. In a
 monolithic run a co-simulation FMU is a discrete block stepped at its sample hits (outputs
 that depend directly on inputs are refreshed for the current inputs); in a co-simulation a
 top-level FMU block becomes its own unit (:class:`cosim.fmi.unit.FmuUnit`). An FMU that asks
@@ -72,16 +75,18 @@ class FmuBlock(Block):
     def __init__(self, name: str, path: str, sample_time: float = 0.01,
                  start_values: dict | None = None):
         from cosim.fmi.description import read_fmu
-        from cosim.fmi.variables import ports_of
+        from cosim.fmi.variables import is_text, ports_of
         md = read_fmu(path)
         where = f"FmuBlock {name!r} ({path})"
-        ins, outs = ports_of(md, dict(start_values or {}), where, path)
+        ins, outs = ports_of(md, dict(start_values or {}), where, path, text=True)
         _check_names("FmuBlock", name, path, ins + outs)
         super().__init__(name, sample_time=sample_time, inputs=tuple(v.name for v in ins),
                          outputs=tuple(v.name for v in outs))
+        # String and Binary variables are ports of their own kind (str / bytes values).
+        self.input_kinds = {v.name: v.type for v in ins if is_text(v)}
+        self.output_kinds = {v.name: v.type for v in outs if is_text(v)}
         self.path = str(path)
         self.start_values = dict(start_values or {})
-        self._outs = outs
         # An unconnected input keeps the FMU's value (its start value or start_values), as
         # importers do.
         self.optional_inputs = frozenset(self.input_names)
@@ -107,9 +112,7 @@ class FmuBlock(Block):
         return FmuUnit(self.path, name, self.start_values, step=step)
 
     def _outputs(self):
-        self.outputs.update(_typed(np.concatenate(
-            [a.reshape(-1) for a in self._unit.get_outputs().values()])
-            if self._outs else np.zeros(0), self._outs))
+        self.outputs.update(self._unit.get_outputs())
 
     def initialize(self, t0):
         if self._unit is None:

@@ -27,11 +27,18 @@ import numpy as np
 from cosim.errors import ModelError, SimulationError, UnsupportedError
 from cosim.fmi.instance import DISCARD, FmuInstance
 from cosim.fmi.description import read_fmu, read_text, start_value_setter
-from cosim.fmi.variables import clocks_of, exact_cast, ports_of
+from cosim.fmi.variables import clocks_of, exact_cast, is_text, ports_of, text_value
 from cosim.master import protocol as P
 from cosim.master.units import DirectStep, Unit
 
 __all__ = ["FmuUnit"]
+
+
+def _text_array(value) -> np.ndarray:
+    """A String / Binary port value: ``value`` in an object array of shape ``(1,)``."""
+    a = np.empty(1, dtype=object)
+    a[0] = value
+    return a
 
 
 class _OneInput:
@@ -81,9 +88,14 @@ class FmuUnit(Unit):
         self.start_values = dict(start_values or {})
         where = f"FMU unit {name!r} ({self.path.name})"
         self.where = where
-        self.inputs, self.outputs = ports_of(self.md, self.start_values, where, self.path)
-        #: Every port holds numbers (float64 on the protocol).
-        self.numeric = True
+        ins, outs = ports_of(self.md, self.start_values, where, self.path, text=True)
+        #: Numeric ports (float64 on the protocol) and String / Binary ones (object arrays
+        #: of str / bytes), each in the FMU's order.
+        self.inputs = [v for v in ins if not is_text(v)]
+        self.outputs = [v for v in outs if not is_text(v)]
+        self.text_in = [v for v in ins if is_text(v)]
+        self.text_out = [v for v in outs if is_text(v)]
+        self.numeric = not (self.text_in or self.text_out)
         self.clocks = clocks_of(self.md, self.path, where) if self.md.fmiVersion == "3.0" \
             else []
         cs = self.md.coSimulation
@@ -115,7 +127,7 @@ class FmuUnit(Unit):
         self._deps = {}
         for out in self.md.outputs:
             self._deps[out.variable.name] = \
-                tuple(v.name for v in self.inputs) if out.dependencies is None else \
+                tuple(v.name for v in ins) if out.dependencies is None else \
                 tuple(d.name for d in out.dependencies if d.causality == "input")
         #: Setting inputs can change outputs; if not, outputs read stay valid until a step.
         self._feedthrough = any(self._deps.get(v.name, ()) for v in self.outputs)
@@ -138,10 +150,13 @@ class FmuUnit(Unit):
         self._stops: list[float] = []
         self._logged_t: float | None = None     # time and values of the latest sample
         self._logged_y: np.ndarray | None = None
+        self._logged_text: tuple = ()
         self.inst: FmuInstance | None = None
         self.t = 0.0
         self._log_t: list[float] = []
         self._log_y: list[np.ndarray] = []
+        self._log_text: list[tuple] = []        # String / Binary outputs per sample
+        self._text: tuple | None = None
         self._terminated = False
 
     # -- protocol -------------------------------------------------------------------------
@@ -150,9 +165,10 @@ class FmuUnit(Unit):
         deps = self._deps
         return P.UnitDescription(
             name=self.name,
-            inputs=tuple(P.PortInfo(v.name, v.shape) for v in self.inputs),
-            outputs=tuple(P.PortInfo(v.name, v.shape) for v in self.outputs),
-            feedthrough=tuple((v.name, deps.get(v.name, ())) for v in self.outputs),
+            inputs=tuple(P.PortInfo(v.name, v.shape) for v in self.inputs + self.text_in),
+            outputs=tuple(P.PortInfo(v.name, v.shape) for v in self.outputs + self.text_out),
+            feedthrough=tuple((v.name, deps.get(v.name, ()))
+                              for v in self.outputs + self.text_out),
             dt=self._dt,
             can_get_set_state=self.can_state,
             # An unlinked input keeps the FMU's value, as FMI importers leave it. The fused
@@ -204,8 +220,8 @@ class FmuUnit(Unit):
             self._start("init")
             inst.call("fmi2EnterInitializationMode", fmu.enterInitializationMode)
             inst.call("fmi2ExitInitializationMode", fmu.exitInitializationMode)
-        self._log_t, self._log_y = [], []
-        self._y = None
+        self._log_t, self._log_y, self._log_text = [], [], []
+        self._y = self._text = None
         self._logged_t = None
         self._record()
 
@@ -228,6 +244,8 @@ class FmuUnit(Unit):
         inst.call("fmi3EnterStepMode", fmu.enterStepMode)
 
     def set_inputs(self, values: dict, derivatives: dict | None = None) -> None:
+        if self.text_in and values:
+            values = self._set_text(values)
         if not values:
             return
         if len(values) != len(self.inputs):
@@ -247,6 +265,43 @@ class FmuUnit(Unit):
             self._y = None
         if derivatives and self.can_interpolate:
             self._set_derivatives(derivatives)
+
+    def _set_text(self, values: dict) -> dict:
+        """Set the String / Binary inputs among ``values`` (each a ``str`` / ``bytes`` or an
+        object array holding one); the numeric ones are returned."""
+        inst, f = self.inst, self.inst.fmu
+        rest = dict(values)
+        for v in self.text_in:
+            if v.name not in rest:
+                continue
+            value = rest.pop(v.name)
+            if isinstance(value, np.ndarray):
+                if value.size != 1:
+                    raise ModelError(f"{self.where}: input {v.name!r} takes one value, got "
+                                     f"{value.size}")
+                value = value.reshape(-1)[0]
+            value = text_value(v, value, f"{self.where}: input")
+            if v.type == "String":
+                inst.call("setString", f.setString, [v.vr], [value])
+            else:
+                inst.call("fmi3SetBinary", f.setBinary, [v.vr], [value])
+        self._text = None
+        return rest
+
+    def _text_now(self) -> tuple:
+        """The String / Binary outputs now (``str`` / ``bytes``), read once per step or
+        change of inputs."""
+        if self._text is None:
+            inst, f, out = self.inst, self.inst.fmu, []
+            for v in self.text_out:
+                if v.type == "String":
+                    (val,) = inst.call("getString", f.getString, [v.vr])
+                    out.append(val.decode("utf-8") if isinstance(val, bytes) else val)
+                else:
+                    (val,) = inst.call("fmi3GetBinary", f.getBinary, [v.vr])
+                    out.append(bytes(val))
+            self._text = tuple(out)
+        return self._text
 
     def _set_derivatives(self, derivatives: dict) -> None:
         """First derivatives of the real inputs over the coming step (FMI 2.0
@@ -318,7 +373,7 @@ class FmuUnit(Unit):
         if t_end is not None and t_reached == t + h:
             t_reached = t_end
         self.t = inst.t = t_reached
-        self._y = None
+        self._y = self._text = None
         return P.StepDone(t_reached, self._terminated, self._next_tick())
 
     def _check_constant(self, t: float, h: float) -> None:
@@ -339,7 +394,7 @@ class FmuUnit(Unit):
         request objects, for an FMU with scalar ports, no input clocks and no input
         derivatives."""
         if (self.inst is None or self._terminated or self.event_mode or self.can_interpolate
-                or any(v.size != 1 for v in self.inputs + self.outputs)):
+                or not self.numeric or any(v.size != 1 for v in self.inputs + self.outputs)):
             return None
         # An input the exchange does not drive (unconnected) keeps the FMU's value: the live
         # values start as the FMU's current inputs, and an input is set when its value
@@ -527,7 +582,11 @@ class FmuUnit(Unit):
 
     def get_outputs(self) -> dict:
         y = np.array(self._outputs_now(), dtype=np.float64)
-        return {name: y[sl].reshape(shape) for name, sl, shape in self._out_slots}
+        out = {name: y[sl].reshape(shape) for name, sl, shape in self._out_slots}
+        if self.text_out:
+            for v, value in zip(self.text_out, self._text_now()):
+                out[v.name] = _text_array(value)
+        return out
 
     def _outputs_now(self):
         """The outputs as one flat sequence of floats (a tuple or a float64 vector,
@@ -554,7 +613,7 @@ class FmuUnit(Unit):
             pos = range(g.pos.start, g.pos.stop) if isinstance(g.pos, slice) else \
                 [int(p) for p in g.pos]
             # Floats only (numpy converts a tuple of mixed ints and floats 6x slower).
-            wrap = "{}" if g.buf._type_ is ctypes.c_double else "float({})"
+            wrap = "{}" if g.view.dtype == np.float64 else "float({})"
             for j, p in enumerate(pos):
                 slots[p] = wrap.format(f"b{i}[{j}]")
         calls = "; ".join(f"s{i} = g{i}()" for i in range(len(groups)))
@@ -600,6 +659,7 @@ class FmuUnit(Unit):
                                     "logged_t": self._logged_t,
                                     "logged_y": None if self._logged_y is None else
                                     np.array(self._logged_y, dtype=np.float64),
+                                    "logged_text": list(self._logged_text),
                                     "terminated": self._terminated})
 
     def set_state(self, state: P.UnitState) -> None:
@@ -614,29 +674,37 @@ class FmuUnit(Unit):
         inst.call(*names[1], st)
         inst.call(*names[2], st)
         self.t = inst.t = state.data["t"]
-        self._y = None
+        self._y = self._text = None
         self._ticks = list(state.data["ticks"])
         self._k = state.data["k"]
         self._logged_t = state.data["logged_t"]
         self._logged_y = state.data["logged_y"]
+        self._logged_text = tuple(state.data["logged_text"])
         self._terminated = state.data["terminated"]
-        del self._log_t[state.data["logs"]:], self._log_y[state.data["logs"]:]
+        n = state.data["logs"]
+        del self._log_t[n:], self._log_y[n:], self._log_text[n:]
 
     def _record(self, replace: bool = False) -> None:
         """Log the outputs now. A step's end is logged by the refresh at that time or when
         the next step starts (with the inputs of that time), as a LocalUnit logs its ticks;
         ``replace`` replaces a sample of the same time not yet collected."""
         y = self._outputs_now()
+        text = self._text_now() if self.text_out else ()
         if replace and self._logged_t == self.t:
             if self._log_t and self._log_t[-1] == self.t:
                 self._log_y[-1] = y
+                if text:
+                    self._log_text[-1] = text
                 return
             if np.asarray(y, dtype=np.float64).tobytes() == \
-                    np.asarray(self._logged_y, dtype=np.float64).tobytes():
+                    np.asarray(self._logged_y, dtype=np.float64).tobytes() and \
+                    text == self._logged_text:
                 return              # collected already, and unchanged
-        self._logged_t, self._logged_y = self.t, y
+        self._logged_t, self._logged_y, self._logged_text = self.t, y, text
         self._log_t.append(self.t)
         self._log_y.append(y)
+        if text:
+            self._log_text.append(text)
 
     def collect_logs(self) -> P.LogBatch:
         if self._terminated and self._logged_t != self.t and self.inst is not None:
@@ -648,7 +716,11 @@ class FmuUnit(Unit):
         for v in self.outputs:
             out[f"fmu.{v.name}"] = (t, y[:, k:k + v.size])
             k += v.size
-        self._log_t, self._log_y = [], []
+        for j, v in enumerate(self.text_out):
+            column = np.empty((len(t), 1), dtype=object)
+            column[:, 0] = [sample[j] for sample in self._log_text]
+            out[f"fmu.{v.name}"] = (t, column)
+        self._log_t, self._log_y, self._log_text = [], [], []
         return P.LogBatch(out)
 
     def terminate(self) -> None:
