@@ -138,6 +138,8 @@ class FmuBlock(Block):
         if done.event:
             stop = StopSimulation(done.t_reached, f"FMU {self.name!r} asked to terminate")
             if not _same_time(done.t_reached, t + dt):
+                # Between ticks: its outputs where it stopped are its last sample.
+                stop.block, stop.outputs = self, self._unit.get_outputs()
                 raise stop
             # It stopped at the next tick: that tick's outputs (the FMU's last) are logged
             # first, the run ends at its state update.
@@ -293,6 +295,8 @@ class ModelExchangeFmuBlock(Block):
             x = self._fmu.event(t, disc)
         except StopSimulation as stop:
             if not _same_time(t, self._tick_end):
+                # Between ticks: its outputs after the event are its last sample there.
+                stop.block, stop.outputs = self, _typed(self._fmu.outputs(), self._outs)
                 raise
             # It stopped at the end of the tick being integrated: that tick's outputs (the
             # FMU's last, after the event) are logged first, the run ends right after.

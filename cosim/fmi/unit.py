@@ -19,6 +19,7 @@ FmuInstance`, whose errors carry the FMU's own log messages.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from pathlib import Path
 
@@ -32,6 +33,10 @@ from cosim.master import protocol as P
 from cosim.master.units import DirectStep, Unit
 
 __all__ = ["FmuUnit"]
+
+
+#: Bit of :meth:`FmuUnit._stale_masks` for "a String / Binary output depends on this input".
+_TEXT_BIT = 1 << 62
 
 
 def _text_array(value) -> np.ndarray:
@@ -190,6 +195,7 @@ class FmuUnit(Unit):
             self._acc_out = self.inst.groups(self.outputs)
             self._some_groups: dict[tuple, list] = {}      # inputs set by name -> groups
             self._read_out = self._reader()
+            self._read_text = self._text_reader()
             self._start = start_value_setter(self.inst, self.md, self.start_values,
                                              self.where)
         else:
@@ -292,16 +298,40 @@ class FmuUnit(Unit):
         """The String / Binary outputs now (``str`` / ``bytes``), read once per step or
         change of inputs."""
         if self._text is None:
-            inst, f, out = self.inst, self.inst.fmu, []
-            for v in self.text_out:
-                if v.type == "String":
-                    (val,) = inst.call("getString", f.getString, [v.vr])
-                    out.append(val.decode("utf-8") if isinstance(val, bytes) else val)
-                else:
-                    (val,) = inst.call("fmi3GetBinary", f.getBinary, [v.vr])
-                    out.append(bytes(val))
-            self._text = tuple(out)
+            self._text = self._read_text()
         return self._text
+
+    def _text_reader(self):
+        """A function returning the String / Binary outputs as a tuple, each read by its FMI
+        function through a bare pointer with its arguments made once (fmpy's getString
+        costs several times the call)."""
+        inst, prefix = self.inst, "fmi3" if self.fmi3 else "fmi2"
+        reads = []
+        for v in self.text_out:
+            vr = (ctypes.c_uint32 * 1)(v.vr)
+            one = ctypes.c_size_t(1)
+            if v.type == "String":
+                name, value = f"{prefix}GetString", (ctypes.c_char_p * 1)()
+                args = (inst.component, vr, one, value) + ((one,) if self.fmi3 else ())
+                sizes = None
+            else:
+                name, value = "fmi3GetBinary", (ctypes.c_void_p * 1)()
+                sizes = (ctypes.c_size_t * 1)()
+                args = (inst.component, vr, one, sizes, value, one)
+            reads.append((functools.partial(inst.raw(name), *args), name, value, sizes))
+
+        def read() -> tuple:
+            out = []
+            for call, name, value, sizes in reads:
+                status = call()
+                if status > 1:
+                    inst.check(name, status)
+                if sizes is None:
+                    out.append((value[0] or b"").decode("utf-8"))
+                else:
+                    out.append(ctypes.string_at(value[0], sizes[0]) if sizes[0] else b"")
+            return tuple(out)
+        return read
 
     def _set_derivatives(self, derivatives: dict) -> None:
         """First derivatives of the real inputs over the coming step (FMI 2.0
@@ -392,9 +422,10 @@ class FmuUnit(Unit):
         """Direct steps for the compiled exchange (:mod:`cosim.master.compiled`): the same
         calls as the protocol path (``set_inputs``, ``do_step`` / ``refresh_outputs``) without
         request objects, for an FMU with scalar ports, no input clocks and no input
-        derivatives."""
+        derivatives. Its numeric ports only: String / Binary inputs keep their values, text
+        outputs are logged (the exchange runs only while no text port is linked)."""
         if (self.inst is None or self._terminated or self.event_mode or self.can_interpolate
-                or not self.numeric or any(v.size != 1 for v in self.inputs + self.outputs)):
+                or any(v.size != 1 for v in self.inputs + self.outputs)):
             return None
         # An input the exchange does not drive (unconnected) keeps the FMU's value: the live
         # values start as the FMU's current inputs, and an input is set when its value
@@ -426,6 +457,10 @@ class FmuUnit(Unit):
         for j, out in enumerate(self.outputs):
             for name in self._deps.get(out.name, everything):
                 masks[name] |= 1 << group_of[j]
+        for out in self.text_out:          # (String / Binary outputs: _TEXT_BIT)
+            for name in self._deps.get(out.name, everything):
+                if name in masks:
+                    masks[name] |= _TEXT_BIT
         return masks
 
     def _direct_fmi2(self):
@@ -448,6 +483,8 @@ class FmuUnit(Unit):
                     one.write(value)
                     last_value[0] = value
                     stale |= mask
+            if stale & _TEXT_BIT:
+                self._text = None
             if stale and self._y is not None:
                 if parts:
                     y = self._y         # only the reads holding outputs of those inputs
@@ -476,7 +513,7 @@ class FmuUnit(Unit):
                     if reached != t + h:
                         t_reached = reached
                 self.t = inst.t = t_reached
-                self._y = y = None
+                self._y = y = self._text = None
                 if self._terminated:
                     stops.append(t_reached)
             else:
@@ -491,17 +528,19 @@ class FmuUnit(Unit):
     def _direct_step(self, k, k_stop, last, S, D, X, R, G, k_full, k_log):
         """The generated-function signature of :class:`DirectStep`: inputs from the live
         values, then a step to tick ``k_full`` (or, with ``k_full == k``, a refresh)."""
-        changed = False
-        for live, one, last_value, _ in self._direct_inputs:
+        changed = 0
+        for live, one, last_value, mask in self._direct_inputs:
             value = live[0]
             if value != last_value[0]:
                 # Only inputs that changed are set (an unlinked one never does), each with
                 # its own FMI call on a one-value buffer made once.
                 one.write(value)
                 last_value[0] = value
-                changed = True
+                changed |= mask | 1
         if changed and self._feedthrough:
             self._y = None
+        if changed & _TEXT_BIT:
+            self._text = None
         if k_full > k:
             done = self._advance(k, k_full - k)
             if done.event:
