@@ -456,7 +456,8 @@ class FmuUnit(Unit):
         masks = dict.fromkeys(everything, 0)
         for j, out in enumerate(self.outputs):
             for name in self._deps.get(out.name, everything):
-                masks[name] |= 1 << group_of[j]
+                if name in masks:           # (text inputs are not set on this path)
+                    masks[name] |= 1 << group_of[j]
         for out in self.text_out:          # (String / Binary outputs: _TEXT_BIT)
             for name in self._deps.get(out.name, everything):
                 if name in masks:

@@ -230,3 +230,29 @@ def test_text_logs_are_written_and_read_back_exactly(fmus, suffix, tmp_path):
         np.testing.assert_array_equal(back.time_of(key), logs.time_of(key))
     with pytest.raises(ValueError, match="hold text"):
         logs.save(tmp_path / "results.npz")
+
+
+def test_unlinked_text_ports_keep_the_compiled_exchange(fmus):
+    """Units whose text ports are unlinked still step through the compiled exchange (it
+    carries the numbers, the units log their text), bit for bit the protocol path; a linked
+    text output takes the protocol path."""
+    version, texter, types = fmus
+    start = {"n": 3} if version == "3.0" else {}
+    m = Model("m")
+    m.add(FmuBlock("tx", texter, H), FmuBlock("a", types, H, start))
+    m.connect("tx.n", "a.i_in" if version == "2.0" else "a.i32_in")
+    runs = {}
+    for compiled in (True, False):
+        sim = CoSimulation(m, SimulationConfig(dt=H, t_end=STEPS * H, cosim=CosimConfig(
+            H=H, compiled=compiled)))
+        runs[compiled] = sim.run()
+        assert (sim.master.compiled is not None and sim.master.compiled.steps > 0) \
+            == compiled
+    for key in runs[False]:
+        assert runs[True][key].tolist() == runs[False][key].tolist(), key
+    assert runs[True]["tx/fmu.label"][:, 0].tolist() == [f"tick {k}"
+                                                         for k in range(STEPS + 1)]
+    assert runs[True]["a/fmu.t_out"][:, 0].tolist() == ["Set me!"] * (STEPS + 1)
+    linked = CoSimulation(chain(fmus), SimulationConfig(dt=H, t_end=H, cosim=CosimConfig(H=H)))
+    linked.run()
+    assert linked.master.compiled is None
