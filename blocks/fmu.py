@@ -109,7 +109,8 @@ class FmuBlock(Block):
         from cosim.fmi.unit import FmuUnit
         step = self.sample_time[0] if isinstance(self.sample_time, tuple) else \
             self.sample_time
-        return FmuUnit(self.path, name, self.start_values, step=step)
+        return FmuUnit(self.path, name, self.start_values, step=step,
+                       log=getattr(config, "log", None))
 
     def _outputs(self):
         self.outputs.update(self._unit.get_outputs())

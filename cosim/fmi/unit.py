@@ -56,6 +56,10 @@ class _OneInput:
         self.variable = v
         self.unit = unit
 
+    def failed(self, status: int) -> None:
+        """Raise the error of a write that returned ``status``."""
+        self.unit.inst.check(self.group.set_name, status)
+
     def write(self, value: float) -> None:
         g, v = self.group, self.variable
         if v.dtype != np.float64 and float(v.dtype.type(value)) != value:
@@ -64,6 +68,44 @@ class _OneInput:
         status = g.set()
         if status > 1:
             self.unit.inst.check(g.set_name, status)
+
+
+#: The rest of a generated FMI 2.0 direct step (:meth:`FmuUnit._direct_fmi2`): the step to
+#: tick ``k_full`` (or, with ``k_full == k``, the refresh) and the outputs into the slots.
+_DIRECT_FMI2_TAIL = '''
+    if k_full > k:
+        unit._k = k_full
+        t, h = t0 + k * dt, (k_full - k) * dt
+        if unit._terminated:
+            raise SimulationError(f"{unit.where}: stepped after the FMU asked to terminate",
+                                  t=t)
+        if unit._logged_t != unit.t:
+            record()            # the step's start, with the inputs just set
+        if unit._constant_h:
+            unit._check_constant(t, h)
+        inst.t = c_t.value = t
+        c_h.value = h
+        status = do_step(*args)
+        t_reached = t0 + k_full * dt
+        if status > 1:
+            reached = unit._not_ok2(t, h, status)
+            if reached != t + h:
+                t_reached = reached
+        unit.t = inst.t = t_reached
+        unit._y = y = unit._text = None
+        if unit._terminated:
+            stops.append(t_reached)
+    else:
+        record(True)
+        y = unit._y
+    if y is None:
+        y = unit._y = read_out()
+    if type(y) is tuple:
+        Sc[:] = y
+    else:
+        S[:] = y
+    return k_full, last
+'''
 
 
 class FmuUnit(Unit):
@@ -83,10 +125,14 @@ class FmuUnit(Unit):
         the FMU's default-experiment step (a default only: FMI lets the importer choose),
         else 1 ms. An FMU that declares ``canHandleVariableCommunicationStepSize="false"``
         is stepped with one constant step; a different one is an error naming it.
+    log : tuple of str, optional
+        The outputs to log, as ``"fmu.<output>"`` (``"*"``: all); default: all. An output
+        neither logged nor linked is not read when only the log would need it (a String
+        one is read only when asked for).
     """
 
     def __init__(self, path, name: str, start_values: dict | None = None,
-                 step: float | None = None):
+                 step: float | None = None, log: tuple | None = None):
         self.name = name
         self.path = Path(path)
         self.md = read_fmu(self.path)
@@ -101,6 +147,12 @@ class FmuUnit(Unit):
         self.text_in = [v for v in ins if is_text(v)]
         self.text_out = [v for v in outs if is_text(v)]
         self.numeric = not (self.text_in or self.text_out)
+        every = log is None or "*" in log
+        chosen = set() if every else {k[4:] for k in log if k.startswith("fmu.")}
+        #: Logged outputs: numeric ones (names), String / Binary ones (their positions).
+        self._log_out = [v.name for v in self.outputs if every or v.name in chosen]
+        self._log_txt = [j for j, v in enumerate(self.text_out) if every or v.name in chosen]
+        self._logs_any = bool(self._log_out or self._log_txt)
         self.clocks = clocks_of(self.md, self.path, where) if self.md.fmiVersion == "3.0" \
             else []
         cs = self.md.coSimulation
@@ -153,6 +205,7 @@ class FmuUnit(Unit):
         self._live_list = list(self._lives.values())
         self._direct_out = np.zeros(len(self.outputs))
         self._stops: list[float] = []
+        self._direct_made: tuple | None = None      # (instance, direct step function)
         self._logged_t: float | None = None     # time and values of the latest sample
         self._logged_y: np.ndarray | None = None
         self._logged_text: tuple = ()
@@ -430,15 +483,19 @@ class FmuUnit(Unit):
         # An input the exchange does not drive (unconnected) keeps the FMU's value: the live
         # values start as the FMU's current inputs, and an input is set when its value
         # changes.
-        self._direct_inputs = []
-        masks = self._stale_masks()
+        if self._direct_made is None or self._direct_made[0] is not self.inst:
+            # Made once per instance (the exchange asks at every chunk): the inputs' setters
+            # and last values, and the step function bound to them.
+            masks = self._stale_masks()
+            self._direct_inputs = [(live, _OneInput(self, v), [0.0], masks[v.name])
+                                   for v, live in zip(self.inputs, self._live_list)]
+            self._direct_made = (self.inst, self._direct_step if self.fmi3
+                                 else self._direct_fmi2())
+        fn = self._direct_made[1]
         if self.inputs:
             now = self.inst.read_new(self._acc_in, self._n_in)
-            for v, live, value in zip(self.inputs, self._live_list, now):
-                live[0] = float(value)
-                self._direct_inputs.append((live, _OneInput(self, v), [live[0]],
-                                            masks[v.name]))
-        fn = self._direct_step if self.fmi3 else self._direct_fmi2()
+            for (live, _, last_value, _), value in zip(self._direct_inputs, now):
+                live[0] = last_value[0] = float(value)
         return DirectStep((fn, self._direct_out, None, None, None, None),
                           self._k, 0, self._t0, self._dt, self._lives,
                           {v.name: j for j, v in enumerate(self.outputs)}, self._stops,
@@ -465,66 +522,44 @@ class FmuUnit(Unit):
         return masks
 
     def _direct_fmi2(self):
-        """:meth:`_direct_step` for FMI 2.0 units, its calls bound once: the inputs that
-        changed set (one call each), ``fmi2DoStep`` with the times of the unit's ticks, the
-        outputs read per type (:meth:`_reader`); the same calls, values and samples."""
-        inst, stops, inputs = self.inst, self._stops, self._direct_inputs
-        read_out = self._read_out
-        do_step, args = self._do_step2, self._step_args
-        c_t, c_h = args[1], args[2]
-        t0, dt = self._t0, self._dt
-        record = self._record
-        parts = tuple((1 << i, part) for i, part in enumerate(self._parts or ()))
-
-        def step(k, k_stop, last, S, D, X, R, G, k_full, k_log):
-            stale = 0
-            for live, one, last_value, mask in inputs:
-                value = live[0]
-                if value != last_value[0]:
-                    one.write(value)
-                    last_value[0] = value
-                    stale |= mask
-            if stale & _TEXT_BIT:
-                self._text = None
-            if stale and self._y is not None:
-                if parts:
-                    y = self._y         # only the reads holding outputs of those inputs
-                    for bit, part in parts:
-                        if stale & bit:
-                            y = part(y)
-                    self._y = y
-                else:
-                    self._y = None
-            if k_full > k:
-                self._k = k_full
-                t, h = t0 + k * dt, (k_full - k) * dt
-                if self._terminated:
-                    raise SimulationError(f"{self.where}: stepped after the FMU asked to "
-                                          "terminate", t=t)
-                if self._logged_t != self.t:
-                    record()            # the step's start, with the inputs just set
-                if self._constant_h:
-                    self._check_constant(t, h)
-                inst.t = c_t.value = t
-                c_h.value = h
-                status = do_step(*args)
-                t_reached = t0 + k_full * dt
-                if status > 1:
-                    reached = self._not_ok2(t, h, status)
-                    if reached != t + h:
-                        t_reached = reached
-                self.t = inst.t = t_reached
-                self._y = y = self._text = None
-                if self._terminated:
-                    stops.append(t_reached)
+        """:meth:`_direct_step` for FMI 2.0 units as a function generated for this unit, its
+        calls bound once: each input that changed set (one call each, unrolled), the output
+        reads holding outputs of those inputs done again (:meth:`_stale_masks`),
+        ``fmi2DoStep`` with the times of the unit's ticks, the outputs read per FMI call
+        (:meth:`_reader`) and written to the exchange's slots through a ctypes view (numpy
+        converts a tuple 2.5x slower); the same calls, values and samples."""
+        env = {"unit": self, "inst": self.inst, "stops": self._stops,
+               "read_out": self._read_out, "record": self._record, "do_step": self._do_step2,
+               "args": self._step_args, "c_t": self._step_args[1],
+               "c_h": self._step_args[2], "t0": self._t0, "dt": self._dt,
+               "SimulationError": SimulationError, "TEXT": _TEXT_BIT,
+               "Sc": (ctypes.c_double * len(self.outputs)).from_buffer(self._direct_out)}
+        lines = ["def step(k, k_stop, last, S, D, X, R, G, k_full, k_log):", "    stale = 0"]
+        for i, (live, one, last_value, mask) in enumerate(self._direct_inputs):
+            env[f"L{i}"], env[f"P{i}"] = live, last_value
+            lines += [f"    v = L{i}[0]", f"    if v != P{i}[0]:"]
+            g = one.group
+            if one.variable.dtype == np.float64:     # (others: checked and cast, _OneInput)
+                env[f"B{i}"], env[f"SET{i}"], env[f"FAIL{i}"] = g.buf, g.set, one.failed
+                lines += [f"        B{i}[0] = v", f"        s = SET{i}()",
+                          "        if s > 1:", f"            FAIL{i}(s)"]
             else:
-                record(replace=True)
-                y = self._y
-            if y is None:
-                y = self._y = read_out()
-            S[:] = y
-            return k_full, last
-        return step
+                env[f"W{i}"] = one.write
+                lines.append(f"        W{i}(v)")
+            lines += [f"        P{i}[0] = v", f"        stale |= {mask}"]
+        lines += ["    if stale:", "        if stale & TEXT:", "            unit._text = None",
+                  "        y = unit._y", "        if y is not None:"]
+        if self._parts:
+            for i, part in enumerate(self._parts):
+                env[f"part{i}"] = part
+                lines += [f"            if stale & {1 << i}:", f"                y = part{i}(y)"]
+            lines.append("            unit._y = y")
+        else:
+            lines.append("            unit._y = None")
+        lines.append(_DIRECT_FMI2_TAIL)
+        exec(compile("\n".join(lines), f"<direct step of FMU unit {self.name!r}>", "exec"),
+             env)
+        return env["step"]
 
     def _direct_step(self, k, k_stop, last, S, D, X, R, G, k_full, k_log):
         """The generated-function signature of :class:`DirectStep`: inputs from the live
@@ -728,8 +763,10 @@ class FmuUnit(Unit):
         """Log the outputs now. A step's end is logged by the refresh at that time or when
         the next step starts (with the inputs of that time), as a LocalUnit logs its ticks;
         ``replace`` replaces a sample of the same time not yet collected."""
+        if not self._logs_any:
+            return
         y = self._outputs_now()
-        text = self._text_now() if self.text_out else ()
+        text = self._text_now() if self._log_txt else ()
         if replace and self._logged_t == self.t:
             if self._log_t and self._log_t[-1] == self.t:
                 self._log_y[-1] = y
@@ -752,14 +789,15 @@ class FmuUnit(Unit):
         t = np.array(self._log_t, dtype=np.float64)
         y = np.array(self._log_y, dtype=np.float64).reshape(len(t), -1) if self._log_y else \
             np.zeros((0, self._n_out))
-        out, k = {}, 0
+        out, k, chosen = {}, 0, set(self._log_out)
         for v in self.outputs:
-            out[f"fmu.{v.name}"] = (t, y[:, k:k + v.size])
+            if v.name in chosen:
+                out[f"fmu.{v.name}"] = (t, y[:, k:k + v.size])
             k += v.size
-        for j, v in enumerate(self.text_out):
+        for j in self._log_txt:
             column = np.empty((len(t), 1), dtype=object)
             column[:, 0] = [sample[j] for sample in self._log_text]
-            out[f"fmu.{v.name}"] = (t, column)
+            out[f"fmu.{self.text_out[j].name}"] = (t, column)
         self._log_t, self._log_y, self._log_text = [], [], []
         return P.LogBatch(out)
 

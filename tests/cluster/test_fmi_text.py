@@ -262,3 +262,19 @@ def test_unlinked_text_ports_keep_the_compiled_exchange(fmus, tmp_path):
     linked = CoSimulation(chain(fmus), SimulationConfig(dt=H, t_end=H, cosim=CosimConfig(H=H)))
     linked.run()
     assert linked.master.compiled is None
+
+
+@pytest.mark.parametrize("log, keys", [
+    ((), set()), (("a.t_out",), {"a/fmu.t_out"}), (("tx/fmu.label", "b.t_out"),
+                                                  {"tx/fmu.label", "b/fmu.t_out"}),
+    (("tx/fmu.n",), {"tx/fmu.n"})])
+def test_fmu_units_log_the_selection(fmus, log, keys):
+    """An FMU unit logs the signals SimulationConfig.log selects (as "f/fmu.y" or as the
+    monolithic "f.y"), the same samples as when it logs everything."""
+    full = run(fmus, "local")
+    model = chain(fmus)
+    got = CoSimulation(model, SimulationConfig(dt=H, t_end=STEPS * H, log=log,
+                                               cosim=CosimConfig(H=H))).run()
+    assert set(got) == keys
+    for key in keys:
+        assert got[key].tolist() == full[key].tolist(), key
