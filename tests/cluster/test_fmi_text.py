@@ -278,3 +278,17 @@ def test_fmu_units_log_the_selection(fmus, log, keys):
     assert set(got) == keys
     for key in keys:
         assert got[key].tolist() == full[key].tolist(), key
+
+
+def test_cosim_run_shows_and_writes_text_signals(fmus, tmp_path):
+    """``cosim run`` of a model file with a text chain prints the last strings and writes
+    them to the results file."""
+    path = tmp_path / "chain.yaml"
+    chain(fmus).to_yaml(path, simulation=SimulationConfig(dt=H, t_end=STEPS * H))
+    out = tmp_path / "results.csv"
+    done = subprocess.run([sys.executable, "-m", "cosim.cli", "run", str(path), "--out",
+                           str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"'tick {STEPS}'" in done.stdout
+    assert Logs.load(out)["b.t_out"][:, 0].tolist() == [f"tick {k}"
+                                                         for k in range(STEPS + 1)]
