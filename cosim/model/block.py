@@ -260,6 +260,10 @@ class Block:
 
     input_ports: ClassVar[tuple[str, ...]] = ("in",)
     output_ports: ClassVar[tuple[str, ...]] = ("out",)
+    #: Text ports (rule 11): port -> "String" / "Binary" (an instance sets its own dicts;
+    #: the others hold numbers). Read-only class defaults: no dict per block.
+    input_kinds: ClassVar = _NO_KINDS
+    output_kinds: ClassVar = _NO_KINDS
     direct_feedthrough: ClassVar[bool] = True
     sample_time: ClassVar = None
     #: With an inherited sample time in a model with continuous state, the block is evaluated
@@ -343,9 +347,6 @@ class Block:
         self.input_shapes: dict[str, tuple[int, ...]] = {}
         # Inputs that may stay unconnected (the block checks ``port in self.inputs``).
         self.optional_inputs: frozenset[str] = _NONE
-        # Text ports (rule 11): port -> "String" / "Binary"; the others hold numbers.
-        self.input_kinds: dict[str, str] = _NO_KINDS
-        self.output_kinds: dict[str, str] = _NO_KINDS
 
     # -- life cycle ------------------------------------------------------------------------
 
