@@ -292,3 +292,19 @@ def test_cosim_run_shows_and_writes_text_signals(fmus, tmp_path):
     assert f"'tick {STEPS}'" in done.stdout
     assert Logs.load(out)["b.t_out"][:, 0].tolist() == [f"tick {k}"
                                                          for k in range(STEPS + 1)]
+
+
+def test_a_dashboard_shows_text_links_and_plots_numbers_only(fmus):
+    import json
+    import urllib.request
+    from cosim.dashboard import Dashboard
+    with Dashboard() as board:
+        sim = CoSimulation(chain(fmus), SimulationConfig(dt=H, t_end=STEPS * H,
+                                                         cosim=CosimConfig(H=H)),
+                           dashboard=board)
+        sim.run()
+        url = board.url.replace("/?", "/state.json?")
+        state = json.loads(urllib.request.urlopen(url, timeout=10).read())["set"]
+        sim.close()
+    assert state["links"]["b.t_out"] == [f"tick {STEPS}"]
+    assert not any("t_out" in k or "label" in k for k in state["signal_keys"])
