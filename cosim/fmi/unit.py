@@ -3,7 +3,10 @@
 Ports are the FMU's inputs and outputs of every numeric type (:mod:`cosim.fmi.variables`);
 on the protocol their values travel as float64 arrays of the port's shape, converted exactly
 to and from the FMU's type here (an input value that the type cannot hold is an error naming
-the port). Which outputs depend on which inputs comes from ``<ModelStructure>`` (none listed:
+the port). String and Binary inputs and outputs are ports too, their values ``str`` /
+``bytes`` in object arrays of shape ``(1,)``; a unit with them takes separate protocol
+requests (the fused step packs float64 only), and its direct step (the compiled exchange)
+carries its numbers only. Which outputs depend on which inputs comes from ``<ModelStructure>`` (none listed:
 every output depends on every input, the safe choice). Rollback and checkpoints use the FMU's
 own state functions; an FMU that cannot save its state refuses ``get_state`` with an error
 saying so, which makes the master refuse iteration, adaptive steps and checkpoints for it.
