@@ -102,12 +102,12 @@ def test_reference_fmu_matches_fmpy(version, name, path):
         np.testing.assert_allclose(y[i], r, rtol=0, atol=RTOL[path] * scale, err_msg=o)
 
 
-@pytest.mark.parametrize("path", ["block", "unit"])
+@pytest.mark.parametrize("path", ["block", "unit", "me"])
 @pytest.mark.parametrize("version", ["2.0", "3.0"])
 def test_reference_text_chain(version, path):
     """Two Reference Feedthrough FMUs, the first's String (and FMI 3.0 Binary) output wired
-    to the second's input, on the monolithic and co-simulation paths: every sample is what
-    fmpy's instances of the same FMUs pass along."""
+    to the second's input, on the co-simulation block, unit and model-exchange paths: every
+    sample is what fmpy's instances of the same FMUs pass along."""
     from fmpy import extract, read_model_description
     from fmpy.fmi2 import FMU2Slave
     from fmpy.fmi3 import FMU3Slave
@@ -117,7 +117,10 @@ def test_reference_text_chain(version, path):
     given = {"String_input": "hello, wörld"} | (
         {"Binary_input": b"\x00\x01\xff"} if version == "3.0" else {})
     m = Model("m")
-    m.add(FmuBlock("a", str(fmu), 0.1, given), FmuBlock("b", str(fmu), 0.1))
+    if path == "me":
+        m.add(ModelExchangeFmuBlock("a", str(fmu), given), ModelExchangeFmuBlock("b", str(fmu)))
+    else:
+        m.add(FmuBlock("a", str(fmu), 0.1, given), FmuBlock("b", str(fmu), 0.1))
     m.connect("a.String_output", "b.String_input")
     if version == "3.0":
         m.connect("a.Binary_output", "b.Binary_input")

@@ -174,6 +174,26 @@ def test_text_ports_travel_fmu_to_fmu_in_a_monolithic_run(fmus):
     check(run(fmus, "monolithic"), fmpy_chain(fmus), cosim=False)
 
 
+def test_text_ports_of_model_exchange_fmus_are_set_in_event_mode(fmus):
+    """The same chain of model-exchange FMU blocks: a text input that changes at a tick is
+    set in event mode there (FMI's rule for discrete inputs); the texts at the ticks are
+    those fmpy's co-simulation instances pass (the models' text follows time only)."""
+    from blocks.fmu import ModelExchangeFmuBlock
+    version, texter, types = fmus
+    m = Model("me")
+    start = {"n": 3} if version == "3.0" else {}
+    m.add(ModelExchangeFmuBlock("tx", texter), ModelExchangeFmuBlock("a", types, start),
+          ModelExchangeFmuBlock("b", types, start))
+    m.connect("tx.label", "a.t_in")
+    m.connect("a.t_out", "b.t_in")
+    if version == "3.0":
+        m.connect("tx.data", "a.bin_in")
+        m.connect("a.bin_out", "b.bin_in")
+    assert m.blocks[1].input_kinds["t_in"] == "String"
+    check(Simulator(m, SimulationConfig(dt=H, t_end=STEPS * H)).run(), fmpy_chain(fmus),
+          cosim=False)
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize("path", ["served", "ray"])
 def test_text_ports_travel_fmu_to_fmu_remotely(ray_session, fmus, path, tmp_path):
