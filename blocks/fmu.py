@@ -3,8 +3,10 @@ and a model-exchange FMU as a continuous block integrated by cosim's solvers.
 
 Ports have the FMU variables' shapes; their values are float64 arrays like every port's,
 which hold the FMU's integers, booleans (0/1) and enumerations exactly
-(:mod:`cosim.fmi.variables`). String and Binary variables are not ports: set them in
-``start_values`` (an unset input keeps its start value), read outputs with ``text_outputs()``. In a
+(:mod:`cosim.fmi.variables`). String and Binary inputs and outputs are ports of their own
+kind (``input_kinds`` / ``output_kinds``; values ``str`` / ``bytes`` in object arrays) wired
+only to ports of their kind, another FMU's among them; an unconnected one keeps its start
+value or ``start_values`` (a model-exchange FMU's text inputs are set in event mode). In a
 monolithic run a co-simulation FMU is a discrete block stepped at its sample hits (outputs
 that depend directly on inputs are refreshed for the current inputs); in a co-simulation a
 top-level FMU block becomes its own unit (:class:`cosim.fmi.unit.FmuUnit`). An FMU that asks
@@ -72,16 +74,18 @@ class FmuBlock(Block):
     def __init__(self, name: str, path: str, sample_time: float = 0.01,
                  start_values: dict | None = None):
         from cosim.fmi.description import read_fmu
-        from cosim.fmi.variables import ports_of
+        from cosim.fmi.variables import is_text, ports_of
         md = read_fmu(path)
         where = f"FmuBlock {name!r} ({path})"
-        ins, outs = ports_of(md, dict(start_values or {}), where, path)
+        ins, outs = ports_of(md, dict(start_values or {}), where, path, text=True)
         _check_names("FmuBlock", name, path, ins + outs)
         super().__init__(name, sample_time=sample_time, inputs=tuple(v.name for v in ins),
                          outputs=tuple(v.name for v in outs))
+        # String and Binary variables are ports of their own kind (str / bytes values).
+        self.input_kinds = {v.name: v.type for v in ins if is_text(v)}
+        self.output_kinds = {v.name: v.type for v in outs if is_text(v)}
         self.path = str(path)
         self.start_values = dict(start_values or {})
-        self._outs = outs
         # An unconnected input keeps the FMU's value (its start value or start_values), as
         # importers do.
         self.optional_inputs = frozenset(self.input_names)
@@ -104,12 +108,11 @@ class FmuBlock(Block):
         from cosim.fmi.unit import FmuUnit
         step = self.sample_time[0] if isinstance(self.sample_time, tuple) else \
             self.sample_time
-        return FmuUnit(self.path, name, self.start_values, step=step)
+        return FmuUnit(self.path, name, self.start_values, step=step,
+                       log=getattr(config, "log", None))
 
     def _outputs(self):
-        self.outputs.update(_typed(np.concatenate(
-            [a.reshape(-1) for a in self._unit.get_outputs().values()])
-            if self._outs else np.zeros(0), self._outs))
+        self.outputs.update(self._unit.get_outputs())
 
     def initialize(self, t0):
         if self._unit is None:
@@ -135,6 +138,8 @@ class FmuBlock(Block):
         if done.event:
             stop = StopSimulation(done.t_reached, f"FMU {self.name!r} asked to terminate")
             if not _same_time(done.t_reached, t + dt):
+                # Between ticks: its outputs where it stopped are its last sample.
+                stop.block, stop.outputs = self, self._unit.get_outputs()
                 raise stop
             # It stopped at the next tick: that tick's outputs (the FMU's last) are logged
             # first, the run ends at its state update.
@@ -177,10 +182,10 @@ class ModelExchangeFmuBlock(Block):
 
     def __init__(self, name: str, path: str, start_values: dict | None = None):
         from cosim.fmi.description import read_fmu
-        from cosim.fmi.variables import clocks_of, ports_of
+        from cosim.fmi.variables import clocks_of, is_text, ports_of
         md = read_fmu(path, "me")
         where = f"ModelExchangeFmuBlock {name!r} ({path})"
-        ins, outs = ports_of(md, dict(start_values or {}), where, path)
+        ins, outs = ports_of(md, dict(start_values or {}), where, path, text=True)
         if md.fmiVersion == "3.0" and clocks_of(md, path, where):
             raise ModelError(f"{where}: clocks of a model-exchange FMU are not supported "
                              "(docs/fmi.md)" + ("; use its co-simulation interface with "
@@ -192,6 +197,14 @@ class ModelExchangeFmuBlock(Block):
         self.path = str(path)
         self.start_values = dict(start_values or {})
         self._md = md
+        # String and Binary variables are ports of their own kind (str / bytes values): an
+        # input set in event mode (a change at a tick is an event, as for discrete inputs).
+        self.input_kinds = {v.name: v.type for v in ins if is_text(v)}
+        self.output_kinds = {v.name: v.type for v in outs if is_text(v)}
+        self._text_in = [v for v in ins if is_text(v)]
+        self._text_out = [v for v in outs if is_text(v)]
+        ins = [v for v in ins if not is_text(v)]
+        outs = [v for v in outs if not is_text(v)]
         self._ins, self._outs = ins, outs
         self.optional_inputs = frozenset(self.input_names)     # unconnected: the FMU's value
         deps = [o.dependencies for o in md.outputs]
@@ -222,6 +235,7 @@ class ModelExchangeFmuBlock(Block):
         self._clock_only = x.size == 0
         self.cstate = np.zeros(1) if self._clock_only else x
         self._fmu.disc_values = None
+        self._texts_set: dict = {}     # text inputs as last set
         self._stop: StopSimulation | None = None
         self._tick_end = t0
         self._connected = -1           # inputs wired when last counted
@@ -252,14 +266,31 @@ class ModelExchangeFmuBlock(Block):
         # so the solver restarts from it).
         self._load(t)
         disc = self._flat(self._fmu.disc_in)
-        if disc is not None and (self._fmu.disc_values is None or
-                                 not np.array_equal(disc, self._fmu.disc_values)):
-            self._event(t, disc)
+        texts = self._texts()
+        if texts or disc is not None and (self._fmu.disc_values is None or
+                                          not np.array_equal(disc, self._fmu.disc_values)):
+            self._event(t, disc, texts)
         self.held_output_update(t, dt)
+
+    def _texts(self) -> dict:
+        """The connected text inputs whose values differ from those last set."""
+        out = {}
+        for v in self._text_in:
+            if v.name in self.inputs:
+                value = self.inputs[v.name].reshape(-1)[0]
+                if self._texts_set.get(v.name) != value:
+                    out[v] = value
+        return out
 
     def held_output_update(self, t, dt):
         self._load(t)
         self.outputs.update(_typed(self._fmu.outputs(), self._outs))
+        if self._text_out:
+            from cosim.fmi.description import read_text
+            for name, value in read_text(self._fmu.inst, self._md).items():
+                a = np.empty(1, dtype=object)
+                a[0] = value
+                self.outputs[name] = a
 
     def derivative(self, t):
         if self._clock_only:
@@ -277,19 +308,23 @@ class ModelExchangeFmuBlock(Block):
 
     def switch_mode(self, t):
         self._load(t)
-        self._event(t, self._flat(self._fmu.disc_in))
+        self._event(t, self._flat(self._fmu.disc_in), self._texts())
 
     def completed_step(self, t):
         self._load(t)
         return self._stop is None and self._fmu.completed_step(t)
 
-    def _event(self, t, disc) -> None:
+    def _event(self, t, disc, texts=None) -> None:
         if self._stop is not None:
             return
         try:
-            x = self._fmu.event(t, disc)
+            x = self._fmu.event(t, disc, texts)
+            if texts:
+                self._texts_set.update((v.name, value) for v, value in texts.items())
         except StopSimulation as stop:
             if not _same_time(t, self._tick_end):
+                # Between ticks: its outputs after the event are its last sample there.
+                stop.block, stop.outputs = self, _typed(self._fmu.outputs(), self._outs)
                 raise
             # It stopped at the end of the tick being integrated: that tick's outputs (the
             # FMU's last, after the event) are logged first, the run ends right after.

@@ -34,7 +34,11 @@ integers little-endian::
     u8 L | L bytes dtype string (ASCII, e.g. b"<f8") | u8 ndim | ndim x u64 dims | raw data
 
 where the dtype is one of :data:`WIRE_DTYPES` (little-endian; a big-endian array is converted),
-and the raw data is C-ordered, exactly ``prod(dims) * itemsize`` bytes.
+and the raw data is C-ordered, exactly ``prod(dims) * itemsize`` bytes. The values of a String
+or Binary port, an object array of ``str`` only or ``bytes`` only, are ext type 2
+(:data:`EXT_TEXT`)::
+
+    u8 ndim | ndim x u64 dims | msgpack array of prod(dims) str (UTF-8) or bin items
 
 Decoding is strict: the input size, every container and string length, the nesting depth and
 every array's rank and element count are bounded (:class:`Limits`), so no input makes the
@@ -70,13 +74,15 @@ from cosim.errors import CodecError, ModelError
 from cosim.master.protocol import MESSAGE_TYPES, PROTOCOL_VERSION, Hello, Message, Welcome
 
 __all__ = ["encode", "decode", "encode_data", "decode_data", "check_version", "Limits", "DEFAULT_LIMITS", "DEFAULT_MAX_SIZE",
-           "EXT_NDARRAY", "WIRE_DTYPES", "quote"]
+           "EXT_NDARRAY", "EXT_TEXT", "WIRE_DTYPES", "quote"]
 
 #: Largest message :func:`encode` produces and :func:`decode` accepts by default, bytes.
 DEFAULT_MAX_SIZE = 256 * 2**20
 
 #: msgpack ext type code of an ndarray.
 EXT_NDARRAY = 1
+#: msgpack ext type code of an object ndarray of str or bytes (String / Binary ports).
+EXT_TEXT = 2
 
 #: The array dtypes allowed on the wire, by their wire dtype string.
 WIRE_DTYPES: types.MappingProxyType[bytes, np.dtype] = types.MappingProxyType({
@@ -250,6 +256,8 @@ def _enc_array(a, lim):
         # Subclasses (masked arrays, matrices) are refused: they would not come back as such.
         raise _Invalid(f"expected a numpy ndarray, got {_describe(a)}")
     prefix = _PREFIX.get(a.dtype)
+    if prefix is None and a.dtype == object:
+        return _enc_text(a, lim)
     if prefix is None:
         little = a.dtype.newbyteorder("<")
         prefix = _PREFIX.get(little)
@@ -267,6 +275,56 @@ def _enc_array(a, lim):
     return _ext((EXT_NDARRAY, prefix + _DIMS[ndim].pack(ndim, *shape) + a.data))
 
 
+def _enc_text(a, lim):
+    """An object array of ``str`` only or ``bytes`` only (a String / Binary port's values) as
+    ext type :data:`EXT_TEXT`."""
+    ndim, shape = a.ndim, a.shape
+    if ndim > lim.max_ndim:
+        raise _Invalid(f"ndarray has {ndim} dimensions, more than max_ndim={lim.max_ndim}")
+    if _span(shape) > lim.max_elements:
+        raise _Invalid(f"ndarray of shape {shape} exceeds max_elements={lim.max_elements}")
+    items = a.ravel().tolist()
+    kinds = {type(x) for x in items}
+    if not kinds <= {str} and not kinds <= {bytes}:
+        raise _Invalid("an object ndarray can be sent only when it holds str only or bytes "
+                       f"only (a String or Binary port's values), got "
+                       f"{', '.join(sorted(k.__name__ for k in kinds))}")
+    inner = msgpack.packb(items, use_bin_type=True, strict_types=True)
+    return _ext((EXT_TEXT, _DIMS[ndim].pack(ndim, *shape) + inner))
+
+
+def _dec_text(data: bytes, lim) -> np.ndarray:
+    """The object array of an :data:`EXT_TEXT` payload (bounded as an ndarray's is)."""
+    n = len(data)
+    if not n:
+        raise CodecError("text ndarray payload is empty")
+    ndim = data[0]
+    if ndim > lim.max_ndim:
+        raise CodecError(f"ndarray has {ndim} dimensions, more than max_ndim={lim.max_ndim}")
+    start = 1 + 8 * ndim
+    if n < start:
+        raise CodecError("text ndarray header is truncated")
+    shape = _SHAPE[ndim].unpack_from(data, 1)
+    if _span(shape) > lim.max_elements:
+        raise CodecError(f"ndarray shape {shape} exceeds max_elements={lim.max_elements}")
+    count = _span(shape) if 0 not in shape else 0
+    try:
+        items = msgpack.unpackb(data[start:], raw=False, use_list=True, max_str_len=n,
+                                max_bin_len=n, max_array_len=min(n, count), max_map_len=0,
+                                max_ext_len=0)
+    except (ValueError, TypeError) as err:
+        raise CodecError(f"malformed text ndarray: {quote(str(err))}") from None
+    if type(items) is not list or len(items) != count:
+        raise CodecError(f"text ndarray of shape {shape} needs {count} items, got "
+                         f"{_describe(items)}")
+    kinds = {type(x) for x in items}
+    if not kinds <= {str} and not kinds <= {bytes}:
+        raise CodecError("text ndarray items must be str only or bytes only")
+    out = np.empty(count, dtype=object)
+    out[:] = items
+    return out.reshape(shape)
+
+
 def _dec_array(v, lim):
     if type(v) is np.ndarray:
         return v
@@ -278,9 +336,11 @@ def _ext_hook(lim: Limits) -> Callable[[int, bytes], np.ndarray]:
     """The msgpack ``ext_hook`` that rebuilds ndarrays within ``lim``."""
 
     def hook(code: int, data: bytes) -> np.ndarray:
+        if code == EXT_TEXT:
+            return _dec_text(data, lim)
         if code != EXT_NDARRAY:
-            raise CodecError(f"unknown msgpack ext type {code}; the only one is "
-                             f"{EXT_NDARRAY} (ndarray)")
+            raise CodecError(f"unknown msgpack ext type {code}; the known ones are "
+                             f"{EXT_NDARRAY} (ndarray) and {EXT_TEXT} (text ndarray)")
         n = len(data)
         if not n:
             raise CodecError("ndarray payload is empty")

@@ -145,11 +145,17 @@ class StopSimulation(CosimError):
         Time at which the run ends, s.
     reason : str
         Who asked and why (logged with the stop).
+    block : Block, optional
+        The block that asked, with ``outputs``: its outputs at ``t`` (port -> value), logged
+        as its sample there when ``t`` falls between ticks (an FMU that stopped inside its
+        step logs where it stopped, as fmpy does).
     """
 
-    def __init__(self, t: float, reason: str):
+    def __init__(self, t: float, reason: str, block=None, outputs: dict | None = None):
         self.t = t
         self.reason = reason
+        self.block = block
+        self.outputs = outputs
         super().__init__(f"stop at t={t:.9g}: {reason}")
 
 

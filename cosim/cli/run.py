@@ -20,6 +20,9 @@ def _show(value) -> str:
     """A logged sample, short: a number, or a (possibly elided) list; a negative zero shows
     as 0 (``-0.0 + 0.0`` is ``0.0``)."""
     import numpy as np
+    if getattr(value, "dtype", None) == object:        # text (String / Binary samples)
+        items = [repr(x) for x in np.ravel(value)]
+        return items[0] if len(items) == 1 else "[" + ", ".join(items) + "]"
     a = np.ravel(np.asarray(value, dtype=float)) + 0.0
     if a.size == 1:
         return f"{a[0]:.6g}"

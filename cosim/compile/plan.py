@@ -200,6 +200,19 @@ def _check_drivers(paths, blocks, wires, attempted, problems) -> None:
                                         "(use a Sum to add signals)", paths[i], p))
 
 
+def _check_kinds(paths, blocks, wires, problems) -> None:
+    """A String or Binary port (Block rule 11) is wired only to a port of its kind."""
+    if not any(b.input_kinds or b.output_kinds for b in blocks):
+        return
+    for s, sp, d, dp in wires:
+        have, want = blocks[s].output_kinds.get(sp), blocks[d].input_kinds.get(dp)
+        if have != want:
+            problems.append(Problem(
+                f"{paths[s]}.{sp} ({have or 'numeric'}) -> {paths[d]}.{dp} ({want or 'numeric'}"
+                f" input): a {have or want} port connects only to a {have or want} port "
+                "(text and numbers do not convert)", paths[d], dp))
+
+
 def feedthrough_graph(blocks, wires) -> list:
     """Successors of each block in the direct-feedthrough graph: ``s -> d`` when ``d`` has
     feedthrough; a successor may be listed more than once (the graph algorithms accept it).
@@ -245,6 +258,7 @@ def compile_model(model, dt: float, log: tuple[str, ...] | None = None, *,
     by_name = {p: i for i, p in enumerate(paths)}
     wires = [(by_name[s], sp, by_name[d], dp) for s, sp, d, dp in flat.wires]
     _check_drivers(paths, blocks, wires, flat.attempted, problems)
+    _check_kinds(paths, blocks, wires, problems)
     # The wires by path name are not needed any more: freed before the graph is built,
     # whose memory reuses theirs (a large plan's peak, kept by the allocator, is lower).
     del flat

@@ -70,6 +70,16 @@ def _finite(x: float):
     return x if math.isfinite(x) else None
 
 
+def _shown(x):
+    """A port value's element for the page: a finite float or None, a String port's text,
+    a Binary port's bytes as hex."""
+    if type(x) is str:
+        return x
+    if type(x) is bytes:
+        return x.hex()
+    return _finite(float(x))
+
+
 def unit_placement(sim) -> dict:
     """Where each unit of co-simulation ``sim`` runs: unit -> ``backend``, ``kind`` (``in
     process``, ``process``, ``ray``, ``remote``), ``where`` (the proxy's
@@ -259,6 +269,8 @@ class RunMonitor(Observer):
         """First snapshot: the ports there are, the signals to record."""
         self._started = True
         for (u, p), v in master.values.items():
+            if v.dtype == object:
+                continue            # text (String / Binary): shown on its link, not plotted
             label = port_label(u, p)
             if v.size == 1:
                 self._candidates[label] = ("port", (u, p), 0)
@@ -381,7 +393,7 @@ class RunMonitor(Observer):
             "eta": left / speed if speed > 0 else None, "wall": wall - self._t_wall0,
             "stats": stats, "status": "done" if left <= 1e-9 * max(1.0, abs(cfg.t_end))
             else "running"},
-            "links": {port_label(u, p): [_finite(float(x)) for x in v.flat[:4]]
+            "links": {port_label(u, p): [_shown(x) for x in v.flat[:4]]
                       for (u, p), v in values.items()}}
         if first:
             delta["set"]["units"] = self._units()

@@ -19,6 +19,7 @@ import numpy as np
 
 from cosim.errors import SimulationError, StopSimulation
 from cosim.fmi.instance import FmuInstance
+from cosim.fmi.variables import text_value
 
 __all__ = ["ModelExchangeFmu"]
 
@@ -160,15 +161,23 @@ class ModelExchangeFmu:
 
     # -- events -------------------------------------------------------------------------------
 
-    def event(self, t: float, disc_inputs: np.ndarray | None) -> np.ndarray | None:
-        """The FMI event iteration at ``t`` (state loaded): event mode, the discrete inputs,
-        new discrete states until stable, continuous-time mode. Returns the new continuous
-        state (shape (nx,)) or None if unchanged."""
+    def event(self, t: float, disc_inputs: np.ndarray | None,
+              texts: dict | None = None) -> np.ndarray | None:
+        """The FMI event iteration at ``t`` (state loaded): event mode, the discrete inputs
+        (``texts``: String / Binary inputs -> their ``str`` / ``bytes``), new discrete
+        states until stable, continuous-time mode. Returns the new continuous state (shape
+        (nx,)) or None if unchanged."""
         inst, f = self.inst, self.inst.fmu
         inst.call("enterEventMode", f.enterEventMode)
         if disc_inputs is not None and self.disc_in:
             inst.write(self._acc_disc, disc_inputs)
             self.disc_values = disc_inputs.copy()
+        for v, value in (texts or {}).items():
+            value = text_value(v, value, f"FMU {inst.name!r}: input")
+            if v.type == "String":
+                inst.call("setString", f.setString, [v.vr], [value])
+            else:
+                inst.call("fmi3SetBinary", f.setBinary, [v.vr], [value])
         changed = self._iterate(t)
         inst.call("enterContinuousTimeMode", f.enterContinuousTimeMode)
         if changed and self.nx:

@@ -248,12 +248,15 @@ class FmuInstance:
         """The values of ``variables`` as one :class:`ValueGroup` per FMI type (value
         references and buffers resolved once); their order is that of a flat vector holding
         every variable's values in turn."""
-        members: dict[str, list] = {}
+        table = _C3 if self.fmi3 else _C2
+        members: dict[tuple, list] = {}
         offset = 0
         for v in variables:
-            members.setdefault(v.type, []).append((v, offset))
+            # One call per FMI function: an enumeration is read with the integers of its
+            # width (fmi2GetInteger, fmi3GetInt64).
+            members.setdefault(table[v.type], []).append((v, offset))
             offset += v.size
-        return [ValueGroup(self, t, m) for t, m in members.items()]
+        return [ValueGroup(self, m[0][0].type, m) for m in members.values()]
 
     def raw(self, name: str):
         """The FMI function ``name`` of the FMU's library for the per-step calls, returning

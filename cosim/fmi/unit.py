@@ -3,7 +3,10 @@
 Ports are the FMU's inputs and outputs of every numeric type (:mod:`cosim.fmi.variables`);
 on the protocol their values travel as float64 arrays of the port's shape, converted exactly
 to and from the FMU's type here (an input value that the type cannot hold is an error naming
-the port). Which outputs depend on which inputs comes from ``<ModelStructure>`` (none listed:
+the port). String and Binary inputs and outputs are ports too, their values ``str`` /
+``bytes`` in object arrays of shape ``(1,)``; a unit with them takes separate protocol
+requests (the fused step packs float64 only), and its direct step (the compiled exchange)
+carries its numbers only. Which outputs depend on which inputs comes from ``<ModelStructure>`` (none listed:
 every output depends on every input, the safe choice). Rollback and checkpoints use the FMU's
 own state functions; an FMU that cannot save its state refuses ``get_state`` with an error
 saying so, which makes the master refuse iteration, adaptive steps and checkpoints for it.
@@ -19,6 +22,7 @@ FmuInstance`, whose errors carry the FMU's own log messages.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from pathlib import Path
 
@@ -27,11 +31,22 @@ import numpy as np
 from cosim.errors import ModelError, SimulationError, UnsupportedError
 from cosim.fmi.instance import DISCARD, FmuInstance
 from cosim.fmi.description import read_fmu, read_text, start_value_setter
-from cosim.fmi.variables import clocks_of, exact_cast, ports_of
+from cosim.fmi.variables import clocks_of, exact_cast, is_text, ports_of, text_value
 from cosim.master import protocol as P
 from cosim.master.units import DirectStep, Unit
 
 __all__ = ["FmuUnit"]
+
+
+#: Bit of :meth:`FmuUnit._stale_masks` for "a String / Binary output depends on this input".
+_TEXT_BIT = 1 << 62
+
+
+def _text_array(value) -> np.ndarray:
+    """A String / Binary port value: ``value`` in an object array of shape ``(1,)``."""
+    a = np.empty(1, dtype=object)
+    a[0] = value
+    return a
 
 
 class _OneInput:
@@ -44,6 +59,10 @@ class _OneInput:
         self.variable = v
         self.unit = unit
 
+    def failed(self, status: int) -> None:
+        """Raise the error of a write that returned ``status``."""
+        self.unit.inst.check(self.group.set_name, status)
+
     def write(self, value: float) -> None:
         g, v = self.group, self.variable
         if v.dtype != np.float64 and float(v.dtype.type(value)) != value:
@@ -52,6 +71,44 @@ class _OneInput:
         status = g.set()
         if status > 1:
             self.unit.inst.check(g.set_name, status)
+
+
+#: The rest of a generated FMI 2.0 direct step (:meth:`FmuUnit._direct_fmi2`): the step to
+#: tick ``k_full`` (or, with ``k_full == k``, the refresh) and the outputs into the slots.
+_DIRECT_FMI2_TAIL = '''
+    if k_full > k:
+        unit._k = k_full
+        t, h = t0 + k * dt, (k_full - k) * dt
+        if unit._terminated:
+            raise SimulationError(f"{unit.where}: stepped after the FMU asked to terminate",
+                                  t=t)
+        if unit._logged_t != unit.t:
+            record()            # the step's start, with the inputs just set
+        if unit._constant_h:
+            unit._check_constant(t, h)
+        inst.t = c_t.value = t
+        c_h.value = h
+        status = do_step(*args)
+        t_reached = t0 + k_full * dt
+        if status > 1:
+            reached = unit._not_ok2(t, h, status)
+            if reached != t + h:
+                t_reached = reached
+        unit.t = inst.t = t_reached
+        unit._y = y = unit._text = None
+        if unit._terminated:
+            stops.append(t_reached)
+    else:
+        record(True)
+        y = unit._y
+    if y is None:
+        y = unit._y = read_out()
+    if type(y) is tuple:
+        Sc[:] = y
+    else:
+        S[:] = y
+    return k_full, last
+'''
 
 
 class FmuUnit(Unit):
@@ -71,17 +128,34 @@ class FmuUnit(Unit):
         the FMU's default-experiment step (a default only: FMI lets the importer choose),
         else 1 ms. An FMU that declares ``canHandleVariableCommunicationStepSize="false"``
         is stepped with one constant step; a different one is an error naming it.
+    log : tuple of str, optional
+        The outputs to log, as ``"fmu.<output>"`` (``"*"``: all); default: all. An output
+        neither logged nor linked is not read when only the log would need it (a String
+        one is read only when asked for).
     """
 
     def __init__(self, path, name: str, start_values: dict | None = None,
-                 step: float | None = None):
+                 step: float | None = None, log: tuple | None = None):
         self.name = name
         self.path = Path(path)
         self.md = read_fmu(self.path)
         self.start_values = dict(start_values or {})
         where = f"FMU unit {name!r} ({self.path.name})"
         self.where = where
-        self.inputs, self.outputs = ports_of(self.md, self.start_values, where, self.path)
+        ins, outs = ports_of(self.md, self.start_values, where, self.path, text=True)
+        #: Numeric ports (float64 on the protocol) and String / Binary ones (object arrays
+        #: of str / bytes), each in the FMU's order.
+        self.inputs = [v for v in ins if not is_text(v)]
+        self.outputs = [v for v in outs if not is_text(v)]
+        self.text_in = [v for v in ins if is_text(v)]
+        self.text_out = [v for v in outs if is_text(v)]
+        self.numeric = not (self.text_in or self.text_out)
+        every = log is None or "*" in log
+        chosen = set() if every else {k[4:] for k in log if k.startswith("fmu.")}
+        #: Logged outputs: numeric ones (names), String / Binary ones (their positions).
+        self._log_out = [v.name for v in self.outputs if every or v.name in chosen]
+        self._log_txt = [j for j, v in enumerate(self.text_out) if every or v.name in chosen]
+        self._logs_any = bool(self._log_out or self._log_txt)
         self.clocks = clocks_of(self.md, self.path, where) if self.md.fmiVersion == "3.0" \
             else []
         cs = self.md.coSimulation
@@ -113,7 +187,7 @@ class FmuUnit(Unit):
         self._deps = {}
         for out in self.md.outputs:
             self._deps[out.variable.name] = \
-                tuple(v.name for v in self.inputs) if out.dependencies is None else \
+                tuple(v.name for v in ins) if out.dependencies is None else \
                 tuple(d.name for d in out.dependencies if d.causality == "input")
         #: Setting inputs can change outputs; if not, outputs read stay valid until a step.
         self._feedthrough = any(self._deps.get(v.name, ()) for v in self.outputs)
@@ -134,12 +208,16 @@ class FmuUnit(Unit):
         self._live_list = list(self._lives.values())
         self._direct_out = np.zeros(len(self.outputs))
         self._stops: list[float] = []
+        self._direct_made: tuple | None = None      # (instance, direct step function)
         self._logged_t: float | None = None     # time and values of the latest sample
         self._logged_y: np.ndarray | None = None
+        self._logged_text: tuple = ()
         self.inst: FmuInstance | None = None
         self.t = 0.0
         self._log_t: list[float] = []
         self._log_y: list[np.ndarray] = []
+        self._log_text: list[tuple] = []        # String / Binary outputs per sample
+        self._text: tuple | None = None
         self._terminated = False
 
     # -- protocol -------------------------------------------------------------------------
@@ -148,13 +226,16 @@ class FmuUnit(Unit):
         deps = self._deps
         return P.UnitDescription(
             name=self.name,
-            inputs=tuple(P.PortInfo(v.name, v.shape) for v in self.inputs),
-            outputs=tuple(P.PortInfo(v.name, v.shape) for v in self.outputs),
-            feedthrough=tuple((v.name, deps.get(v.name, ())) for v in self.outputs),
+            inputs=tuple(P.PortInfo(v.name, v.shape) for v in self.inputs + self.text_in),
+            outputs=tuple(P.PortInfo(v.name, v.shape) for v in self.outputs + self.text_out),
+            feedthrough=tuple((v.name, deps.get(v.name, ()))
+                              for v in self.outputs + self.text_out),
             dt=self._dt,
             can_get_set_state=self.can_state,
-            # An unlinked input keeps the FMU's value, as FMI importers leave it.
-            capabilities=(("rollback",) if self.can_state else ()) + (P.OPTIONAL_INPUTS,))
+            # An unlinked input keeps the FMU's value, as FMI importers leave it. The fused
+            # step (one message per macro step, Unit.step) packs float64 values only.
+            capabilities=(("rollback",) if self.can_state else ()) + (P.OPTIONAL_INPUTS,)
+            + ((P.FUSED_STEP,) if self.numeric else ()))
 
     def initialize(self, t0: float) -> None:
         if self.inst is None:
@@ -170,6 +251,7 @@ class FmuUnit(Unit):
             self._acc_out = self.inst.groups(self.outputs)
             self._some_groups: dict[tuple, list] = {}      # inputs set by name -> groups
             self._read_out = self._reader()
+            self._read_text = self._text_reader()
             self._start = start_value_setter(self.inst, self.md, self.start_values,
                                              self.where)
         else:
@@ -200,8 +282,8 @@ class FmuUnit(Unit):
             self._start("init")
             inst.call("fmi2EnterInitializationMode", fmu.enterInitializationMode)
             inst.call("fmi2ExitInitializationMode", fmu.exitInitializationMode)
-        self._log_t, self._log_y = [], []
-        self._y = None
+        self._log_t, self._log_y, self._log_text = [], [], []
+        self._y = self._text = None
         self._logged_t = None
         self._record()
 
@@ -224,6 +306,8 @@ class FmuUnit(Unit):
         inst.call("fmi3EnterStepMode", fmu.enterStepMode)
 
     def set_inputs(self, values: dict, derivatives: dict | None = None) -> None:
+        if self.text_in and values:
+            values = self._set_text(values)
         if not values:
             return
         if len(values) != len(self.inputs):
@@ -243,6 +327,67 @@ class FmuUnit(Unit):
             self._y = None
         if derivatives and self.can_interpolate:
             self._set_derivatives(derivatives)
+
+    def _set_text(self, values: dict) -> dict:
+        """Set the String / Binary inputs among ``values`` (each a ``str`` / ``bytes`` or an
+        object array holding one); the numeric ones are returned."""
+        inst, f = self.inst, self.inst.fmu
+        rest = dict(values)
+        for v in self.text_in:
+            if v.name not in rest:
+                continue
+            value = rest.pop(v.name)
+            if isinstance(value, np.ndarray):
+                if value.size != 1:
+                    raise ModelError(f"{self.where}: input {v.name!r} takes one value, got "
+                                     f"{value.size}")
+                value = value.reshape(-1)[0]
+            value = text_value(v, value, f"{self.where}: input")
+            if v.type == "String":
+                inst.call("setString", f.setString, [v.vr], [value])
+            else:
+                inst.call("fmi3SetBinary", f.setBinary, [v.vr], [value])
+        self._text = None
+        return rest
+
+    def _text_now(self) -> tuple:
+        """The String / Binary outputs now (``str`` / ``bytes``), read once per step or
+        change of inputs."""
+        if self._text is None:
+            self._text = self._read_text()
+        return self._text
+
+    def _text_reader(self):
+        """A function returning the String / Binary outputs as a tuple, each read by its FMI
+        function through a bare pointer with its arguments made once (fmpy's getString
+        costs several times the call)."""
+        inst, prefix = self.inst, "fmi3" if self.fmi3 else "fmi2"
+        reads = []
+        for v in self.text_out:
+            vr = (ctypes.c_uint32 * 1)(v.vr)
+            one = ctypes.c_size_t(1)
+            if v.type == "String":
+                name, value = f"{prefix}GetString", (ctypes.c_char_p * 1)()
+                args = (inst.component, vr, one, value) + ((one,) if self.fmi3 else ())
+                sizes = None
+            else:
+                name, value = "fmi3GetBinary", (ctypes.c_void_p * 1)()
+                sizes = (ctypes.c_size_t * 1)()
+                args = (inst.component, vr, one, sizes, value, one)
+            reads.append((functools.partial(inst.raw(name), *args), name, value, sizes))
+
+        def read() -> tuple:
+            out = []
+            for call, name, value, sizes in reads:
+                status = call()
+                if status > 1:
+                    inst.check(name, status)
+                if sizes is None:
+                    out.append((value[0] or b"").decode("utf-8"))
+                else:
+                    out.append(ctypes.string_at(value[0], sizes[0]) if sizes[0] else b"")
+            return tuple(out)
+        return read
 
     def _set_derivatives(self, derivatives: dict) -> None:
         """First derivatives of the real inputs over the coming step (FMI 2.0
@@ -314,7 +459,7 @@ class FmuUnit(Unit):
         if t_end is not None and t_reached == t + h:
             t_reached = t_end
         self.t = inst.t = t_reached
-        self._y = None
+        self._y = self._text = None
         return P.StepDone(t_reached, self._terminated, self._next_tick())
 
     def _check_constant(self, t: float, h: float) -> None:
@@ -333,89 +478,108 @@ class FmuUnit(Unit):
         """Direct steps for the compiled exchange (:mod:`cosim.master.compiled`): the same
         calls as the protocol path (``set_inputs``, ``do_step`` / ``refresh_outputs``) without
         request objects, for an FMU with scalar ports, no input clocks and no input
-        derivatives."""
+        derivatives. Its numeric ports only: String / Binary inputs keep their values, text
+        outputs are logged (the exchange runs only while no text port is linked)."""
         if (self.inst is None or self._terminated or self.event_mode or self.can_interpolate
                 or any(v.size != 1 for v in self.inputs + self.outputs)):
             return None
         # An input the exchange does not drive (unconnected) keeps the FMU's value: the live
         # values start as the FMU's current inputs, and an input is set when its value
         # changes.
-        self._direct_inputs = []
+        if self._direct_made is None or self._direct_made[0] is not self.inst:
+            # Made once per instance (the exchange asks at every chunk): the inputs' setters
+            # and last values, and the step function bound to them.
+            masks = self._stale_masks()
+            self._direct_inputs = [(live, _OneInput(self, v), [0.0], masks[v.name])
+                                   for v, live in zip(self.inputs, self._live_list)]
+            self._direct_made = (self.inst, self._direct_step if self.fmi3
+                                 else self._direct_fmi2())
+        fn = self._direct_made[1]
         if self.inputs:
             now = self.inst.read_new(self._acc_in, self._n_in)
-            for v, live, value in zip(self.inputs, self._live_list, now):
-                live[0] = float(value)
-                self._direct_inputs.append((live, _OneInput(self, v), [live[0]]))
-        fn = self._direct_step if self.fmi3 else self._direct_fmi2()
+            for (live, _, last_value, _), value in zip(self._direct_inputs, now):
+                live[0] = last_value[0] = float(value)
         return DirectStep((fn, self._direct_out, None, None, None, None),
                           self._k, 0, self._t0, self._dt, self._lives,
                           {v.name: j for j, v in enumerate(self.outputs)}, self._stops,
                           generated=False)
 
-    def _direct_fmi2(self):
-        """:meth:`_direct_step` for FMI 2.0 units, its calls bound once: the inputs that
-        changed set (one call each), ``fmi2DoStep`` with the times of the unit's ticks, the
-        outputs read per type (:meth:`_reader`); the same calls, values and samples."""
-        inst, stops, inputs = self.inst, self._stops, self._direct_inputs
-        read_out = self._read_out
-        do_step, args = self._do_step2, self._step_args
-        c_t, c_h = args[1], args[2]
-        t0, dt = self._t0, self._dt
-        record, feedthrough = self._record, self._feedthrough
+    def _stale_masks(self) -> dict:
+        """Input -> bit mask of the output reads (:attr:`_acc_out`, bit ``i`` the ``i``-th
+        FMI call) holding an output that depends on that input (<ModelStructure>): only
+        those are read again when it changes at the same time."""
+        group_of = {}
+        for i, g in enumerate(self._acc_out):
+            pos = range(g.pos.start, g.pos.stop) if isinstance(g.pos, slice) else g.pos
+            group_of.update((int(p), i) for p in pos)
+        everything = tuple(v.name for v in self.inputs)
+        masks = dict.fromkeys(everything, 0)
+        for j, out in enumerate(self.outputs):
+            for name in self._deps.get(out.name, everything):
+                if name in masks:           # (text inputs are not set on this path)
+                    masks[name] |= 1 << group_of[j]
+        for out in self.text_out:          # (String / Binary outputs: _TEXT_BIT)
+            for name in self._deps.get(out.name, everything):
+                if name in masks:
+                    masks[name] |= _TEXT_BIT
+        return masks
 
-        def step(k, k_stop, last, S, D, X, R, G, k_full, k_log):
-            for live, one, last_value in inputs:
-                value = live[0]
-                if value != last_value[0]:
-                    one.write(value)
-                    last_value[0] = value
-                    if feedthrough:
-                        self._y = None
-            if k_full > k:
-                self._k = k_full
-                t, h = t0 + k * dt, (k_full - k) * dt
-                if self._terminated:
-                    raise SimulationError(f"{self.where}: stepped after the FMU asked to "
-                                          "terminate", t=t)
-                if self._logged_t != self.t:
-                    record()            # the step's start, with the inputs just set
-                if self._constant_h:
-                    self._check_constant(t, h)
-                inst.t = c_t.value = t
-                c_h.value = h
-                status = do_step(*args)
-                t_reached = t0 + k_full * dt
-                if status > 1:
-                    reached = self._not_ok2(t, h, status)
-                    if reached != t + h:
-                        t_reached = reached
-                self.t = inst.t = t_reached
-                self._y = y = None
-                if self._terminated:
-                    stops.append(t_reached)
+    def _direct_fmi2(self):
+        """:meth:`_direct_step` for FMI 2.0 units as a function generated for this unit, its
+        calls bound once: each input that changed set (one call each, unrolled), the output
+        reads holding outputs of those inputs done again (:meth:`_stale_masks`),
+        ``fmi2DoStep`` with the times of the unit's ticks, the outputs read per FMI call
+        (:meth:`_reader`) and written to the exchange's slots through a ctypes view (numpy
+        converts a tuple 2.5x slower); the same calls, values and samples."""
+        env = {"unit": self, "inst": self.inst, "stops": self._stops,
+               "read_out": self._read_out, "record": self._record, "do_step": self._do_step2,
+               "args": self._step_args, "c_t": self._step_args[1],
+               "c_h": self._step_args[2], "t0": self._t0, "dt": self._dt,
+               "SimulationError": SimulationError, "TEXT": _TEXT_BIT,
+               "Sc": (ctypes.c_double * len(self.outputs)).from_buffer(self._direct_out)}
+        lines = ["def step(k, k_stop, last, S, D, X, R, G, k_full, k_log):", "    stale = 0"]
+        for i, (live, one, last_value, mask) in enumerate(self._direct_inputs):
+            env[f"L{i}"], env[f"P{i}"] = live, last_value
+            lines += [f"    v = L{i}[0]", f"    if v != P{i}[0]:"]
+            g = one.group
+            if one.variable.dtype == np.float64:     # (others: checked and cast, _OneInput)
+                env[f"B{i}"], env[f"SET{i}"], env[f"FAIL{i}"] = g.buf, g.set, one.failed
+                lines += [f"        B{i}[0] = v", f"        s = SET{i}()",
+                          "        if s > 1:", f"            FAIL{i}(s)"]
             else:
-                record(replace=True)
-                y = self._y
-            if y is None:
-                y = self._y = read_out()
-            S[:] = y
-            return k_full, last
-        return step
+                env[f"W{i}"] = one.write
+                lines.append(f"        W{i}(v)")
+            lines += [f"        P{i}[0] = v", f"        stale |= {mask}"]
+        lines += ["    if stale:", "        if stale & TEXT:", "            unit._text = None",
+                  "        y = unit._y", "        if y is not None:"]
+        if self._parts:
+            for i, part in enumerate(self._parts):
+                env[f"part{i}"] = part
+                lines += [f"            if stale & {1 << i}:", f"                y = part{i}(y)"]
+            lines.append("            unit._y = y")
+        else:
+            lines.append("            unit._y = None")
+        lines.append(_DIRECT_FMI2_TAIL)
+        exec(compile("\n".join(lines), f"<direct step of FMU unit {self.name!r}>", "exec"),
+             env)
+        return env["step"]
 
     def _direct_step(self, k, k_stop, last, S, D, X, R, G, k_full, k_log):
         """The generated-function signature of :class:`DirectStep`: inputs from the live
         values, then a step to tick ``k_full`` (or, with ``k_full == k``, a refresh)."""
-        changed = False
-        for live, one, last_value in self._direct_inputs:
+        changed = 0
+        for live, one, last_value, mask in self._direct_inputs:
             value = live[0]
             if value != last_value[0]:
                 # Only inputs that changed are set (an unlinked one never does), each with
                 # its own FMI call on a one-value buffer made once.
                 one.write(value)
                 last_value[0] = value
-                changed = True
+                changed |= mask | 1
         if changed and self._feedthrough:
             self._y = None
+        if changed & _TEXT_BIT:
+            self._text = None
         if k_full > k:
             done = self._advance(k, k_full - k)
             if done.event:
@@ -495,39 +659,62 @@ class FmuUnit(Unit):
         return read_text(self.inst, self.md)
 
     def get_outputs(self) -> dict:
-        y = self._outputs_now()
-        return {name: y[sl].reshape(shape) for name, sl, shape in self._out_slots}
+        y = np.array(self._outputs_now(), dtype=np.float64)
+        out = {name: y[sl].reshape(shape) for name, sl, shape in self._out_slots}
+        if self.text_out:
+            for v, value in zip(self.text_out, self._text_now()):
+                out[v.name] = _text_array(value)
+        return out
 
-    def _outputs_now(self) -> np.ndarray:
-        """The outputs as one flat vector, read once per step or change of inputs."""
+    def _outputs_now(self):
+        """The outputs as one flat sequence of floats (a tuple or a float64 vector,
+        :meth:`_reader`), read once per step or change of inputs."""
         if self._y is None:
             self._y = self._read_out()
         return self._y
 
     def _reader(self):
-        """A function returning the outputs as a new flat float64 vector: for a few scalar
-        values of several FMI types, element by element from each type's buffer (numpy's
-        indexing costs more than the FMI calls there), else :meth:`FmuInstance.read_new`."""
+        """A function returning the outputs as one flat sequence of floats: for a few
+        scalar values, a tuple read element by element from each FMI call's buffer by a
+        function generated for this unit (numpy's indexing and a Python loop cost more than
+        the FMI calls there), else a new float64 vector (:meth:`FmuInstance.read_new`)."""
         inst, groups, n = self.inst, self._acc_out, self._n_out
-        if n > 16 or len(groups) == 1:
+        self._parts = None
+        if n > 16:
             return lambda: inst.read_new(groups, n)
-        parts = []
-        for g in groups:
+        if not n:
+            return tuple
+        slots = [None] * n
+        env: dict = {"_fail": self._read_failed}
+        for i, g in enumerate(groups):
+            env[f"g{i}"], env[f"b{i}"] = g.get, g.buf
             pos = range(g.pos.start, g.pos.stop) if isinstance(g.pos, slice) else \
                 [int(p) for p in g.pos]
-            parts.append((g.get, g.get_name, g.buf, tuple(enumerate(pos))))
-        array = np.array
+            # Floats only (numpy converts a tuple of mixed ints and floats 6x slower).
+            wrap = "{}" if g.view.dtype == np.float64 else "float({})"
+            for j, p in enumerate(pos):
+                slots[p] = wrap.format(f"b{i}[{j}]")
+        calls = "; ".join(f"s{i} = g{i}()" for i in range(len(groups)))
+        bad = " or ".join(f"s{i} > 1" for i in range(len(groups)))
+        statuses = ", ".join(f"s{i}" for i in range(len(groups)))
+        src = (f"def read():\n    {calls}\n    if {bad}:\n        _fail(({statuses},))\n"
+               f"    return ({', '.join(slots)},)\n")
+        # Per FMI call, the outputs read again with that call only, the others as they were
+        # (a refresh after inputs that only some outputs depend on: <ModelStructure>).
+        for i in range(len(groups)):
+            fresh = [e if e.startswith((f"b{i}[", f"float(b{i}[")) else f"y[{p}]"
+                     for p, e in enumerate(slots)]
+            src += (f"def part{i}(y):\n    s = g{i}()\n    if s > 1:\n"
+                    f"        _fail(({', '.join('s' if j == i else '0' for j in range(len(groups)))},))\n"
+                    f"    return ({', '.join(fresh)},)\n")
+        exec(compile(src, f"<outputs of FMU unit {self.name!r}>", "exec"), env)
+        self._parts = [env[f"part{i}"] for i in range(len(groups))]
+        return env["read"]
 
-        def read() -> np.ndarray:
-            vals = [0.0] * n
-            for get, name, buf, where in parts:
-                status = get()
-                if status > 1:
-                    inst.check(name, status)
-                for j, p in where:
-                    vals[p] = buf[j]
-            return array(vals, dtype=np.float64)
-        return read
+    def _read_failed(self, statuses) -> None:
+        """Raise the error of the first output read that failed."""
+        for g, status in zip(self._acc_out, statuses):
+            self.inst.check(g.get_name, status)
 
     def get_state(self) -> P.UnitState:
         if not self.can_state:
@@ -547,7 +734,10 @@ class FmuUnit(Unit):
         return P.UnitState(self.t, {"fmu": bytes(data), "t": self.t,
                                     "logs": len(self._log_t),
                                     "ticks": list(getattr(self, "_ticks", [])), "k": self._k,
-                                    "logged_t": self._logged_t, "logged_y": self._logged_y,
+                                    "logged_t": self._logged_t,
+                                    "logged_y": None if self._logged_y is None else
+                                    np.array(self._logged_y, dtype=np.float64),
+                                    "logged_text": list(self._logged_text),
                                     "terminated": self._terminated})
 
     def set_state(self, state: P.UnitState) -> None:
@@ -562,40 +752,56 @@ class FmuUnit(Unit):
         inst.call(*names[1], st)
         inst.call(*names[2], st)
         self.t = inst.t = state.data["t"]
-        self._y = None
+        self._y = self._text = None
         self._ticks = list(state.data["ticks"])
         self._k = state.data["k"]
         self._logged_t = state.data["logged_t"]
         self._logged_y = state.data["logged_y"]
+        self._logged_text = tuple(state.data["logged_text"])
         self._terminated = state.data["terminated"]
-        del self._log_t[state.data["logs"]:], self._log_y[state.data["logs"]:]
+        n = state.data["logs"]
+        del self._log_t[n:], self._log_y[n:], self._log_text[n:]
 
     def _record(self, replace: bool = False) -> None:
         """Log the outputs now. A step's end is logged by the refresh at that time or when
         the next step starts (with the inputs of that time), as a LocalUnit logs its ticks;
         ``replace`` replaces a sample of the same time not yet collected."""
+        if not self._logs_any:
+            return
         y = self._outputs_now()
+        text = self._text_now() if self._log_txt else ()
         if replace and self._logged_t == self.t:
             if self._log_t and self._log_t[-1] == self.t:
                 self._log_y[-1] = y
+                if text:
+                    self._log_text[-1] = text
                 return
-            if y.tobytes() == self._logged_y.tobytes():
+            if np.asarray(y, dtype=np.float64).tobytes() == \
+                    np.asarray(self._logged_y, dtype=np.float64).tobytes() and \
+                    text == self._logged_text:
                 return              # collected already, and unchanged
-        self._logged_t, self._logged_y = self.t, y
+        self._logged_t, self._logged_y, self._logged_text = self.t, y, text
         self._log_t.append(self.t)
         self._log_y.append(y)
+        if text:
+            self._log_text.append(text)
 
     def collect_logs(self) -> P.LogBatch:
         if self._terminated and self._logged_t != self.t and self.inst is not None:
             self._record()          # the run ends where the FMU stopped: its last sample
         t = np.array(self._log_t, dtype=np.float64)
-        y = np.array(self._log_y).reshape(len(t), -1) if self._log_y else \
+        y = np.array(self._log_y, dtype=np.float64).reshape(len(t), -1) if self._log_y else \
             np.zeros((0, self._n_out))
-        out, k = {}, 0
+        out, k, chosen = {}, 0, set(self._log_out)
         for v in self.outputs:
-            out[f"fmu.{v.name}"] = (t, y[:, k:k + v.size])
+            if v.name in chosen:
+                out[f"fmu.{v.name}"] = (t, y[:, k:k + v.size])
             k += v.size
-        self._log_t, self._log_y = [], []
+        for j in self._log_txt:
+            column = np.empty((len(t), 1), dtype=object)
+            column[:, 0] = [sample[j] for sample in self._log_text]
+            out[f"fmu.{self.text_out[j].name}"] = (t, column)
+        self._log_t, self._log_y, self._log_text = [], [], []
         return P.LogBatch(out)
 
     def terminate(self) -> None:

@@ -4,8 +4,9 @@ Every numeric type is a port of its own dtype: FMI 2.0 ``Real``/``Integer``/``Bo
 ``Enumeration``; FMI 3.0 ``Float32``/``Float64``, the integer widths, ``Boolean`` and
 ``Enumeration``. FMI 3.0 arrays are ports of their declared shape; a dimension given by a
 structural parameter takes that parameter's value (its start value, or the one the user sets),
-which is fixed before initialization (configuration mode). Strings and binaries are refused
-naming the variable; FMI 3.0 clocks are :class:`Clock` (time-based input clocks with a
+which is fixed before initialization (configuration mode). Scalar String and Binary variables
+are ports of their own kind where the caller asks for them (``dtype`` object: values ``str``
+/ ``bytes``); FMI 3.0 clocks are :class:`Clock` (time-based input clocks with a
 constant interval) or refused naming the clock kind.
 """
 
@@ -18,8 +19,8 @@ import numpy as np
 
 from cosim.errors import ModelError, SimulationError
 
-__all__ = ["Clock", "FmuVariable", "clocks_of", "exact_cast", "number", "ports_of",
-           "shape_of", "structural_values", "text_value", "text_variables"]
+__all__ = ["Clock", "FmuVariable", "clocks_of", "exact_cast", "is_text", "number",
+           "ports_of", "shape_of", "structural_values", "text_value", "text_variables"]
 
 #: FMI type -> numpy dtype of its port.
 DTYPES = {
@@ -143,9 +144,13 @@ def clock_timing(path) -> dict[str, tuple[float | None, float]]:
     return out
 
 
-def ports_of(md, start_values: dict, where: str, path=None
+def ports_of(md, start_values: dict, where: str, path=None, text: bool = False
              ) -> tuple[list[FmuVariable], list[FmuVariable]]:
     """The input and output variables of ``md`` as ports.
+
+    ``text``: String and Binary inputs and outputs are ports too (dtype ``object``: their
+    values are arrays of ``str`` / ``bytes``, :func:`is_text`); else they are left out (set
+    as start values, read with :func:`~cosim.fmi.description.read_text`).
 
     Raises
     ------
@@ -161,8 +166,15 @@ def ports_of(md, start_values: dict, where: str, path=None
             continue
         t = v.type
         if t in TEXT_TYPES:
-            continue                # not a numeric port: text_variables
-        if t == "Enumeration":
+            if not text:
+                continue            # not a port here: text_variables
+            if v.dimensions:
+                problems.append(f"{v.causality} {v.name!r} is an array of {t}, which cosim "
+                                "does not support as a port (scalar String and Binary ports "
+                                "are)")
+                continue
+            dtype = np.dtype(object)
+        elif t == "Enumeration":
             dtype = np.dtype(np.int64 if fmi3 else np.int32)
         elif t in DTYPES:
             dtype = np.dtype(DTYPES[t])
@@ -179,6 +191,11 @@ def ports_of(md, start_values: dict, where: str, path=None
                          + " (cosim supports numeric, boolean, enumeration, string and "
                            "binary variables and time-based input clocks)")
     return ins, outs
+
+
+def is_text(v) -> bool:
+    """True for a String or Binary port (:class:`FmuVariable`)."""
+    return v.type in TEXT_TYPES
 
 
 def text_variables(md, causality: str) -> list:

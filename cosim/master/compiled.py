@@ -152,10 +152,17 @@ class CompiledExchange:
     def build(cls, master, outputs: dict):
         """The compiled exchange of an initialized master, or None when its macro step
         cannot be compiled: a unit not in this process, an adaptive macro step, tracing,
-        or ``CosimConfig(compiled=False)``."""
+        a linked String / Binary output (the exchange carries floats; unlinked ones stay out
+        of it, logged by their units), or ``CosimConfig(compiled=False)``."""
         cfg, control = master.cfg, master.control
         if not cfg.compiled or cfg.adaptive or cfg.trace:
             return None
+        text = {(u, p) for u, ps in outputs.items() for p in ps
+                if master.values[(u, p)].dtype == object}
+        if text:
+            if any(key in text for key in master.graph.driver.values()):
+                return None
+            outputs = {u: [p for p in ps if (u, p) not in text] for u, ps in outputs.items()}
         units = {u: p.in_process() for u, p in master.proxies.items()}
         if any(unit is None for unit in units.values()):
             return None

@@ -3,6 +3,8 @@ polynomial (order 0, 1, 2) through them, turned into a unit's SetInputs."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cosim.master import protocol as P
@@ -35,8 +37,13 @@ class PortHistory:
         self.points: dict[tuple[str, str], list[tuple[float, np.ndarray]]] = {}
 
     def start(self, t0: float, values: dict) -> None:
-        """Forget the past: the history is the values at ``t0``."""
+        """Forget the past: the history is the values at ``t0``. A String / Binary output
+        (an object array) is held like a discrete output whose period never ends: text is
+        never extrapolated."""
         self.points = {key: [(t0, v)] for key, v in values.items()}
+        for key, v in values.items():
+            if v.dtype == object:
+                self.period[key] = math.inf
 
     def append(self, T: float, outputs: dict) -> None:
         """Add the macro point ``T`` (dropping what is older than needed)."""

@@ -135,8 +135,14 @@ def partition(model, config) -> Partition:
                 b.events = list(b.events) + routed[name]
             units.append(UnitSpec(name, b, cfg, workspace=workspace))
         else:
-            units.append(UnitSpec(name, None, base,
-                                  factory=lambda b=b, name=name: b.as_unit(name, base)))
+            # A block that is a unit by itself (an FMU) logs the selection's signals under
+            # its name ("f/fmu.y"), and the ports named as in the monolithic run ("f.y").
+            log = nested_log(config.log, name)
+            if log is not None and ALL_OUTPUTS not in log:
+                log += tuple(f"fmu.{p}" for p in b.output_names if f"{name}.{p}" in config.log)
+            cfg = replace(base, log=log)
+            units.append(UnitSpec(name, None, cfg,
+                                  factory=lambda b=b, name=name, cfg=cfg: b.as_unit(name, cfg)))
     if rest.blocks:
         log = _unit_log(config.log, REST, atomic)
         units.append(UnitSpec(REST, rest, replace(base, log=(ALL_OUTPUTS,) if log is None

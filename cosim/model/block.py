@@ -14,6 +14,7 @@ import inspect
 import math
 import numbers
 import re
+import types
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -26,6 +27,8 @@ NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: The empty set of optional inputs, shared (``frozenset()`` allocates 216 bytes per call).
 _NONE: frozenset = frozenset()
+#: No text ports (Block rule 11), shared and read-only.
+_NO_KINDS = types.MappingProxyType({})
 
 __all__ = ["Block", "Kernel", "NAME_RE", "as_signal", "check_sample_time", "has_spec",
            "is_deferred"]
@@ -236,6 +239,11 @@ class Block:
         trajectory, and a hysteresis loop can slide along its threshold instead of switching.
         Such a block may also implement ``completed_step(t)``: called after every accepted
         solver step, True asks for ``switch_mode`` at the step's end (an FMU's step event).
+    11. A port that carries text is of its own kind: name it in ``input_kinds`` /
+        ``output_kinds`` (port -> ``"String"`` or ``"Binary"``, set in ``__init__``); its
+        value is an object array of the port's shape holding ``str`` / ``bytes``. Only a
+        port of the same kind may be wired to it (compile names both ends otherwise), it is
+        logged as such and runs on the interpreter (the fast path carries numbers).
 
     The base class does the rest: port dicts, unconnected-input errors, sample-time checks,
     commit, and the declaration checks made when the subclass is defined.
@@ -252,6 +260,10 @@ class Block:
 
     input_ports: ClassVar[tuple[str, ...]] = ("in",)
     output_ports: ClassVar[tuple[str, ...]] = ("out",)
+    #: Text ports (rule 11): port -> "String" / "Binary" (an instance sets its own dicts;
+    #: the others hold numbers). Read-only class defaults: no dict per block.
+    input_kinds: ClassVar = _NO_KINDS
+    output_kinds: ClassVar = _NO_KINDS
     direct_feedthrough: ClassVar[bool] = True
     sample_time: ClassVar = None
     #: With an inherited sample time in a model with continuous state, the block is evaluated

@@ -193,9 +193,15 @@ class Interpreter:
                 state.k = k
         except StopSimulation as stop:
             # A block asked to end the run (an FMU's termination request): a clean stop at
-            # its time, like a stopping event.
+            # its time, like a stopping event; its outputs there (between ticks) are its
+            # last sample.
             state.stop_requested = True
             state.t_stop = stop.t
+            if stop.outputs and stop.block is not None:
+                i = self.plan.index.get(self.plan.path_of.get(id(stop.block)))
+                for j, port, key in store.refs:
+                    if j == i and port in stop.outputs:
+                        store.add_late(key, stop.t, stop.outputs[port])
         except CosimError as err:
             if isinstance(err, SimulationError) and err.t is None:
                 err.t = t

@@ -64,7 +64,9 @@ class SampleList(list):
         if not parts:
             return np.zeros((0,) + self.shape)
         parts.reverse()
-        return np.concatenate(parts).astype(np.float64, copy=False)
+        out = np.concatenate(parts)
+        # (A String / Binary port's samples stay str / bytes in an object array.)
+        return out if out.dtype == object else out.astype(np.float64, copy=False)
 
     def truncate(self, n: int) -> None:
         """Keep the first ``n`` samples (walks back from the end: cuts are recent)."""

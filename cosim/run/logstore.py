@@ -76,6 +76,24 @@ class LogStore:
             self.refs.append((i, p, key))
         self.rows: list[list] = [[] for _ in plan.tasks]
         self.columns: list[list[tuple[str, int]]] = [[] for _ in plan.tasks]
+        #: Samples after the last tick, off the grid: key -> [(t, value)] (a block's outputs
+        #: where it stopped the run between ticks, :meth:`add_late`).
+        self.late: dict[str, list[tuple[float, np.ndarray]]] = {}
+
+    def add_late(self, key: str, t: float, value) -> None:
+        """Log ``value`` as signal ``key``'s sample at ``t`` (s), after its tick samples:
+        where a block stopped the run between ticks."""
+        self.late.setdefault(key, []).append((t, np.asarray(value)))
+
+    def _with_late(self, key: str, start: int, n: int, t: np.ndarray, v: np.ndarray):
+        """Samples ``start:`` of ``key`` (``t``, ``v``: its tick samples ``start:n``) with
+        its late samples after them."""
+        late = self.late[key][max(0, start - n):]
+        if not late:
+            return t, v
+        return (np.concatenate([t, [tt for tt, _ in late]]),
+                np.concatenate([v.reshape((len(v),) + late[0][1].shape),
+                                [x for _, x in late]]))
 
     def appender(self, key: str):
         """The bound ``append`` of signal ``key``'s sample list (for the interpreter's lists)."""
@@ -135,7 +153,12 @@ class LogStore:
                 times[key] = t
             else:
                 times[key] = t.copy()
+            if key in self.late:
+                times[key], values[key] = self._with_late(key, 0, n, times[key], values[key])
         base = t0 + np.arange(self.k0, self.last + 1, dtype=np.float64) * dt
+        if self.late:
+            ends = [tt for samples in self.late.values() for tt, _ in samples]
+            base = np.concatenate([base, [max(ends)]])
         return values, times, base
 
     def logs(self, t0: float, dt: float) -> Logs:
@@ -156,6 +179,9 @@ class LogStore:
                 t = times[span] = t0 + np.asarray(ticks[start:n], dtype=np.float64) * dt
             out[key] = (t, samples.array(start, n))
             marks[key] = n
+            if key in self.late:
+                out[key] = self._with_late(key, start, n, t[:max(0, n - start)], out[key][1])
+                marks[key] = n + len(self.late[key])
         return out
 
     # -- snapshots --------------------------------------------------------------------------
@@ -165,7 +191,8 @@ class LogStore:
         self.flush()
         return {"log_lengths": {key: samples.length() for key, (samples, _) in self.lists.items()},
                 "task_ticks": [len(ticks) for ticks in self.task_ticks],
-                "last_logged": self.last}
+                "last_logged": self.last,
+                "late": {key: len(v) for key, v in self.late.items()}}
 
     def cut(self, position: dict) -> None:
         """Go back to ``position`` (from :meth:`position`): later samples are dropped."""
@@ -175,3 +202,5 @@ class LogStore:
         for ticks, n in zip(self.task_ticks, position["task_ticks"]):
             del ticks[n:]
         self.last = position["last_logged"]
+        kept = position.get("late", {})
+        self.late = {key: v[:kept[key]] for key, v in self.late.items() if kept.get(key)}

@@ -2,17 +2,22 @@
 post-process in — CSV, Parquet, HDF5, MATLAB and NumPy — chosen by the file's suffix.
 
 Layouts (every value float64, written so that reading gives back every signal's samples and
-time vector exactly):
+time vector exactly; text signals, the String and Binary ports of FMUs, in CSV and HDF5):
 
 - **table** (``.csv``, ``.parquet``): a ``time`` column — the union of the signals' time
   vectors — and one column per signal component; a signal has a value in the rows of its own
   samples and is empty (CSV) or null (Parquet) elsewhere (a multirate run). A signal of shape
-  ``(1,)`` is the column ``key``; other shapes give ``key[i]`` / ``key[i,j]`` columns. A signal
+  ``(1,)`` is the column ``key``; other shapes give ``key[i]`` / ``key[i,j]`` columns; a text
+  signal's columns are named ``key:String`` / ``key:Binary``, their cells a String's JSON
+  literal (``"tick 1"``: an empty string is not an empty cell) or ``0x`` and a Binary's hex
+  digits. A signal
   sampled twice at one time (before and after an event) does not fit one row per time: such
   logs are refused with a pointer to the formats that keep each signal's own time vector.
 - **HDF5** (``.h5``, ``.hdf5``): ``/time`` (the base time vector) and, per signal, the
   datasets ``values`` (``(n, *shape)``) and ``time`` (``(n,)``) in the group named by its key
-  (``unit/block.port`` nests ``block.port`` under ``unit``).
+  (``unit/block.port`` nests ``block.port`` under ``unit``); a text signal's ``values`` are
+  variable-length UTF-8 strings or byte sequences, the group's attribute ``kind`` saying
+  which (``String`` / ``Binary``).
 - **MATLAB** (``.mat``): ``time`` and a struct ``signals`` with one field per signal (its key
   made a MATLAB name: ``motor/w.out`` -> ``motor__w_out``) holding ``key``, ``time``,
   ``values`` (``n x prod(shape)``) and ``shape``.
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import tempfile
@@ -40,14 +46,35 @@ def _logs(values: dict, times: dict, base: np.ndarray):
 
 # -- the table layout (CSV, Parquet) ----------------------------------------------------------
 
-def _columns(key: str, shape: tuple[int, ...]) -> list[str]:
-    """Column names of signal ``key`` of sample shape ``shape``."""
+def _columns(key: str, shape: tuple[int, ...], kind: str | None = None) -> list[str]:
+    """Column names of signal ``key`` of sample shape ``shape`` (``kind``: ``"String"`` or
+    ``"Binary"`` for text, marked ``:<kind>`` after the name)."""
+    mark = f":{kind}" if kind else ""
     if shape == (1,):
-        return [key]
-    return [f"{key}[{','.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
+        return [key + mark]
+    return [f"{key}[{','.join(map(str, idx))}]{mark}" for idx in np.ndindex(*shape)]
 
 
 _COLUMN = re.compile(r"^(.*)\[(\d+(?:,\d+)*)\]$")
+_KIND = re.compile(r"^(.*):(String|Binary)$")
+
+
+def text_kind(values: np.ndarray) -> str | None:
+    """``"String"`` / ``"Binary"`` for a text signal's samples (an object array of ``str`` /
+    ``bytes``), None for numbers."""
+    if values.dtype != object:
+        return None
+    return "Binary" if any(type(x) is bytes for x in values.flat) else "String"
+
+
+def _text_cell(x) -> str:
+    """A text sample in a table cell, exactly: a String as its JSON literal (``"tick 1"``, so
+    an empty string is not an empty cell), a Binary as ``0x`` and its hex digits."""
+    return "0x" + x.hex() if type(x) is bytes else json.dumps(x, ensure_ascii=False)
+
+
+def _text_value(cell: str, kind: str):
+    return bytes.fromhex(cell[2:]) if kind == "Binary" else json.loads(cell)
 
 
 def _table(logs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -71,8 +98,11 @@ def _table(logs) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         v = logs[key].reshape(len(t), -1)
         rows = np.searchsorted(union, t)
         shape = logs[key].shape[1:]
-        for c, name in enumerate(_columns(key, shape)):
-            col = np.full(len(union), np.nan)
+        kind = text_kind(v)
+        for c, name in enumerate(_columns(key, shape, kind)):
+            # (Text: None where no sample.)
+            col = np.full(len(union), np.nan) if kind is None else \
+                np.full(len(union), None, dtype=object)
             col[rows] = v[:, c]
             cols[name] = col
     return union, cols
@@ -83,16 +113,21 @@ def _untable(time: np.ndarray, cols: dict[str, np.ndarray],
     """Signals from table columns (each shape ``(m,)``); ``empty[name]`` marks the rows where
     column ``name`` has no sample."""
     groups: dict[str, list[tuple[tuple[int, ...], str]]] = {}
+    kinds = {}
     for name in cols:
-        m = _COLUMN.match(name)
+        k = _KIND.match(name)
+        bare = k.group(1) if k else name
+        m = _COLUMN.match(bare)
         key, idx = (m.group(1), tuple(int(i) for i in m.group(2).split(","))) if m else \
-            (name, (0,))
+            (bare, (0,))
         groups.setdefault(key, []).append((idx, name))
+        if k:
+            kinds[key] = k.group(2)
     values, times = {}, {}
     for key, parts in groups.items():
         have = ~empty[parts[0][1]]
         shape = tuple(max(idx[d] for idx, _ in parts) + 1 for d in range(len(parts[0][0])))
-        arr = np.empty((int(have.sum()), *shape))
+        arr = np.empty((int(have.sum()), *shape), dtype=object if key in kinds else float)
         for idx, name in parts:
             arr[(slice(None), *idx)] = cols[name][have]
         values[key], times[key] = arr, time[have]
@@ -106,11 +141,18 @@ def _write_csv(logs, path: Path) -> None:
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["time", *names])
+        text = [n for n in names if cols[n].dtype == object]
+        if text:                        # (text cells: _text_cell; None: no sample)
+            cols = dict(cols)
+            for n in text:
+                cols[n] = np.array(["" if x is None else _text_cell(x) for x in cols[n]],
+                                   dtype=object)
         data = np.column_stack([time, *[cols[n] for n in names]]) if names else time[:, None]
         # repr of a Python float: the shortest text that reads back as the same float; empty
         # for no sample (NaN, the one float unequal to itself). Python floats and the csv
         # module's writerows, not a numpy call per cell (4-5x faster).
-        w.writerows(["" if x != x else repr(x) for x in row] for row in data.tolist())
+        w.writerows(["" if x != x else x if type(x) is str else repr(x) for x in row]
+                    for row in data.tolist())
 
 
 def _read_csv(path: Path):
@@ -123,11 +165,17 @@ def _read_csv(path: Path):
         raise ValueError(f"{path}: the first column must be 'time' (a cosim results table)")
     cells = np.array(rows, dtype=object).reshape(len(rows), len(header))
     empty = cells == ""
-    data = np.where(empty, "nan", cells).astype(np.float64)
     names = header[1:]
-    values, times = _untable(data[:, 0], {n: data[:, i] for i, n in enumerate(names, 1)},
+    text = {i: _KIND.match(n).group(2) for i, n in enumerate(names, 1) if _KIND.match(n)}
+    numeric = [i for i in range(len(header)) if i not in text]
+    data = np.where(empty[:, numeric], "nan", cells[:, numeric]).astype(np.float64)
+    columns = dict(zip(numeric, data.T))
+    for i, kind in text.items():
+        columns[i] = np.array([None if e else _text_value(c, kind)
+                               for c, e in zip(cells[:, i], empty[:, i])], dtype=object)
+    values, times = _untable(columns[0], {n: columns[i] for i, n in enumerate(names, 1)},
                              {n: empty[:, i] for i, n in enumerate(names, 1)})
-    return _logs(values, times, data[:, 0])
+    return _logs(values, times, columns[0])
 
 
 def _write_parquet(logs, path: Path) -> None:
@@ -161,8 +209,26 @@ def _write_hdf5(logs, path: Path) -> None:
         f["time"] = logs.time
         for key in logs:
             g = f.create_group(f"signals/{key}")
-            g["values"] = logs[key]
+            v = logs[key]
+            kind = text_kind(v)
+            if kind == "String":            # variable-length UTF-8 strings
+                g.create_dataset("values", data=v, dtype=h5py.string_dtype())
+            elif kind == "Binary":          # variable-length byte sequences
+                g.create_dataset("values", data=_byte_arrays(v),
+                                 dtype=h5py.vlen_dtype(np.uint8))
+            else:
+                g["values"] = v
+            if kind:
+                g.attrs["kind"] = kind
             g["time"] = logs.time_of(key)
+
+
+def _byte_arrays(v: np.ndarray) -> np.ndarray:
+    """An object array of ``bytes`` as one of uint8 arrays (HDF5's variable-length bytes)."""
+    out = np.empty(v.shape, dtype=object)
+    for idx, x in np.ndenumerate(v):
+        out[idx] = np.frombuffer(x, dtype=np.uint8)
+    return out
 
 
 def _read_hdf5(path: Path):
@@ -171,7 +237,16 @@ def _read_hdf5(path: Path):
     with h5py.File(path, "r") as f:
         def visit(name, obj):
             if isinstance(obj, h5py.Group) and "values" in obj and "time" in obj:
-                values[name] = obj["values"][()]
+                kind = obj.attrs.get("kind")
+                if kind == "String":
+                    values[name] = obj["values"].asstr()[()].astype(object)
+                elif kind == "Binary":
+                    raw = obj["values"][()]
+                    values[name] = np.empty(raw.shape, dtype=object)
+                    for idx, x in np.ndenumerate(raw):
+                        values[name][idx] = bytes(x)
+                else:
+                    values[name] = obj["values"][()]
                 times[name] = obj["time"][()]
         f["signals"].visititems(visit)
         base = f["time"][()]
@@ -241,6 +316,10 @@ FORMATS = {".csv": (_write_csv, _read_csv, None),
            ".npz": (_write_npz, _read_npz, None)}
 
 
+#: The formats that carry text signals (String and Binary samples).
+_TEXT_FORMATS = (".csv", ".h5", ".hdf5")
+
+
 def _format(path: Path):
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -260,6 +339,12 @@ def write(logs, path) -> Path:
     atomically (:func:`replacing`)."""
     path = Path(path)
     writer = _format(path)[0]
+    if path.suffix.lower() not in _TEXT_FORMATS:
+        text = [k for k in logs if text_kind(logs[k])]
+        if text:
+            raise ValueError(f"{path}: {', '.join(text)} hold text (String / Binary "
+                             f"samples), which {path.suffix} does not carry here; write "
+                             f"{', '.join(_TEXT_FORMATS)}")
     with replacing(path) as tmp:
         writer(logs, tmp)
     return path

@@ -107,8 +107,17 @@ def _solve_init_loop(plan, lp, t0: float) -> None:
 
 
 def _check_outputs(path: str, b, t0: float) -> None:
+    kinds = b.output_kinds
     for p in b.output_names:
         v = b.outputs.get(p)
+        if kinds and p in kinds:
+            want = str if kinds[p] == "String" else bytes
+            if not isinstance(v, np.ndarray) or v.dtype != object or \
+                    not all(type(x) is want for x in v.flat):
+                raise SimulationError(
+                    f"output {path}.{p} is a {kinds[p]} port: it must be an object array of "
+                    f"{want.__name__} after initialize, got {v!r}", t=t0, block=path)
+            continue
         if not isinstance(v, np.ndarray) or v.dtype != np.float64:
             raise SimulationError(
                 f"output {path}.{p} must be a float64 numpy array after initialize, got "

@@ -81,3 +81,11 @@ ARRAY_STATE = Spec("ArrayState", "arraystate.c", [
     Var("x", "state", start=1.0, dims=(3,)), Var("der_x", "local", dims=(3,), derivative_of="x"),
     Var("u", "input", start=0.0, dims=(3,)), Var("y", "output", dims=(3,))],
     states=("x",), step_size=0.1, stop_time=2.0)
+
+#: Text outputs that change every `period` (no state): label "tick <n>" (String) and, FMI
+#: 3.0, data bytes {n, 0, 255} (Binary), n an Int32 output too.
+TEXTER2 = Spec("Texter", "texter.c", [
+    Var("period", "parameter", start=0.1), Var("n", "discrete_output", type="Int32"),
+    Var("label", "discrete_output", type="String", start="tick 0")], step_size=0.1)
+TEXTER3 = Spec("Texter", "texter.c", TEXTER2.variables + [
+    Var("data", "discrete_output", type="Binary", start=b"\x00\x00\xff")], step_size=0.1)

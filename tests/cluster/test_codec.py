@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cluster.codec import (DEFAULT_LIMITS, EXT_NDARRAY, MAX_BATCH, WIRE_DTYPES, Limits,
+from cluster.codec import (DEFAULT_LIMITS, EXT_NDARRAY, EXT_TEXT, MAX_BATCH, WIRE_DTYPES, Limits,
                            check_version, decode, decode_batch, encode, encode_batch)
 from cosim.errors import CodecError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, CollectLogs, Describe, DoStep,
@@ -149,6 +149,34 @@ def ext(payload: bytes) -> bytes:
     return msgpack.packb([35, {"u": msgpack.ExtType(EXT_NDARRAY, payload)}])
 
 
+def text_ext(payload: bytes) -> bytes:
+    return msgpack.packb([35, {"u": msgpack.ExtType(EXT_TEXT, payload)}])
+
+
+def text_head(shape) -> bytes:
+    return struct.pack("<B" + "Q" * len(shape), len(shape), *shape)
+
+
+def text_array(items, shape=None) -> np.ndarray:
+    a = np.empty(len(items), dtype=object)
+    a[:] = items
+    return a.reshape(shape or (len(items),))
+
+
+@pytest.mark.parametrize("items, shape", [
+    (["tick 1"], None), (["", "héllo", "x" * 1000], None), ([b""], None),
+    ([b"\x00\xff", b"ab", b"", b"\x00"], (2, 2)), ([], (0, 1))])
+def test_text_arrays_round_trip_exactly(items, shape):
+    """String / Binary port values (object arrays of str or bytes) travel as EXT_TEXT."""
+    a = text_array(items, shape)
+    for msg in (SetInputs({"t": a}), Outputs({"t": a}),
+                LogBatch({"k": (np.arange(float(a.shape[0])), a)})):
+        back = decode(encode(msg))
+        assert back == msg
+        got = back.values["t"] if hasattr(back, "values") else back.signals["k"][1]
+        assert got.dtype == object and got.shape == a.shape and got.tolist() == a.tolist()
+
+
 def header(dtype: bytes, shape) -> bytes:
     return bytes([len(dtype)]) + dtype + struct.pack(f"<B{len(shape)}Q", len(shape), *shape)
 
@@ -253,7 +281,9 @@ def test_encoding_still_works_after_a_very_large_message():
     (SetInputs({"u": [1.0]}), r"SetInputs.values\['u'\]: expected a numpy ndarray"),
     (SetInputs({1: np.zeros(1)}), r"SetInputs.values\[1\]: keys must be str"),
     (SetInputs({"u": np.zeros(1, dtype=np.float16)}), "float16 cannot be sent"),
-    (SetInputs({"u": np.zeros(1, dtype=object)}), "object cannot be sent"),
+    (SetInputs({"u": np.zeros(1, dtype=object)}), "object ndarray can be sent only when it "
+                                                   "holds str only or bytes only"),
+    (SetInputs({"u": np.array(["a", b"b"], dtype=object)}), "got bytes, str"),
     (SetInputs({"u": np.ma.zeros(1)}), "expected a numpy ndarray, got MaskedArray"),
     (DoStep("0", 1.0), "DoStep.t: expected a float, got str"),
     (StepDone(1.0, 1), "StepDone.event: expected a bool"),
@@ -342,6 +372,15 @@ def test_encode_enforces_the_size_and_length_limits():
     (ext(header(b"<f8", (2**40,)) + b"\x00" * 8), "exceeds max_elements"),
     (ext(header(b"<f8", (0, 2**63, 2**63))), "exceeds max_elements"),
     (ext(header(b"<f8", (1,) * 33) + b"\x00" * 8), "more than max_ndim=32"),
+    (text_ext(b""), "text ndarray payload is empty"),
+    (text_ext(b"\x02\x01"), "text ndarray header is truncated"),
+    (text_ext(text_head((2,)) + msgpack.packb(["a"])), r"needs 2 items, got list"),
+    (text_ext(text_head((1,)) + msgpack.packb([1])), "str only or bytes only"),
+    (text_ext(text_head((2,)) + msgpack.packb(["a", b"b"], use_bin_type=True)),
+     "str only or bytes only"),
+    (text_ext(text_head((2**40,)) + msgpack.packb(["a"])), "exceeds max_elements"),
+    (text_ext(text_head((1,)) + b"\x91"), "malformed text ndarray"),
+    (text_ext(text_head((1,)) + msgpack.packb([["a"]])), "str only or bytes only"),
 ])
 def test_decode_refuses_bad_input_with_a_codec_error(data, reason):
     with pytest.raises(CodecError, match=reason):

@@ -136,7 +136,10 @@ def test_model_exchange_fmu_asking_to_terminate_ends_the_run_there(sampler_fmu):
                        output_interval=0.1, start_values={"u": 2.0, "stop_at": 9})
     assert sim.t == pytest.approx(9 * 0.25, abs=1e-9)
     assert ref["time"][-1] == pytest.approx(sim.t, abs=1e-9)
-    assert logs.time[-1] < sim.t
+    # The stop (between ticks) is logged: the FMU's outputs after its terminating event.
+    assert logs.time_of("s.n")[-1] == sim.t and logs.time[-1] == sim.t
+    assert logs["s.n"][-1, 0] == 9
+    np.testing.assert_allclose(logs["s.x"][-1, 0], ref["x"][-1], rtol=1e-6)
 
 
 def cs_model(fmu, H, stop_at=9):
@@ -157,8 +160,13 @@ def test_cosimulation_fmu_asking_to_terminate_stops_where_fmpy_stops(sampler_fmu
     # FMI 3.0: terminateSimulation at the end of the step that reached it.
     assert t_stop == pytest.approx(2.25 if version == "2.0" else math.ceil(2.25 / H) * H)
     sim = Simulator(cs_model(sampler_fmu, H), SimulationConfig(dt=H, t_end=3.0))
-    sim.run()
+    mono = sim.run()
     assert sim.t == pytest.approx(t_stop, abs=1e-12)
+    # The stop sample is logged, between ticks too (FMI 2.0 at 2.25), as fmpy records it.
+    assert mono.time_of("s.n")[-1] == pytest.approx(t_stop, abs=1e-12)
+    assert mono["s.n"][-1, 0] == ref["n"][-1] == 9
+    np.testing.assert_allclose(mono["s.x"][-1, 0], ref["x"][-1], rtol=1e-9)
+    assert mono.time[-1] == pytest.approx(t_stop, abs=1e-12)
     co = CoSimulation(cs_model(sampler_fmu, H), SimulationConfig(
         dt=H, t_end=3.0, cosim=CosimConfig(H=H)))
     logs = co.run()
