@@ -297,8 +297,8 @@ class RunMonitor(Observer):
             if name in self._candidates or f"{name}[0]" in self._candidates:
                 continue                    # known (a unit output the top level logs too)
             ts, vs, _ = central.batches(name, 0)
-            if not vs:
-                continue
+            if not vs or np.asarray(vs[0]).dtype == object:
+                continue                    # (nothing yet, or text: not plotted)
             size = int(np.prod(np.shape(vs[0])[1:], dtype=np.int64))
             if size == 1:
                 self._candidates[name] = ("log", name, 0)

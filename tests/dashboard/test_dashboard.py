@@ -365,17 +365,20 @@ def test_a_vector_signal_logged_in_a_unit_is_offered_element_by_element():
         sim.close()
 
 
-def test_per_unit_step_times_of_an_engine_run_in_process_are_shown():
-    """An iterated coupling in process (the engine, not the compiled exchange): each unit's
-    wall time per macro step, from the master's calls.step_times, one point per update;
-    the run's mean per unit lies within the points shown."""
+@pytest.mark.parametrize("compiled", [False, True])
+def test_per_unit_step_times_of_an_iterated_coupling_in_process_are_shown(compiled):
+    """An iterated coupling in process, through the engine or the compiled exchange (which
+    times its units when observed): each unit's wall time per macro step, from the
+    master's calls.step_times, one point per update; the run's mean per unit lies within
+    the points shown."""
     from tests.cluster.scenarios import algebraic
     config = SimulationConfig(dt=0.01, t_end=3.0, cosim=CosimConfig(
-        H=0.01, scheme="gauss-seidel", iterate=True, tolerance=1e-10))
+        H=0.01, scheme="gauss-seidel", iterate=True, tolerance=1e-10, compiled=compiled))
     with Dashboard(period=0.01) as board:
         sim = CoSimulation(algebraic(), config, dashboard=board)
         sim.run()
-        assert sim.master.compiled is None and sim.stats["iterations"] > sim.stats["macro_steps"]
+        assert (sim.master.compiled is not None) == compiled
+        assert sim.stats["iterations"] > sim.stats["macro_steps"]
         state = _state(board)
         timing = state["timing"]
         assert set(timing["units"]) == set(sim.master.calls.step_times) == {"a", "b"}
