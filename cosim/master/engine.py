@@ -17,8 +17,6 @@ differs.
 
 from __future__ import annotations
 
-import time
-from array import array
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -27,12 +25,11 @@ import numpy as np
 from cosim.errors import TransportError
 from cosim.master import coupling
 from cosim.master import protocol as P
-from cosim.master.calls import unit_error
 from cosim.master.extrapolation import KEPT, PortHistory
 from cosim.master.fused import FusedStep
 from cosim.master.program import Program, compile_program
 from cosim.master.records import StepRecord, StepStatus
-from cosim.master.units import error_reply
+from cosim.master.transport import Transport
 
 __all__ = ["Engine"]
 
@@ -77,25 +74,18 @@ class Engine:
         self.refresh = P.STEP_REFRESH if master.delayed else 0
         self.snaps: dict = {}           # states kept by the master (units without Step)
         self._flags: dict = {}          # units' Step flags for their next message
-        # Units in other processes whose Steps travel through their connection's lane (one
-        # message per connection and round, written from the float buffers).
-        self.lanes = {}
-        for u in names:
-            proxy = master.proxies[u]
-            if u in self.fusable and proxy.in_process() is None:
-                lane = proxy.lane()
-                if lane is not None:
-                    self.lanes[u] = lane
+        self.transport = Transport(master, self.fusable, self.packers)
         # Units in this process that serve the fused step: called directly, values as they
         # are (no packing), through Unit.fused.
-        self.direct = {u: master.proxies[u].in_process() for u in names
-                       if u in self.fusable and master.proxies[u].in_process() is not None}
-        self.index = {u: i for i, u in enumerate(names)}
-        self.batches: dict = {}        # lane batches made, by (lane, layout of its units)
+        self.direct = self.transport.direct
         self.windows: dict = {}        # window programs, by their number of macro steps
         self.out_keys = {u: [(u, p.name) for p in master.desc[u].outputs] for u in names}
         self._failed: tuple = ()       # (macro step, unit) of a stage's failure
-        self._replies: dict = {}       # the replies of the last exchange, see _send
+
+    @property
+    def lanes(self) -> dict:
+        """Units whose Steps travel through their connection's lane -> the lane."""
+        return self.transport.lanes
 
     # -- one attempt ------------------------------------------------------------------------
 
@@ -268,10 +258,14 @@ class Engine:
         (``joined``: the units whose refreshes may be filed; default all); when a unit
         fails, those of the others that came are filed before the failure is raised (a
         window keeps the macro steps before the failed one)."""
+        transport = self.transport
         try:
-            reps = self._exchange(batch, at)
+            transport.exchange(batch, at)
+        except Exception:
+            self._failed = transport.failed or self._failed
+            raise
         finally:
-            reps, self._replies = self._replies, {}
+            reps, transport.replies = transport.replies, {}
             for u, rs in reps.items():
                 st = at[u]
                 self._gather(u, kinds[u], rs, st.outputs,
@@ -345,126 +339,6 @@ class Engine:
             kind = "reset"
         reqs.append(P.GetOutputs())
         return reqs, (kind, bool(flags & P.STEP_KEEP), bool(flags & P.STEP_ROLLBACK))
-
-    def _exchange(self, batch: dict, at: dict) -> dict:
-        """Every unit's requests of a round (``batch``: unit -> list of requests; ``at``:
-        unit -> its macro step), all in flight at once: the Steps of units with lanes one
-        message per connection, the others through :meth:`UnitCalls.call
-        <cosim.master.calls.UnitCalls.call>` (units in this process run meanwhile); the
-        replies, checked as ``UnitCalls.call`` checks them (the failure of the earliest
-        macro step, the first in unit order, raised once every reply is read; its macro step
-        and unit in ``_failed``)."""
-        calls = self.master.calls
-        first = min(at.values(), key=_k)
-        T, H = first.T, first.H
-        rank = {u: (st.k, self.index[u]) for u, st in at.items()}
-        self._replies = {}
-        groups: dict = {}
-        others = {}
-        direct = []
-        for u, reqs in batch.items():
-            lane = self.lanes.get(u)
-            if type(reqs) is tuple:
-                direct.append((u, reqs))
-            elif lane is not None and len(reqs) == 1:
-                groups.setdefault(id(lane), (lane, []))[1].append((u, reqs[0]))
-            else:
-                others[u] = reqs
-        failures = []
-        sent = []
-        clock = time.perf_counter
-        started = clock()
-        if len(groups) == 1 and not others and not direct:
-            solo = self._solo(groups, T, H, started)
-            if solo is not None:
-                self._replies = solo
-                return solo
-        for lane, members in groups.values():
-            lane_batch = self._lane_batch(lane, members)
-            if lane_batch is None:
-                for u, step in members:
-                    others[u] = [step]
-                continue
-            times = None
-            if any(step.t != T or step.h != H for _, step in members):
-                times = [(step.t, step.h) for _, step in members]
-            try:
-                lane_batch.send(T, H, [step.data for _, step in members], times)
-            except Exception as err:  # noqa: BLE001 - raised below, after the others
-                failures.append((rank[members[0][0]], err))
-                break                       # those sent before it are still answered
-            sent.append((lane_batch, members))
-        replies: dict = {}
-        if others:
-            try:
-                replies = calls.call(others, min(at[u].T for u in others))
-            except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                failures.append((min(rank[u] for u in others), err))
-        for u, (unit, mode, vals, ders, after, t, h) in direct:
-            begun = clock()
-            try:
-                done, stepped = unit.fused(mode, vals, ders, after, t, h)
-                outs = unit.get_outputs()
-            except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                failures.append((rank[u], unit_error(
-                    u, _STEP, error_reply(err, getattr(unit, "t", None)), at[u].T)))
-                continue
-            _account(calls, u, at[u].T, clock() - begun if h else None, done)
-            replies[u] = (outs, stepped)
-        for lane_batch, members in sent:
-            try:
-                got = lane_batch.receive(T)
-            except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                failures.append((rank[members[0][0]], err))
-                continue
-            elapsed = clock() - started
-            for (u, step), rep in zip(members, got):
-                try:
-                    rep = _stepped(u, step, rep, step.t)
-                except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                    _account(calls, u, at[u].T, elapsed, None)
-                    failures.append((rank[u], err))
-                    continue
-                _account(calls, u, at[u].T, elapsed, rep)
-                replies[u] = [rep]
-        self._replies = replies          # (filed by _send, also when a unit failed)
-        if failures:
-            (k, index), err = min(failures, key=lambda f: f[0])
-            self._failed = (k, self.master.names[index])
-            raise err
-        return replies
-
-    def _solo(self, groups, T, H, started):
-        """A round of one unit alone on its connection: its Step and Stepped in one call of
-        its batch (:meth:`LaneBatch.exchange <cosim.master.proxy.LaneBatch.exchange>`); None
-        when the round is not such."""
-        ((lane, members),) = groups.values()
-        if len(members) != 1:
-            return None
-        ((u, step),) = members
-        if step.t != T or step.h != H:
-            return None
-        lane_batch = self._lane_batch(lane, members)
-        if lane_batch is None:
-            return None
-        rep = _stepped(u, step, lane_batch.exchange(T, H, step.data), T)
-        _account(self.master.calls, u, T, time.perf_counter() - started, rep)
-        return {u: [rep]}
-
-    def _lane_batch(self, lane, members):
-        """The lane's batch for ``members`` (unit, Step) in their layout (made once per
-        layout), or None when the lane cannot carry it."""
-        key = (id(lane),) + tuple((u, s.inputs, s.orders, s.mode, s.data.size) for u, s in members)
-        found = self.batches.get(key, False)
-        if found is not False:
-            return found
-        if len(self.batches) >= 256:
-            self.batches.clear()
-        specs = [(u, s.inputs, s.orders, s.mode, s.data.size,
-                  self.packers[u].size * (2 if s.mode & P.STEP_RESET else 1))
-                 for u, s in members]
-        made = self.batches[key] = lane.batch(specs)
-        return made
 
     def _gather(self, u, kind, replies, outputs, refreshed) -> None:
         if kind[0] == "direct":         # a unit in this process: (outputs, stepped)
@@ -566,10 +440,6 @@ class _Step:
         self.record = StepRecord(T, H)
 
 
-def _k(st: _Step) -> int:
-    return st.k
-
-
 class _Cut:
     """Which actions of a window still run: none of macro step ``limit`` (a failure there)
     and later; after a unit stopped in macro step ``stop``, that step's steps only (as the
@@ -623,43 +493,6 @@ class _Latest(Mapping):
 
     def __len__(self) -> int:
         return len(self.points)
-
-
-#: The request an error of a unit called directly is reported against (its part names the
-#: call: ErrorReply.call).
-_STEP = P.Step((), (), 0, 0.0, 0.0, np.zeros(0))
-
-
-def _stepped(u: str, step, rep, T: float) -> P.Stepped:
-    """A lane's reply to unit ``u``'s ``step`` as a Stepped (a plain one comes as a tuple),
-    or the error it stands for raised."""
-    if type(rep) is tuple:
-        return P.Stepped(*rep)
-    if isinstance(rep, P.ErrorReply):
-        raise unit_error(u, step, rep, T)
-    if type(rep) is not P.Stepped:
-        raise TransportError(u, "Step", f"answered {type(rep).__name__} to a Step", t=T)
-    return rep
-
-
-def _account(calls, u: str, T: float, seconds: float | None, done) -> None:
-    """What :meth:`UnitCalls.call <cosim.master.calls.UnitCalls.call>` notes of unit ``u``'s
-    reply in a round at ``T``: the round's wall time when it stepped (``seconds``; None: a
-    refresh only), and from ``done`` (a StepDone or Stepped; None: a failure) its next event
-    and whether it stopped at an event."""
-    if seconds is not None:
-        times = calls.step_times.get(u)
-        if times is None:
-            times = calls.step_times[u] = (array("d"), array("d"))
-        times[0].append(T)
-        times[1].append(seconds)
-    if done is None:
-        return
-    calls.next_event[u] = done.next_event
-    if done.event:
-        calls.stopped[u] = done.t_reached
-    else:
-        calls.stopped.pop(u, None)
 
 
 def _pack(values) -> np.ndarray:

@@ -59,7 +59,7 @@ def test_a_unit_alone_steps_in_one_exchange_bit_identical_to_in_process(processe
     try:
         sim.master.initialize()
         logs = sim.run()
-        assert [type(b) for b in sim.master.engine.batches.values()] == [SoloBatch]
+        assert [type(b) for b in sim.master.engine.transport.batches.values()] == [SoloBatch]
         ts, seconds = sim.master.calls.step_times["u0"]
     finally:
         sim.close()
