@@ -149,8 +149,8 @@ class Engine:
         steps : list of (dict, dict, StepRecord)
             Per macro step taken, as :meth:`attempt` returns them: those before a failure,
             and up to (including) the one in which a unit stopped at an event (the master
-            ends the run there; units may have run further, their logs after the stop are
-            cut as at any stop).
+            ends the run there; no unit went further: every step of a macro step comes back
+            before anything of the next one is sent).
         error : Exception or None
             The failure of the earliest failing macro step (the master raises it once it
             has taken the steps before it).

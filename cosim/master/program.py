@@ -117,10 +117,12 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
     """The program of a macro step, or of a window of ``steps`` macro steps.
 
     In a window every action of macro step ``k`` also waits for what it reads at the macro
-    point it starts from: the last action of ``k - 1`` of each unit it reads (and of its own
-    unit). So an action of the next macro step that reads nothing still pending travels with
-    a round of this one (a unit without inputs, the head of a Gauss–Seidel chain), and the
-    values read stay those of the macro steps taken one after the other.
+    point it starts from (the last action of ``k - 1`` of each unit it reads, and of its own
+    unit) and for every step of ``k - 1`` (so that a unit stopping the run at an event is
+    known before any unit goes further). So an action of the next macro step that reads
+    nothing still pending travels with a round of this one (a unit without inputs, the head
+    of a Gauss–Seidel chain, with the refreshes of the last), and the values read stay those
+    of the macro steps taken one after the other.
 
     Parameters
     ----------
@@ -196,14 +198,19 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
     # The action after which a unit's outputs at T+H are final (its last refresh, or the
     # action that computes them), and the window's actions: (k, action).
     last = {u: ("refresh", u, at[u][-1]) if u in at else node(u) for u in order}
+    # Every step of k - 1 is done before anything of k runs: a unit that stops the run at an
+    # event in k - 1 is known before any unit goes further (the run ends there).
+    stepping = [n for n in needs if n[0] != "refresh"]
     tagged = {}
     for k in range(steps):
         for n, ns in needs.items():
             deps = {(k, d) for d in ns}
-            if k and n[0] != "refresh":
-                for v in (n[1] if n[0] == "iterate" else (n[1],)):
-                    deps.add((k - 1, last[v]))
-                    deps.update((k - 1, last[key[0]]) for _, key in graph.inputs[v])
+            if k:
+                deps.update((k - 1, d) for d in stepping)
+                if n[0] != "refresh":
+                    for v in (n[1] if n[0] == "iterate" else (n[1],)):
+                        deps.add((k - 1, last[v]))
+                        deps.update((k - 1, last[key[0]]) for _, key in graph.inputs[v])
             tagged[(k, n)] = deps
     finals = {(k, n): tuple((k, u) for u in _units(n) if last[u] == n) for k, n in tagged}
     # List scheduling: actions of units in this process run as soon as what they read is
