@@ -107,12 +107,19 @@ class Channel:
             sock.curve_publickey, sock.curve_secretkey = pub, sec
         return sock
 
-    def dealer(self) -> zmq.Socket:
+    def dealer(self, heartbeat: tuple[float, float] | None = None) -> zmq.Socket:
         """A DEALER socket of its own to this channel's server, with the channel's keys and
         timeouts: several messages (each ``[b"", unit, batch, ...]``) may be in flight on
         it, answered in order. The channel closes it when it reconnects or closes (its
-        owner then sees ``closed`` and asks for another)."""
+        owner then sees ``closed`` and asks for another). ``heartbeat``: ``(interval,
+        timeout)`` s of ZeroMQ's own heartbeats on it (a connection whose PING is not
+        answered within ``timeout`` is dropped, and made again)."""
         sock = self._socket(zmq.DEALER)
+        if heartbeat is not None:
+            interval, timeout = heartbeat
+            sock.setsockopt(zmq.HEARTBEAT_IVL, int(interval * 1000))
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(timeout * 1000))
+            sock.setsockopt(zmq.HEARTBEAT_TTL, int(timeout * 1000))
         sock.connect(self.address)
         self._dealers = [d for d in self._dealers if not d.closed] + [sock]
         return sock
@@ -221,8 +228,8 @@ class Channel:
                 self.reconnect()            # the reply is lost: a fresh socket for later
                 last = requests[-1]
                 raise TransportError(unit, type(last).__name__,
-                                     why or f"no reply from {self.address} within "
-                                            f"{timeout:g} s",
+                                     why or _silence(f"no reply from {self.address}", gone,
+                                                     timeout),
                                      t=getattr(last, "t", None)) from None
 
     def _send(self) -> None:
@@ -385,7 +392,7 @@ class Channel:
             why = gone()
             if why is not None or time.monotonic() >= deadline:
                 self.reconnect()
-                why = why or f"{silence.format(address=self.address)} within {timeout:g} s"
+                why = why or _silence(silence.format(address=self.address), gone, timeout)
                 raise TransportError(unit, "Step", why, t=t) from None
             try:
                 return op()
@@ -401,3 +408,10 @@ class Channel:
         self._unwatch()
         self._sock.close(linger=0)
         self._close_dealers()
+
+
+def _silence(what: str, gone, timeout: float) -> str:
+    """``what`` (did not come) ``within timeout s``, and what the watch ``gone`` knows of the
+    peer meanwhile (its ``report()``, when it has one: :class:`cluster.liveness.Watch`)."""
+    report = getattr(gone, "report", None)
+    return f"{what} within {timeout:g} s{report() if report is not None else ''}"

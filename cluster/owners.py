@@ -103,9 +103,7 @@ class Owners:
         owner = self.units.get(name)
         if owner is None:
             return None
-        now = time.monotonic()
-        if owner.master == master or busy or t != owner.mark:
-            owner.seen, owner.mark = now, t          # a sign of life of the owner
+        now = self._alive(owner, master, t, busy)
         if owner.master == master or all(type(r) in READ_ONLY for r in requests):
             return None
         if not busy and not self._connected(owner.master):
@@ -127,6 +125,21 @@ class Owners:
                 f"that master terminates it or disconnects, or after {self.lease:g} s "
                 f"without a sign of life from it (now {silent:.0f} s); or serve another copy "
                 "of the unit")
+
+    def alive(self, peer: bytes, name: str, t=None, busy: bool = False) -> None:
+        """``peer`` sent a read-only request (a heartbeat) to unit ``name`` (at time ``t``,
+        ``busy`` stepping): a sign of life of the unit's owner if it is that owner's, or
+        if the unit is stepping or has advanced since."""
+        owner = self.units.get(name)
+        if owner is not None:
+            self._alive(owner, master_of(peer), t, busy)
+
+    @staticmethod
+    def _alive(owner: _Owner, master: bytes, t, busy: bool) -> float:
+        now = time.monotonic()
+        if owner.master == master or busy or t != owner.mark:
+            owner.seen, owner.mark = now, t          # a sign of life of the owner
+        return now
 
     def claim(self, peer: bytes, name: str, requests: list, t=None,
               fd: int | None = None) -> None:

@@ -26,7 +26,6 @@ file; a plugin module registers the server owner's own block types).
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import collections
 import signal
@@ -36,6 +35,7 @@ import time
 
 import zmq
 
+from cluster.beats import Beats
 from cluster.budget import MB, Budget
 from cluster.codec import DEFAULT_MAX_SIZE, encode_batch
 from cluster.dataplane import RunKeys, Work, guarded, parse, reply, watch
@@ -106,6 +106,7 @@ class UnitServer:
         # A hard cap far above the refusal threshold bounds what one message can allocate.
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
         self.owners = Owners(owner_lease)
+        self.beats = Beats(self.units, self.owners)
         self._closed_fds: collections.deque = collections.deque()
         self.budget = budget or Budget()
         if keys is not None:
@@ -154,6 +155,7 @@ class UnitServer:
         watcher.start()
         sock = self.sock
         sock.RCVTIMEO = poll_ms
+        beats = self.beats
         self._job = None                       # (envelope, thread, result list, names)
         # Messages for busy units, in arrival order: (envelope, payload, unit names, fd).
         self._waiting = collections.deque()
@@ -164,11 +166,16 @@ class UnitServer:
                          self.offload_after, self.owners.lane)
         try:
             while self._running:
+                beats.flush(sock)           # heartbeats answered at their clients' pace
                 if self._job is None:
                     if self._waiting:
                         env, payload, _, fd = self._waiting.popleft()
                         self._take(env, payload, fd)
                         continue
+                    # (a receive waits no longer than the next heartbeat reply due)
+                    wait = int(beats.wait(poll_ms / 1000) * 1000) or 1
+                    if sock.RCVTIMEO != wait:
+                        sock.RCVTIMEO = wait
                     # The fast lane first: it answers fused steps and hands on the rest.
                     frames = lane.answer(sock)
                     if frames is not None:
@@ -203,6 +210,9 @@ class UnitServer:
             self.owners.disconnected(self._closed_fds.popleft())
         if not payload:
             return                  # [peer, b""] of a DEALER: nothing to answer a REQ with
+        busy = self._job[3] if self._job is not None else ()
+        if self.beats.answer(self.sock, env, payload, busy):
+            return                  # heartbeats, answered beside any step
         items = []
         failed = guarded(lambda: items.extend(parse(self.units, payload,
                                                     self.max_message_size)) or [])
@@ -237,8 +247,10 @@ class UnitServer:
                 P.ErrorKind.PROTOCOL, refused)])] * len(items))
             return
         if beats or not steps:                 # liveness, even when busy: the unit untouched
-            self.sock.send_multipart(env + [w if isinstance(w, bytes) else
-                                            _oks(len(w.requests)) for w in items])
+            self.sock.send_multipart(env + [
+                w if isinstance(w, bytes) else
+                encode_batch([P.Alive(getattr(w.unit, "t", None), w.name in busy)]
+                             * len(w.requests)) for w in items])
             return
         for w in items:
             if isinstance(w, Work):
@@ -424,10 +436,6 @@ UNREADABLE = "an address no longer readable"
 
 #: The requests that replace a server's units.
 _NEW_UNITS = (P.Reload, P.SetParameters)
-@functools.lru_cache(maxsize=16)
-def _oks(n: int) -> bytes:
-    """The reply batch of ``n`` Heartbeats."""
-    return encode_batch([P.Ok()] * n)
 
 
 def units_from_file(path: str, own_paths: bool = False) -> dict:

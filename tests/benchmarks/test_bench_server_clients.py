@@ -13,7 +13,7 @@ import zmq
 
 from cluster.codec import encode_batch
 from cosim.master import protocol as P
-from tests.cluster.test_server_clients import run, serve, stop, unit_file
+from tests.cluster.served import run, serve, stop, unit_file
 
 pytestmark = pytest.mark.bench
 REPEATS = 3
