@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from cluster.codec import quote
 from cosim.master import protocol as P
 
-__all__ = ["CHANNEL_PREFIX", "READ_ONLY", "Owners", "master_of"]
+__all__ = ["CHANNEL_PREFIX", "READ_ONLY", "Owners", "address_of", "master_of"]
 
 log = logging.getLogger("cosim.server")
 
@@ -87,7 +87,7 @@ class Owners:
         self.last: dict[str, tuple] = {}      # unit -> (its last master, seen then)
         self.connections: dict[bytes, set] = {}   # master -> its connections (socket fds)
         self.master_on: dict[int, bytes] = {}     # connection -> its master
-        self.address: dict[int, tuple] = {}       # connection -> its peer's address
+        self.address: dict[int, str] = {}         # connection -> its peer's address
         self.lost: dict[tuple, None] = {}     # (unit, master) taken over, oldest first
 
     def refusal(self, peer: bytes, name: str, requests: list, t=None,
@@ -126,6 +126,13 @@ class Owners:
                 f"without a sign of life from it (now {silent:.0f} s); or serve another copy "
                 "of the unit")
 
+    def may_free(self, peer: bytes, name: str) -> bool:
+        """True if unit ``name`` is driven by a master other than ``peer``'s whose
+        connections are known: it is freed when they are reported closed."""
+        owner = self.units.get(name)
+        return owner is not None and owner.master != master_of(peer) \
+            and bool(self.connections.get(owner.master))
+
     def alive(self, peer: bytes, name: str, t=None, busy: bool = False) -> None:
         """``peer`` sent a read-only request (a heartbeat) to unit ``name`` (at time ``t``,
         ``busy`` stepping): a sign of life of the unit's owner if it is that owner's, or
@@ -152,7 +159,7 @@ class Owners:
         if fd is not None and fd >= 0 and self.master_on.get(fd) != master:
             self.disconnected(fd)                   # (a descriptor reused)
             self.master_on[fd] = master
-            self.address[fd] = _peer(fd)
+            self.address[fd] = address_of(fd)
             self.connections.setdefault(master, set()).add(fd)
         owner = self.units.get(name)
         if owner is None:
@@ -164,9 +171,19 @@ class Owners:
         if type(requests[-1]) is P.Terminate:
             self._release(name)
 
-    def disconnected(self, fd: int) -> None:
+    def disconnected(self, fd: int, reported: bool = False) -> None:
         """Connection ``fd`` closed: a master whose last connection it was owns nothing
-        any more (a master that crashed or left frees its units at once)."""
+        any more (a master that crashed or left frees its units at once).
+
+        ``reported``: the socket monitor says so. It names the connection by its
+        descriptor, some time after it closed: by then the number may be another
+        connection's (a client left, and a master connected on the same number and claimed
+        a unit before the report was read; under load, the fuzz's master lost its units
+        that way). A report while the connection claimed on ``fd`` is still open (the same
+        peer, no end of stream) is such a late one, and ignored.
+        """
+        if reported and fd in self.master_on and _open(fd, self.address.get(fd)):
+            return
         master = self.master_on.pop(fd, None)
         self.address.pop(fd, None)
         if master is None:
@@ -221,13 +238,19 @@ class Owners:
         self.lane.pop(name.encode(), None)
 
 
-def _peer(fd: int):
-    """The peer address of socket ``fd`` (a duplicate is read), or None."""
+def address_of(fd: int) -> str | None:
+    """``host:port`` of the peer on socket ``fd`` (a duplicate is read), or None."""
     try:
         with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
-            return s.getpeername()
+            return _text(s.getpeername())
     except OSError:
         return None
+
+
+def _text(peer) -> str | None:
+    # The descriptor may already be closed and reused by the time it is read (then the
+    # address is of another family, or empty).
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
 
 
 def _open(fd: int, address) -> bool:
@@ -235,7 +258,7 @@ def _open(fd: int, address) -> bool:
     closed it (a peek sees no end of stream)."""
     try:
         with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
-            if address is not None and s.getpeername() != address:
+            if address is not None and _text(s.getpeername()) != address:
                 return False
             try:
                 return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""

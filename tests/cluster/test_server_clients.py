@@ -110,7 +110,10 @@ def test_a_silent_masters_unit_is_taken_over_after_the_lease(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("clients", [2, 10, 50])
 def test_many_clients_leave_a_legitimate_master_bit_identical(tmp_path, clients):
-    proc, address = serve(unit_file(tmp_path), "--owner-lease", "0.5")
+    # A lease long beside a loaded machine's stalls: with 0.5 s, a master whose steps were
+    # held up that long (50 clients, load 10-18) had its units taken over, as the lease
+    # says; a client that leaves frees its units at once anyway.
+    proc, address = serve(unit_file(tmp_path), "--owner-lease", "5")
     try:
         alone = run(address)
         done = tmp_path / "done"
@@ -135,9 +138,8 @@ def test_many_clients_leave_a_legitimate_master_bit_identical(tmp_path, clients)
         for key in alone:
             np.testing.assert_array_equal(alone[key], crowded[key], err_msg=key)
             np.testing.assert_array_equal(alone.time_of(key), crowded.time_of(key))
-        # The server still serves a master alone, the same way (once the clients' last
-        # claims, made as the run ended, have lapsed).
-        time.sleep(1.0)
+        # The server still serves a master alone, the same way (the clients' last claims,
+        # made as the run ended, freed as they left).
         again = run(address, t_end=0.4)
         for key in again:
             np.testing.assert_array_equal(again[key], alone[key][:len(again[key])])
