@@ -12,10 +12,11 @@ import pytest
 from cosim.master import protocol
 from cosim.errors import ModelError
 from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, REPLIES, Alive, CollectLogs,
-                            Describe, DoStep, ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
-                            Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
-                            Reload, Reply, Request, SetInputs, SetParameters, SetState, Step, StepDone, Stepped,
-                            Terminate, UnitDescription, UnitState, Welcome)
+                                   Describe, DoStep, ErrorKind, ErrorReply, GetOutputs, GetState,
+                                   Heartbeat, Hello, Initialize, LogBatch, Message, Ok, Outputs,
+                                   PortInfo, RefreshOutputs, Reload, Reply, Request, SetInputs,
+                                   SetParameters, SetState, Step, StepDone, Stepped, Terminate,
+                                   UnitDescription, UnitState, Welcome)
 
 DESCRIPTION = UnitDescription(
     name="plant", inputs=(PortInfo("u", (2,)), PortInfo("d", ())),
