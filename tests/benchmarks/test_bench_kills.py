@@ -30,8 +30,8 @@ def test_the_kill_table(backend, request):
     refs = [wall]
     rng = np.random.default_rng(40)
     done = []
-    for i in range(KILLS):
-        if i % 4 == 3:
+    while sum(not k.late for k in done) < KILLS:
+        if len(done) % 4 == 3:
             logs, wall = K.timed(backend)         # an uninterrupted run now and then
             assert K.same(logs, ref)
             refs.append(wall)
@@ -41,7 +41,7 @@ def test_the_kill_table(backend, request):
         done.append(kill)
     print(f"\nload {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} CPUs\n"
           + K.table(backend, done, refs))
-    kinds = {k.kind for k in done}
+    kinds = {k.kind for k in done if not k.late}
     assert kinds == set(K.KINDS), kinds
-    assert all(k.identical and k.recoveries == 1 for k in done), [
-        k for k in done if not (k.identical and k.recoveries == 1)]
+    assert all(k.identical and k.recoveries == (0 if k.late else 1) for k in done), [
+        k for k in done if not (k.identical and k.recoveries == (0 if k.late else 1))]
