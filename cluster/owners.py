@@ -108,6 +108,8 @@ class Owners:
             return None
         if not busy and not self._connected(owner.master):
             # Its connections closed (the monitor may not have said so yet): it left.
+            log.info("unit %s is free: the connections of its master (%s) are closed", name,
+                     owner.session or "no Hello")
             for fd in list(self.connections.get(owner.master, ())):
                 self.disconnected(fd)
             self._release(name)
