@@ -88,9 +88,9 @@ class UnitServer:
     offload_after = 0.02
     #: Most messages waiting for busy units; more are refused with an error reply.
     max_waiting = 1024
-    #: Seconds a message refused because another master drives its unit waits for that
+    #: Seconds a Hello refused because another master drives its unit waits for that
     #: master to be seen leaving (see :meth:`_settles`) before the refusal is sent.
-    settle = 0.5
+    settle = 0.25
 
     def __init__(self, units: dict, bind: str = "tcp://127.0.0.1:5555", *,
                  curve_secret_key_file: str | None = None,
@@ -221,21 +221,23 @@ class UnitServer:
 
     def _settles(self, env: list, payload: list, fd, items: list, busy,
                  until: float | None) -> bool:
-        """Hold a message the owners refused (True) while one of its units may yet be freed
-        by its master's leaving: that master's connections are all the server knows of it,
-        and the socket monitor reports a closed one late. A client that closes its socket
-        and at once connects another (a script that starts its next run) would otherwise
-        be told the unit is busy, driven by its own first socket: ZeroMQ's own thread
-        closes that a moment after, under load after the new one's first request came.
-        The message is tried again as disconnections come, and refused once
-        :attr:`settle` s passed."""
+        """Hold a session's start (a Hello) the owners refused (True) while its unit may
+        yet be freed by its master's leaving: that master's connections are all the server
+        knows of it, and the socket monitor reports a closed one late. A client that closes
+        its socket and at once starts a session on another (a script that starts its next
+        run) would otherwise be told the unit is busy, driven by its own first socket:
+        ZeroMQ's own thread closes that a moment after, under load after the new one's
+        first request came. The message is tried again as disconnections come, and refused
+        once :attr:`settle` s passed. (Other requests are refused at once: a master that
+        drives a unit is not kept waiting for the answer it is owed.)"""
         now = time.monotonic()
         until = now + self.settle if until is None else until
         if now >= until or len(self._held) >= self.max_waiting:
             return False
         peer = env[0]
-        if not any(isinstance(w, Work) and w.name not in busy
-                   and self.owners.may_free(peer, w.name) for w in items):
+        if not any(isinstance(w, Work) and w.requests and type(w.requests[0]) is P.Hello
+                   and w.name not in busy and self.owners.may_free(peer, w.name)
+                   for w in items):
             return False
         self._held.append((until, env, payload, fd))
         return True

@@ -115,14 +115,15 @@ def test_many_clients_leave_a_legitimate_master_bit_identical(tmp_path, clients)
     # says; a client that leaves frees its units at once anyway.
     proc, address = serve(unit_file(tmp_path), "--owner-lease", "5")
     try:
-        alone = run(address)
+        # (a run of seconds: an intruder's Hello is refused only after a quarter second)
+        alone = run(address, t_end=10.0)
         done = tmp_path / "done"
         rogues = subprocess.Popen([sys.executable, "-m", "tests.cluster.rogues", address,
                                    str(clients), str(clients), str(done)],
                                   stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert rogues.stdout.readline().strip() == "ready"     # the clients at work first
         try:
-            crowded = run(address, done=done)
+            crowded = run(address, t_end=10.0, done=done)
         finally:
             done.touch()
             out, _ = rogues.communicate(timeout=300)
