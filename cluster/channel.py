@@ -1,6 +1,7 @@
 """The master's side of the data plane (:mod:`cluster.dataplane`): :class:`Channel`, one
 REQ socket to a unit server shared by the proxies of the units it hosts — batching, patient
-waits, connection diagnosis from the socket monitor and a lane's messages."""
+waits, connection diagnosis from the socket monitor, a lane's messages and DEALER sockets
+of their own (the liveness watch's heartbeats, :mod:`cluster.liveness`)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ class Channel:
         self._events: set[int] = set()
         self._answered = False
         self._lane = None           # a StepLane, made on first use
+        self._dealers: list = []    # see dealer
         # Every socket of this channel is known to the server as one master (see
         # cluster.owners): ``cosim:<tag>:<n>``.
         self._tag = CHANNEL_PREFIX + os.urandom(8).hex().encode() + b":"
@@ -103,6 +105,23 @@ class Channel:
             sock.curve_serverkey = auth.load_certificate(server_pub)[0]
             pub, sec = auth.load_certificate(client_keys)
             sock.curve_publickey, sock.curve_secretkey = pub, sec
+        return sock
+
+    def dealer(self, heartbeat: tuple[float, float] | None = None) -> zmq.Socket:
+        """A DEALER socket of its own to this channel's server, with the channel's keys and
+        timeouts: several messages (each ``[b"", unit, batch, ...]``) may be in flight on
+        it, answered in order. The channel closes it when it reconnects or closes (its
+        owner then sees ``closed`` and asks for another). ``heartbeat``: ``(interval,
+        timeout)`` s of ZeroMQ's own heartbeats on it (a connection whose PING is not
+        answered within ``timeout`` is dropped, and made again)."""
+        sock = self._socket(zmq.DEALER)
+        if heartbeat is not None:
+            interval, timeout = heartbeat
+            sock.setsockopt(zmq.HEARTBEAT_IVL, int(interval * 1000))
+            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(timeout * 1000))
+            sock.setsockopt(zmq.HEARTBEAT_TTL, int(timeout * 1000))
+        sock.connect(self.address)
+        self._dealers = [d for d in self._dealers if not d.closed] + [sock]
         return sock
 
     def connection_trouble(self, final: bool) -> str | None:
@@ -154,9 +173,11 @@ class Channel:
             self._monitor = None
 
     def reconnect(self, address: str | None = None) -> None:
-        """A fresh socket (a REQ socket that lost its reply cannot send again)."""
+        """A fresh socket (a REQ socket that lost its reply cannot send again); the dealers
+        are closed (their replies are lost too)."""
         self._unwatch()
         self._sock.close(linger=0)
+        self._close_dealers()
         self._queued, self._in_flight, self._replies = [], [], {}
         if address is not None:
             self.address = address
@@ -207,8 +228,8 @@ class Channel:
                 self.reconnect()            # the reply is lost: a fresh socket for later
                 last = requests[-1]
                 raise TransportError(unit, type(last).__name__,
-                                     why or f"no reply from {self.address} within "
-                                            f"{timeout:g} s",
+                                     why or _silence(f"no reply from {self.address}", gone,
+                                                     timeout),
                                      t=getattr(last, "t", None)) from None
 
     def _send(self) -> None:
@@ -371,13 +392,26 @@ class Channel:
             why = gone()
             if why is not None or time.monotonic() >= deadline:
                 self.reconnect()
-                why = why or f"{silence.format(address=self.address)} within {timeout:g} s"
+                why = why or _silence(silence.format(address=self.address), gone, timeout)
                 raise TransportError(unit, "Step", why, t=t) from None
             try:
                 return op()
             except zmq.Again:
                 continue
 
+    def _close_dealers(self) -> None:
+        for d in self._dealers:
+            d.close(linger=0)
+        self._dealers = []
+
     def close(self) -> None:
         self._unwatch()
         self._sock.close(linger=0)
+        self._close_dealers()
+
+
+def _silence(what: str, gone, timeout: float) -> str:
+    """``what`` (did not come) ``within timeout s``, and what the watch ``gone`` knows of the
+    peer meanwhile (its ``report()``, when it has one: :class:`cluster.liveness.Watch`)."""
+    report = getattr(gone, "report", None)
+    return f"{what} within {timeout:g} s{report() if report is not None else ''}"

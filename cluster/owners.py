@@ -13,7 +13,7 @@ from then on, so that it never goes on with a state another master changed.
 A master is known by the routing identity of its sockets: a master's
 :class:`~cluster.channel.Channel` names each socket it opens ``cosim:<tag>:<n>`` (one random
 tag per channel, a number per socket), so its request socket, its reconnections and the
-DEALER sockets of its lane streams count as one master. Any other client (a plain REQ socket)
+DEALER socket of its liveness watch count as one master. Any other client (a plain REQ socket)
 is one master per connection. Connections are known by their socket descriptors (a
 message's ``SRCFD``, the socket monitor's disconnections).
 """
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from cluster.codec import quote
 from cosim.master import protocol as P
 
-__all__ = ["CHANNEL_PREFIX", "READ_ONLY", "Owners", "master_of"]
+__all__ = ["CHANNEL_PREFIX", "READ_ONLY", "Owners", "address_of", "master_of"]
 
 log = logging.getLogger("cosim.server")
 
@@ -87,7 +87,7 @@ class Owners:
         self.last: dict[str, tuple] = {}      # unit -> (its last master, seen then)
         self.connections: dict[bytes, set] = {}   # master -> its connections (socket fds)
         self.master_on: dict[int, bytes] = {}     # connection -> its master
-        self.address: dict[int, tuple] = {}       # connection -> its peer's address
+        self.address: dict[int, str] = {}         # connection -> its peer's address
         self.lost: dict[tuple, None] = {}     # (unit, master) taken over, oldest first
 
     def refusal(self, peer: bytes, name: str, requests: list, t=None,
@@ -103,13 +103,13 @@ class Owners:
         owner = self.units.get(name)
         if owner is None:
             return None
-        now = time.monotonic()
-        if owner.master == master or busy or t != owner.mark:
-            owner.seen, owner.mark = now, t          # a sign of life of the owner
+        now = self._alive(owner, master, t, busy)
         if owner.master == master or all(type(r) in READ_ONLY for r in requests):
             return None
         if not busy and not self._connected(owner.master):
             # Its connections closed (the monitor may not have said so yet): it left.
+            log.info("unit %s is free: the connections of its master (%s) are closed", name,
+                     owner.session or "no Hello")
             for fd in list(self.connections.get(owner.master, ())):
                 self.disconnected(fd)
             self._release(name)
@@ -128,6 +128,28 @@ class Owners:
                 f"without a sign of life from it (now {silent:.0f} s); or serve another copy "
                 "of the unit")
 
+    def may_free(self, peer: bytes, name: str) -> bool:
+        """True if unit ``name`` is driven by a master other than ``peer``'s whose
+        connections are known: it is freed when they are reported closed."""
+        owner = self.units.get(name)
+        return owner is not None and owner.master != master_of(peer) \
+            and bool(self.connections.get(owner.master))
+
+    def alive(self, peer: bytes, name: str, t=None, busy: bool = False) -> None:
+        """``peer`` sent a read-only request (a heartbeat) to unit ``name`` (at time ``t``,
+        ``busy`` stepping): a sign of life of the unit's owner if it is that owner's, or
+        if the unit is stepping or has advanced since."""
+        owner = self.units.get(name)
+        if owner is not None:
+            self._alive(owner, master_of(peer), t, busy)
+
+    @staticmethod
+    def _alive(owner: _Owner, master: bytes, t, busy: bool) -> float:
+        now = time.monotonic()
+        if owner.master == master or busy or t != owner.mark:
+            owner.seen, owner.mark = now, t          # a sign of life of the owner
+        return now
+
     def claim(self, peer: bytes, name: str, requests: list, t=None,
               fd: int | None = None) -> None:
         """``peer`` (on connection ``fd``) sends ``requests`` to unit ``name``
@@ -139,7 +161,7 @@ class Owners:
         if fd is not None and fd >= 0 and self.master_on.get(fd) != master:
             self.disconnected(fd)                   # (a descriptor reused)
             self.master_on[fd] = master
-            self.address[fd] = _peer(fd)
+            self.address[fd] = address_of(fd)
             self.connections.setdefault(master, set()).add(fd)
         owner = self.units.get(name)
         if owner is None:
@@ -151,9 +173,19 @@ class Owners:
         if type(requests[-1]) is P.Terminate:
             self._release(name)
 
-    def disconnected(self, fd: int) -> None:
+    def disconnected(self, fd: int, reported: bool = False) -> None:
         """Connection ``fd`` closed: a master whose last connection it was owns nothing
-        any more (a master that crashed or left frees its units at once)."""
+        any more (a master that crashed or left frees its units at once).
+
+        ``reported``: the socket monitor says so. It names the connection by its
+        descriptor, some time after it closed: by then the number may be another
+        connection's (a client left, and a master connected on the same number and claimed
+        a unit before the report was read; under load, the fuzz's master lost its units
+        that way). A report while the connection claimed on ``fd`` is still open (the same
+        peer, no end of stream) is such a late one, and ignored.
+        """
+        if reported and fd in self.master_on and _open(fd, self.address.get(fd)):
+            return
         master = self.master_on.pop(fd, None)
         self.address.pop(fd, None)
         if master is None:
@@ -208,13 +240,19 @@ class Owners:
         self.lane.pop(name.encode(), None)
 
 
-def _peer(fd: int):
-    """The peer address of socket ``fd`` (a duplicate is read), or None."""
+def address_of(fd: int) -> str | None:
+    """``host:port`` of the peer on socket ``fd`` (a duplicate is read), or None."""
     try:
         with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
-            return s.getpeername()
+            return _text(s.getpeername())
     except OSError:
         return None
+
+
+def _text(peer) -> str | None:
+    # The descriptor may already be closed and reused by the time it is read (then the
+    # address is of another family, or empty).
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else None
 
 
 def _open(fd: int, address) -> bool:
@@ -222,7 +260,7 @@ def _open(fd: int, address) -> bool:
     closed it (a peek sees no end of stream)."""
     try:
         with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
-            if address is not None and s.getpeername() != address:
+            if address is not None and _text(s.getpeername()) != address:
                 return False
             try:
                 return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""

@@ -26,7 +26,6 @@ file; a plugin module registers the server owner's own block types).
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import collections
 import signal
@@ -36,11 +35,12 @@ import time
 
 import zmq
 
+from cluster.beats import Beats
 from cluster.budget import MB, Budget
 from cluster.codec import DEFAULT_MAX_SIZE, encode_batch
 from cluster.dataplane import RunKeys, Work, guarded, parse, reply, watch
 from cluster.lane import FusedLane
-from cluster.owners import Owners
+from cluster.owners import Owners, address_of
 from cosim.master import protocol as P
 
 __all__ = ["UnitServer", "main", "units_from_file"]
@@ -88,6 +88,9 @@ class UnitServer:
     offload_after = 0.02
     #: Most messages waiting for busy units; more are refused with an error reply.
     max_waiting = 1024
+    #: Seconds a Hello refused because another master drives its unit waits for that
+    #: master to be seen leaving (see :meth:`_settles`) before the refusal is sent.
+    settle = 0.25
 
     def __init__(self, units: dict, bind: str = "tcp://127.0.0.1:5555", *,
                  curve_secret_key_file: str | None = None,
@@ -106,6 +109,7 @@ class UnitServer:
         # A hard cap far above the refusal threshold bounds what one message can allocate.
         self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_message_size)
         self.owners = Owners(owner_lease)
+        self.beats = Beats(self.units, self.owners)
         self._closed_fds: collections.deque = collections.deque()
         self.budget = budget or Budget()
         if keys is not None:
@@ -154,9 +158,12 @@ class UnitServer:
         watcher.start()
         sock = self.sock
         sock.RCVTIMEO = poll_ms
+        beats = self.beats
         self._job = None                       # (envelope, thread, result list, names)
         # Messages for busy units, in arrival order: (envelope, payload, unit names, fd).
         self._waiting = collections.deque()
+        # Messages held for their units' masters to leave: (until, envelope, payload, fd).
+        self._held = collections.deque()
         self._seconds_per_h: dict[str, float] = {}   # measured cost of simulated time
         # Steps known to be quick take the fast lane (from their units' owners); it learns
         # their cost here too.
@@ -164,11 +171,23 @@ class UnitServer:
                          self.offload_after, self.owners.lane)
         try:
             while self._running:
+                beats.flush(sock)           # heartbeats answered at their clients' pace
+                held = self._held
+                if held and (self._closed_fds or held[0][0] <= time.monotonic()):
+                    self._held = collections.deque()
+                    for until, env, payload, fd in held:    # (those still refused: again)
+                        self._take(env, payload, fd, until)
                 if self._job is None:
                     if self._waiting:
                         env, payload, _, fd = self._waiting.popleft()
                         self._take(env, payload, fd)
                         continue
+                    # (a receive waits no longer than the next heartbeat reply due, nor,
+                    # while messages are held, than a moment)
+                    longest = poll_ms / 1000 if not self._held else 0.01
+                    wait = int(beats.wait(longest) * 1000) or 1
+                    if sock.RCVTIMEO != wait:
+                        sock.RCVTIMEO = wait
                     # The fast lane first: it answers fused steps and hands on the rest.
                     frames = lane.answer(sock)
                     if frames is not None:
@@ -189,20 +208,49 @@ class UnitServer:
             self._running = False
             watcher.join()
 
-    def _take(self, env: list, payload: list, fd: int | None = None) -> None:
+    def _take(self, env: list, payload: list, fd: int | None = None,
+              until: float | None = None) -> None:
         """Answer one message (that came on connection ``fd``) now, start it on the worker,
-        or queue it behind a busy unit; anything that fails on the way is answered with an
-        ErrorReply (no message may end the server)."""
+        or queue it behind a busy unit (or, until ``until``, hold it for its unit's master
+        to leave); anything that fails on the way is answered with an ErrorReply (no
+        message may end the server)."""
         try:
-            self._dispatch(env, payload, fd)
+            self._dispatch(env, payload, fd, until)
         except Exception as err:  # noqa: BLE001 - logged and answered, the server serves on
             self.sock.send_multipart(env + guarded(lambda: _reraise(err)))
 
-    def _dispatch(self, env: list, payload: list, fd: int | None) -> None:
+    def _settles(self, env: list, payload: list, fd, items: list, busy,
+                 until: float | None) -> bool:
+        """Hold a session's start (a Hello) the owners refused (True) while its unit may
+        yet be freed by its master's leaving: that master's connections are all the server
+        knows of it, and the socket monitor reports a closed one late. A client that closes
+        its socket and at once starts a session on another (a script that starts its next
+        run) would otherwise be told the unit is busy, driven by its own first socket:
+        ZeroMQ's own thread closes that a moment after, under load after the new one's
+        first request came. The message is tried again as disconnections come, and refused
+        once :attr:`settle` s passed. (Other requests are refused at once: a master that
+        drives a unit is not kept waiting for the answer it is owed.)"""
+        now = time.monotonic()
+        until = now + self.settle if until is None else until
+        if now >= until or len(self._held) >= self.max_waiting:
+            return False
+        peer = env[0]
+        if not any(isinstance(w, Work) and w.requests and type(w.requests[0]) is P.Hello
+                   and w.name not in busy and self.owners.may_free(peer, w.name)
+                   for w in items):
+            return False
+        self._held.append((until, env, payload, fd))
+        return True
+
+    def _dispatch(self, env: list, payload: list, fd: int | None,
+                  until: float | None = None) -> None:
         while self._closed_fds:                 # connections closed meanwhile (the monitor)
-            self.owners.disconnected(self._closed_fds.popleft())
+            self.owners.disconnected(self._closed_fds.popleft(), reported=True)
         if not payload:
             return                  # [peer, b""] of a DEALER: nothing to answer a REQ with
+        busy = self._job[3] if self._job is not None else ()
+        if self.beats.answer(self.sock, env, payload, busy):
+            return                  # heartbeats, answered beside any step
         items = []
         failed = guarded(lambda: items.extend(parse(self.units, payload,
                                                     self.max_message_size)) or [])
@@ -216,12 +264,12 @@ class UnitServer:
             return
         # One pass over the requests: who may send them, the simulated time asked of each
         # unit, and whether the message is nothing but heartbeats.
-        steps, beats, refused = {}, True, None
+        steps, beats, refused, owned = {}, True, None, None
         for w in items:
             if isinstance(w, Work):
-                refused = refused or self.owners.refusal(
-                    peer, w.name, w.requests, getattr(w.unit, "t", None),
-                    self._job is not None and w.name in self._job[3])
+                owned = owned or self.owners.refusal(
+                    peer, w.name, w.requests, getattr(w.unit, "t", None), w.name in busy)
+                refused = refused or owned
                 h = 0.0
                 for r in w.requests:
                     kind = type(r)
@@ -231,14 +279,18 @@ class UnitServer:
                 steps[w.name] = h
                 if h > 0 and refused is None:
                     refused = self.budget.refusal(w.name, w.unit, h)
+        if owned is not None and self._settles(env, payload, fd, items, busy, until):
+            return
         if refused is not None:
             # Every pair answered (the message is served whole or not at all).
             self.sock.send_multipart(env + [encode_batch([P.ErrorReply(
                 P.ErrorKind.PROTOCOL, refused)])] * len(items))
             return
         if beats or not steps:                 # liveness, even when busy: the unit untouched
-            self.sock.send_multipart(env + [w if isinstance(w, bytes) else
-                                            _oks(len(w.requests)) for w in items])
+            self.sock.send_multipart(env + [
+                w if isinstance(w, bytes) else
+                encode_batch([P.Alive(getattr(w.unit, "t", None), w.name in busy)]
+                             * len(w.requests)) for w in items])
             return
         for w in items:
             if isinstance(w, Work):
@@ -403,18 +455,10 @@ def _envelope(frames: list) -> tuple[list, list]:
 
 
 def _peer(fd: int) -> str:
-    """``host:port`` of the peer on socket ``fd`` (a duplicate is read and closed)."""
-    import socket
-    try:
-        with socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM) as s:
-            peer = s.getpeername()
-    except OSError:
-        return UNREADABLE
-    # The descriptor may already be closed and reused by the time the event is read (then
-    # the address is of another family, or empty): the log says so rather than the thread
-    # that watches connections dying.
-    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 \
-        else UNREADABLE
+    """``host:port`` of the peer on socket ``fd``, or :data:`UNREADABLE` (the descriptor
+    closed, or already another's: the log says so rather than the thread that watches
+    connections dying)."""
+    return address_of(fd) or UNREADABLE
 
 
 #: How the log names a client whose connection closed before its address could be read (a
@@ -424,10 +468,6 @@ UNREADABLE = "an address no longer readable"
 
 #: The requests that replace a server's units.
 _NEW_UNITS = (P.Reload, P.SetParameters)
-@functools.lru_cache(maxsize=16)
-def _oks(n: int) -> bytes:
-    """The reply batch of ``n`` Heartbeats."""
-    return encode_batch([P.Ok()] * n)
 
 
 def units_from_file(path: str, own_paths: bool = False) -> dict:

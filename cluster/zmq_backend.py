@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cluster.channel import Channel
 from cluster.dataplane import RunKeys
+from cluster.liveness import Pulse
 from cluster.unit_files import split_parameters, unit_file_data
 from cosim.compile.flatten import ALL_OUTPUTS
 from cosim.errors import ModelError, TransportError
@@ -158,12 +159,24 @@ class ServedProxy(ZmqProxy):
     output and port, see :func:`cluster.unit_files.units_of`), not what this master
     selects; its log batches keep the signals the master's selection for it names
     (``shown``: the unit's ``SimulationConfig.log``, in its own names; None or one with
-    ``"*"`` keeps every signal), so its columns are those of the unit run in process."""
+    ``"*"`` keeps every signal), so its columns are those of the unit run in process.
+
+    While a reply is awaited, ``pulse`` (a :class:`~cluster.liveness.Pulse` of its server)
+    watches the server: a server frozen or gone fails the call within seconds (naming the
+    server, and how far the unit's step had come), not at the timeout; a timeout says how
+    the step progressed."""
 
     def __init__(self, name: str, address, timeout: float = 60.0, *, shown=None,
-                 **options):
+                 pulse: Pulse | None = None, **options):
+        self.watch = self._gone if pulse is None else pulse.watch(name)
         super().__init__(name, address, timeout, **options)
         self.shown = None if shown is None or ALL_OUTPUTS in shown else frozenset(shown)
+
+    def lane(self):
+        return self.conn.lane().watched(self.watch, self.timeout)
+
+    def _await(self, requests, timeout: float) -> list:
+        return self.conn.result_watched(self.name, requests, self.watch, timeout)
 
     def result(self, requests):
         replies = super().result(requests)
@@ -407,6 +420,7 @@ class RemoteUnits(Backend):
     def __init__(self, cosim_config):
         self.cfg = cosim_config
         self.connections: dict[tuple, Channel] = {}
+        self.pulses: dict[tuple, Pulse] = {}
 
     def start(self, specs) -> dict:
         proxies = {}
@@ -426,15 +440,19 @@ class RemoteUnits(Backend):
                     opts.address, ZmqProxy.POLL,
                     curve_server_public=opts.curve_server_public,
                     curve_client_keys=opts.curve_client_keys, patient=True)
+                self.pulses[key] = Pulse(self.connections[key])
             proxies[spec.name] = ServedProxy(spec.name, self.connections[key],
                                              self.cfg.timeout, shown=spec.config.log,
-                                             connect_timeout=self.cfg.connect_timeout)
+                                             connect_timeout=self.cfg.connect_timeout,
+                                             pulse=self.pulses[key])
         return proxies
 
     def stop(self) -> None:
+        for pulse in self.pulses.values():
+            pulse.close()
         for conn in self.connections.values():
             conn.close()
-        self.connections = {}
+        self.connections, self.pulses = {}, {}
 
 
 class ZmqBackend(Backend):

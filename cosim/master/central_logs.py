@@ -35,6 +35,7 @@ class CentralLogs:
         self._stored = {v: k for k, v in self._keys.items() if v is not None}
         self._batches: dict[str, tuple[list, list]] = {}
         self._grid: tuple[float, float] | None = None
+        self._held: dict[str, float] = {}       # see truncate
 
     def stamp(self, t0: float, quantum: float) -> None:
         """Stamp samples at macro points with the master's time ``t0 + n * quantum`` (s;
@@ -58,6 +59,8 @@ class CentralLogs:
         for key, (t, v) in signals.items():
             if unit == REST:
                 key = self._boundary(key)
+            if self._held and prefix + key in self._held:
+                t, v = self._after_held(prefix + key, t, v)
             ts, vs = self._batches.setdefault(prefix + key, ([], []))
             if self._grid is not None and len(t):
                 s = stamped.get(id(t))
@@ -93,14 +96,33 @@ class CentralLogs:
         """Batches held per signal (what :meth:`truncate` goes back to)."""
         return {k: len(ts) for k, (ts, _) in self._batches.items()}
 
-    def truncate(self, lengths: dict[str, int]) -> None:
-        """Keep the first ``lengths[key]`` batches of each signal (none of a signal not named)."""
+    def truncate(self, lengths: dict[str, int], recovered: bool = False) -> None:
+        """Keep the first ``lengths[key]`` batches of each signal (none of a signal not named).
+
+        ``recovered``: the units were restored to the checkpoint these lengths are of (fault
+        recovery): the next batch of each signal drops its samples up to the last one kept.
+        A unit made again after a loss sends its own first samples, and sends again the
+        sample at the checkpoint's point when its outputs are refreshed there, where the
+        unit that was lost replaced a sample it had sent already.
+        """
+        self._held = {}
         for key, (ts, vs) in self._batches.items():
             n = lengths.get(key, 0)
             del ts[n:], vs[n:]
+            if recovered:
+                last = next((t[-1] for t in reversed(ts) if len(t)), None)
+                if last is not None:
+                    self._held[key] = float(last)
+
+    def _after_held(self, key: str, t, v):
+        """The samples of ``(t, v)`` after the last one kept (see :meth:`truncate`)."""
+        last = self._held.pop(key)
+        t = np.asarray(t, dtype=np.float64)
+        keep = t > last + time_tolerance(last, EXCHANGE_RTOL)
+        return (t, v) if keep.all() else (t[keep], np.asarray(v)[keep])
 
     def clear(self) -> None:
-        self._batches = {}
+        self._batches, self._held = {}, {}
 
     def snapshot(self, lengths: dict[str, int] | None = None) -> dict:
         """Every signal so far (its first ``lengths[key]`` batches when given), as
@@ -116,6 +138,7 @@ class CentralLogs:
     def seed(self, signals: dict) -> None:
         """Start afresh from ``signals`` (``{key: (t, values)}``, from :meth:`snapshot`)."""
         self._batches = {key: ([t], [v]) for key, (t, v) in signals.items()}
+        self._held = {}
 
     def cut_after(self, t_end: float) -> None:
         """Drop the samples after ``t_end`` (s, with a relative tolerance of 1e-9)."""

@@ -545,7 +545,7 @@ class Master:
         self.stats.update(m["stats"])
         self.values, self.history.points = checkpoints.ports(cp)
         if logs == "truncate":
-            self.central.truncate(cp["log_lengths"])
+            self.central.truncate(cp["log_lengths"], recovered=True)
         else:
             self.central.clear()
             # The units logged before the checkpoint too: drop that, logs restart here.

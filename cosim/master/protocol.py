@@ -19,7 +19,7 @@ one fused macro step     :class:`Step`           :class:`Stepped`
 ``set_state(s)``         :class:`SetState`       :class:`Ok`
 ``collect_logs()``       :class:`CollectLogs`    :class:`LogBatch`
 ``terminate()``          :class:`Terminate`      :class:`Ok`
-liveness probe           :class:`Heartbeat`      :class:`Ok`
+liveness probe           :class:`Heartbeat`      :class:`Alive`
 new units, same process  :class:`Reload`         :class:`Ok`
 same, new values         :class:`SetParameters`  :class:`Ok`
 =======================  ======================  ==========================
@@ -61,16 +61,17 @@ __all__ = [
     "Hello", "Describe", "Initialize", "SetInputs", "DoStep", "RefreshOutputs", "GetOutputs",
     "GetState", "SetState", "CollectLogs", "Terminate", "Heartbeat", "Step", "Reload",
     "SetParameters", "Welcome", "UnitDescription", "Ok", "Outputs", "StepDone", "UnitState",
-    "LogBatch", "ErrorReply", "Stepped", "FUSED_STEP", "OPTIONAL_INPUTS", "STEP_REFRESH",
-    "STEP_RESET", "STEP_KEEP", "STEP_ROLLBACK", "STEP_MODES",
+    "LogBatch", "ErrorReply", "Stepped", "Alive", "FUSED_STEP", "OPTIONAL_INPUTS",
+    "STEP_REFRESH", "STEP_RESET", "STEP_KEEP", "STEP_ROLLBACK", "STEP_MODES",
 ]
 
 #: Version of the message set below; both ends of a connection must agree on it (see
 #: ``cluster.codec.check_version``). Version 2 added :class:`RefreshOutputs`, version 3 the
 #: fused macro step (:class:`Step`, :class:`Stepped`), version 4 :class:`Reload`, version 5
 #: :class:`SetParameters`, version 6 the modes of :class:`Step` (refresh with new inputs,
-#: rollback on the unit's side, refresh-only steps) and :attr:`ErrorReply.call`.
-PROTOCOL_VERSION = 6
+#: rollback on the unit's side, refresh-only steps) and :attr:`ErrorReply.call`, version 7
+#: :class:`Alive` (a heartbeat reports the unit's progress).
+PROTOCOL_VERSION = 7
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -296,7 +297,8 @@ class Terminate(Request):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Heartbeat(Request):
-    """Liveness probe, valid at any time; answered by :class:`Ok`."""
+    """Liveness probe, valid at any time, even while the unit steps; answered by
+    :class:`Alive` (with the unit's progress) at once, never queued behind a step."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -518,6 +520,28 @@ class Ok(Reply):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Alive(Reply):
+    """The reply to :class:`Heartbeat`: the unit's process runs, and how far the unit is.
+
+    A master waiting for a long step tells a slow unit (its ``t`` advances between
+    heartbeats) from one whose step makes no progress (answered, ``t`` still) and from a
+    frozen or lost process (no answer at all).
+
+    Parameters
+    ----------
+    t : float or None
+        The unit's simulated time now, s: while it steps, the time its step has reached so
+        far (a served unit's step advances in chunks of ticks); None when the unit does
+        not say.
+    stepping : bool
+        A step of the unit is under way (the heartbeat was answered beside it).
+    """
+
+    t: float | None
+    stepping: bool
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Outputs(Reply):
     """Output values at the unit's current time; the reply to :class:`GetOutputs`.
 
@@ -659,6 +683,7 @@ MESSAGE_TYPES: MappingProxyType[int, type[Message]] = MappingProxyType({
     38: LogBatch,
     39: ErrorReply,
     40: Stepped,
+    41: Alive,
 })
 
 #: The reply type of each request when it succeeds; any request may instead get an ErrorReply.
@@ -674,7 +699,7 @@ REPLIES: MappingProxyType[type[Request], type[Reply]] = MappingProxyType({
     SetState: Ok,
     CollectLogs: LogBatch,
     Terminate: Ok,
-    Heartbeat: Ok,
+    Heartbeat: Alive,
     Step: Stepped,
     Reload: Ok,
     SetParameters: Ok,

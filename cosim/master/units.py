@@ -298,7 +298,7 @@ _SERVE = {
     P.CollectLogs: lambda unit, req: unit.collect_logs(),
     P.Describe: lambda unit, req: unit.describe(),
     P.Terminate: _terminate,
-    P.Heartbeat: lambda unit, req: _OK,
+    P.Heartbeat: lambda unit, req: P.Alive(getattr(unit, "t", None), False),
     P.Hello: _hello,
     P.Step: lambda unit, req: unit.step(req),
 }

@@ -137,28 +137,31 @@ def crashing(marker: str):
 @register_block_type
 class Pace(Block):
     """Passes its input through; sleeps ``delay`` s of wall time once per ``every`` s of
-    simulated time (a unit slow enough to lose its node mid-run; the numbers unchanged)."""
+    simulated time from ``start`` on (a unit slow enough to lose its node mid-run; the
+    numbers unchanged)."""
 
-    def __init__(self, name, delay=0.1, every=0.02):
+    def __init__(self, name, delay=0.1, every=0.02, start=0.0):
         super().__init__(name)
         self.delay = delay
         self.every = every
+        self.start = start
         self.last = -1
 
     def output_update(self, t, dt):
         k = int(round(t / self.every, 9))
-        if k != self.last:
+        if k != self.last and t >= self.start:
             self.last = k
             time.sleep(self.delay)
         self.outputs["out"] = self.inputs["in"]
 
 
-def paced(delay: float) -> Model:
-    """``three_units`` whose unit a takes ``delay`` s of wall time per 20 ms simulated."""
+def paced(delay: float, start: float = 0.0) -> Model:
+    """``three_units`` whose unit a takes ``delay`` s of wall time per 20 ms simulated (from
+    ``start`` on)."""
     m = three_units()
     a = m["a"]
     a.connections = [c for c in a.connections if c.dst != "y.in"]
-    a.add(Pace("pace", delay))
+    a.add(Pace("pace", delay, start=start))
     a.connect("x.out", "pace.in")
     a.connect("pace.out", "y.in")
     return m

@@ -16,11 +16,12 @@ from hypothesis.extra import numpy as hnp
 from cluster.codec import (DEFAULT_LIMITS, EXT_NDARRAY, EXT_TEXT, MAX_BATCH, WIRE_DTYPES, Limits,
                            check_version, decode, decode_batch, encode, encode_batch)
 from cosim.errors import CodecError
-from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, CollectLogs, Describe, DoStep,
-                            ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello, Reload,
-                            Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
-                            SetInputs, SetParameters, SetState, Step, StepDone, Stepped,
-                            Terminate, UnitDescription, UnitState, Welcome)
+from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, Alive, CollectLogs, Describe,
+                                   DoStep, ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat,
+                                   Hello, Reload, Initialize, LogBatch, Message, Ok, Outputs,
+                                   PortInfo, RefreshOutputs, SetInputs, SetParameters, SetState,
+                                   Step, StepDone, Stepped, Terminate, UnitDescription, UnitState,
+                                   Welcome)
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -106,6 +107,7 @@ STRATEGIES = {
                           st.none() | floats),
     Stepped: st.builds(Stepped, floats, st.booleans(), floats,
                        hnp.arrays(np.float64, st.integers(0, 6))),
+    Alive: st.builds(Alive, st.none() | floats, st.booleans()),
 }
 messages = st.one_of(list(STRATEGIES.values()))
 

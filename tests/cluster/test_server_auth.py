@@ -16,7 +16,7 @@ from cluster.codec import encode_batch
 from cosim import CoSimulation, CosimConfig, SimulationConfig
 from cosim.master import protocol as P
 from tests.cluster.scenarios import three_units
-from tests.cluster.test_server_clients import unit_file
+from tests.cluster.served import unit_file
 
 pytestmark = pytest.mark.cluster
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ its limit; the logs held are still sent."""
 import pytest
 
 from cosim.master import protocol as P
-from tests.cluster.test_server_clients import ask, client, serve, start, stop, unit_file
+from tests.cluster.served import ask, client, serve, start, stop, unit_file
 
 pytestmark = pytest.mark.cluster
 MB = 2**20

@@ -2,54 +2,22 @@
 idle units (another master's handshake) are answered while it steps, and a step past the
 server's deadline stops with an error naming the limit. A deadline changes no result."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-import zmq
 
 from cluster.codec import decode_batch, encode_batch
 from cosim import SimulationConfig
 from cosim.master import protocol as P
 from cosim.master.local_unit import LocalUnit
 from cosim.model.evaluate import evaluate
+from tests.cluster import served
 from tests.cluster.scenarios import three_units
-
-ROOT = Path(__file__).resolve().parents[2]
-DT = 0.002
+from tests.cluster.served import DT, ask, client, serve
 
 
 def unit_file(tmp_path, solver="RK4"):
-    model = three_units(solvers=(solver, solver))
-    model.blocks = [model["a"], model["b"]]
-    model.connections = []
-    path = tmp_path / "ab.yaml"
-    model.to_yaml(path, simulation=SimulationConfig(dt=DT, t_end=0.0))
-    return path
-
-
-def serve(path, *extra):
-    proc = subprocess.Popen([sys.executable, "-m", "cosim.cli", "serve", str(path), "--bind",
-                             "tcp://127.0.0.1:0", "--log-level", "ERROR", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    line = proc.stdout.readline()
-    assert " on " in line, proc.stderr.read()
-    return proc, line.strip().rsplit(" on ", 1)[1]
-
-
-def client(address):
-    s = zmq.Context.instance().socket(zmq.REQ)
-    s.setsockopt(zmq.LINGER, 0)
-    s.RCVTIMEO = 120_000          # a hang, not a slow machine
-    s.connect(address)
-    return s
-
-
-def ask(sock, unit, requests):
-    sock.send_multipart([unit.encode(), encode_batch(requests)])
-    return decode_batch(sock.recv_multipart()[0])
+    """Units a and b of :func:`three_units` with ``solver``."""
+    return served.unit_file(tmp_path, three_units(solvers=(solver, solver)), spare=False)
 
 
 @pytest.mark.cluster
@@ -57,18 +25,30 @@ def test_heartbeats_and_an_idle_unit_are_answered_while_a_unit_steps(tmp_path):
     proc, address = serve(unit_file(tmp_path))
     try:
         a, other = client(address), client(address)
-        ask(a, "a", [P.Hello(P.PROTOCOL_VERSION, "m1"), P.Initialize(0.0), P.SetInputs({"u": np.ones(1)})])
+        ask(a, "a", [P.Hello(P.PROTOCOL_VERSION, "m1"), P.Initialize(0.0),
+                     P.SetInputs({"u": np.ones(1)})])
         # A long step: 250,000 ticks of RK4 (seconds of work on this machine).
         a.send_multipart([b"a", encode_batch([P.DoStep(0.0, 500.0)])])
+        (first,) = ask(other, "a", [P.Heartbeat()])
+        while not first.stepping:                   # (the step may not have come in yet)
+            assert first.t == 0.0 and not a.poll(0)
+            (first,) = ask(other, "a", [P.Heartbeat()])
         answered = []
-        for unit, req in [("a", P.Heartbeat()), ("b", P.Hello(P.PROTOCOL_VERSION, "m2")), ("b", P.Describe()),
-                          ("a", P.Heartbeat())]:
+        for unit, req in [("a", P.Heartbeat()), ("b", P.Hello(P.PROTOCOL_VERSION, "m2")),
+                          ("b", P.Describe()), ("a", P.Heartbeat())]:
             (rep,) = ask(other, unit, [req])
             assert not isinstance(rep, P.ErrorReply), rep
-            answered.append(type(rep).__name__)
+            answered.append(rep)
             # The long step has not answered yet: these replies came while it ran.
             assert not a.poll(0), "the step finished before the other requests were answered"
-        assert answered == ["Ok", "Welcome", "UnitDescription", "Ok"]
+        assert [type(r).__name__ for r in answered] == ["Alive", "Welcome", "UnitDescription",
+                                                        "Alive"]
+        # The heartbeats report the step's progress: under way, its time advancing.
+        beat = answered[-1]
+        assert first.stepping and 0.0 <= first.t < 500.0
+        while beat.t == first.t and not a.poll(0):
+            (beat,) = ask(other, "a", [P.Heartbeat()])
+        assert a.poll(0) or (beat.stepping and first.t < beat.t < 500.0)
         (done,) = decode_batch(a.recv_multipart()[0])
         assert isinstance(done, P.StepDone) and done.t_reached == pytest.approx(500.0)
     finally:
@@ -81,7 +61,8 @@ def test_a_step_past_the_deadline_stops_with_an_error_naming_it(tmp_path):
     proc, address = serve(unit_file(tmp_path), "--step-deadline", "0.2")
     try:
         a = client(address)
-        ask(a, "a", [P.Hello(P.PROTOCOL_VERSION, "m1"), P.Initialize(0.0), P.SetInputs({"u": np.ones(1)})])
+        ask(a, "a", [P.Hello(P.PROTOCOL_VERSION, "m1"), P.Initialize(0.0),
+                     P.SetInputs({"u": np.ones(1)})])
         (err,) = ask(a, "a", [P.DoStep(0.0, 1000.0)])
         assert isinstance(err, P.ErrorReply)
         assert "step deadline of 0.2 s" in err.message and "--step-deadline" in err.message

@@ -366,7 +366,7 @@ def test_server_answers_each_unit_of_a_message_in_order(served_plant):
     sock.close()
     assert len(frames) == 3
     (ok,), (err,), (desc,) = (decode_batch(f) for f in frames)
-    assert isinstance(ok, P.Ok) and isinstance(desc, P.UnitDescription) and desc.name == "a"
+    assert isinstance(ok, P.Alive) and isinstance(desc, P.UnitDescription) and desc.name == "a"
     assert isinstance(err, P.ErrorReply) and "no unit 'nobody'" in err.message
 
 

@@ -11,11 +11,12 @@ import pytest
 
 from cosim.master import protocol
 from cosim.errors import ModelError
-from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, REPLIES, CollectLogs, Describe,
-                            DoStep, ErrorKind, ErrorReply, GetOutputs, GetState, Heartbeat, Hello,
-                            Initialize, LogBatch, Message, Ok, Outputs, PortInfo, RefreshOutputs,
-                            Reload, Reply, Request, SetInputs, SetParameters, SetState, Step, StepDone, Stepped,
-                            Terminate, UnitDescription, UnitState, Welcome)
+from cosim.master.protocol import (MESSAGE_TYPES, PROTOCOL_VERSION, REPLIES, Alive, CollectLogs,
+                                   Describe, DoStep, ErrorKind, ErrorReply, GetOutputs, GetState,
+                                   Heartbeat, Hello, Initialize, LogBatch, Message, Ok, Outputs,
+                                   PortInfo, RefreshOutputs, Reload, Reply, Request, SetInputs,
+                                   SetParameters, SetState, Step, StepDone, Stepped, Terminate,
+                                   UnitDescription, UnitState, Welcome)
 
 DESCRIPTION = UnitDescription(
     name="plant", inputs=(PortInfo("u", (2,)), PortInfo("d", ())),
@@ -52,6 +53,7 @@ SAMPLES = {
     LogBatch: LogBatch({"y": (np.arange(3.0), np.zeros((3, 2)))}),
     ErrorReply: ErrorReply(ErrorKind.SIMULATION, "block 'gain' failed", 0.5),
     Stepped: Stepped(0.01, False, np.inf, np.zeros(7)),
+    Alive: Alive(0.25, True),
 }
 UNHASHABLE = {SetInputs, SetState, Outputs, UnitState, LogBatch, Step, Stepped,
               SetParameters}
@@ -89,6 +91,7 @@ SCHEMA_V5 = {
     38: "LogBatch(signals: dict[str, tuple[np.ndarray, np.ndarray]])",
     39: "ErrorReply(kind: ErrorKind, message: str, t: float | None, call: str)",
     40: "Stepped(t_reached: float, event: bool, next_event: float, outputs: np.ndarray)",
+    41: "Alive(t: float | None, stepping: bool)",
     "PortInfo": "PortInfo(name: str, shape: tuple[int, ...], sample_time: float)",
     "ErrorKind": "protocol, unsupported, simulation, convergence, codec, internal",
 }
@@ -103,7 +106,7 @@ def test_wire_schema_matches_protocol_version():
     schema = {tag: _schema(cls) for tag, cls in MESSAGE_TYPES.items()}
     schema["PortInfo"] = _schema(PortInfo)
     schema["ErrorKind"] = ", ".join(k.value for k in ErrorKind)
-    assert PROTOCOL_VERSION == 6
+    assert PROTOCOL_VERSION == 7
     assert schema == SCHEMA_V5
 
 
