@@ -45,6 +45,10 @@ __all__ = ["check_identity", "check_writable", "checkpoint_file", "identity",
 FORMAT = 3
 #: The name of the JSON entry of a checkpoint file.
 _META = "__meta__"
+#: Key suffix of a text array (String / Binary values, object dtype) in a checkpoint file: its
+#: elements as JSON (bytes as ``{"hex": ...}``) in uint8, since an object array would be
+#: pickled and a checkpoint is read without unpickling anything.
+_TEXT = "::text"
 
 
 # -- nested dicts <-> (arrays, JSON scalars) -------------------------------------------------
@@ -66,6 +70,29 @@ def _jsonable(v) -> bool:
     return False
 
 
+def _with_bytes(v) -> bool:
+    """A (nested) list of plain values and bytes (e.g. text samples a unit logged)."""
+    if isinstance(v, (bytes, bytearray)) or _jsonable(v):
+        return True
+    return isinstance(v, (list, tuple)) and all(_with_bytes(e) for e in v)
+
+
+def _hexed(v):
+    if isinstance(v, (bytes, bytearray)):
+        return {"hex": bytes(v).hex()}
+    if isinstance(v, (list, tuple)):
+        return [_hexed(e) for e in v]
+    return v
+
+
+def _unhexed(v):
+    if isinstance(v, dict):
+        return bytes.fromhex(v["hex"])
+    if isinstance(v, list):
+        return [_unhexed(e) for e in v]
+    return v
+
+
 def split_tree(tree: dict, prefix: str, arrays: dict, scalars: dict) -> None:
     """Split a nested dict into ``arrays`` (ndarrays) and ``scalars`` (JSON values), keyed by
     ``prefix/key/...`` (keys escaped, so they may contain '/')."""
@@ -76,15 +103,20 @@ def split_tree(tree: dict, prefix: str, arrays: dict, scalars: dict) -> None:
             split_tree(v, name, arrays, scalars)
         elif isinstance(v, np.ndarray):
             arrays[name] = v
+        elif isinstance(v, (bytes, bytearray)):     # e.g. an FMU's serialized state
+            arrays[name] = np.frombuffer(bytes(v), dtype=np.uint8)
+            scalars[name] = {"__bytes__": True}
         elif isinstance(v, (np.floating, np.integer, np.bool_)):
             scalars[name] = v.item()
         elif v is None or isinstance(v, (bool, int, float, str)):
             scalars[name] = v
         elif isinstance(v, (list, tuple)) and _jsonable(v):
             scalars[name] = {"__list__": list(v)}
+        elif isinstance(v, (list, tuple)) and _with_bytes(v):
+            scalars[name] = {"__hexed__": _hexed(v)}
         else:
             raise ModelError(f"checkpoint: cannot save {name} of type {type(v).__name__}; "
-                             "block state must be float64 arrays or plain numbers")
+                             "block state must be arrays, bytes or plain numbers")
 
 
 def join_tree(prefix: str, arrays, scalars: dict) -> dict:
@@ -102,15 +134,20 @@ def join_tree(prefix: str, arrays, scalars: dict) -> dict:
         else:
             node[segs[-1]] = value
 
+    as_bytes = set()
     for name, v in scalars.items():
         if name.startswith(prefix + "/"):
             if isinstance(v, dict) and v.get("__dict__"):
                 put(name, {})
+            elif isinstance(v, dict) and v.get("__bytes__"):
+                as_bytes.add(name)              # (its bytes are an array)
+            elif isinstance(v, dict) and "__hexed__" in v:
+                put(name, _unhexed(v["__hexed__"]))
             else:
                 put(name, v["__list__"] if isinstance(v, dict) and "__list__" in v else v)
     for name, a in arrays.items():
         if name.startswith(prefix + "/"):
-            put(name, np.array(a))
+            put(name, a.tobytes() if name in as_bytes else np.array(a))
     return root
 
 
@@ -272,7 +309,13 @@ def write_file(path, meta: dict, arrays: dict) -> Path:
         at ``path``, if any, is unchanged and no temporary file is left.
     """
     target = checkpoint_file(path)
-    data = dict(arrays)
+    data = {}
+    for key, a in arrays.items():
+        a = np.asarray(a)
+        if a.dtype == object:
+            data[key + _TEXT] = _text_to_bytes(a)
+        else:
+            data[key] = a
     data[_META] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     tmp = None
     try:
@@ -295,6 +338,23 @@ def write_file(path, meta: dict, arrays: dict) -> Path:
             except OSError:
                 pass
     return target
+
+
+def _text_to_bytes(a: np.ndarray) -> np.ndarray:
+    """A text array (str / bytes elements, object dtype) as JSON in uint8 (shape kept)."""
+    items = [{"hex": x.hex()} if isinstance(x, (bytes, bytearray)) else str(x)
+             for x in a.ravel()]
+    blob = json.dumps({"shape": list(a.shape), "items": items}).encode()
+    return np.frombuffer(blob, dtype=np.uint8)
+
+
+def _text_from_bytes(data: np.ndarray) -> np.ndarray:
+    """The text array :func:`_text_to_bytes` wrote."""
+    doc = json.loads(data.tobytes().decode())
+    items = [bytes.fromhex(x["hex"]) if isinstance(x, dict) else x for x in doc["items"]]
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out.reshape(doc["shape"])
 
 
 def _sync_folder(folder: Path) -> None:
@@ -329,6 +389,8 @@ def read_file(path, kind: str) -> tuple[dict, dict]:
     try:
         with np.load(target, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
+        for key in [k for k in arrays if k.endswith(_TEXT)]:
+            arrays[key[:-len(_TEXT)]] = _text_from_bytes(arrays.pop(key))
         if _META not in arrays and target.with_suffix(".json").exists():
             return _format_2(target.with_suffix(".json"))
         meta = json.loads(arrays.pop(_META).tobytes().decode())

@@ -328,3 +328,27 @@ def test_a_dashboard_shows_text_links_and_plots_numbers_only(fmus):
         sim.close()
     assert state["links"]["b.t_out"] == [f"tick {STEPS}"]
     assert not any("t_out" in k or "label" in k for k in state["signal_keys"])
+
+
+@pytest.mark.parametrize("cosim", [None, CosimConfig(H=H)])
+def test_a_checkpoint_keeps_text_logs_and_a_resumed_run_continues_them(fmus, cosim,
+                                                                        tmp_path):
+    """Text logs go into a checkpoint file without pickling (read back with pickling off)
+    and a run resumed from it equals the run that never stopped, its text included."""
+    cfg = SimulationConfig(dt=H, t_end=STEPS * H, cosim=cosim)
+    make = Simulator if cosim is None else CoSimulation
+    ref = make(chain(fmus), cfg).run()
+    first = make(chain(fmus), cfg)
+    first.run(t_end=STEPS // 2 * H)
+    first.save_checkpoint(tmp_path / "cp")
+    again = make(chain(fmus), cfg)
+    again.load_checkpoint(tmp_path / "cp")
+    logs = again.run()
+    for run in (first, again):
+        if cosim is not None:
+            run.close()
+    assert any(ref[k].dtype == object for k in ref)
+    assert sorted(logs) == sorted(ref)
+    for k in ref:
+        assert logs[k].tolist() == ref[k].tolist(), k
+        np.testing.assert_array_equal(logs.time_of(k), ref.time_of(k), err_msg=k)
