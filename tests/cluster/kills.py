@@ -41,9 +41,13 @@ EVERY = 5                       # a checkpoint every 5 macro steps: 10 of them
 
 
 def config(backend: str) -> SimulationConfig:
+    """The runs' configuration: every unit in a process of its own (the top-level blocks'
+    unit ``main`` too, placed: by default it runs beside the master, which no kill can
+    reach without ending the run)."""
+    units = {} if backend == "local" else {"main": {"process": "glue"}}
     return SimulationConfig(dt=0.002, t_end=T_END, cosim=CosimConfig(
         H=H, scheme="gauss-seidel", extrapolation=1, backend=backend, timeout=60.0,
-        checkpoint_every=EVERY, max_restarts=3))
+        checkpoint_every=EVERY, max_restarts=3, units=units))
 
 
 _ARMED = threading.Lock()     # held while a kill fires, and while a run is disarmed
