@@ -94,6 +94,9 @@ class UnitCalls:
             try:
                 replies = proxies[u].result(h)
             except Exception as err:  # noqa: BLE001 - raised below, after the others' replies
+                if type(err) is TransportError and err.t is None:
+                    # (a request without a time of its own, e.g. CollectLogs: the master's)
+                    err = TransportError(err.unit, err.method, err.message, t=t)
                 failure = failure or err
                 continue
             reqs = batch[u]

@@ -294,3 +294,28 @@ def test_step_log_arrays_code_statuses_in_enum_order():
     assert list(arrays["status"]) == [0, 5]
     assert list(arrays["status_names"]) == ["accepted", "rejected", "continued", "uniterated",
                                             "recovered", "stopped"]
+
+
+def test_a_transport_failure_of_a_request_without_time_names_the_masters_time():
+    """A unit lost during CollectLogs (a request with no time of its own) is reported at the
+    master's time of the call, as a step's failure is."""
+    from cosim.errors import TransportError
+    from cosim.master import protocol as P
+    from cosim.master.calls import UnitCalls
+    from cosim.master.proxy import Proxy
+
+    class Lost(Proxy):
+        name = "a"
+
+        def submit(self, requests):
+            return requests
+
+        def result(self, handle):
+            raise TransportError("a", "CollectLogs", "the server is frozen or gone")
+
+        def close(self):
+            pass
+
+    with pytest.raises(TransportError) as caught:
+        UnitCalls({"a": Lost()}, False).call({"a": [P.CollectLogs()]}, 0.75)
+    assert caught.value.t == 0.75 and "CollectLogs at t=0.75 failed" in str(caught.value)
