@@ -79,6 +79,7 @@ class Engine:
         # are (no packing), through Unit.fused.
         self.direct = self.transport.direct
         self.windows: dict = {}        # window programs, by their number of macro steps
+        self._gains = None             # see gains
         self.out_keys = {u: [(u, p.name) for p in master.desc[u].outputs] for u in names}
         self._failed: tuple = ()       # (macro step, unit) of a stage's failure
 
@@ -159,13 +160,7 @@ class Engine:
         """
         master = self.master
         K = len(points) - 1
-        program = self.windows.get(K)
-        if program is None:
-            if len(self.windows) >= 8:
-                self.windows.clear()
-            program = self.windows[K] = compile_program(
-                master.graph, self.cfg.scheme, master.order, master.delayed, self.local,
-                self.fusable, master.refresh_levels, steps=K)
+        program = self._window(K)
         base, later = master.history.points, {}
         steps = [_Step(0, points[0], H, points[1], master.history, master.values)]
         for k in range(1, K):
@@ -206,6 +201,25 @@ class Engine:
                 error, False
         return [(st.outputs, st.refreshed, st.record) for st in steps[:end]], None, \
             cut.stop is not None
+
+    def gains(self) -> bool:
+        """Whether windows take fewer round trips per macro step than one macro step at a
+        time (else the master steps one at a time: the same values, less bookkeeping)."""
+        if self._gains is None:
+            self._gains = self._window(WINDOW).round_trips < WINDOW * self.program.round_trips
+        return self._gains
+
+    def _window(self, K: int) -> Program:
+        """The program of a window of ``K`` macro steps (made once per ``K``)."""
+        program = self.windows.get(K)
+        if program is None:
+            if len(self.windows) >= 8:
+                self.windows.clear()
+            master = self.master
+            program = self.windows[K] = compile_program(
+                master.graph, self.cfg.scheme, master.order, master.delayed, self.local,
+                self.fusable, master.refresh_levels, steps=K)
+        return program
 
     # -- stages -----------------------------------------------------------------------------
 

@@ -408,7 +408,7 @@ class Master:
         try:
             if self.compiled is not None:
                 return self._take_chunk(self.compiled, t_end, eps)
-            if self.engine is not None and not self.cfg.adaptive:
+            if self.engine is not None and not self.cfg.adaptive and self.engine.gains():
                 return self._take_window(t_end, eps)
             return False
         except TransportError as err:

@@ -100,11 +100,21 @@ def assert_identical(a, b):
     assert ta == tb
 
 
+@pytest.fixture(params=["windows", "steps"])
+def windows(request, monkeypatch):
+    """The engine's windows taken whenever they can be (in process they never save a round
+    trip, so the engine would step one macro step at a time), or never."""
+    from cosim.master.engine import Engine
+    monkeypatch.setattr(Engine, "gains", lambda self: request.param == "windows")
+    return request.param
+
+
 @pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
 @pytest.mark.parametrize("extrapolation", [0, 1, 2])
 @pytest.mark.parametrize("feedthrough", ["resolve", "delay"])
-def test_engine_is_the_protocol_path_bit_for_bit(model, scheme, extrapolation, feedthrough):
+def test_engine_is_the_protocol_path_bit_for_bit(model, scheme, extrapolation, feedthrough,
+                                                 windows):
     make, H = MODELS[model]
     options = dict(scheme=scheme, extrapolation=extrapolation, feedthrough=feedthrough,
                    log_every=7)
@@ -185,7 +195,7 @@ def test_a_window_sends_what_reads_nothing_pending_ahead():
 
 
 @pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
-def test_a_window_fails_and_stops_where_the_protocol_path_does(scheme):
+def test_a_window_fails_and_stops_where_the_protocol_path_does(scheme, windows):
     from cosim.errors import SimulationError
     from cosim.model.events import Scheduled
     from tests.cluster.scenarios import failing, three_units
