@@ -17,7 +17,6 @@ differs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -25,7 +24,6 @@ import numpy as np
 from cosim.errors import TransportError
 from cosim.master import coupling
 from cosim.master import protocol as P
-from cosim.master.extrapolation import KEPT, PortHistory
 from cosim.master.fused import FusedStep
 from cosim.master.program import Program, compile_program
 from cosim.master.records import StepRecord, StepStatus
@@ -161,12 +159,11 @@ class Engine:
         master = self.master
         K = len(points) - 1
         program = self._window(K)
-        base, later = master.history.points, {}
+        later: dict = {}                # output -> its values at points[1:], once final
         steps = [_Step(0, points[0], H, points[1], master.history, master.values)]
         for k in range(1, K):
-            history = PortHistory(master.history.order, master.history.period)
-            history.points = _Upto(base, later, k)
-            steps.append(_Step(k, points[k], H, points[k + 1], history, _Latest(history.points)))
+            history = master.history.ahead(later, k)
+            steps.append(_Step(k, points[k], H, points[k + 1], history, history.latest()))
         self._flags = dict.fromkeys(master.names, 0)
         self._predicted = {}
         cut = _Cut(K)
@@ -470,43 +467,6 @@ class _Cut:
 
     def stopped(self, k: int) -> None:
         self.stop = k if self.stop is None else min(self.stop, k)
-
-
-class _Upto(Mapping):
-    """Every output's past macro points as the history of macro step ``k`` of a window
-    sees them: the master's, then those of the window's macro points up to ``k`` (the last
-    :data:`~cosim.master.extrapolation.KEPT`)."""
-
-    def __init__(self, base: dict, later: dict, k: int):
-        self.base, self.later, self.k = base, later, k
-
-    def __getitem__(self, key):
-        new = self.later.get(key)
-        if not new:
-            return self.base[key]
-        return (self.base[key] + new[:self.k])[-KEPT:]
-
-    def __iter__(self):
-        return iter(self.base)
-
-    def __len__(self) -> int:
-        return len(self.base)
-
-
-class _Latest(Mapping):
-    """Every output's value at the latest macro point of a history's ``points``."""
-
-    def __init__(self, points: Mapping):
-        self.points = points
-
-    def __getitem__(self, key):
-        return self.points[key][-1][1]
-
-    def __iter__(self):
-        return iter(self.points)
-
-    def __len__(self) -> int:
-        return len(self.points)
 
 
 def _pack(values) -> np.ndarray:

@@ -4,6 +4,7 @@ polynomial (order 0, 1, 2) through them, turned into a unit's SetInputs."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -51,6 +52,18 @@ class PortHistory:
             hist = self.points.setdefault(key, [])
             hist.append((T, v))
             del hist[:-KEPT]
+
+    def ahead(self, later: dict, k: int) -> PortHistory:
+        """This history as macro step ``k`` of a window sees it (a view, nothing copied):
+        these points, then the first ``k`` of ``later`` (``(unit, output)`` -> ``(t,
+        value)`` at the window's later macro points, appended as they become final)."""
+        view = PortHistory(self.order, self.period)
+        view.points = _Upto(self.points, later, k)
+        return view
+
+    def latest(self) -> Mapping:
+        """Every output's value at the latest macro point (a view of :attr:`points`)."""
+        return _Latest(self.points)
 
     def replace_last(self, key: tuple[str, str], T: float, value: np.ndarray) -> None:
         """The value at the latest macro point ``T`` became ``value`` (a refresh)."""
@@ -177,3 +190,39 @@ class PortHistory:
                 if d:
                     ders[name] = d
         return P.SetInputs(vals, ders)
+
+
+class _Upto(Mapping):
+    """``base``'s points of every output, then the first ``k`` of ``later``'s (the last
+    :data:`KEPT`): :meth:`PortHistory.ahead`."""
+
+    def __init__(self, base: dict, later: dict, k: int):
+        self.base, self.later, self.k = base, later, k
+
+    def __getitem__(self, key):
+        new = self.later.get(key)
+        if not new:
+            return self.base[key]
+        return (self.base[key] + new[:self.k])[-KEPT:]
+
+    def __iter__(self):
+        return iter(self.base)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+
+class _Latest(Mapping):
+    """Every output's value at the latest macro point of ``points``."""
+
+    def __init__(self, points: Mapping):
+        self.points = points
+
+    def __getitem__(self, key):
+        return self.points[key][-1][1]
+
+    def __iter__(self):
+        return iter(self.points)
+
+    def __len__(self) -> int:
+        return len(self.points)
