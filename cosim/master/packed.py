@@ -15,12 +15,18 @@ from __future__ import annotations
 import math
 
 from cosim.errors import SimulationError
-from cosim.master.protocol import STEP_REFRESH, STEP_RESET
+import numpy as np
+
+from cosim.master.protocol import STEP_KEEP, STEP_REFRESH, STEP_RESET, STEP_ROLLBACK, Step
 from cosim.numerics.timegrid import EXCHANGE_RTOL
 
 __all__ = ["PackedSteps"]
 
 _INF = math.inf
+_HOLD = STEP_KEEP | STEP_ROLLBACK
+#: The modes served here: a unit that keeps and rolls back its state on its generated path
+#: (an iterated coupling, a retried adaptive step) stays on it.
+_MODES = STEP_REFRESH | STEP_RESET | _HOLD
 
 
 class PackedSteps:
@@ -44,6 +50,10 @@ class PackedSteps:
         self.slots = [direct.outputs[p] for p in direct.outputs]
         self._one = self.slots[0] if len(self.slots) == 1 else None
         self.stepped = 0
+        self.keep = direct.keep
+        # What the latest STEP_KEEP kept: (restore, k, last, stepped); see _hold.
+        self.kept: tuple | None = None
+        self.since: list = []           # the arguments of the steps taken since (settle)
         # The layout of the latest values-only Step (see _write) and its inputs' live values.
         self._inputs = self._orders = None
         self._targets: list = []
@@ -57,19 +67,45 @@ class PackedSteps:
             else min(unit.max_ticks, unit.DEADLINE_CHUNK)
 
     def settle(self) -> None:
-        """Hand the state back to the unit (its simulator and Inports)."""
-        self.unit.settle(self.k, self.last, self.stepped, self.orders)
+        """Hand the state back to the unit (its simulator and Inports). A state kept here
+        becomes the unit's kept state (what a STEP_ROLLBACK served the ordinary way goes
+        back to): the unit goes back to it, is snapshotted there, and takes the steps since
+        again (the same calls on the same values: the same state, bit for bit). Only
+        something else than fused steps asked of a unit between a keep and its rollback
+        costs this."""
+        kept, self.kept = self.kept, None
+        unit = self.unit
+        if kept is None:
+            unit.settle(self.k, self.last, self.stepped, self.orders)
+            self.stepped = 0
+            return
+        restore, k, last, stepped = kept
+        restore()
+        unit.settle(k, last, stepped, self.orders)
         self.stepped = 0
+        unit.hold_state(unit.get_state())
+        for args in self.since:
+            if unit.step_packed(*args) is None:
+                t, h, mode, inputs, orders, values = args
+                unit.handle(Step(inputs, orders, mode, t, h, np.array(values, dtype=float)))
+        unit.end_packed()
 
     def step(self, t: float, h: float, mode: int, inputs: tuple, orders: tuple,
              values: tuple) -> tuple | None:
         """One fused step (see :meth:`LocalUnit.step_packed
         <cosim.master.local_unit.LocalUnit.step_packed>`); None when it must be served the
-        ordinary way (nothing was changed then): a mode that keeps or rolls back state, a
-        refresh at a tick already logged, inputs that do not fit."""
-        if mode & ~(STEP_REFRESH | STEP_RESET):
+        ordinary way (nothing was changed then): a refresh at a tick already logged, inputs
+        that do not fit, a unit that cannot keep its state on its generated path asked to."""
+        if mode & ~_MODES:
             return None
         k = self.k
+        if mode & _HOLD:
+            if h == 0.0 or self.keep is None:
+                return None
+            if mode & STEP_ROLLBACK:
+                if self.kept is None:
+                    return None             # kept the ordinary way: rolled back that way
+                k = self.kept[1]
         dt = self.dt
         now = self.t0 + k * dt
         # same_time(now, t, EXCHANGE_RTOL), inline: this runs once per message (and the
@@ -93,7 +129,11 @@ class PackedSteps:
             values, after = values[:n_step], values[n_step:]
             refresh = False
         else:
-            refresh = mode
+            refresh = mode & STEP_REFRESH
+        if mode & _HOLD:
+            # Every check is done: only now go back / keep (nothing is changed before).
+            if not self._hold(mode, inputs, orders, values):
+                return None
         if inputs is self._inputs and orders is self._orders and len(values) == self._n:
             # The layout of the previous step (values only, checked then), as Inport.set
             # (value, (), t) mirrors it into the live values: their derivatives were zeroed
@@ -112,6 +152,9 @@ class PackedSteps:
                                        self.G, k_m, k_end if refresh else k_m)
         except Exception as err:
             self._failed(err, k, k_m, "DoStep")
+        if self.kept is not None:
+            self.since.append((t, h, mode & ~_HOLD, inputs, orders, values if after is None
+                               else values + after))
         if k_got == k_end:
             self.k = k_m
             self.stepped += m
@@ -134,6 +177,25 @@ class PackedSteps:
             self.unit.refresh_with(dict(zip(inputs, after)))
             return done[:3] + (done[3] + self.unit.answer_stepped()[3],)
         return done[:3] + (done[3] + done[3],)
+
+    def _hold(self, mode: int, inputs: tuple, orders: tuple, values: tuple) -> bool:
+        """Go back to the state kept last (``STEP_ROLLBACK``), then keep the state as it is
+        (``STEP_KEEP``), on the unit's side, as ``Unit.fused`` does with whole snapshots: the
+        generated path's values, logs, tick and last logged tick. The inputs are not kept:
+        the Step sets every one of them. False (nothing done) when the Step's inputs do not
+        fit this unit."""
+        if not (inputs is self._inputs and orders is self._orders and len(values) == self._n) \
+                and not self._fits(inputs, orders, values):
+            return False
+        if mode & STEP_ROLLBACK:
+            restore, self.k, self.last, self.stepped = self.kept
+            restore()
+        if mode & STEP_KEEP:
+            self.kept = (self.keep(), self.k, self.last, self.stepped)
+            self.since = []
+        elif mode & STEP_ROLLBACK:
+            self.since = []
+        return True
 
     def _outputs(self) -> list | None:
         """The outputs from their slots, if all are floats."""
@@ -163,6 +225,8 @@ class PackedSteps:
                                    self.G, k, k + 1)
         except Exception as err:
             self._failed(err, k, k, "RefreshOutputs")
+        if self.kept is not None:
+            self.since.append((now, 0.0, mode, inputs, orders, values))
         outs = self._outputs()
         if outs is not None:
             return now, False, _INF, outs
@@ -209,15 +273,10 @@ class PackedSteps:
         Step of a layout). False (nothing written) when the Step does not fit this unit."""
         lives = self.lives
         self._inputs = self._orders = None
-        if len(orders) != len(inputs):
+        if not self._fits(inputs, orders, values):
             return False
         if any(orders):
             return self._derivatives(inputs, orders, values, now)
-        if len(values) != len(inputs):
-            return False
-        for name in inputs:
-            if name not in lives:
-                return False
         targets = [lives[name] for name in inputs]
         for name, live, x in zip(inputs, targets, values):
             # As Inport.set(value, (), t) mirrors it into the live values.
@@ -229,15 +288,18 @@ class PackedSteps:
         self._n = len(targets)
         return True
 
+    def _fits(self, inputs: tuple, orders: tuple, values: tuple) -> bool:
+        """The Step's inputs are this unit's, with derivatives of order 0-2, and as many
+        values as they and their derivatives need."""
+        lives = self.lives
+        if len(orders) != len(inputs) or len(values) != len(inputs) + sum(orders):
+            return False
+        return all(name in lives and order in (0, 1, 2) for name, order in zip(inputs, orders))
+
     def _derivatives(self, inputs: tuple, orders: tuple, values: tuple, now: float) -> bool:
         """Write inputs with derivatives into the live values (as Inport.set does); False
         (nothing written) when the Step does not fit this unit."""
         lives = self.lives
-        if len(values) != len(inputs) + sum(orders):
-            return False
-        for name, order in zip(inputs, orders):
-            if name not in lives or order not in (0, 1, 2):
-                return False
         i = 0
         for name, order in zip(inputs, orders):
             live = lives[name]

@@ -79,20 +79,25 @@ class Transport:
         calls = self.calls
         first = min(at.values(), key=_k)
         T, H = first.T, first.H
-        rank = {u: (st.k, self.index[u]) for u, st in at.items()}
         self.replies, self.failed = {}, ()
-        groups: dict = {}
+        lanes = self.lanes
+        groups: dict = {}               # lane -> [(unit, Step)]: one message each
         others = {}
         direct = []
         for u, reqs in batch.items():
-            lane = self.lanes.get(u)
             if type(reqs) is tuple:
                 direct.append((u, reqs))
-            elif lane is not None and len(reqs) == 1:
-                groups.setdefault(id(lane), (lane, []))[1].append((u, reqs[0]))
+                continue
+            lane = lanes.get(u)
+            if lane is not None and len(reqs) == 1:
+                members = groups.get(lane)
+                if members is None:
+                    groups[lane] = [(u, reqs[0])]
+                else:
+                    members.append((u, reqs[0]))
             else:
                 others[u] = reqs
-        failures = []
+        failures = []                   # ((macro step, unit index), error)
         sent = []
         clock = time.perf_counter
         started = clock()
@@ -101,19 +106,21 @@ class Transport:
             if solo is not None:
                 self.replies = solo
                 return solo
-        for lane, members in groups.values():
+        for lane, members in groups.items():
             lane_batch = self._lane_batch(lane, members)
             if lane_batch is None:
                 for u, step in members:
                     others[u] = [step]
                 continue
             times = None
-            if any(step.t != T or step.h != H for _, step in members):
-                times = [(step.t, step.h) for _, step in members]
+            for _, step in members:
+                if step.t != T or step.h != H:
+                    times = [(m.t, m.h) for _, m in members]
+                    break
             try:
                 lane_batch.send(T, H, [step.data for _, step in members], times)
             except Exception as err:  # noqa: BLE001 - raised below, after the others
-                failures.append((rank[members[0][0]], err))
+                failures.append((self._rank(members[0][0], at), err))
                 break                       # those sent before it are still answered
             sent.append((lane_batch, members))
         replies: dict = {}
@@ -121,14 +128,14 @@ class Transport:
             try:
                 replies = calls.call(others, min(at[u].T for u in others))
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                failures.append((min(rank[u] for u in others), err))
+                failures.append((min(self._rank(u, at) for u in others), err))
         for u, (unit, mode, vals, ders, after, t, h) in direct:
             begun = clock()
             try:
                 done, stepped = unit.fused(mode, vals, ders, after, t, h)
                 outs = unit.get_outputs()
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                failures.append((rank[u], unit_error(
+                failures.append((self._rank(u, at), unit_error(
                     u, _STEP, error_reply(err, getattr(unit, "t", None)), at[u].T)))
                 continue
             _account(calls, u, at[u].T, clock() - begun if h else None, done)
@@ -137,16 +144,19 @@ class Transport:
             try:
                 got = lane_batch.receive(T)
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                failures.append((rank[members[0][0]], err))
+                failures.append((self._rank(members[0][0], at), err))
                 continue
             elapsed = clock() - started
             for (u, step), rep in zip(members, got):
-                try:
-                    rep = _stepped(u, step, rep, step.t)
-                except Exception as err:  # noqa: BLE001 - raised below, in unit order
-                    _account(calls, u, at[u].T, elapsed, None)
-                    failures.append((rank[u], err))
-                    continue
+                if type(rep) is tuple:      # a plain Stepped, read in place
+                    rep = _Stepped(*rep)
+                else:
+                    try:
+                        rep = _stepped(u, step, rep, step.t)
+                    except Exception as err:  # noqa: BLE001 - raised below, in unit order
+                        _account(calls, u, at[u].T, elapsed, None)
+                        failures.append((self._rank(u, at), err))
+                        continue
                 _account(calls, u, at[u].T, elapsed, rep)
                 replies[u] = [rep]
         self.replies = replies          # (filed by _send, also when a unit failed)
@@ -156,11 +166,16 @@ class Transport:
             raise err
         return replies
 
+    def _rank(self, u: str, at: dict) -> tuple:
+        """Which failure of a round is raised: the earliest macro step's, then the first
+        in unit order."""
+        return at[u].k, self.index[u]
+
     def _solo(self, groups, T, H, started):
         """A round of one unit alone on its connection: its Step and Stepped in one call of
         its batch (:meth:`LaneBatch.exchange <cosim.master.proxy.LaneBatch.exchange>`); None
         when the round is not such."""
-        ((lane, members),) = groups.values()
+        ((lane, members),) = groups.items()
         if len(members) != 1:
             return None
         ((u, step),) = members
@@ -176,7 +191,12 @@ class Transport:
     def _lane_batch(self, lane, members):
         """The lane's batch for ``members`` (unit, Step) in their layout (made once per
         layout), or None when the lane cannot carry it."""
-        key = (id(lane),) + tuple((u, s.inputs, s.orders, s.mode, s.data.size) for u, s in members)
+        if len(members) == 1:           # (a process per unit: the common case, kept cheap)
+            ((u, s),) = members
+            key = (lane, u, s.inputs, s.orders, s.mode, s.data.size)
+        else:
+            key = (lane,) + tuple((u, s.inputs, s.orders, s.mode, s.data.size)
+                                  for u, s in members)
         found = self.batches.get(key, False)
         if found is not False:
             return found
@@ -192,6 +212,7 @@ class Transport:
 #: The request an error of a unit called directly is reported against (its part names the
 #: call: ErrorReply.call).
 _STEP = P.Step((), (), 0, 0.0, 0.0, np.zeros(0))
+_Stepped = P.Stepped
 
 
 def _stepped(u: str, step, rep, T: float) -> P.Stepped:

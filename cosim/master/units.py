@@ -154,6 +154,11 @@ class Unit:
             raise
         return (done if done is not None else P.StepDone(t, False)), stepped
 
+    def hold_state(self, state: P.UnitState) -> None:
+        """Make ``state`` the state a fused Step's ``STEP_ROLLBACK`` goes back to (one
+        kept elsewhere: on a unit's generated path)."""
+        self._kept = state
+
     def _fused_ports(self) -> tuple[dict, tuple]:
         """``({input: shape}, (output, ...))`` from the unit's description (asked once)."""
         ports = getattr(self, "_ports", None)

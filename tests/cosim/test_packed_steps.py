@@ -119,3 +119,61 @@ def test_a_step_over_the_tick_limit_is_refused_as_the_ordinary_step_refuses_it()
         assert b.handle(P.Step(("u",), (0,), 0, 0.001, 0.003, np.ones(1))) == ref
     finally:
         LocalUnit.max_ticks = big
+
+
+def iterated_steps(rng, n=40):
+    """Fused steps as an iterated coupling sends them: each macro step's first attempt
+    keeps the state (``STEP_KEEP``), the next go back to it (``STEP_ROLLBACK``, some with
+    ``STEP_KEEP`` again, as a retried adaptive step), values and derivatives changing."""
+    t = 0.0
+    for _ in range(n):
+        h = 0.001 * int(rng.integers(1, 4))
+        for it in range(int(rng.integers(1, 5))):
+            hold = P.STEP_KEEP if it == 0 else (
+                P.STEP_ROLLBACK | (P.STEP_KEEP if rng.random() < 0.3 else 0))
+            orders = tuple(int(o) for o in rng.integers(0, 2, size=2)) if it else (0, 0)
+            mode = (0, P.STEP_REFRESH, P.STEP_RESET)[int(rng.integers(0, 3))]
+            size = 2 + sum(orders) + (2 if mode == P.STEP_RESET else 0)
+            yield P.Step(("u", "w"), orders, mode | hold, t, h, rng.normal(size=size))
+        t = round(t + h, 12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kept_and_rolled_back_steps_are_the_fused_steps_bit_for_bit(seed):
+    """A unit keeps and rolls back its state on the generated path (a unit server's fast
+    lane serving an iterated coupling), and a state kept there is the one a rollback served
+    the ordinary way goes back to (another request settled the unit in between)."""
+    a, b = unit(), unit()
+    packed = 0
+    rng = np.random.default_rng(seed)
+    for i, req in enumerate(iterated_steps(np.random.default_rng(seed))):
+        ref = a.handle(req)
+        assert type(ref) is P.Stepped, ref
+        got = None if rng.random() < 0.15 else b.step_packed(
+            req.t, req.h, req.mode, req.inputs, req.orders, tuple(req.data.tolist()))
+        if got is None:
+            got = b.handle(req)
+            got = (got.t_reached, got.event, got.next_event, list(got.outputs))
+        else:
+            packed += 1
+        assert struct.pack("<d?d", *got[:3]) == struct.pack(
+            "<d?d", ref.t_reached, ref.event, ref.next_event)
+        assert bits(got[3]) == bits(ref.outputs)
+        if i % 7 == 6:                       # settled while a kept state is held
+            assert a.handle(P.GetOutputs()) == b.handle(P.GetOutputs())
+    assert packed > 40
+    logs_a, logs_b = a.handle(P.CollectLogs()), b.handle(P.CollectLogs())
+    assert logs_a.signals.keys() == logs_b.signals.keys()
+    for key, (t, v) in logs_a.signals.items():
+        assert bits(t) == bits(logs_b.signals[key][0]) and bits(v) == bits(logs_b.signals[key][1])
+    assert a.handle(P.GetState()) == b.handle(P.GetState())
+
+
+def test_a_rollback_without_a_kept_state_is_refused_as_the_ordinary_step_refuses_it():
+    a, b = unit(), unit()
+    for u in (a, b):
+        u.handle(P.Step(("u",), (0,), 0, 0.0, 0.001, np.ones(1)))
+    assert b.step_packed(0.001, 0.001, P.STEP_ROLLBACK, ("u",), (0,), (1.0,)) is None
+    ref = a.handle(P.Step(("u",), (0,), P.STEP_ROLLBACK, 0.001, 0.001, np.ones(1)))
+    assert isinstance(ref, P.ErrorReply) and "no state was kept" in ref.message
+    assert b.handle(P.Step(("u",), (0,), P.STEP_ROLLBACK, 0.001, 0.001, np.ones(1))) == ref
