@@ -59,13 +59,16 @@ def fan(n: int = N) -> Model:
     return m
 
 
+#: name -> (model of n units, co-simulation options)
 SHAPES = {
-    "ring e=0": (lambda: ring(N), {}),
-    "ring e=1": (lambda: ring(N), {"extrapolation": 1}),
-    "ring GS": (lambda: ring(N), {"scheme": "gauss-seidel"}),
+    "ring e=0": (ring, {}),
+    "ring e=1": (ring, {"extrapolation": 1}),
+    "ring GS": (ring, {"scheme": "gauss-seidel"}),
     "fan resolve": (fan, {}),
     "fan delay": (fan, {"feedthrough": "delay"}),
 }
+#: The shapes also run with 32 units (one process each: 32 servers / actors on this machine).
+SHAPES_32 = ("ring e=0", "ring GS", "fan resolve")
 
 
 #: The configurations compared: the macro-step engine alone; the default (the compiled
@@ -76,12 +79,12 @@ PATHS = {"engine": dict(compiled=False),
          "protocol": dict(engine=False, compiled=False)}
 
 
-def macro_step_us(make, options, backend, path="engine") -> tuple[float, int]:
-    """Best per-macro-step wall time (us) over REPEAT blocks of STEPS steps, and the
-    program's round trips per step."""
+def macro_step_us(make, options, backend, path="engine", n=N) -> tuple[float, int]:
+    """Best per-macro-step wall time (us) over REPEAT blocks of STEPS steps of the shape
+    ``make(n)``, and the program's round trips per step."""
     cfg = CosimConfig(H=0.01, backend=backend, log_every=10 * STEPS, **PATHS[path],
                       **options)
-    sim = CoSimulation(make(), SimulationConfig(dt=0.01, t_end=(REPEAT + 1) * STEPS * 0.01 + 1,
+    sim = CoSimulation(make(n), SimulationConfig(dt=0.01, t_end=(REPEAT + 1) * STEPS * 0.01 + 1,
                                                 log=[], cosim=cfg))
     try:
         m = sim.master
@@ -187,23 +190,25 @@ def raw_floors(request, reply, n=N) -> dict:
     return out
 
 
-@pytest.mark.bench
-def test_bench_shapes(ray_session):
+def shape_table(n: int, names, paths=("engine", "protocol")) -> None:
+    """Print the shapes ``names`` with ``n`` units on zmq and Ray (each ``paths``) and in
+    process, against the raw floors measured before and after them."""
     request = encode_batch([P.Step(("u",), (0,), 0, 0.0, 0.01, np.ones(1))])
     reply = encode_batch([P.Stepped(0.01, False, np.inf, np.ones(1))])
-    raw = raw_floors(request, reply)
+    raw = raw_floors(request, reply, n)
     rows = []
-    for name, (make, options) in SHAPES.items():
-        local, _ = macro_step_us(make, options, "local", "default")
+    for name in names:
+        make, options = SHAPES[name]
+        local, _ = macro_step_us(make, options, "local", "default", n)
         for backend in ("zmq", "ray"):
-            new, trips = macro_step_us(make, options, backend)
-            old, _ = macro_step_us(make, options, backend, "protocol")
+            got = {path: macro_step_us(make, options, backend, path, n) for path in paths}
+            trips = got["engine"][1]
             rows.append((name, backend, trips, options.get("scheme") == "gauss-seidel", local,
-                         new, old))
+                         got["engine"][0], got.get("protocol", (float("nan"),))[0]))
     # The raw references once more after the shapes (the best of both: load drifts).
-    again = raw_floors(request, reply)
+    again = raw_floors(request, reply, n)
     raw = {k: min(v, again[k]) for k, v in raw.items()}
-    print(f"\nmacro step, {N} units, one process each (us); raw pyzmq fan-out "
+    print(f"\nmacro step, {n} units, one process each (us); raw pyzmq fan-out "
           f"{raw[(False, 'fan')]:.0f} (CURVE {raw[(True, 'fan')]:.0f}), sequential chain "
           f"{raw[(False, 'chain')]:.0f} (CURVE {raw[(True, 'chain')]:.0f}); floor = the "
           "program's round trips done raw (a Gauss-Seidel ring's: the chain)")
@@ -216,6 +221,22 @@ def test_bench_shapes(ray_session):
         print(f"{name:<12} {backend:<7} {trips:>5} {local:6.0f} {new:7.0f} {old:9.0f} "
               f"{plain:6.0f} {curve:11.0f} {new / plain:12.2f} {new / curve:12.2f} "
               f"{old / plain:14.2f}")
+    assert all(r[5] > 0 for r in rows)
+
+
+@pytest.mark.bench
+def test_bench_shapes_32(ray_session):
+    """The issue's second size: 32 units, one process each (the engine only: the protocol
+    path's figures at 8 units say what it costs)."""
+    shape_table(32, SHAPES_32, paths=("engine",))
+    print(f"load average (1 min): {__import__('os').getloadavg()[0]:.2f}")
+
+
+@pytest.mark.bench
+def test_bench_shapes(ray_session):
+    request = encode_batch([P.Step(("u",), (0,), 0, 0.0, 0.01, np.ones(1))])
+    reply = encode_batch([P.Stepped(0.01, False, np.inf, np.ones(1))])
+    shape_table(N, SHAPES)
     print(f"load average (1 min): {__import__('os').getloadavg()[0]:.2f}")
     # The EV showcase: its wire floor from the in-process run and the raw round trip.
     ev_local, _ = ev_run_s("local", "default")
@@ -236,4 +257,3 @@ def test_bench_shapes(ray_session):
               f"engine/floor {new / floor:.2f} (CURVE {new / curve:.2f}), protocol/floor "
               f"{old / floor:.2f}")
         print(program.table())
-    assert all(r[5] > 0 for r in rows)
