@@ -134,6 +134,18 @@ def crashing(marker: str):
     return m
 
 
+def crashing_algebraic(marker: str, t_crash: float = 0.5):
+    """``algebraic`` whose unit b dies (SIGKILL) at ``t_crash`` the first time, in the
+    middle of its coupling's iterations (its output passes a :class:`Crash`)."""
+    m = algebraic()
+    b = m["b"]
+    b.connections = [c for c in b.connections if c.dst != "y.in"]
+    b.add(Crash("crash", t_crash, marker))
+    b.connect("y_.out", "crash.in")
+    b.connect("crash.out", "y.in")
+    return m
+
+
 @register_block_type
 class Pace(Block):
     """Passes its input through; sleeps ``delay`` s of wall time once per ``every`` s of
