@@ -151,7 +151,23 @@ class PortHistory:
         return P.SetInputs(vals, {}) if vals else None
 
     def inputs(self, ports, values: dict, H: float, fresh: dict, cand: dict) -> P.SetInputs:
-        """A unit's inputs over ``[T, T+H]``.
+        """A unit's inputs over ``[T, T+H]`` (:meth:`each`, as a SetInputs).
+
+        Returns
+        -------
+        SetInputs
+            Values at T and derivatives; inputs from other outputs are extrapolated.
+        """
+        vals, ders = {}, {}
+        for name, y, d in self.each(ports, values, H, fresh, cand):
+            vals[name] = y
+            if d:
+                ders[name] = d
+        return P.SetInputs(vals, ders)
+
+    def each(self, ports, values: dict, H: float, fresh: dict, cand: dict):
+        """A unit's inputs over ``[T, T+H]``, one ``(input, value at T, derivatives at T)``
+        after the other (derivatives: a tuple of 0-2 arrays of the port's shape).
 
         Parameters
         ----------
@@ -165,31 +181,18 @@ class PortHistory:
         cand : dict
             Coupling candidates at T+H (iteration): inputs ramp to them, except from a
             held output (:meth:`held`), which stays at its value at T as in every other
-            exchange: it changes only at its next sample hit, T+H itself.
-
-        Returns
-        -------
-        SetInputs
-            Values at T and derivatives; inputs from other outputs are extrapolated.
+            exchange: it changes only at its next sample hit, T+H itself. Inputs from other
+            outputs are extrapolated.
         """
-        vals, ders = {}, {}
         for name, key in ports:
             y = values[key]
             if key in cand:
-                vals[name] = y
-                if not self.held(key, H):
-                    ders[name] = ((cand[key] - y) / H,)
+                yield name, y, (() if self.held(key, H) else ((cand[key] - y) / H,))
             elif key in fresh:
-                vals[name] = y
-                d = self.interpolate(key, y, fresh[key], H)
-                if d:
-                    ders[name] = d
+                yield name, y, self.interpolate(key, y, fresh[key], H)
             else:
                 y, d, _ = self.extrapolate(key, H, predict=False)
-                vals[name] = y
-                if d:
-                    ders[name] = d
-        return P.SetInputs(vals, ders)
+                yield name, y, d
 
 
 class _Upto(Mapping):

@@ -68,20 +68,18 @@ class FusedStep:
                 if data.dtype != np.float64:
                     data = data.astype(np.float64)
             return P.Step(self.names, self.held, mode, T, H, data)
-        inp = history.inputs(self.ports, values, H, fresh, cand)
-        ders = inp.derivatives
         parts, orders = [], []
-        for name, v in inp.values.items():
+        for _, v, d in history.each(self.ports, values, H, fresh, cand):
             parts.append(v.ravel())
-            d = ders.get(name, ())
-            parts += [x.ravel() for x in d]
+            if d:
+                parts += [x.ravel() for x in d]
             orders.append(len(d))
         if after:
             parts += [np.ravel(v) for v in after]
         data = np.concatenate(parts) if parts else np.zeros(0)
         if data.dtype != np.float64:
             data = data.astype(np.float64)
-        return P.Step(tuple(inp.values), tuple(orders), mode, T, H, data)
+        return P.Step(self.names, tuple(orders), mode, T, H, data)
 
     def outputs(self, rep: P.Stepped, into: dict) -> None:
         """Unpack ``rep.outputs`` into ``into[(unit, output)]`` (views, each of its port's
