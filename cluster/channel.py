@@ -15,7 +15,7 @@ from cluster.codec import CodecError, decode_batch, encode_batch
 from cluster.dataplane import RunKeys, watch
 from cluster.owners import CHANNEL_PREFIX
 from cluster.frames import SNDMORE, recv_frames, send, send_frames
-from cluster.sololane import SoloLane
+from cluster.steplane import StepLane
 from cosim.errors import TransportError
 
 __all__ = ["Channel", "NoReplyYet"]
@@ -292,10 +292,9 @@ class Channel:
             self._replies[u] = replies
 
     def lane(self):
-        """This channel's :class:`cluster.steplane.StepLane` (one per channel; a
-        :class:`cluster.sololane.SoloLane`, which steps a unit alone in one call)."""
+        """This channel's :class:`cluster.steplane.StepLane` (one per channel)."""
         if self._lane is None:
-            self._lane = SoloLane(self)
+            self._lane = StepLane(self)
         return self._lane
 
     def post(self, frames: list, unit: str, gone, timeout: float, t: float) -> bool:

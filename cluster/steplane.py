@@ -7,6 +7,11 @@ Per macro step and server: one message ``[unit, batch, unit, batch, ...]`` whose
 units), and one reply message whose plain ``Stepped`` batches are read in place
 (:class:`cluster.prepared.SteppedReader`); anything else is decoded strictly. The wire
 format is the ordinary path's, byte for byte.
+
+A unit alone on its server (a process per unit: the zmq backend's and Ray's placement) is a
+batch of one: its step and reply go without the loops over units, and a round of that one
+unit is one call (:meth:`StepBatch.exchange`, :meth:`Channel.exchange
+<cluster.channel.Channel.exchange>`).
 """
 
 from __future__ import annotations
@@ -61,16 +66,45 @@ class StepBatch(LaneBatch):
         self.writers = [prepared.StepWriter(inputs, orders, mode, n_in)
                         for _, inputs, orders, mode, n_in, _ in units]
         self.readers = [prepared.SteppedReader(n_out) for *_, n_out in units]
+        # A batch of one unit: its key, writer and reader (None for more).
+        self.alone = (self.keys[0], self.writers[0], self.readers[0]) if len(units) == 1 \
+            else None
 
     def send(self, T: float, H: float, payloads: list, times: list | None = None) -> None:
-        frames = self._frames(T, H, payloads, times)
+        alone = self.alone
+        if alone is not None:
+            if times is not None:
+                T, H = times[0]
+            frames = [alone[0], alone[1].write(T, H, payloads[0])]
+        else:
+            frames = self._frames(T, H, payloads, times)
         if not self.channel.post(frames, self.first, self.gone, self.timeout, T):
-            raise TransportError(self.first, "Step", f"{self.channel.address}: requests of "
-                                 "the ordinary way are still pending", t=T)
+            raise self._pending(T)
 
     def receive(self, T: float) -> list:
-        return self._read(self.channel.collect(len(self.keys), self.first, self.gone,
-                                               self.timeout, T), T)
+        frames = self.channel.collect(len(self.keys), self.first, self.gone, self.timeout, T)
+        alone = self.alone
+        if alone is not None:
+            got = alone[2].read(frames[0])
+            if got is not None:
+                return [got]
+        return self._read(frames, T)
+
+    def exchange(self, T: float, H: float, payload) -> tuple:
+        alone = self.alone
+        if alone is None:
+            return super().exchange(T, H, payload)
+        key, writer, reader = alone
+        data = self.channel.exchange(key, writer.write(T, H, payload), self.first, self.gone,
+                                     self.timeout, T)
+        if data is None:
+            raise self._pending(T)
+        got = reader.read(data)
+        return got if got is not None else self._read([data], T)[0]
+
+    def _pending(self, T: float) -> TransportError:
+        return TransportError(self.first, "Step", f"{self.channel.address}: requests of the "
+                              "ordinary way are still pending", t=T)
 
     def _frames(self, T: float, H: float, payloads: list, times: list | None = None) -> list:
         frames = []

@@ -1,4 +1,5 @@
-"""A unit alone on its connection (:mod:`cluster.sololane`, the engine's one-unit round):
+"""A unit alone on its connection (a :class:`cluster.steplane.StepBatch` of one unit, the
+engine's one-unit round):
 its macro step is one exchange, bit for bit the in-process run, with the same
 failures and recovery; a unit server's fast lane (:meth:`cluster.lane.FusedLane.answer`)
 answers whatever frames arrive and serves on."""
@@ -13,7 +14,7 @@ import zmq
 
 from blocks import Gain, UnitDelay
 from cluster.codec import decode_batch, encode_batch
-from cluster.sololane import SoloBatch
+from cluster.steplane import StepBatch
 from cosim import (CoSimulation, CosimConfig, Inport, Model, Outport, SimulationConfig,
                    SimulationError, Subsystem)
 from cosim.master import protocol as P
@@ -59,7 +60,8 @@ def test_a_unit_alone_steps_in_one_exchange_bit_identical_to_in_process(processe
     try:
         sim.master.initialize()
         logs = sim.run()
-        assert [type(b) for b in sim.master.engine.transport.batches.values()] == [SoloBatch]
+        batches = list(sim.master.engine.transport.batches.values())
+        assert [type(b) for b in batches] == [StepBatch] and batches[0].alone is not None
         ts, seconds = sim.master.calls.step_times["u0"]
     finally:
         sim.close()
