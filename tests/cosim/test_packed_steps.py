@@ -66,16 +66,19 @@ def steps(rng, n=60, interned=False):
         t = round(t + h, 12)
 
 
-@pytest.mark.parametrize("interned", [False, True])
-@pytest.mark.parametrize("seed", [0, 1])
-def test_packed_steps_are_the_fused_steps_bit_for_bit(seed, interned):
+def drive(requests, settle_every: int, ordinary=lambda: False) -> int:
+    """Serve ``requests`` to one unit the ordinary way and to another through
+    ``step_packed`` (the ordinary way where it declines, or where ``ordinary()`` says so),
+    every ``settle_every``-th followed by another request that settles the unit; assert
+    replies, logs and state equal bit for bit. Returns how many were served packed."""
     a, b = unit(), unit()
     packed = 0
-    for i, req in enumerate(steps(np.random.default_rng(seed), interned=interned)):
+    for i, req in enumerate(requests):
         ref = a.handle(req)
         assert type(ref) is P.Stepped, ref
-        got = b.step_packed(req.t, req.h, req.mode, req.inputs, req.orders,
-                            tuple(req.data))
+        # (the values as a server's fast lane reads them: Python floats)
+        got = None if ordinary() else b.step_packed(
+            req.t, req.h, req.mode, req.inputs, req.orders, tuple(req.data.tolist()))
         if got is None:                      # not (yet) on the generated path
             got = b.handle(req)
             got = (got.t_reached, got.event, got.next_event, list(got.outputs))
@@ -84,14 +87,20 @@ def test_packed_steps_are_the_fused_steps_bit_for_bit(seed, interned):
         assert struct.pack("<d?d", *got[:3]) == struct.pack(
             "<d?d", ref.t_reached, ref.event, ref.next_event)
         assert bits(got[3]) == bits(ref.outputs)
-        if i % 17 == 16:                     # another request settles the unit in between
+        if i % settle_every == settle_every - 1:
             assert a.handle(P.GetOutputs()) == b.handle(P.GetOutputs())
-    assert packed > 30
     logs_a, logs_b = a.handle(P.CollectLogs()), b.handle(P.CollectLogs())
     assert logs_a.signals.keys() == logs_b.signals.keys()
     for key, (t, v) in logs_a.signals.items():
         assert bits(t) == bits(logs_b.signals[key][0]) and bits(v) == bits(logs_b.signals[key][1])
     assert a.handle(P.GetState()) == b.handle(P.GetState())
+    return packed
+
+
+@pytest.mark.parametrize("interned", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_packed_steps_are_the_fused_steps_bit_for_bit(seed, interned):
+    assert drive(steps(np.random.default_rng(seed), interned=interned), 17) > 30
 
 
 def test_a_step_that_does_not_fit_is_left_to_the_ordinary_way():
@@ -142,31 +151,11 @@ def iterated_steps(rng, n=40):
 def test_kept_and_rolled_back_steps_are_the_fused_steps_bit_for_bit(seed):
     """A unit keeps and rolls back its state on the generated path (a unit server's fast
     lane serving an iterated coupling), and a state kept there is the one a rollback served
-    the ordinary way goes back to (another request settled the unit in between)."""
-    a, b = unit(), unit()
-    packed = 0
+    the ordinary way goes back to (another request settled the unit in between, or the step
+    went the ordinary way)."""
     rng = np.random.default_rng(seed)
-    for i, req in enumerate(iterated_steps(np.random.default_rng(seed))):
-        ref = a.handle(req)
-        assert type(ref) is P.Stepped, ref
-        got = None if rng.random() < 0.15 else b.step_packed(
-            req.t, req.h, req.mode, req.inputs, req.orders, tuple(req.data.tolist()))
-        if got is None:
-            got = b.handle(req)
-            got = (got.t_reached, got.event, got.next_event, list(got.outputs))
-        else:
-            packed += 1
-        assert struct.pack("<d?d", *got[:3]) == struct.pack(
-            "<d?d", ref.t_reached, ref.event, ref.next_event)
-        assert bits(got[3]) == bits(ref.outputs)
-        if i % 7 == 6:                       # settled while a kept state is held
-            assert a.handle(P.GetOutputs()) == b.handle(P.GetOutputs())
-    assert packed > 40
-    logs_a, logs_b = a.handle(P.CollectLogs()), b.handle(P.CollectLogs())
-    assert logs_a.signals.keys() == logs_b.signals.keys()
-    for key, (t, v) in logs_a.signals.items():
-        assert bits(t) == bits(logs_b.signals[key][0]) and bits(v) == bits(logs_b.signals[key][1])
-    assert a.handle(P.GetState()) == b.handle(P.GetState())
+    assert drive(iterated_steps(np.random.default_rng(seed)), 7,
+                 lambda: rng.random() < 0.15) > 40
 
 
 def test_a_rollback_without_a_kept_state_is_refused_as_the_ordinary_step_refuses_it():
