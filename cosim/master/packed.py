@@ -27,6 +27,11 @@ _HOLD = STEP_KEEP | STEP_ROLLBACK
 #: The modes served here: a unit that keeps and rolls back its state on its generated path
 #: (an iterated coupling, a retried adaptive step) stays on it.
 _MODES = STEP_REFRESH | STEP_RESET | _HOLD
+#: Steps taken after a keep without a new keep or rollback, at most: the next is served the
+#: ordinary way, whose settling makes the kept state the unit's snapshot (replaying these
+#: steps once). Bounds the steps remembered and replayed after a keep never rolled back to
+#: (a started-up first step, an accepted attempt followed by plain steps).
+SINCE_MAX = 16
 
 
 class PackedSteps:
@@ -97,6 +102,8 @@ class PackedSteps:
         ordinary way (nothing was changed then): a refresh at a tick already logged, inputs
         that do not fit, a unit that cannot keep its state on its generated path asked to."""
         if mode & ~_MODES:
+            return None
+        if len(self.since) >= SINCE_MAX and self.kept is not None and not mode & _HOLD:
             return None
         k = self.k
         if mode & _HOLD:

@@ -166,3 +166,19 @@ def test_a_rollback_without_a_kept_state_is_refused_as_the_ordinary_step_refuses
     ref = a.handle(P.Step(("u",), (0,), P.STEP_ROLLBACK, 0.001, 0.001, np.ones(1)))
     assert isinstance(ref, P.ErrorReply) and "no state was kept" in ref.message
     assert b.handle(P.Step(("u",), (0,), P.STEP_ROLLBACK, 0.001, 0.001, np.ones(1))) == ref
+
+
+def test_a_keep_never_rolled_back_to_is_settled_after_a_bounded_number_of_steps():
+    """Plain steps after a keep are remembered (to replay when the unit settles) only up to
+    SINCE_MAX: the next one goes the ordinary way, and a later rollback still goes back to
+    the kept state, as the ordinary fused Step does."""
+    from cosim.master.packed import SINCE_MAX
+    n = SINCE_MAX + 5
+    reqs = [P.Step(("u", "w"), (0, 0), P.STEP_KEEP, 0.0, 0.001, np.array([1.0, 2.0]))]
+    reqs += [P.Step(("u", "w"), (0, 0), P.STEP_REFRESH, round(0.001 * i, 12), 0.001,
+                    np.array([1.0 + i, 2.0 - i])) for i in range(1, n)]
+    reqs += [P.Step(("u", "w"), (0, 1), P.STEP_ROLLBACK, 0.0, 0.002,
+                    np.array([3.0, 1.0, 0.5]))]
+    # every step packed but the one past the bound and the rollback (to the state the
+    # unit now holds, its snapshot): the ordinary way, equal bit for bit
+    assert drive(reqs, 10 ** 6) == len(reqs) - 2
