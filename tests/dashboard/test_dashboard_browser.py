@@ -85,6 +85,11 @@ def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
                 # block of the top-level unit, is marked with its unit
                 mine = [d for d in drawn.values() if d["unit"] == name]
                 assert mine, f"no block of unit {name} drawn"
+            # (the table's rows are rebuilt on the update that brings the units' placements,
+            # which may come after the diagram's: wait for it too)
+            page.wait_for_function(
+                "[...document.querySelectorAll('#units-table tr[data-unit] .where')]"
+                ".every(c => c.textContent.includes('pid'))", timeout=30_000)
             table = dict(page.eval_on_selector_all(
                 "#units-table tr[data-unit]",
                 "rows => rows.map(r => [r.dataset.unit, r.querySelector('.where')"
