@@ -493,8 +493,10 @@ class SpareActor:
         if self.actor is None or _need(opts):
             return None
         try:
-            # Still warming up: waited for (it started before any new actor would).
-            node = ray.get(self.warmed, timeout=self.backend.cfg.connect_timeout)
+            # Still warming up: waited for (it started before any new actor would), unless
+            # a node was lost: then it may be the spare's, which Ray declares dead only
+            # after its health checks (~15 s).
+            node = ray.get(self.warmed, timeout=0 if dead else self.backend.cfg.connect_timeout)
         except ray.exceptions.RayError:
             node = None
         if node is None or node == dead or opts.node not in (None, node):

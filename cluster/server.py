@@ -12,10 +12,10 @@ busy unit wait their turn in order (at most ``max_waiting`` messages). Several c
 be connected at once: one master drives a unit at a time, others are refused with an error
 naming it except for read-only requests (:mod:`cluster.owners`), which are answered at each
 reader's pace when another master drives the unit (:attr:`UnitServer.read_interval`: readers
-cannot take the server's time from that master); a step whose logs would
-pass the memory budgets is refused before it starts (:mod:`cluster.budget`). A step past
-the server's step deadline stops with an error naming it. A malformed, oversized or misaddressed message is answered with an
-ErrorReply and the server keeps serving; a master that disconnects leaves the units as they
+cannot take the server's time from that master); a step whose logs would pass the memory
+budgets is refused before it starts (:mod:`cluster.budget`). A step past the server's step
+deadline stops with an error naming it. A malformed, oversized or misaddressed message is
+answered with an ErrorReply and the server keeps serving; a master that disconnects leaves the units as they
 are, and the next session starts with ``Initialize``. Binds loopback by default. With CURVE
 keys (files made by ``zmq.auth.create_certificates``), clients must hold an authorized key;
 refusals are logged.
