@@ -532,8 +532,9 @@ class RayProxy(Proxy):
         Seconds to wait for one batch's replies before raising TransportError.
     """
 
-    #: Seconds between checks that the actor is still alive while waiting for a reply.
-    POLL = 0.05
+    #: Seconds between checks that the actor is still alive while waiting for a reply: a
+    #: death Ray reports is noticed within this (a check is a ``ray.wait`` of no time).
+    POLL = 0.02
 
     def __init__(self, name: str, host: _Host, timeout: float):
         self.name = name

@@ -242,7 +242,13 @@ class _ServerProcess:
         if self._err is not None:
             self._err.close()
         self._launch(warm=True)
-        self.ready()
+        try:
+            self.ready()
+        except ModelError:
+            if self.proc.args[1:3] != ["-m", "cluster.spare"]:
+                raise
+            self._launch()          # the spare failed (not the unit file): a new process
+            self.ready()
         if self.spares is not None:
             self.spares.fill()
 
