@@ -42,7 +42,7 @@ from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
 from cosim.modelfile.writer import emit
 
-__all__ = ["Heartbeat", "RayBackend", "RayProxy", "await_actors", "await_placement",
+__all__ = ["Heartbeat", "RayBackend", "RayProxy", "SpareActor", "await_actors", "await_placement",
            "check_ports", "ensure_ray", "live_nodes", "node_answers",
            "notices_beside_progress_bars", "silent_nodes", "taken", "unplaceable",
            "unschedulable", "uploaded"]
@@ -952,8 +952,7 @@ class RayBackend(Backend):
         # over through Ray's own channel, unless the run opted out.
         self.keys = RunKeys.new() if self.cfg.curve else None
         made = {key: self.create(key, group) for key, group in groups.items()}
-        if self.cfg.checkpoint_every and self.cfg.max_restarts:
-            self.spare.fill()           # made beside the units' actors, not awaited
+        self.spare.fill()               # made beside the units' actors, not awaited
         actors = {key: m[0] for key, m in made.items()}
         # Actors start in parallel; wait for all of them (placement failures surface here,
         # and a wait for resources is reported within seconds).

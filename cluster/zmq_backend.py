@@ -214,15 +214,17 @@ class _ServerProcess:
         if wait:
             self.ready()
 
-    def _launch(self, warm: bool = False) -> None:
+    def _launch(self, warm: bool = False) -> bool:
         """Start the server: in a new process, or (``warm``) in a spare one when there is
-        one (:mod:`cluster.spare`: its interpreter started and its imports done)."""
+        one (:mod:`cluster.spare`: its interpreter started and its imports done); True if
+        a spare was taken."""
         self._stopped_since = None      # since when the process is seen stopped
         args = _server_args(self.unit_file, self.plugins, self.reloadable, self.keys)
         spare = self.spares.take() if warm and self.spares is not None else None
         self.proc, self._err = _hand(spare, args, self.keys) if spare is not None else \
             _popen(["-m", "cluster.server", *args], self.keys)
         self.address = None
+        return spare is not None
 
     def ready(self) -> None:
         """Wait until the process serves (its address known); raise ModelError if it
@@ -241,11 +243,11 @@ class _ServerProcess:
         self.proc.wait()
         if self._err is not None:
             self._err.close()
-        self._launch(warm=True)
+        warm = self._launch(warm=True)
         try:
             self.ready()
         except ModelError:
-            if self.proc.args[1:3] != ["-m", "cluster.spare"]:
+            if not warm:
                 raise
             self._launch()          # the spare failed (not the unit file): a new process
             self.ready()
@@ -560,10 +562,10 @@ class ZmqBackend(Backend):
         #: This run's CURVE keys: its servers let in only this master (no other local
         #: process can drive, read or reload them).
         self.keys = RunKeys.new()
-        # Stops the servers when the backend is stopped, garbage-collected or alive at exit.
         #: A warm server process for the next re-spawn, when the run recovers from
         #: failures (it has a checkpoint period and restarts).
         self.spares = _Spares()
+        # Stops the servers when the backend is stopped, garbage-collected or alive at exit.
         self._finalizer = weakref.finalize(self, _stop_servers, self.servers, self.spares)
         self.connections: list[Channel] = []
         self._dir = None
