@@ -42,8 +42,8 @@ from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
 from cosim.modelfile.writer import emit
 
-__all__ = ["Heartbeat", "RayBackend", "RayProxy", "SpareActor", "await_actors", "await_placement",
-           "check_ports", "ensure_ray", "live_nodes", "node_answers",
+__all__ = ["Heartbeat", "RayBackend", "RayProxy", "SpareActor", "await_actors",
+           "await_placement", "check_ports", "ensure_ray", "live_nodes", "node_answers",
            "notices_beside_progress_bars", "silent_nodes", "taken", "unplaceable",
            "unschedulable", "uploaded"]
 
