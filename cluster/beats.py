@@ -12,7 +12,8 @@ Each client is answered at most once per :attr:`Beats.INTERVAL`: a client that a
 waits for its reply, so that a crowd of heartbeat clients, however fast they ask, cannot
 take the server's time from the masters that drive its units (50 clients in a closed loop
 answered at once made a master's run 3× slower; see
-``tests/benchmarks/test_bench_server_clients.py``).
+``tests/benchmarks/test_bench_server_clients.py``). The server paces its replies to readers
+the same way (:meth:`Beats.pace`: read-only requests of units another master drives).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class Beats:
             if unit is None:
                 return False            # the ordinary way names what is served here
             replies.append(self.alive(env[0], name, unit, name in busy))
-        self._send(sock, env + replies)
+        self.pace(sock, env + replies)
         return True
 
     def alive(self, peer: bytes, name: str, unit, stepping: bool) -> bytes:
@@ -88,7 +89,10 @@ class Beats:
             said = self._said[name] = (t, stepping, encode_batch([P.Alive(t, stepping)]))
         return said[2]
 
-    def _send(self, sock, frames: list) -> None:
+    def pace(self, sock, frames: list, interval: float | None = None) -> None:
+        """Send the reply ``frames`` (its client's envelope first) on ``sock`` now, or once
+        ``interval`` s (default :attr:`INTERVAL`) have passed since that client's last paced
+        reply: a client asking faster waits (held back, sent by :meth:`flush`)."""
         now = time.monotonic()
         peer = frames[0]
         due = self._next.get(peer, 0.0)
@@ -99,7 +103,7 @@ class Beats:
             heapq.heappush(self._later, (due, next(self._order), frames))
         if len(self._next) >= self.MAX_CLIENTS and peer not in self._next:
             self._next = {p: d for p, d in self._next.items() if d > now}
-        self._next[peer] = due + self.INTERVAL
+        self._next[peer] = due + (self.INTERVAL if interval is None else interval)
 
     def wait(self, longest: float) -> float:
         """Seconds until the next held-back reply is due, at most ``longest``."""

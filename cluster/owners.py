@@ -128,6 +128,16 @@ class Owners:
                 f"without a sign of life from it (now {silent:.0f} s); or serve another copy "
                 "of the unit")
 
+    def beside(self, peer: bytes, names) -> bool:
+        """True if a unit of ``names`` is driven by a master other than ``peer``'s (whose
+        read-only requests then read beside that master's run: paced by the server)."""
+        master = master_of(peer)
+        for name in names:
+            owner = self.units.get(name)
+            if owner is not None and owner.master != master:
+                return True
+        return False
+
     def may_free(self, peer: bytes, name: str) -> bool:
         """True if unit ``name`` is driven by a master other than ``peer``'s whose
         connections are known: it is freed when they are reported closed."""

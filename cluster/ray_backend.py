@@ -42,8 +42,8 @@ from cosim.master.backends import process_groups
 from cosim.master.proxy import Backend, Proxy
 from cosim.modelfile.writer import emit
 
-__all__ = ["Heartbeat", "RayBackend", "RayProxy", "await_actors", "await_placement",
-           "check_ports", "ensure_ray", "live_nodes", "node_answers",
+__all__ = ["Heartbeat", "RayBackend", "RayProxy", "SpareActor", "await_actors",
+           "await_placement", "check_ports", "ensure_ray", "live_nodes", "node_answers",
            "notices_beside_progress_bars", "silent_nodes", "taken", "unplaceable",
            "unschedulable", "uploaded"]
 
@@ -212,8 +212,15 @@ class UnitActor:
         """This actor's node id (it exists: Ray has placed it)."""
         return ray.get_runtime_context().get_node_id()
 
+    def warm(self) -> str:
+        """Import and build what a unit actor's start needs first (a spare's preparation,
+        :class:`SpareActor`); this actor's node id."""
+        from cluster.spare import warm_up
+        warm_up()
+        return self.placed()
+
     def start(self, specs, keys=None, unit_file: str | None = None, driver=None,
-              ports=None) -> dict:
+              ports=None, generation: int | None = None) -> dict:
         """Build the units of ``specs`` and serve them; :meth:`where` it serves them.
 
         Parameters
@@ -226,7 +233,12 @@ class UnitActor:
             The driver's :func:`~cluster.versions.versions`: a node with others refuses.
         ports : (int, int), optional
             Bind the data plane to a port in ``[lo, hi]``.
+        generation : int, optional
+            This actor's generation, when it is another than it was made with (a spare
+            taking a lost actor's place).
         """
+        if generation is not None:
+            self.generation = generation
         if driver is not None:
             check_versions(driver, f"the unit actor of {', '.join(s.name for s in specs)}")
         self.units = _units(specs)
@@ -423,7 +435,8 @@ class _Host:
             raise TransportError(self.names, "recover", f"{why}; no surviving node offers "
                                  f"{_fmt(_need(opts))} (the nodes offer: "
                                  f"{_offered(_alive(ray.nodes(), exclude=dead))})")
-        made = self.backend.create(self.key, self.group, node=node, generation=self.generation)
+        made = self.backend.spare.take(self, opts, dead) or \
+            self.backend.create(self.key, self.group, node=node, generation=self.generation)
         try:
             info = await_actors({self.key: made}, {self.key: (self.names, _need(opts))},
                                 max(0.1, deadline - time.time()))[self.key]
@@ -439,6 +452,7 @@ class _Host:
             raise TransportError(self.names, "recover", f"{why}; {err}") from None
         self.conn.reconnect(info["endpoint"])       # once for all the units of the actor
         self._adopt(made[0], info)
+        self.backend.spare.fill()
         log.warning("units %s re-placed from node %s to node %s (generation %d) after: %s",
                     self.names, lost["ip"], info["ip"], self.generation, why)
 
@@ -446,6 +460,61 @@ class _Host:
         self.heartbeat.close()
         self.conn.close()
         ray.kill(self.actor, no_restart=True)
+
+
+class SpareActor:
+    """A warm unit actor (its worker process started, :meth:`UnitActor.warm` done) that
+    takes a lost actor's place: a re-placement then starts the units in it instead of
+    waiting for Ray to start a worker and for its imports (most of a re-placement's time).
+
+    One per backend, asking for no resources, placed where Ray puts it: it serves a lost
+    actor that asks for none either (the default), is not pinned to another node, and was
+    not on the spare's own node if that node was lost; other losses make a new actor.
+    """
+
+    def __init__(self, backend: RayBackend):
+        self.backend = backend
+        self.actor = self.warmed = None
+
+    def fill(self) -> None:
+        """Make a spare unless one exists (a run that recovers: ``checkpoint_every``)."""
+        cfg = self.backend.cfg
+        if self.actor is not None or not (cfg.checkpoint_every and cfg.max_restarts):
+            return
+        options = {"num_cpus": 0, "max_restarts": 0, "max_task_retries": 0}
+        if self.backend.runtime_env is not None:
+            options["runtime_env"] = self.backend.runtime_env
+        self.actor = UnitActor.options(**options).remote()
+        self.warmed = self.actor.warm.remote()
+
+    def take(self, host: _Host, opts, dead: str | None) -> tuple | None:
+        """``host``'s units started in the spare (``(actor, placed ref, started ref)``, as
+        :meth:`RayBackend.create` makes), or None when it cannot host them."""
+        if self.actor is None or _need(opts):
+            return None
+        try:
+            # Still warming up: waited for (it started before any new actor would), unless
+            # a node was lost: then it may be the spare's, which Ray declares dead only
+            # after its health checks (~15 s).
+            node = ray.get(self.warmed, timeout=0 if dead else self.backend.cfg.connect_timeout)
+        except ray.exceptions.RayError:
+            node = None
+        if node is None or node == dead or opts.node not in (None, node):
+            self.close()
+            return None
+        actor, self.actor = self.actor, None
+        backend = self.backend
+        return (actor, self.warmed,
+                actor.start.remote(host.group, backend.keys, None, versions(), backend.ports,
+                                   host.generation))
+
+    def close(self) -> None:
+        actor, self.actor = self.actor, None
+        if actor is not None:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
 
 
 class RayProxy(Proxy):
@@ -463,8 +532,9 @@ class RayProxy(Proxy):
         Seconds to wait for one batch's replies before raising TransportError.
     """
 
-    #: Seconds between checks that the actor is still alive while waiting for a reply.
-    POLL = 0.05
+    #: Seconds between checks that the actor is still alive while waiting for a reply: a
+    #: death Ray reports is noticed within this (a check is a ``ray.wait`` of no time).
+    POLL = 0.02
 
     def __init__(self, name: str, host: _Host, timeout: float):
         self.name = name
@@ -780,6 +850,8 @@ class RayBackend(Backend):
         self._structures: dict = {}
         #: Actors' reloads that sent parameter values only, and those that sent units.
         self.reparameterized = self.reloaded = 0
+        #: A warm actor for the next re-placement, when the run recovers from failures.
+        self.spare = SpareActor(self)
 
     def _layout(self, specs) -> tuple[dict, list[tuple]]:
         """The units of each actor and what a reload must find unchanged: per actor its
@@ -880,6 +952,7 @@ class RayBackend(Backend):
         # over through Ray's own channel, unless the run opted out.
         self.keys = RunKeys.new() if self.cfg.curve else None
         made = {key: self.create(key, group) for key, group in groups.items()}
+        self.spare.fill()               # made beside the units' actors, not awaited
         actors = {key: m[0] for key, m in made.items()}
         # Actors start in parallel; wait for all of them (placement failures surface here,
         # and a wait for resources is reported within seconds).
@@ -914,6 +987,7 @@ class RayBackend(Backend):
                 h.close()
             except Exception:  # noqa: BLE001 - already gone
                 pass
+        self.spare.close()
         self.proxies = {}
         self.hosts = []
         self._structures = {}

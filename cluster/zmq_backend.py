@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import json
 import os
 import queue
 import signal
@@ -201,21 +202,29 @@ class _ServerProcess:
     """
 
     def __init__(self, unit_file: Path, plugins=(), reloadable: bool = False, *,
-                 wait: bool = True, keys: RunKeys | None = None):
+                 wait: bool = True, keys: RunKeys | None = None,
+                 spares: _Spares | None = None):
         self.unit_file = unit_file
         self.plugins = tuple(plugins)
         self.reloadable = reloadable
         self.keys = keys
+        self.spares = spares
         self.generation = 0
         self._launch()
         if wait:
             self.ready()
 
-    def _launch(self) -> None:
+    def _launch(self, warm: bool = False) -> bool:
+        """Start the server: in a new process, or (``warm``) in a spare one when there is
+        one (:mod:`cluster.spare`: its interpreter started and its imports done); True if
+        a spare was taken."""
         self._stopped_since = None      # since when the process is seen stopped
-        self.proc, self._err = _launch(self.unit_file, self.plugins, self.reloadable,
-                                       self.keys)
+        args = _server_args(self.unit_file, self.plugins, self.reloadable, self.keys)
+        spare = self.spares.take() if warm and self.spares is not None else None
+        self.proc, self._err = _hand(spare, args, self.keys) if spare is not None else \
+            _popen(["-m", "cluster.server", *args], self.keys)
         self.address = None
+        return spare is not None
 
     def ready(self) -> None:
         """Wait until the process serves (its address known); raise ModelError if it
@@ -227,14 +236,23 @@ class _ServerProcess:
                 self.address = _address_of(self.proc, err, self.unit_file)
             self.generation += 1
 
-    def _start(self) -> None:
-        self._launch()
-        self.ready()
-
     def restart(self) -> None:
+        """A new server process in place of this one (a spare's, when there is one; the
+        spare replaced once the server serves)."""
         self.proc.kill()
         self.proc.wait()
-        self._start()
+        if self._err is not None:
+            self._err.close()
+        warm = self._launch(warm=True)
+        try:
+            self.ready()
+        except ModelError:
+            if not warm:
+                raise
+            self._launch()          # the spare failed (not the unit file): a new process
+            self.ready()
+        if self.spares is not None:
+            self.spares.fill()
 
     def gone(self) -> str | None:
         """Why the process cannot answer — it exited, or it has been stopped (SIGSTOP, a
@@ -273,6 +291,10 @@ class _SpawnedProxy(ZmqProxy):
     (once for all the units that process hosts: the others find it restarted and
     reconnect)."""
 
+    #: Seconds between checks that the process lives while a reply is awaited: a death is
+    #: noticed within this (a check is one read of ``/proc``).
+    POLL = 0.01
+
     def __init__(self, name, server: _ServerProcess, conn: Channel, timeout: float,
                  connect_timeout: float):
         self.server = server
@@ -306,30 +328,88 @@ def _stopped(pid: int) -> bool:
         return False
 
 
-def _launch(unit_file: Path, plugins=(), reloadable: bool = False,
-            keys: RunKeys | None = None):
-    """Start ``python -m cluster.server UNIT_FILE --bind tcp://127.0.0.1:0`` (with
-    ``--reloadable``: it accepts Reload; with ``keys``: CURVE, the keys written to its
-    standard input, never to disk); the process and the file its log goes to (read by
-    :func:`_address_of`)."""
+def _server_args(unit_file: Path, plugins=(), reloadable: bool = False,
+                 keys: RunKeys | None = None) -> list[str]:
+    """The arguments of ``python -m cluster.server`` serving ``unit_file`` on a free
+    loopback port (with ``reloadable``: it accepts Reload; with ``keys``: CURVE, the keys
+    read from its standard input, never from disk)."""
+    return [str(unit_file), "--bind", "tcp://127.0.0.1:0", "--log-level", "WARNING",
+            *[arg for m in plugins for arg in ("--plugin", m)],
+            *(["--reloadable"] if reloadable else []),
+            *(["--keys-stdin"] if keys is not None else [])]
+
+
+def _popen(args: list[str], keys: RunKeys | None = None, *, stdin: bool = False):
+    """Start ``python *args`` (from :data:`_SPAWNER`: it dies with this process); the
+    process and the file its log goes to (read by :func:`_address_of`). With ``keys``,
+    they are written to its standard input and that closed; with ``stdin``, its standard
+    input is left open (a spare's: :func:`_hand`)."""
     # The server's log goes to a file, not a pipe nobody reads once it runs: a pipe would
     # fill after 64 KiB of warnings and block the server mid-run.
     err = tempfile.TemporaryFile("w+")
     proc = _SPAWNER.call(lambda: subprocess.Popen(
-        [sys.executable, "-m", "cluster.server", str(unit_file), "--bind",
-         "tcp://127.0.0.1:0", "--log-level", "WARNING",
-         *[arg for m in plugins for arg in ("--plugin", m)],
-         *(["--reloadable"] if reloadable else []),
-         *(["--keys-stdin"] if keys is not None else [])],
-        stdin=subprocess.PIPE if keys is not None else subprocess.DEVNULL,
+        [sys.executable, *args],
+        stdin=subprocess.PIPE if keys is not None or stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=err, text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         preexec_fn=_die_with_parent))
     if keys is not None:
         with proc.stdin:
-            proc.stdin.write(b"\n".join((keys.server_public, keys.server_secret,
-                                          keys.client_public)).decode() + "\n")
+            proc.stdin.write(_keys_text(keys))
     return proc, err
+
+
+def _keys_text(keys: RunKeys) -> str:
+    """What ``--keys-stdin`` reads: three Z85 lines."""
+    return b"\n".join((keys.server_public, keys.server_secret,
+                       keys.client_public)).decode() + "\n"
+
+
+def _hand(spare, args: list[str], keys: RunKeys | None):
+    """Make the spare ``(process, log file)`` the server of ``args``: its arguments (and
+    keys) written to its standard input, which is then closed."""
+    proc, err = spare
+    with proc.stdin:
+        proc.stdin.write(json.dumps(args) + "\n" + (_keys_text(keys) if keys else ""))
+    return proc, err
+
+
+class _Spares:
+    """A warm spare server process (:mod:`cluster.spare`) for a backend's next re-spawn:
+    started with the backend's servers, replaced once taken and serving."""
+
+    def __init__(self):
+        self.spare = None           # (process, log file) or None
+
+    def fill(self) -> None:
+        """Start a spare unless one waits."""
+        if self.spare is None:
+            self.spare = _popen(["-m", "cluster.spare"], stdin=True)
+
+    def take(self):
+        """The waiting spare ``(process, log file)`` (None: none, or it died)."""
+        spare, self.spare = self.spare, None
+        if spare is not None and spare[0].poll() is not None:
+            spare[1].close()
+            return None
+        return spare
+
+    def stop(self) -> None:
+        spare, self.spare = self.spare, None
+        if spare is None:
+            return
+        proc, err = spare
+        try:
+            proc.stdin.close()      # it ends on end of input (or on SIGTERM, mid-import)
+        except OSError:
+            pass
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        err.close()
 
 
 def _address_of(proc, err, unit_file: Path) -> str:
@@ -385,12 +465,14 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
-def _stop_servers(servers: list) -> None:
+def _stop_servers(servers: list, spares: _Spares) -> None:
     """Stop ``servers`` (all told first, then awaited: each takes up to its poll interval
-    to notice) and empty the list. A backend's finalizer: it holds no backend."""
+    to notice) and empty the list, and the spare. A backend's finalizer: it holds no
+    backend."""
     for server in servers:
         if server.proc.poll() is None:
             server.proc.terminate()
+    spares.stop()
     for server in servers:
         server.stop()
     servers.clear()
@@ -480,8 +562,11 @@ class ZmqBackend(Backend):
         #: This run's CURVE keys: its servers let in only this master (no other local
         #: process can drive, read or reload them).
         self.keys = RunKeys.new()
+        #: A warm server process for the next re-spawn, when the run recovers from
+        #: failures (it has a checkpoint period and restarts).
+        self.spares = _Spares()
         # Stops the servers when the backend is stopped, garbage-collected or alive at exit.
-        self._finalizer = weakref.finalize(self, _stop_servers, self.servers)
+        self._finalizer = weakref.finalize(self, _stop_servers, self.servers, self.spares)
         self.connections: list[Channel] = []
         self._dir = None
         self._layout: list[tuple] = []
@@ -527,7 +612,12 @@ class ZmqBackend(Backend):
             self.servers.append(_ServerProcess(path, sorted({m for spec in group
                                                              for m in _plugins(spec.subsystem)}),
                                                reloadable=True, wait=False,
-                                               keys=self.keys))
+                                               keys=self.keys, spares=self.spares))
+        if self.cfg.checkpoint_every and self.cfg.max_restarts:
+            # The run recovers from failures: a spare that imports beside the servers (not
+            # awaited) lets a recovery re-spawn a lost server without an interpreter's start
+            # and imports (0.5-1 s of a loaded 2-core machine, against some 30 ms).
+            self.spares.fill()
         # Launched all before any is awaited: they import and build their units side by side.
         for group, server in zip(groups.values(), self.servers):
             server.ready()
@@ -585,7 +675,7 @@ class ZmqBackend(Backend):
     def stop(self) -> None:
         for conn in self.connections:
             conn.close()
-        _stop_servers(self.servers)
+        _stop_servers(self.servers, self.spares)
         self.proxies, self.connections = {}, []
         self._structures = []
         if self._dir is not None:

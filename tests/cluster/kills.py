@@ -16,7 +16,8 @@ A request-kind kill comes either before the request is sent, or from a thread a 
 0-3 ms after (while the server handles it, or after it answered: then, at the end of a run,
 it may come after the unit's last request, and there is nothing to recover: such a kill is
 *late*, and not counted). Every run must end as the run that was never killed, bit for bit;
-the wall time it took is kept, to tell what a recovery costs.
+the wall time it took is kept, to tell what a recovery costs, and when the death was seen
+(the recovery began) and the units answered again (before the restore and the replay).
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ class Kill:
     #: While the run goes on: a kill that comes later (its timer) kills nothing, not even
     #: a process that took the number of a stopped server.
     armed: bool = True
+    #: perf_counter() of the kill, when the master began the recovery (its first unit's
+    #: ``recover``: the death noticed) and when every unit answered again.
+    killed: float | None = None
+    noticed: float | None = None
+    back: float | None = None
 
     @property
     def late(self) -> bool:
@@ -99,15 +105,27 @@ def _kill(proxy, kill: Kill) -> None:
         if not kill.armed:
             return
         os.kill(pid_of(proxy), signal.SIGKILL)
+        kill.killed = time.perf_counter()
     server = getattr(proxy, "server", None)
     if server is not None:
         server.proc.wait()
+
+
+def _timed_recovery(proxies, kill: Kill) -> None:
+    """Note in ``kill`` when the recovery begins and when its units answer again."""
+    for p in proxies.values():
+        def recover(deadline, original=p.recover):
+            kill.noticed = kill.noticed or time.perf_counter()
+            original(deadline)
+            kill.back = time.perf_counter()
+        p.recover = recover
 
 
 def arm(sim: CoSimulation, kill: Kill) -> threading.Thread | None:
     """Make ``kill`` happen in ``sim``'s next run; a watching thread (``step``) or None."""
     master = sim.master
     proxy = master.proxies[kill.unit]
+    _timed_recovery(master.proxies, kill)
     if kill.kind == "step":
         def watch():
             while master.T < kill.at and not kill.when:
@@ -186,20 +204,26 @@ def table(backend: str, kills: list, refs: list[float]) -> str:
     lines = [f"{backend}: uninterrupted run {base:.2f} s (median of {len(refs)}, "
              f"{min(refs):.2f}-{max(refs):.2f})",
              f"{'kind':<12} {'unit':<5} {'at t':>6} {'delay ms':>8} {'recov':>5} "
-             f"{'identical':>9} {'wall s':>7} {'added s':>7}"]
+             f"{'identical':>9} {'wall s':>7} {'added s':>7} {'seen ms':>7} {'back ms':>7}"]
     for k in kills:
         at = f"{k.when:6.2f}" if k.when is not None and k.when >= 0 else "     -"
+        phases = (f"{(k.noticed - k.killed) * 1e3:7.0f} {(k.back - k.killed) * 1e3:7.0f}"
+                  if k.recoveries and None not in (k.killed, k.noticed, k.back) else
+                  f"{'-':>7} {'-':>7}")
         lines.append(f"{k.kind:<12} {k.unit:<5} {at} {k.delay * 1e3:8.1f} {k.recoveries:5d} "
                      f"{'yes' if k.identical else 'NO':>9} {k.wall:7.2f} "
-                     f"{k.wall - base:7.2f}" + ("  (late: after the unit's last request)"
+                     f"{k.wall - base:7.2f} {phases}" + ("  (late: after the unit's last request)"
                                                  if k.late else "")
                      + (f"  {k.error[:120]}" if k.error else ""))
     counted = [k for k in kills if not k.late]
     ok = [k for k in counted if k.identical and k.recoveries == 1]
     added = [k.wall - base for k in ok]
+    back = [k.back - k.killed for k in ok if None not in (k.killed, k.back)]
     lines.append(f"{backend}: {len(ok)}/{len(counted)} recovered bit-identical "
                  f"({len(kills) - len(counted)} late kills not counted)"
                  + (f"; added per recovery: median {np.median(added):.2f} s, max "
-                    f"{max(added):.2f} s" if added else ""))
+                    f"{max(added):.2f} s" if added else "")
+                 + (f"; units back after the kill: median {np.median(back) * 1e3:.0f} ms, "
+                    f"max {max(back) * 1e3:.0f} ms" if back else ""))
     return "\n".join(lines)
 

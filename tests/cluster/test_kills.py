@@ -2,12 +2,16 @@
 initialized, while they step, while a periodic checkpoint is captured (states, logs), while
 the logs are collected at the end — on the zmq backend (its server process) and on Ray (its
 actor): every run recovers once and ends bit for bit as the run that was never killed. The
-40-kill table of the same: tests/benchmarks/test_bench_kills.py."""
+40-kill table of the same: tests/benchmarks/test_bench_kills.py. A checkpoint of the end
+point, resumed, ends as the run never interrupted."""
 
 import numpy as np
 import pytest
 
+from cosim import CoSimulation
+from cosim.errors import TransportError
 from tests.cluster import kills as K
+from tests.cluster.scenarios import three_units
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -48,4 +52,33 @@ def test_a_unit_lost_as_the_run_ends_logs_the_end_point_once(unit):
     kill = K.Kill("final logs", unit, nth=1)        # (nth 1: as the outputs are refreshed)
     logs, _ = K.timed("zmq", kill)
     assert kill.when == K.T_END and kill.recoveries == 1 and not kill.error
+    assert K.same(logs, ref)
+
+
+@pytest.mark.parametrize("how", ["saved", "left by a failed run"])
+def test_a_checkpoint_taken_at_the_end_time_resumes_to_the_uninterrupted_run(tmp_path, how):
+    """A checkpoint of the end point itself (before the outputs there are refreshed and
+    logged), saved by the user after the last step or left by a run that lost a unit as it
+    refreshed them (no restart allowed), then resumed in a new co-simulation: the resumed
+    run logs the end point's refreshed sample, once, as the run never interrupted."""
+    from dataclasses import replace
+    ref, _ = K.timed("local")
+    path = tmp_path / "end"
+    cfg = K.config("zmq")
+    if how == "saved":
+        with CoSimulation(three_units(), cfg) as sim:
+            while sim.t < K.T_END - 1e-9:
+                sim.step()
+            sim.save_checkpoint(path)
+    else:
+        cfg_fail = replace(cfg, cosim=replace(cfg.cosim, max_restarts=0,
+                                              checkpoint_path=str(path)))
+        with CoSimulation(three_units(), cfg_fail) as sim:
+            K.arm(sim, K.Kill("final logs", "a", nth=1))   # as the outputs are refreshed
+            with pytest.raises(TransportError, match=r"checkpoint \(t=1\) was saved"):
+                sim.run()
+    with CoSimulation(three_units(), cfg) as sim:
+        sim.load_checkpoint(path)
+        assert sim.t == K.T_END
+        logs = sim.run()
     assert K.same(logs, ref)

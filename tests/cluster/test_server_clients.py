@@ -8,12 +8,14 @@ legitimate master's results bit for bit those of a run alone."""
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
 
 from cluster.codec import decode_batch, encode_batch
+from cluster.server import UnitServer
 from cosim.master import protocol as P
 from tests.cluster.served import ROOT, ask, client, run, serve, start, stop, unit_file
 
@@ -74,6 +76,70 @@ def test_one_master_drives_a_unit_the_others_are_told_who_and_may_read(tmp_path)
         start(second, "a", "second")
     finally:
         stop(proc)
+
+
+def test_readers_of_a_driven_unit_are_answered_at_their_pace_the_master_at_once(tmp_path):
+    proc, address = serve(unit_file(tmp_path))
+    try:
+        master, reader = client(address), client(address)
+        start(master, "a", "master")
+        interval = UnitServer.read_interval
+        n = 12
+        t0 = time.monotonic()
+        for _ in range(n):                  # a reader in a closed loop
+            (desc,) = ask(reader, "a", [P.Describe()])
+            assert isinstance(desc, P.UnitDescription) and desc.name == "a"
+        # Its replies at most one per interval (a slow machine makes them only later).
+        assert time.monotonic() - t0 >= (n - 1) * interval * 0.9
+        # A message that reads a driven unit and a free one is answered (at the reader's
+        # pace); the master is answered as ever.
+        desc_a, desc_b = (decode_batch(f) for f in _both(reader))
+        assert isinstance(desc_a[0], P.UnitDescription) and isinstance(desc_b[0],
+                                                                        P.UnitDescription)
+        (state,) = ask(master, "a", [P.GetState()])
+        assert isinstance(state, P.UnitState)
+        (done,) = ask(master, "a", [P.DoStep(0.0, 0.02)])
+        assert isinstance(done, P.StepDone)
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+def test_ten_readers_in_a_closed_loop_leave_a_masters_run_bit_identical(tmp_path):
+    proc, address = serve(unit_file(tmp_path))
+    try:
+        alone = run(address)
+        done = threading.Event()
+        answered = [0] * 10
+
+        def read(i):
+            sock = client(address)
+            while not done.is_set():
+                (desc,) = ask(sock, "a", [P.Describe()])
+                assert isinstance(desc, P.UnitDescription)
+                answered[i] += 1
+            sock.close()
+        readers = [threading.Thread(target=read, args=(i,)) for i in range(10)]
+        for r in readers:
+            r.start()
+        try:
+            crowded = run(address)
+        finally:
+            done.set()
+            for r in readers:
+                r.join(timeout=60)
+        assert all(answered), answered
+        assert sorted(alone) == sorted(crowded)
+        for key in alone:
+            np.testing.assert_array_equal(alone[key], crowded[key], err_msg=key)
+            np.testing.assert_array_equal(alone.time_of(key), crowded.time_of(key))
+    finally:
+        stop(proc)
+
+
+def _both(sock) -> list[bytes]:
+    sock.send_multipart([b"a", encode_batch([P.Describe()]), b"b", encode_batch([P.Describe()])])
+    return sock.recv_multipart()
 
 
 def test_a_master_that_leaves_frees_its_units_at_once(tmp_path):

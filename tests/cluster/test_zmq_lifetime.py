@@ -2,7 +2,9 @@
 co-simulation made and run in one thread runs on from another (the servers' parent-death
 signal follows the master's process, not the thread that started them), and the servers
 stop when the CoSimulation is closed, left as a context manager, garbage-collected, or
-still open when the interpreter exits."""
+still open when the interpreter exits. A run that recovers keeps a warm spare server process,
+which takes a lost server's place, is replaced in turn, and lives no longer than the
+servers."""
 
 import gc
 import os
@@ -167,3 +169,69 @@ def test_a_server_killed_while_a_checkpoint_is_captured_is_recovered(request_kin
         assert killed and sim.stats["recoveries"] == 1
     for key in ref:
         np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
+
+
+def recovering(t_end=1.0):
+    """A co-simulation that recovers (a checkpoint every 5 steps), its servers on zmq."""
+    return CoSimulation(three_units(), SimulationConfig(dt=0.002, t_end=t_end, cosim=CosimConfig(
+        **COSIM, checkpoint_every=5)))
+
+
+def spare_pid(sim) -> int:
+    spare = sim.backend.spares.spare
+    assert spare is not None, "a run that recovers keeps a spare server process"
+    return spare[0].pid
+
+
+@pytest.mark.parametrize("spare_alive", [True, False])
+def test_a_lost_server_is_replaced_by_the_warm_spare_which_is_replaced_in_turn(spare_alive):
+    """The spare (cluster/spare.py) takes the lost server's place: the unit is served by
+    the spare's process, a new spare waits, the run equals the uninterrupted one. A spare
+    that died meanwhile is not used: a new process is started as without one."""
+    import signal as sig
+    with recovering() as sim:
+        ref = sim.run()
+    with recovering() as sim:
+        first = spare_pid(sim)
+        if not spare_alive:
+            os.kill(first, sig.SIGKILL)
+            assert gone_within([first])
+        proxy = sim.master.proxies["a"]
+        lost = proxy.server.proc.pid
+        sim.run(t_end=0.3)
+        os.kill(lost, sig.SIGKILL)
+        logs = sim.run()
+        assert sim.stats["recoveries"] == 1
+        now = proxy.server.proc.pid
+        assert now not in (lost,) and (now == first) is spare_alive
+        second = spare_pid(sim)
+        assert second not in (first, now) and alive(second)
+        pids = [s.proc.pid for s in sim.backend.servers] + [second]
+    assert gone_within(pids + [first, lost])    # the servers and the spare stop with it
+    assert sorted(logs) == sorted(ref)
+    for key in ref:
+        np.testing.assert_array_equal(ref[key], logs[key], err_msg=key)
+        np.testing.assert_array_equal(ref.time_of(key), logs.time_of(key), err_msg=key)
+
+
+def test_no_spare_without_recovery_and_the_spare_dies_with_a_killed_master(tmp_path):
+    import signal as sig
+    with make() as sim:
+        assert sim.backend.spares.spare is None      # a run that does not recover: none
+    script = tmp_path / "master.py"
+    script.write_text(
+        "import time\n"
+        "from tests.cluster.test_zmq_lifetime import recovering, spare_pid\n"
+        "sim = recovering()\n"
+        "print(' '.join(str(s.proc.pid) for s in sim.backend.servers), spare_pid(sim),"
+        " flush=True)\n"
+        "time.sleep(600)\n")
+    master = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        pids = [int(p) for p in master.stdout.readline().split()]
+        assert len(pids) == 3 and all(alive(p) for p in pids)     # servers of a, b; spare
+    finally:
+        master.send_signal(sig.SIGKILL)
+        master.wait()
+    assert gone_within(pids, 60.0)
