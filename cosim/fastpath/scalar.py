@@ -65,8 +65,9 @@ class Scalar(Strategy):
     """
 
     #: A row of one value is the value itself, not a 1-tuple (:meth:`LogStore.flush
-    #: <cosim.run.logstore.LogStore.flush>` reads both; no tuple per sample): an inlined
-    #: plan's rows (:mod:`cosim.fastpath.nested`), which only the log store reads.
+    #: <cosim.run.logstore.LogStore.flush>` reads both; no tuple per sample): the rows of
+    #: an inlined plan and of the plan inlining it (:mod:`cosim.fastpath.nested`), which
+    #: only the log store reads.
     bare_rows = False
 
     def __init__(self, plan, layout, n_c: int, prefix: str = "", arrays: dict | None = None):
