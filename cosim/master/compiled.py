@@ -7,8 +7,10 @@ the engine (:mod:`cosim.master.engine`) runs it through :meth:`Unit.fused
 <cosim.master.units.Unit.fused>` calls with a dict and an array per value. Here the same
 program is written as Python source over local floats: per unit step, its inputs
 extrapolated (or interpolated, or ramping to coupling candidates) and written into its
-Inports' live values, its generated step function called, its outputs read from their
-slots; per refresh, its inputs set to the values the program names and its outputs computed
+Inports' live values, its generated step function run (its statements inlined into the
+loop, :mod:`cosim.master.inlined`: its values stay locals of the loop for the whole chunk;
+called for the units of an iterated coupling, which roll back on their side), its outputs
+read; per refresh, its inputs set to the values the program names and its outputs computed
 and logged again; per coupling, a generated evaluation handed to
 :func:`cosim.master.coupling.iterate`, the units rolled back on their own side
 (:attr:`DirectStep.keep <cosim.master.units.DirectStep>`). Whole chunks of macro steps run in
