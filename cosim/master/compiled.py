@@ -7,10 +7,8 @@ the engine (:mod:`cosim.master.engine`) runs it through :meth:`Unit.fused
 <cosim.master.units.Unit.fused>` calls with a dict and an array per value. Here the same
 program is written as Python source over local floats: per unit step, its inputs
 extrapolated (or interpolated, or ramping to coupling candidates) and written into its
-Inports' live values, its generated step function run (its statements inlined into the
-loop, :mod:`cosim.master.inlined`: its values stay locals of the loop for the whole chunk;
-called for the units of an iterated coupling, which roll back on their side), its outputs
-read; per refresh, its inputs set to the values the program names and its outputs computed
+Inports' live values, its generated step function called, its outputs read from their
+slots; per refresh, its inputs set to the values the program names and its outputs computed
 and logged again; per coupling, a generated evaluation handed to
 :func:`cosim.master.coupling.iterate`, the units rolled back on their own side
 (:attr:`DirectStep.keep <cosim.master.units.DirectStep>`). Whole chunks of macro steps run in
@@ -42,7 +40,6 @@ from cosim.errors import SimulationError
 from cosim.master import coupling
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
-from cosim.master.inlined import InlinedUnit
 from cosim.master.program import compile_program
 from cosim.master.records import StepRecord, StepStatus
 from cosim.master.units import error_reply
@@ -214,8 +211,7 @@ class CompiledExchange:
         if start is None:
             return None
         timed = self.master.observer is not None
-        # (A unit's step function itself: an inlined one's source and constants are its.)
-        signature = (timed,) + tuple((tuple(d.outputs.items()), d.stops is None, d.bound[0])
+        signature = (timed,) + tuple((tuple(d.outputs.items()), d.stops is None)
                                      for d in directs.values())
         if signature != self.signature:
             self.fn = self._compile(directs, timed)
@@ -326,9 +322,8 @@ class CompiledExchange:
 
     def _compile(self, directs: dict, timed: bool):
         """Generate and compile the macro loop for the units' current slots."""
-        src = _Source(self, directs, timed)
-        source = src.text()
-        namespace: dict = dict(src.namespace)
+        source = _Source(self, directs, timed).text()
+        namespace: dict = {}
         exec(compile(source, "<cosim compiled exchange>", "exec"), namespace)
         self.source = source
         return namespace["exchange"]
@@ -373,14 +368,6 @@ class _Source:
                 self.live[(u, name)] = f"L{i}_{n}"
         self.refreshed: set[int] = set()      # outputs refreshed at T+H (y from r)
         self.stoppers = [i for i, u in enumerate(ex.names) if directs[u].stops is not None]
-        self.namespace: dict = {}             # the inlined units' constants
-        self.inlined: dict[int, InlinedUnit] = {}
-        for i, (u, d) in enumerate(directs.items()):
-            if u not in ex.coupled and d.stops is None and d.generated:
-                inl = InlinedUnit.of(i, ex.units[u], d)
-                if inl is not None:
-                    self.inlined[i] = inl
-                    self.namespace.update(inl.constants)
 
     def text(self) -> str:
         ex = self.ex
@@ -402,8 +389,6 @@ class _Source:
             head += _unpack([f"{v}{j}" for j in range(nk)], v.upper())
         head += _unpack([f"k{i}" for i in range(nu)], "K")
         head += _unpack([f"l{i}" for i in range(nu)], "LAST")
-        for i, inl in self.inlined.items():
-            head += inl.prologue(f"S{i}, D{i}, X{i}, R{i}, G{i}")
         head += [f"    o{j} = r{j} = y{j}" for j in range(nk)]
         if self.stoppers:
             head += [f"    Z{i} = STOPS[{i}]" for i in self.stoppers]
@@ -443,13 +428,7 @@ class _Source:
         lines += ["    try:", f"        while n < n_stop and T < t_lim and t_end - T >= {H!r}:"]
         lines += self._render(body, 12)
         back = ", ".join
-        lines += ["    except Exception as e:", "        err = e"]
-        # Where an inlined unit's step failed (its function marks its errors so).
-        lines += [f"        if cur == {i} or cur == {nu + i}: e.cosim_tick = u{i}_k"
-                  for i in self.inlined]
-        for inl in self.inlined.values():
-            lines += inl.store
-        lines += [
+        lines += ["    except Exception as e:", "        err = e",
                   f"    return (err, cur, n, T, nq, ta, tb, tc, "
                   f"[{back(f'y{j}' for j in range(nk))}], "
                   f"[{back(f'p{j}' for j in range(nk))}], [{back(f'q{j}' for j in range(nk))}], "
@@ -571,25 +550,10 @@ class _Source:
         # Delayed feedthrough: the outputs at the step's end are logged as computed (the
         # protocol path's RefreshOutputs after DoStep, with the step's inputs).
         k_log = f"k{i} + {m + 1}" if ex.delayed else f"k{i} + {m}"
-        args = (f"k{i}", f"k{i} + {m + 1}", f"k{i} + {m}", k_log)
-        lines += self._call(u, [*self._run(i, args), f"k{i} += {m}"], False)
-        lines += [f"o{ex.index[(u, p)]} = {self._slot(i, slot)}" for p, slot in d.outputs.items()]
+        lines += self._call(u, [f"_, l{i} = f{i}(k{i}, k{i} + {m + 1}, l{i}, S{i}, D{i}, X{i}, "
+                                f"R{i}, G{i}, k{i} + {m}, {k_log})", f"k{i} += {m}"], False)
+        lines += [f"o{ex.index[(u, p)]} = S{i}[{slot}]" for p, slot in d.outputs.items()]
         return lines
-
-    def _run(self, i: int, args: tuple) -> list[str]:
-        """Lines running unit ``i``'s step function over ticks ``k_start .. k_stop - 1``
-        (``args``: ``(k_start, k_stop, k_full, k_log)``), its last logged tick into
-        ``l<i>``: its statements inlined, or a call."""
-        inl = self.inlined.get(i)
-        if inl is not None:
-            return inl.run(*args)
-        k, k_stop, k_full, k_log = args
-        return [f"_, l{i} = f{i}({k}, {k_stop}, l{i}, S{i}, D{i}, X{i}, R{i}, G{i}, {k_full}, "
-                f"{k_log})"]
-
-    def _slot(self, i: int, slot: int) -> str:
-        """Unit ``i``'s signal at ``slot`` of its flat values."""
-        return f"u{i}_s{slot}" if i in self.inlined else f"S{i}[{slot}]"
 
     def _refresh(self, u: str, values: list, into: str) -> list:
         """Unit ``u``'s refresh at T+H (``RefreshOutputs``): ``values`` ``(input, local)``
@@ -601,11 +565,12 @@ class _Source:
         call = []
         if d.generated:
             call += [f"if l{i} >= k{i}:", f"    U{i}(k{i})", f"    l{i} = k{i} - 1"]
-        call += self._run(i, (f"k{i}", f"k{i} + 1", f"k{i}", f"k{i} + 1"))
+        call.append(f"_, l{i} = f{i}(k{i}, k{i} + 1, l{i}, S{i}, D{i}, X{i}, R{i}, G{i}, "
+                    f"k{i}, k{i} + 1)")
         lines += self._call(u, call, True)
         for p, slot in d.outputs.items():
             j = ex.index[(u, p)]
-            lines.append(f"{into}{j} = {self._slot(i, slot)}")
+            lines.append(f"{into}{j} = S{i}[{slot}]")
             if into == "r":
                 self.refreshed.add(j)
         return lines
