@@ -471,9 +471,14 @@ class Writer:
             first = ["_tickstart()", *first, *self.surfaces(modes, watched, "vp", "C", t)]
         segments = [([f"{h} = ({config.t0!r} + ({k} + 1) * {config.dt!r}) - {t}"], first,
                      None)]
+        # A stage's time is computed only where the stage reads it (a time-varying input of
+        # a continuous block): most plans' stages read states only.
+        reads_ts = re.compile(rf"\b{ts}\b")
         for si, (tm, node) in enumerate(zip(terms, nodes), start=1):
             segments.append(([], s.stage_sum("Z", tm), ("Z", tm)))
-            segments.append(([f"{ts} = {t} + {node!r} * {h}"], stage(si, "Z", ts), None))
+            lines = stage(si, "Z", ts)
+            clock = [f"{ts} = {t} + {node!r} * {h}"] if any(map(reads_ts.search, lines)) else []
+            segments.append((clock, lines, None))
         segments.append(([], s.stage_sum("C", weights), ("C", weights)))
         if located:
             # The surfaces at the step's end (the interpreter's check after a solver step).

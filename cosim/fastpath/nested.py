@@ -140,6 +140,7 @@ class Inlined:
         # values in a later run of the same structure (see cosim.fastpath.cache).
         strategy.const = functools.partial(_const, ps, i)
         strategy.rows, strategy.ticks = pre + "rows", pre + "ticks"
+        strategy.bare_rows = True
         self.writer = Writer(plan, layout, kernels, strategy, pre, top, bound)
         k, last = self.writer.k, pre + "l"
         self.last = last
@@ -189,7 +190,10 @@ class Inlined:
         may: its own inner outputs read its inputs)."""
         kern = self.writer.kernels[j]
         if isinstance(kern, Nested):
-            return True
+            # Its outputs read the inputs its boundary names (AtomicSubsystem.dependencies):
+            # an input reaching no output directly is read by its state update only.
+            deps = self.writer.plan.blocks[j].dependencies
+            return any(port in ins for ins in deps.values())
         name = re.compile(rf"\bu_{re.escape(port)}\b")
         return any(name.search(text) for text in kern.outputs.values())
 
