@@ -69,7 +69,8 @@ class Translation:
         Constants the code takes to be no NaN for any member (a ``min``/``max`` limit, see
         :meth:`_Translator._extremum`): the caller checks them.
     views : dict of str to (str, int)
-        Name -> ``(buffer, row)``: a name bound to a row of a 2-D buffer.
+        Name -> ``(buffer, column)``: a name bound to a column of a 2-D ``(N, k)`` buffer
+        (a lookup's gathered constants, one row per member).
     tables : dict of str to dict
         The constants of the lookups (:meth:`_Translator._piecewise`), made once per run
         by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each
@@ -184,9 +185,10 @@ class _Translator:
         self.out.buffers.setdefault(name, shape)
         return name
 
-    def _view(self, name: str, parent: str, row: int) -> str:
-        """A name bound to row ``row`` of buffer ``parent`` (see :attr:`Translation.views`)."""
-        self.out.views[name] = (parent, row)
+    def _view(self, name: str, parent: str, column: int) -> str:
+        """A name bound to column ``column`` of buffer ``parent`` (see
+        :attr:`Translation.views`)."""
+        self.out.views[name] = (parent, column)
         return name
 
     def _temp(self, shape: str) -> str:
@@ -443,7 +445,7 @@ class _Translator:
         views = []
         if gathered:
             table = self._table(f"{tid}_g", [list(r) for r in gathered], chain=chain)
-            vals = self._buffer(f"{tid}_v", (len(gathered), "N"))
+            vals = self._buffer(f"{tid}_v", ("N", len(gathered)))
             self.lines.append(f"{table}({idx}, {vals})")
             views = [self._view(f"{vals}_{r}", vals, r) for r in range(len(gathered))]
         rows = [row[0] if len(set(row)) == 1 else views[gathered[tuple(row)]] for row in texts]

@@ -742,8 +742,8 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
     out = []
     for name in tr.names:
         if name in tr.views:
-            parent, row = tr.views[name]
-            out.append(buffer(parent)[row])
+            parent, column = tr.views[name]
+            out.append(buffer(parent)[:, column])
         elif name in members:
             out.append(members[name])
         elif name in tr.zero_d:
