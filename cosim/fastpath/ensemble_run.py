@@ -647,11 +647,17 @@ class _Located:
                 monitor.scheduled_at(t)
                 # Those fire after the tick's outputs: at the member's step (see step).
                 crossed = monitor.crossed_at_tick()
-                if crossed:
+                stops = sim.state.t_stop is not None or sim.state.stop_requested
+                if crossed and not stops:
                     self.pending[m] = crossed
-                if sim.state.t_stop is not None or sim.state.stop_requested:
+                if stops:
                     self.stopped[m] = k
                 self._take_back(m, sim)
+                if crossed and stops:
+                    # Its run still fires them after this tick's outputs, then stops: fired
+                    # here on its own simulator once the ensemble has its state (their
+                    # resets come after everything its logs hold, so they stay there).
+                    monitor.fire(crossed, t)
                 continue
             stop = False
             for ev in due:
