@@ -136,6 +136,7 @@ class _Translator:
         self.alias_of: dict[str, str] = {}  # such a signal -> the state
         self.lines: list[str] = []
         self.temps = {"N": 0, "C": 0, "B": 0, "BC": 0}
+        self.free: dict[str, list[str]] = {"N": [], "C": []}
         self._kinds()
 
     # -- which values are member arrays --------------------------------------------------
@@ -192,10 +193,28 @@ class _Translator:
         return name
 
     def _temp(self, shape: str) -> str:
+        if self.free.get(shape):
+            return self.free[shape].pop()
         n = self.temps[shape]
         self.temps[shape] += 1
         return self._buffer(f"_t{shape}{n}", {"N": ("N",), "C": ("C", "N"), "B": ("bool", "N"),
                                              "BC": ("bool", "C", "N")}[shape])
+
+    def _result(self, shape: str, *operands: str) -> str:
+        """Where an elementwise call on ``operands`` writes: an operand that is a temporary
+        (an intermediate value read by this call alone; a ufunc may write over its own
+        input), else a temporary. Fewer buffers, and the ones used stay in cache."""
+        for a in operands:
+            if re.fullmatch(rf"_t{shape}\d+", a):
+                return a
+        return self._temp(shape)
+
+    def _release(self, shape: str, out: str, *operands: str) -> None:
+        """The temporaries among ``operands`` (read by their one call, just emitted) are free
+        for the next intermediate values of the statement."""
+        for a in operands:
+            if a != out and re.fullmatch(rf"_t{shape}\d+", a):
+                self.free[shape].append(a)
 
     def _zero_d(self, text: str, member: bool = False) -> str:
         """A 0-d array holding the constant scalar ``text`` (a literal or shared constant),
@@ -244,25 +263,26 @@ class _Translator:
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             a = self.operand(node.left, stacked, mask)
             b = self.operand(node.right, stacked, mask)
-            out = dst or self._temp(shape)
+            out = dst or self._result(shape, a, b)
             if isinstance(node.op, ast.Div):
                 # Python raises on every division by zero (0/0, x/-0.0 too), numpy on some:
                 # the divisors are checked (numpy's own flags are off, as Python's
                 # arithmetic sets none: inf - inf is NaN in a run).
                 self.lines.append(f"_nonzero({b}, {mask})")
             self._call_text(_BINOPS[type(node.op)], [a, b], out, mask)
+            self._release(shape, out, a, b)
             return True, out
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             if isinstance(node.op, ast.UAdd):
                 return self.expr(node.operand, dst, stacked, mask)
             a = self.operand(node.operand, stacked, mask)
-            out = dst or self._temp(shape)
+            out = dst or self._result(shape, a)
             self._call_text("_neg", [a], out, mask)
             return True, out
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id == "abs" and len(node.args) == 1 and not node.keywords:
             a = self.operand(node.args[0], stacked, mask)
-            out = dst or self._temp(shape)
+            out = dst or self._result(shape, a)
             self._call_text("_abs", [a], out, mask)
             return True, out
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
@@ -584,6 +604,7 @@ class _Translator:
     def _stmt(self, st, indent: int) -> None:
         for shape in self.temps:
             self.temps[shape] = 0
+        self.free = {"N": [], "C": []}
         if isinstance(st, ast.If):
             if self._reads_member(st.test):
                 raise Unsupported(f"a branch on member values: {ast.unparse(st.test)}")
@@ -704,6 +725,7 @@ class _Translator:
         tree = ast.parse(text).body[0]
         for shape in self.temps:
             self.temps[shape] = 0
+        self.free = {"N": [], "C": []}
         saved = self.member
         self.member = saved | {"C", "Z"} | {f"K{j}" for j in range(8)}
         start = len(self.lines)
