@@ -52,6 +52,13 @@ TRANSLATED = {
                                                              solver="RK4"),
                              grid({"t_step": [0.0, 0.105, 0.2], "height": [1.0, 3.5]})),
     "one_member": (sm.lag, sm.CONFIG, [{"gain": 1.5}]),
+    # Other tableaux: the stages' combinations (several terms, one stage alone) per solver.
+    "msd_friction_ssprk33": (sm.msd_friction, SimulationConfig(dt=1e-3, t_end=0.5,
+                                                               solver="SSPRK33"),
+                             lhs({"kp": (5.0, 40.0), "mu": (0.5, 3.0)}, 5, seed=6)),
+    "msd_friction_euler": (sm.msd_friction, SimulationConfig(dt=1e-3, t_end=0.5,
+                                                             solver="Euler"),
+                           lhs({"kp": (5.0, 40.0), "mu": (0.5, 3.0)}, 5, seed=7)),
     # Limits, lookups, switching, math per member (issue 36): parameters chosen so that
     # every limit and switch acts in some members and not in others.
     "thermal_zone_saturated": (sm.thermal_zone,
