@@ -8,9 +8,11 @@ statement's own evaluation order: ``a * b + c`` is a multiply into a temporary, 
 into the target. Elementwise float64 arithmetic rounds per element as Python's float
 arithmetic does, so every member computes bit for bit what its own run computes. Values the
 same for every member (time, step size, shared parameters, a step input) stay Python floats;
-an operand of a numpy call they become 0-d arrays (numpy's scalar path is slower). The
-Runge–Kutta combinations of all continuous-state components run as one call per term on
-``(n_c, N)`` arrays.
+an operand of a numpy call they become 0-d arrays (numpy's scalar path is slower). An
+intermediate value's temporary is written over by the call that reads it and reused within
+the statement (few buffers, kept in cache). The Runge–Kutta combinations of all
+continuous-state components run on ``(n_c, N)`` arrays: the products of consecutive stages'
+derivatives in one call on their stacked ``(stages, n_c, N)`` array, then one call per sum.
 
 Only what translates exactly is accepted (else :class:`~cosim.fastpath.runtime.Unsupported`,
 naming the block): ``+ - * /``, unary ``- +``, ``abs``, ``min``/``max``, comparisons (chained
