@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+import struct
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -257,7 +258,8 @@ class Members:
     """What differs from ``sim``'s run in runs of ``model`` with other parameter values.
 
     Only blocks built from parameter expressions can differ: for each member, each is
-    evaluated in the member's workspace, and a copy of it rebuilt and initialized.
+    evaluated in the member's workspace, and a copy of it rebuilt and initialized (once per
+    distinct values: the members of a grid share most blocks' values).
 
     Parameters
     ----------
@@ -299,11 +301,10 @@ class Members:
         """
         from cosim.model.evaluate import parameter_value
         from cosim.model.expr import Workspace
-        from cosim.fastpath.params import lift
         model, n = self.model, len(overrides)
         params = dict(model.parameters)
         out = {i: ([None] * n, [None] * n, [None] * n) for _, _, _, i, _, _ in self.specs}
-        t0 = self.sim.config.t0
+        memo: dict = {}
         for j, over in enumerate(overrides):
             root = Workspace({**params, **over, **model.context}, path=model.name)
             children: dict = {}
@@ -316,28 +317,56 @@ class Members:
                         children[key] = ws.child(sub.context, path=sub.name)
                     ws = children[key]
                 values = {k: parameter_value(v, ws, f"{path}.{k}") for k, v in spec.items()}
-                clone = copy.copy(b)
-                clone.rebuild(values)
-                clone.initialize(t0)
-                kern = clone.kernel()
-                if kern is None:
-                    raise Unsupported(f"{path} has no kernel for member {j}")
-                kern = lift(kern)
-                if _structure(clone, kern) != structure:
-                    kern = _signed_like(kern, self.ref_kernels[i])
-                if _structure(clone, kern) != structure:
+                # Members whose values of a block are the same (a grid's) build it once.
+                key = (i, _exact(values))
+                made = memo.get(key)
+                if made is None:
+                    made = memo[key] = self._build(b, i, path, values, structure, j)
+                if made == "structure":
                     if others is None:
                         raise Unsupported(f"parameters of member {j} change the structure "
                                           f"of {path}")
                     others.append(j)
                     break
-                found.append((i, kern, {n: float(v[0]) for n, v in clone.state.items()},
-                              None if clone.cstate is None else np.asarray(clone.cstate,
-                                                                           float)))
+                found.append((i, *made))
             else:
                 for i, kern, state, cstate in found:
                     out[i][0][j], out[i][1][j], out[i][2][j] = kern, state, cstate
         return out
+
+
+    def _build(self, b, i: int, path: str, values: dict, structure: tuple, j: int):
+        """``(lifted kernel, initial state, initial continuous state)`` of block ``b``
+        (plan index ``i``) rebuilt from ``values`` (first met in member ``j``), or
+        ``"structure"`` when they change its structure."""
+        from cosim.fastpath.params import lift
+        clone = copy.copy(b)
+        clone.rebuild(values)
+        clone.initialize(self.sim.config.t0)
+        kern = clone.kernel()
+        if kern is None:
+            raise Unsupported(f"{path} has no kernel for member {j}")
+        kern = lift(kern)
+        if _structure(clone, kern) != structure:
+            kern = _signed_like(kern, self.ref_kernels[i])
+        if _structure(clone, kern) != structure:
+            return "structure"
+        return (kern, {n: float(v[0]) for n, v in clone.state.items()},
+                None if clone.cstate is None else np.asarray(clone.cstate, float))
+
+
+def _exact(v):
+    """A hashable key equal for two parameter values exactly when they are the same (floats
+    and arrays bit for bit: ``0.0`` and ``-0.0`` differ; types too: ``1`` and ``1.0``)."""
+    if isinstance(v, np.ndarray):
+        return ("array", v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, float):
+        return ("float", struct.pack("<d", v))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_exact(e) for e in v))
+    if isinstance(v, dict):
+        return ("dict", tuple((k, _exact(e)) for k, e in sorted(v.items())))
+    return (type(v).__name__, repr(v))
 
 
 def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:

@@ -452,6 +452,24 @@ def test_limits_select_signed_zeros_and_nan_as_a_run_does(monkeypatch, extrema):
             assert same_bits(mine[key], alone[key]), (params, key)
 
 
+def test_members_of_a_grid_share_blocks_built_from_the_same_values_only():
+    """Blocks are built once per distinct values (a grid's members share them): members
+    whose values differ only in a zero's sign do not share, every member is its own run."""
+    from cosim.fastpath.ensemble_run import run_members
+    points = [{"c": c, "g": g} for g in (0.5, 10.0) for c in (0.0, -0.0, 0.0, -0.0)]
+    config = _all_logged(sm.zeros_and_nan, SimulationConfig(dt=0.1, t_end=0.3))
+    m = sm.zeros_and_nan()
+    m.parameters.update(points[0])
+    sim = Simulator(m, config)
+    sim.initialize()
+    got = run_members(sim, m, points)
+    assert not np.signbit(got[0]["c.out"][0, 0]) and np.signbit(got[1]["c.out"][0, 0])
+    for params, mine in zip(points, got, strict=True):
+        alone = own_run(sm.zeros_and_nan, config, params)
+        for key in alone:
+            assert same_bits(mine[key], alone[key]), (params, key)
+
+
 def test_zero_crossings_are_located_per_member_as_in_its_own_run():
     """A ball bouncing (a ZeroCrossing of its height resetting its velocity): each member's
     step with an impact runs on its own interpreter, which locates and fires the event;
