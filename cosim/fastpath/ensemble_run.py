@@ -356,17 +356,21 @@ class Members:
 
 
 def _exact(v):
-    """A hashable key equal for two parameter values exactly when they are the same (floats
-    and arrays bit for bit: ``0.0`` and ``-0.0`` differ; types too: ``1`` and ``1.0``)."""
-    if isinstance(v, np.ndarray):
+    """A hashable key equal for two parameter values exactly when they are the same: floats
+    and arrays bit for bit (``0.0`` and ``-0.0`` apart), types too (``1`` and ``1.0``); a
+    value of another type is never shared (a key of its own)."""
+    t = type(v)
+    if t is float:
+        return v if v == v and v != 0.0 else ("float", struct.pack("<d", v))
+    if t is np.ndarray:
         return ("array", v.dtype.str, v.shape, v.tobytes())
-    if isinstance(v, float):
-        return ("float", struct.pack("<d", v))
-    if isinstance(v, (list, tuple)):
-        return (type(v).__name__, tuple(_exact(e) for e in v))
-    if isinstance(v, dict):
-        return ("dict", tuple((k, _exact(e)) for k, e in sorted(v.items())))
-    return (type(v).__name__, repr(v))
+    if t is dict:
+        return tuple((k, _exact(e)) for k, e in v.items())
+    if t is list or t is tuple:
+        return (t.__name__, tuple(_exact(e) for e in v))
+    if t in (int, bool, str) or v is None:
+        return (t.__name__, v)
+    return object()
 
 
 def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
