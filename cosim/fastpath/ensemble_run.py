@@ -24,7 +24,7 @@ from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["MAX_STATEMENTS", "Members", "const_values", "reusable", "run_members",
+__all__ = ["MAX_STATEMENTS", "MEMO_TRIES", "Members", "const_values", "reusable", "run_members",
            "scalar_fast_path", "why_not_fast"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
@@ -254,6 +254,11 @@ def scalar_fast_path(sim):
     return fast
 
 
+#: Members whose values of a block are all different before the block is built per member
+#: without looking for the same values again (see :meth:`Members.of`).
+MEMO_TRIES = 16
+
+
 class Members:
     """What differs from ``sim``'s run in runs of ``model`` with other parameter values.
 
@@ -305,6 +310,7 @@ class Members:
         params = dict(model.parameters)
         out = {i: ([None] * n, [None] * n, [None] * n) for _, _, _, i, _, _ in self.specs}
         memo: dict = {}
+        shared: dict = {}
         for j, over in enumerate(overrides):
             root = Workspace({**params, **over, **model.context}, path=model.name)
             children: dict = {}
@@ -317,11 +323,18 @@ class Members:
                         children[key] = ws.child(sub.context, path=sub.name)
                     ws = children[key]
                 values = {k: parameter_value(v, ws, f"{path}.{k}") for k, v in spec.items()}
-                # Members whose values of a block are the same (a grid's) build it once.
-                key = (i, _exact(values))
-                made = memo.get(key)
-                if made is None:
-                    made = memo[key] = self._build(b, i, path, values, structure, j)
+                # Members whose values of a block are the same (a grid's) build it once; a
+                # block whose first members all differ (a random design's) is built per
+                # member without keys.
+                seen = shared.setdefault(i, [0, 0])          # misses, hits
+                if seen[1] or seen[0] < MEMO_TRIES:
+                    key = (i, _exact(values))
+                    made = memo.get(key)
+                    seen[made is not None] += 1
+                    if made is None:
+                        made = memo[key] = self._build(b, i, path, values, structure, j)
+                else:
+                    made = self._build(b, i, path, values, structure, j)
                 if made == "structure":
                     if others is None:
                         raise Unsupported(f"parameters of member {j} change the structure "

@@ -452,10 +452,14 @@ def test_limits_select_signed_zeros_and_nan_as_a_run_does(monkeypatch, extrema):
             assert same_bits(mine[key], alone[key]), (params, key)
 
 
-def test_members_of_a_grid_share_blocks_built_from_the_same_values_only():
+@pytest.mark.parametrize("tries", [16, 0], ids=["shared", "built per member"])
+def test_members_of_a_grid_share_blocks_built_from_the_same_values_only(tries, monkeypatch):
     """Blocks are built once per distinct values (a grid's members share them): members
-    whose values differ only in a zero's sign do not share, every member is its own run."""
+    whose values differ only in a zero's sign do not share, every member is its own run
+    (and so where blocks are built per member, as after MEMO_TRIES members that differ)."""
+    from cosim.fastpath import ensemble_run
     from cosim.fastpath.ensemble_run import run_members
+    monkeypatch.setattr(ensemble_run, "MEMO_TRIES", tries)
     points = [{"c": c, "g": g} for g in (0.5, 10.0) for c in (0.0, -0.0, 0.0, -0.0)]
     config = _all_logged(sm.zeros_and_nan, SimulationConfig(dt=0.1, t_end=0.3))
     m = sm.zeros_and_nan()
