@@ -11,8 +11,9 @@ same for every member (time, step size, shared parameters, a step input) stay Py
 an operand of a numpy call they become 0-d arrays (numpy's scalar path is slower). An
 intermediate value's temporary is written over by the call that reads it and reused within
 the statement (few buffers, kept in cache). The Runge–Kutta combinations of all
-continuous-state components run on ``(n_c, N)`` arrays: the products of consecutive stages'
-derivatives in one call on their stacked ``(stages, n_c, N)`` array, then one call per sum.
+continuous-state components run as one call per term on ``(n_c, N)`` arrays (the products
+of all stages in one call on their stacked ``(stages, n_c, N)`` array measured slower:
+numpy's loop over a broadcast coefficient costs more than the calls it saves).
 
 Only what translates exactly is accepted (else :class:`~cosim.fastpath.runtime.Unsupported`,
 naming the block): ``+ - * /``, unary ``- +``, ``abs``, ``min``/``max``, comparisons (chained
@@ -70,10 +71,9 @@ class Translation:
     not_nan : set of str
         Constants the code takes to be no NaN for any member (a ``min``/``max`` limit, see
         :meth:`_Translator._extremum`): the caller checks them.
-    views : dict of str to (str, int or slice)
-        Name -> ``(buffer, index)``: a name bound to a column of a 2-D ``(N, k)`` buffer
-        (a lookup's gathered constants, one row per member), or to ``buffer[index]`` for a
-        stacked buffer (``(m, n_c, N)``: a row, or ``KK``'s stages, a slice).
+    views : dict of str to (str, int)
+        Name -> ``(buffer, column)``: a name bound to a column of a 2-D ``(N, k)`` buffer
+        (a lookup's gathered constants, one row per member).
     tables : dict of str to dict
         The constants of the lookups (:meth:`_Translator._piecewise`), made once per run
         by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each
@@ -189,10 +189,10 @@ class _Translator:
         self.out.buffers.setdefault(name, shape)
         return name
 
-    def _view(self, name: str, parent: str, index) -> str:
-        """A name bound to a column, row or slice of buffer ``parent`` (see
+    def _view(self, name: str, parent: str, column: int) -> str:
+        """A name bound to column ``column`` of buffer ``parent`` (see
         :attr:`Translation.views`)."""
-        self.out.views[name] = (parent, index)
+        self.out.views[name] = (parent, column)
         return name
 
     def _temp(self, shape: str) -> str:
@@ -263,10 +263,6 @@ class _Translator:
                 self.lines.append(f"_copyto({dst}, {node.id})")
                 return True, dst
             return True, node.id
-        if stacked and mask is None and isinstance(node, ast.BinOp):
-            terms = _stage_terms(node)
-            if terms is not None:
-                return True, self._combination(terms, dst)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             a = self.operand(node.left, stacked, mask)
             b = self.operand(node.right, stacked, mask)
@@ -306,23 +302,6 @@ class _Translator:
         if isinstance(node, ast.IfExp):
             return self._select(node, dst, stacked, mask)
         raise Unsupported(f"no exact elementwise form of {ast.unparse(node)!r}")
-
-    def _combination(self, terms: list[tuple[str, int]], dst: str | None) -> str:
-        """``b0 * K<j> + b1 * K<j+1> + ...`` (a Runge-Kutta combination of consecutive
-        stages' derivatives, left to right) with every product in one call on the stages'
-        stacked ``(stages, n_c, N)`` array, then the sums in order: each element the same
-        operations in the same order as a run's."""
-        m, first = len(terms), terms[0][1]
-        coef = self._zero_d(repr([[[float(c)]] for c, _ in terms]))
-        stages = self._view(f"_KK{first}_{m}", "KK", slice(first, first + m))
-        prods = self._buffer(f"_tS{m}", (m, "C", "N"))
-        self.lines.append(f"_mul({coef}, {stages}, {prods})")
-        rows = [self._view(f"{prods}_{i}", prods, i) for i in range(m)]
-        out = dst or self._temp("C")
-        self.lines.append(f"_add({rows[0]}, {rows[1]}, {out})")
-        for row in rows[2:]:
-            self.lines.append(f"_add({out}, {row}, {out})")
-        return out
 
     def _into(self, node, dst: str | None, shape: str) -> str:
         """Where a value computed in several calls goes: ``dst`` when ``node`` does not read
@@ -848,26 +827,6 @@ def _without_repeated_outputs(body: list) -> list:
 
 
 # -- helpers of the translation ------------------------------------------------------------
-
-def _stage_terms(node) -> list[tuple[str, int]] | None:
-    """``[(b0, j), (b1, j + 1), ...]`` of ``b0 * K<j> + b1 * K<j+1> + ...`` (left-nested sums
-    of at least two products of a number and consecutive stages' derivatives), else None."""
-    terms = []
-    while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        terms.append(node.right)
-        node = node.left
-    terms.append(node)
-    out = []
-    for t in reversed(terms):
-        if not (isinstance(t, ast.BinOp) and isinstance(t.op, ast.Mult) and
-                isinstance(t.left, ast.Constant) and type(t.left.value) in (int, float) and
-                isinstance(t.right, ast.Name) and re.fullmatch(r"K\d+", t.right.id)):
-            return None
-        out.append((t.left.value, int(t.right.id[1:])))
-    if len(out) < 2 or any(j != out[0][1] + i for i, (_, j) in enumerate(out)):
-        return None
-    return out
-
 
 def _reads(node, names: set) -> bool:
     """True if ``node`` reads one of ``names``."""

@@ -791,49 +791,30 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
                 alike[key] = ensemble_ops.make_table(spec, value_of, n, chain)
             made[name] = alike[key]
         return made[name]
-    # Every stage's derivatives in one array, K<j> its j-th: a combination of them is one
-    # product on a slice (see ensemble._Translator._combination).
-    last = -1
-    for name in [*tr.names, *tr.views]:
-        stage = re.fullmatch(r"K(\d+)|k(\d+)_\d+", name)
-        if stage:
-            last = max(last, int(stage.group(1) or stage.group(2)))
-        span = re.fullmatch(r"_KK(\d+)_(\d+)", name)
-        if span:
-            last = max(last, int(span.group(1)) + int(span.group(2)) - 1)
-    kk = np.zeros((last + 1, n_c, n))
     out = []
     for name in tr.names:
         if name in tr.views:
-            parent, index = tr.views[name]
-            if parent == "KK":
-                out.append(kk[index])
-            elif len(tr.buffers[parent]) == 2 and tr.buffers[parent][0] == "N":
-                out.append(buffer(parent)[:, index])      # a lookup's gathered constants
-            else:
-                out.append(buffer(parent)[index])
+            parent, column = tr.views[name]
+            out.append(buffer(parent)[:, column])
         elif name in members:
             out.append(members[name])
         elif name in tr.zero_d:
             text = tr.zero_d[name]
             v = eval(text, ns, dict(members))
-            out.append(np.array(v if isinstance(v, (np.ndarray, list)) else float(v),
-                                dtype=np.float64))
+            out.append(np.array(v if isinstance(v, np.ndarray) else float(v)))
         elif name in tr.buffers and tr.buffers[name] == ("table",):
             out.append(table(name))
         elif name in tr.buffers:
             out.append(buffer(name))
         elif name[0] == "x":
             out.append(D[int(name[1:])].copy())
-        elif name[0] == "K":
-            out.append(kk[int(name[1:])])
-        elif name in ("C", "Z"):
+        elif name in ("C", "Z") or name[0] == "K":
             out.append(stacked.setdefault(name, np.zeros((n_c, n))))
         elif name[0] in "cz":
             out.append(stacked.setdefault(name[0].upper(), np.zeros((n_c, n)))[int(name[1:])])
         elif name[0] == "k":
             si, comp = name[1:].split("_")
-            out.append(kk[int(si)][int(comp)])
+            out.append(stacked.setdefault(f"K{si}", np.zeros((n_c, n)))[int(comp)])
         else:
             raise Unsupported(f"unknown value {name}")
     return tuple(out), D
