@@ -8,9 +8,12 @@ statement's own evaluation order: ``a * b + c`` is a multiply into a temporary, 
 into the target. Elementwise float64 arithmetic rounds per element as Python's float
 arithmetic does, so every member computes bit for bit what its own run computes. Values the
 same for every member (time, step size, shared parameters, a step input) stay Python floats;
-an operand of a numpy call they become 0-d arrays (numpy's scalar path is slower). The
-Runge–Kutta combinations of all continuous-state components run as one call per term on
-``(n_c, N)`` arrays.
+an operand of a numpy call they become 0-d arrays (numpy's scalar path is slower). An
+intermediate value's temporary is written over by the call that reads it and reused within
+the statement (few buffers, kept in cache). The Runge–Kutta combinations of all
+continuous-state components run as one call per term on ``(n_c, N)`` arrays (the products
+of all stages in one call on their stacked ``(stages, n_c, N)`` array measured slower:
+numpy's loop over a broadcast coefficient costs more than the calls it saves).
 
 Only what translates exactly is accepted (else :class:`~cosim.fastpath.runtime.Unsupported`,
 naming the block): ``+ - * /``, unary ``- +``, ``abs``, ``min``/``max``, comparisons (chained
@@ -69,7 +72,8 @@ class Translation:
         Constants the code takes to be no NaN for any member (a ``min``/``max`` limit, see
         :meth:`_Translator._extremum`): the caller checks them.
     views : dict of str to (str, int)
-        Name -> ``(buffer, row)``: a name bound to a row of a 2-D buffer.
+        Name -> ``(buffer, column)``: a name bound to a column of a 2-D ``(N, k)`` buffer
+        (a lookup's gathered constants, one row per member).
     tables : dict of str to dict
         The constants of the lookups (:meth:`_Translator._piecewise`), made once per run
         by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each
@@ -135,6 +139,7 @@ class _Translator:
         self.alias_of: dict[str, str] = {}  # such a signal -> the state
         self.lines: list[str] = []
         self.temps = {"N": 0, "C": 0, "B": 0, "BC": 0}
+        self.free: dict[str, list[str]] = {"N": [], "C": []}
         self._kinds()
 
     # -- which values are member arrays --------------------------------------------------
@@ -184,16 +189,35 @@ class _Translator:
         self.out.buffers.setdefault(name, shape)
         return name
 
-    def _view(self, name: str, parent: str, row: int) -> str:
-        """A name bound to row ``row`` of buffer ``parent`` (see :attr:`Translation.views`)."""
-        self.out.views[name] = (parent, row)
+    def _view(self, name: str, parent: str, column: int) -> str:
+        """A name bound to column ``column`` of buffer ``parent`` (see
+        :attr:`Translation.views`)."""
+        self.out.views[name] = (parent, column)
         return name
 
     def _temp(self, shape: str) -> str:
+        if self.free.get(shape):
+            return self.free[shape].pop()
         n = self.temps[shape]
         self.temps[shape] += 1
         return self._buffer(f"_t{shape}{n}", {"N": ("N",), "C": ("C", "N"), "B": ("bool", "N"),
                                              "BC": ("bool", "C", "N")}[shape])
+
+    def _result(self, shape: str, *operands: str) -> str:
+        """Where an elementwise call on ``operands`` writes: an operand that is a temporary
+        (an intermediate value read by this call alone; a ufunc may write over its own
+        input), else a temporary. Fewer buffers, and the ones used stay in cache."""
+        for a in operands:
+            if re.fullmatch(rf"_t{shape}\d+", a):
+                return a
+        return self._temp(shape)
+
+    def _release(self, shape: str, out: str, *operands: str) -> None:
+        """The temporaries among ``operands`` (read by their one call, just emitted) are free
+        for the next intermediate values of the statement."""
+        for a in operands:
+            if a != out and re.fullmatch(rf"_t{shape}\d+", a):
+                self.free[shape].append(a)
 
     def _zero_d(self, text: str, member: bool = False) -> str:
         """A 0-d array holding the constant scalar ``text`` (a literal or shared constant),
@@ -242,25 +266,26 @@ class _Translator:
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             a = self.operand(node.left, stacked, mask)
             b = self.operand(node.right, stacked, mask)
-            out = dst or self._temp(shape)
+            out = dst or self._result(shape, a, b)
             if isinstance(node.op, ast.Div):
                 # Python raises on every division by zero (0/0, x/-0.0 too), numpy on some:
                 # the divisors are checked (numpy's own flags are off, as Python's
                 # arithmetic sets none: inf - inf is NaN in a run).
                 self.lines.append(f"_nonzero({b}, {mask})")
             self._call_text(_BINOPS[type(node.op)], [a, b], out, mask)
+            self._release(shape, out, a, b)
             return True, out
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             if isinstance(node.op, ast.UAdd):
                 return self.expr(node.operand, dst, stacked, mask)
             a = self.operand(node.operand, stacked, mask)
-            out = dst or self._temp(shape)
+            out = dst or self._result(shape, a)
             self._call_text("_neg", [a], out, mask)
             return True, out
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id == "abs" and len(node.args) == 1 and not node.keywords:
             a = self.operand(node.args[0], stacked, mask)
-            out = dst or self._temp(shape)
+            out = dst or self._result(shape, a)
             self._call_text("_abs", [a], out, mask)
             return True, out
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
@@ -443,7 +468,7 @@ class _Translator:
         views = []
         if gathered:
             table = self._table(f"{tid}_g", [list(r) for r in gathered], chain=chain)
-            vals = self._buffer(f"{tid}_v", (len(gathered), "N"))
+            vals = self._buffer(f"{tid}_v", ("N", len(gathered)))
             self.lines.append(f"{table}({idx}, {vals})")
             views = [self._view(f"{vals}_{r}", vals, r) for r in range(len(gathered))]
         rows = [row[0] if len(set(row)) == 1 else views[gathered[tuple(row)]] for row in texts]
@@ -582,6 +607,7 @@ class _Translator:
     def _stmt(self, st, indent: int) -> None:
         for shape in self.temps:
             self.temps[shape] = 0
+        self.free = {"N": [], "C": []}
         if isinstance(st, ast.If):
             if self._reads_member(st.test):
                 raise Unsupported(f"a branch on member values: {ast.unparse(st.test)}")
@@ -702,6 +728,7 @@ class _Translator:
         tree = ast.parse(text).body[0]
         for shape in self.temps:
             self.temps[shape] = 0
+        self.free = {"N": [], "C": []}
         saved = self.member
         self.member = saved | {"C", "Z"} | {f"K{j}" for j in range(8)}
         start = len(self.lines)

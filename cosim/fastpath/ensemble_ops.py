@@ -195,14 +195,20 @@ class Product:
         return out
 
 
+#: Most entries of a lookup's member-major table (members x cells x slots): a larger one
+#: whose slots are partly shared keeps those apart (64 MB at most per table here).
+GATHER_MAX = 1 << 23
+
+
 class Gather:
-    """A lookup's constants per member: ``out[s, m]`` is slot ``s``'s entry for member
+    """A lookup's constants per member: ``out[m, s]`` is slot ``s``'s entry for member
     ``m``'s cell (or branch) ``idx[m]``, each a member's own where its parameters make it.
 
-    A slot shared by all members is one ``take`` from its row of entries; a member's own is
-    one ``take`` from a member-major ``(N, entries)`` array at ``m * entries + idx`` (the
-    flat index computed once for all such slots, one add): no Python loop over members,
-    every output preallocated.
+    The slots are the columns of one table, so every slot of a member comes from one row:
+    one ``take`` of rows for all slots (at ``m * entries + idx`` from a member-major
+    ``(N * entries, slots)`` table when some entry is a member's own, the flat index one
+    add; at ``idx`` from an ``(entries, slots)`` table when none is), no Python loop over
+    members or slots, every output preallocated.
 
     Parameters
     ----------
@@ -213,32 +219,48 @@ class Gather:
     """
 
     def __init__(self, values: list, n: int):
-        self.shared, self.member = [], []
-        for s, row in enumerate(values):
-            if any(isinstance(v, np.ndarray) for v in row):
-                cells = np.array([np.broadcast_to(v, (n,)) for v in row], dtype=np.float64)
-                self.member.append((s, np.ascontiguousarray(cells.T).ravel().take))
-            else:
-                self.shared.append((s, np.array(row, dtype=np.float64).take))
-        entries = len(values[0]) if values else 0
-        self.flat = np.empty(n, dtype=np.intp)
-        self.offset = np.arange(n, dtype=np.intp) * entries
-        self._rows: dict = {}       # id of an output -> (it, its rows)
+        slots, entries = len(values), len(values[0]) if values else 0
+        self.offset = self.slots = None
+        if not any(isinstance(v, np.ndarray) for row in values for v in row):
+            self.table = np.array(values, dtype=np.float64).reshape(slots, entries).T.copy()
+        elif n * entries * slots <= GATHER_MAX:
+            table = np.empty((n, entries, slots), dtype=np.float64)
+            for s, row in enumerate(values):
+                for e, v in enumerate(row):
+                    table[:, e, s] = v
+            self.table = table.reshape(n * entries, slots)
+        else:
+            # A large table shared by all members is not repeated per member: each slot
+            # taken on its own, from a member-major ``(N * entries,)`` row when it is a
+            # member's own.
+            self.slots = []
+            for row in values:
+                if any(isinstance(v, np.ndarray) for v in row):
+                    cells = np.array([np.broadcast_to(v, (n,)) for v in row], dtype=np.float64)
+                    self.slots.append((True, np.ascontiguousarray(cells.T).ravel()))
+                else:
+                    self.slots.append((False, np.array(row, dtype=np.float64)))
+            self.one = np.empty(n, dtype=np.float64)
+        if self.slots is not None or self.table.shape[0] != entries:
+            self.flat = np.empty(n, dtype=np.intp)
+            self.offset = np.arange(n, dtype=np.intp) * entries
+        if self.slots is None:
+            self._take = self.table.take
 
     def __call__(self, idx, out) -> None:
-        # One table may serve several lookups spelt alike (each Runge-Kutta stage's).
-        got = self._rows.get(id(out))
-        if got is None or got[0] is not out:
-            got = self._rows[id(out)] = (out, list(out))
-        rows = got[1]
+        """Fill ``out``, shape ``(N, slots)`` (C-contiguous), from each member's index."""
         # Every index is in range by construction: ``mode="clip"`` spares numpy the copy of
         # the output that its bounds check makes.
-        if self.member:
-            np.add(self.offset, idx, out=self.flat)
-            for s, take in self.member:
-                take(self.flat, None, rows[s], "clip")
-        for s, take in self.shared:
-            take(idx, None, rows[s], "clip")
+        if self.slots is None:
+            if self.offset is not None:
+                np.add(self.offset, idx, out=self.flat)
+                idx = self.flat
+            self._take(idx, 0, out, "clip")
+            return
+        np.add(self.offset, idx, out=self.flat)
+        for s, (own, row) in enumerate(self.slots):
+            row.take(self.flat if own else idx, None, self.one, "clip")
+            out[:, s] = self.one
 
 
 def _nonzero(divisor, where=None) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+import struct
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -23,7 +24,7 @@ from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["MAX_STATEMENTS", "Members", "const_values", "reusable", "run_members",
+__all__ = ["MAX_STATEMENTS", "MEMO_TRIES", "Members", "const_values", "reusable", "run_members",
            "scalar_fast_path", "why_not_fast"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
@@ -253,11 +254,17 @@ def scalar_fast_path(sim):
     return fast
 
 
+#: Members whose values of a block are all different before the block is built per member
+#: without looking for the same values again (see :meth:`Members.of`).
+MEMO_TRIES = 16
+
+
 class Members:
     """What differs from ``sim``'s run in runs of ``model`` with other parameter values.
 
     Only blocks built from parameter expressions can differ: for each member, each is
-    evaluated in the member's workspace, and a copy of it rebuilt and initialized.
+    evaluated in the member's workspace, and a copy of it rebuilt and initialized (once per
+    distinct values: the members of a grid share most blocks' values).
 
     Parameters
     ----------
@@ -299,11 +306,11 @@ class Members:
         """
         from cosim.model.evaluate import parameter_value
         from cosim.model.expr import Workspace
-        from cosim.fastpath.params import lift
         model, n = self.model, len(overrides)
         params = dict(model.parameters)
         out = {i: ([None] * n, [None] * n, [None] * n) for _, _, _, i, _, _ in self.specs}
-        t0 = self.sim.config.t0
+        memo: dict = {}
+        shared: dict = {}
         for j, over in enumerate(overrides):
             root = Workspace({**params, **over, **model.context}, path=model.name)
             children: dict = {}
@@ -316,28 +323,67 @@ class Members:
                         children[key] = ws.child(sub.context, path=sub.name)
                     ws = children[key]
                 values = {k: parameter_value(v, ws, f"{path}.{k}") for k, v in spec.items()}
-                clone = copy.copy(b)
-                clone.rebuild(values)
-                clone.initialize(t0)
-                kern = clone.kernel()
-                if kern is None:
-                    raise Unsupported(f"{path} has no kernel for member {j}")
-                kern = lift(kern)
-                if _structure(clone, kern) != structure:
-                    kern = _signed_like(kern, self.ref_kernels[i])
-                if _structure(clone, kern) != structure:
+                # Members whose values of a block are the same (a grid's) build it once; a
+                # block whose first members all differ (a random design's) is built per
+                # member without keys.
+                seen = shared.setdefault(i, [0, 0])          # misses, hits
+                if seen[1] or seen[0] < MEMO_TRIES:
+                    key = (i, _exact(values))
+                    made = memo.get(key)
+                    seen[made is not None] += 1
+                    if made is None:
+                        made = memo[key] = self._build(b, i, path, values, structure, j)
+                else:
+                    made = self._build(b, i, path, values, structure, j)
+                if made == "structure":
                     if others is None:
                         raise Unsupported(f"parameters of member {j} change the structure "
                                           f"of {path}")
                     others.append(j)
                     break
-                found.append((i, kern, {n: float(v[0]) for n, v in clone.state.items()},
-                              None if clone.cstate is None else np.asarray(clone.cstate,
-                                                                           float)))
+                found.append((i, *made))
             else:
                 for i, kern, state, cstate in found:
                     out[i][0][j], out[i][1][j], out[i][2][j] = kern, state, cstate
         return out
+
+
+    def _build(self, b, i: int, path: str, values: dict, structure: tuple, j: int):
+        """``(lifted kernel, initial state, initial continuous state)`` of block ``b``
+        (plan index ``i``) rebuilt from ``values`` (first met in member ``j``), or
+        ``"structure"`` when they change its structure."""
+        from cosim.fastpath.params import lift
+        clone = copy.copy(b)
+        clone.rebuild(values)
+        clone.initialize(self.sim.config.t0)
+        kern = clone.kernel()
+        if kern is None:
+            raise Unsupported(f"{path} has no kernel for member {j}")
+        kern = lift(kern)
+        if _structure(clone, kern) != structure:
+            kern = _signed_like(kern, self.ref_kernels[i])
+        if _structure(clone, kern) != structure:
+            return "structure"
+        return (kern, {n: float(v[0]) for n, v in clone.state.items()},
+                None if clone.cstate is None else np.asarray(clone.cstate, float))
+
+
+def _exact(v):
+    """A hashable key equal for two parameter values exactly when they are the same: floats
+    and arrays bit for bit (``0.0`` and ``-0.0`` apart), types too (``1`` and ``1.0``); a
+    value of another type is never shared (a key of its own)."""
+    t = type(v)
+    if t is float:
+        return v if v == v and v != 0.0 else ("float", struct.pack("<d", v))
+    if t is np.ndarray:
+        return ("array", v.dtype.str, v.shape, v.tobytes())
+    if t is dict:
+        return tuple((k, _exact(e)) for k, e in v.items())
+    if t is list or t is tuple:
+        return (t.__name__, tuple(_exact(e) for e in v))
+    if t in (int, bool, str) or v is None:
+        return (t.__name__, v)
+    return object()
 
 
 def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
@@ -647,11 +693,17 @@ class _Located:
                 monitor.scheduled_at(t)
                 # Those fire after the tick's outputs: at the member's step (see step).
                 crossed = monitor.crossed_at_tick()
-                if crossed:
+                stops = sim.state.t_stop is not None or sim.state.stop_requested
+                if crossed and not stops:
                     self.pending[m] = crossed
-                if sim.state.t_stop is not None or sim.state.stop_requested:
+                if stops:
                     self.stopped[m] = k
                 self._take_back(m, sim)
+                if crossed and stops:
+                    # Its run still fires them after this tick's outputs, then stops: fired
+                    # here on its own simulator once the ensemble has its state (their
+                    # resets come after everything its logs hold, so they stay there).
+                    monitor.fire(crossed, t)
                 continue
             stop = False
             for ev in due:
@@ -742,8 +794,8 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
     out = []
     for name in tr.names:
         if name in tr.views:
-            parent, row = tr.views[name]
-            out.append(buffer(parent)[row])
+            parent, column = tr.views[name]
+            out.append(buffer(parent)[:, column])
         elif name in members:
             out.append(members[name])
         elif name in tr.zero_d:

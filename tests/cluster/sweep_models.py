@@ -538,6 +538,16 @@ def kicked_resets_stop():
     return m
 
 
+def kicked_lift_stop():
+    """:func:`kicked_at_start` ending at a scheduled stop at 0.6 s, the tick whose reset
+    makes the watched position cross: its run fires that crossing after the tick's outputs,
+    then stops."""
+    from cosim.model.events import Scheduled
+    m = kicked_at_start()
+    m.add_event(Scheduled("halt", times=[0.6], stop=True))
+    return m
+
+
 def _half_back(v):
     return -0.5 * v
 

@@ -52,6 +52,13 @@ TRANSLATED = {
                                                              solver="RK4"),
                              grid({"t_step": [0.0, 0.105, 0.2], "height": [1.0, 3.5]})),
     "one_member": (sm.lag, sm.CONFIG, [{"gain": 1.5}]),
+    # Other tableaux: the stages' combinations (several terms, one stage alone) per solver.
+    "msd_friction_ssprk33": (sm.msd_friction, SimulationConfig(dt=1e-3, t_end=0.5,
+                                                               solver="SSPRK33"),
+                             lhs({"kp": (5.0, 40.0), "mu": (0.5, 3.0)}, 5, seed=6)),
+    "msd_friction_euler": (sm.msd_friction, SimulationConfig(dt=1e-3, t_end=0.5,
+                                                             solver="Euler"),
+                           lhs({"kp": (5.0, 40.0), "mu": (0.5, 3.0)}, 5, seed=7)),
     # Limits, lookups, switching, math per member (issue 36): parameters chosen so that
     # every limit and switch acts in some members and not in others.
     "thermal_zone_saturated": (sm.thermal_zone,
@@ -439,6 +446,28 @@ def test_limits_select_signed_zeros_and_nan_as_a_run_does(monkeypatch, extrema):
     sim.initialize()
     got = run_members(sim, m, points)
     assert np.signbit(got[0]["a.out"][0, 0]) and np.isnan(got[1]["n.out"][0, 0])
+    for params, mine in zip(points, got, strict=True):
+        alone = own_run(sm.zeros_and_nan, config, params)
+        for key in alone:
+            assert same_bits(mine[key], alone[key]), (params, key)
+
+
+@pytest.mark.parametrize("tries", [16, 0], ids=["shared", "built per member"])
+def test_members_of_a_grid_share_blocks_built_from_the_same_values_only(tries, monkeypatch):
+    """Blocks are built once per distinct values (a grid's members share them): members
+    whose values differ only in a zero's sign do not share, every member is its own run
+    (and so where blocks are built per member, as after MEMO_TRIES members that differ)."""
+    from cosim.fastpath import ensemble_run
+    from cosim.fastpath.ensemble_run import run_members
+    monkeypatch.setattr(ensemble_run, "MEMO_TRIES", tries)
+    points = [{"c": c, "g": g} for g in (0.5, 10.0) for c in (0.0, -0.0, 0.0, -0.0)]
+    config = _all_logged(sm.zeros_and_nan, SimulationConfig(dt=0.1, t_end=0.3))
+    m = sm.zeros_and_nan()
+    m.parameters.update(points[0])
+    sim = Simulator(m, config)
+    sim.initialize()
+    got = run_members(sim, m, points)
+    assert not np.signbit(got[0]["c.out"][0, 0]) and np.signbit(got[1]["c.out"][0, 0])
     for params, mine in zip(points, got, strict=True):
         alone = own_run(sm.zeros_and_nan, config, params)
         for key in alone:

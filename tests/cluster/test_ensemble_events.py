@@ -26,6 +26,8 @@ CASES = {
                                                              POINTS),
     "a scheduled stop inside a step": (sm.kicked_stop, CONFIG, POINTS),
     "a scheduled stop at a tick": (sm.kicked_resets_stop, CONFIG, POINTS),
+    "a scheduled stop at the tick of a reset that crosses": (sm.kicked_lift_stop, CONFIG,
+                                                             POINTS),
     "a zero crossing stopping each member at its own time": (sm.stopping, CONFIG, BOUNCES),
 }
 

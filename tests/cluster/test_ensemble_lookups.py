@@ -69,9 +69,14 @@ def logged_all(factory):
     return _all_logged(factory, CONFIG)
 
 
+@pytest.mark.parametrize("layout", ["one table", "large: slots apart"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_members_lookups_are_bit_identical_to_their_own_runs(case):
+def test_members_lookups_are_bit_identical_to_their_own_runs(case, layout, monkeypatch):
+    from cosim.fastpath import ensemble_ops
     from cosim.fastpath.ensemble_run import run_members, _compiled
+    if layout != "one table":
+        # A table too large to repeat its shared slots per member keeps them apart.
+        monkeypatch.setattr(ensemble_ops, "GATHER_MAX", 0)
     factory, points = CASES[case]
     config = logged_all(factory)
     m = factory()
