@@ -48,6 +48,8 @@ class Transport:
         The replies of the last exchange that came (also when a unit failed).
     failed : tuple
         ``(macro step, unit)`` of the failure the last exchange raised.
+    rounds : int
+        Exchanges made (round trips, a coupling's iterations each one).
     """
 
     def __init__(self, master, fusable: set, packers: dict):
@@ -67,6 +69,7 @@ class Transport:
         self.batches: dict = {}        # lane batches made, by (lane, layout of its units)
         self.replies: dict = {}
         self.failed: tuple = ()
+        self.rounds = 0
 
     def exchange(self, batch: dict, at: dict) -> dict:
         """Every unit's requests of a round (``batch``: unit -> list of requests; ``at``:
@@ -77,6 +80,7 @@ class Transport:
         macro step, the first in unit order, raised once every reply is read; its macro step
         and unit in :attr:`failed`, the replies that came in :attr:`replies`)."""
         calls = self.calls
+        self.rounds += 1
         first = min(at.values(), key=_k)
         T, H = first.T, first.H
         self.replies, self.failed = {}, ()

@@ -171,7 +171,8 @@ def ev_run_s(backend, path="engine", t_end=10.0) -> tuple[float, object]:
         wall = time.perf_counter() - t0
         m = sim.master
         return wall, (m.engine.program if m.engine is not None else None,
-                      m.stats["macro_steps"], m.stats["iterations"])
+                      m.stats["macro_steps"], m.stats["iterations"],
+                      m.engine.transport.rounds if m.engine is not None else None)
     finally:
         sim.close()
 
@@ -242,18 +243,22 @@ def test_bench_shapes(ray_session):
     ev_local, _ = ev_run_s("local", "default")
     raw5 = raw_floors(request, reply, 5)
     for backend in ("zmq", "ray"):
-        new, (program, steps, iterations) = ev_run_s(backend)
+        new, (program, steps, iterations, rounds) = ev_run_s(backend)
         old, _ = ev_run_s(backend, "protocol")
-        # Round trips per macro step: the program's, each coupling iteration past the first
-        # one more (iterations counts them all).
+        # Round trips per macro step: the one-step program's, each coupling iteration past
+        # the first one more (iterations counts them all); and those the run took (windows
+        # of macro steps send a later step's actions with an earlier one's rounds).
         couplings = sum(1 for s in program.stages if s.coupling)
         trips = program.round_trips + iterations / steps - couplings
-        floor = ev_local + steps * trips * raw5[(False, "fan")] * 1e-6
-        curve = ev_local + steps * trips * raw5[(True, "fan")] * 1e-6
-        print(f"EV {backend}, 10 s ({steps} macro steps, {iterations / steps:.2f} coupling "
-              f"evaluations per step): engine {new:.2f} s, protocol {old:.2f} s, in process "
-              f"{ev_local:.2f} s, wire floor {floor:.2f} s ({trips:.1f} round trips/step x "
-              f"raw {raw5[(False, 'fan')]:.0f} us + in process; CURVE {curve:.2f} s) -> "
-              f"engine/floor {new / floor:.2f} (CURVE {new / curve:.2f}), protocol/floor "
-              f"{old / floor:.2f}")
+        took = rounds / steps
+        fan, fan_curve = raw5[(False, "fan")] * 1e-6, raw5[(True, "fan")] * 1e-6
+        for what, n in (("the program's", trips), ("the run's", took)):
+            floor = ev_local + steps * n * fan
+            curve = ev_local + steps * n * fan_curve
+            print(f"EV {backend}, 10 s ({steps} macro steps, {iterations / steps:.2f} coupling "
+                  f"evaluations per step): engine {new:.2f} s, protocol {old:.2f} s, in "
+                  f"process {ev_local:.2f} s; wire floor with {what} {n:.2f} round trips/step "
+                  f"x raw {fan * 1e6:.0f} us + in process: {floor:.2f} s (CURVE {curve:.2f} s) "
+                  f"-> engine/floor {new / floor:.2f} (CURVE {new / curve:.2f}), "
+                  f"protocol/floor {old / floor:.2f}")
         print(program.table())
