@@ -182,3 +182,19 @@ def test_a_keep_never_rolled_back_to_is_settled_after_a_bounded_number_of_steps(
     # every step packed but the one past the bound and the rollback (to the state the
     # unit now holds, its snapshot): the ordinary way, equal bit for bit
     assert drive(reqs, 10 ** 6) == len(reqs) - 2
+
+
+def test_an_input_a_rollback_does_not_name_keeps_its_latest_value():
+    """A Step may name some inputs only (the others keep their values): after a rollback,
+    an input it does not name keeps the value (and derivatives) the latest Step gave it, as
+    with the ordinary fused Step (a unit's state does not hold its inputs); also when the
+    unit settles in between."""
+    for settle_every, packed in ((10 ** 6, 5), (2, 2)):
+        reqs = [P.Step(("u", "w"), (1, 1), 0, 0.0, 0.001, np.array([1.0, 0.5, 2.0, -3.0])),
+                P.Step(("u", "w"), (0, 0), P.STEP_KEEP, 0.001, 0.002, np.array([4.0, 5.0])),
+                P.Step(("u",), (0,), P.STEP_ROLLBACK | P.STEP_REFRESH, 0.001, 0.002,
+                       np.array([6.0])),
+                P.Step(("u", "w"), (0, 0), P.STEP_ROLLBACK, 0.001, 0.002,
+                       np.array([7.0, 8.0])),
+                P.Step(("u",), (0,), P.STEP_ROLLBACK, 0.001, 0.002, np.array([9.0]))]
+        assert drive(reqs, settle_every) >= packed
