@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 
-from cosim.errors import SimulationError
 import numpy as np
 
+from cosim.errors import SimulationError
 from cosim.master.protocol import STEP_KEEP, STEP_REFRESH, STEP_RESET, STEP_ROLLBACK, Step
 from cosim.numerics.timegrid import EXCHANGE_RTOL
 
@@ -103,8 +103,8 @@ class PackedSteps:
         that do not fit, a unit that cannot keep its state on its generated path asked to."""
         if mode & ~_MODES:
             return None
-        if len(self.since) >= SINCE_MAX and self.kept is not None and not mode & _HOLD:
-            return None
+        if len(self.since) >= SINCE_MAX and not mode & _HOLD:
+            return None                     # (steps are remembered only while kept)
         k = self.k
         if mode & _HOLD:
             if h == 0.0 or self.keep is None:
@@ -199,9 +199,7 @@ class PackedSteps:
             restore()
         if mode & STEP_KEEP:
             self.kept = (self.keep(), self.k, self.last, self.stepped)
-            self.since = []
-        elif mode & STEP_ROLLBACK:
-            self.since = []
+        self.since = []                     # (the kept state is where the steps start)
         return True
 
     def _outputs(self) -> list | None:
