@@ -27,23 +27,18 @@ overflow gives inf and inf - inf NaN (numpy's flags are off).
 from __future__ import annotations
 
 import ast
-import copy
 import re
 
+from cosim.fastpath import ensemble_ast as exprs
 from cosim.fastpath.ensemble_ops import EXTREMA_EXACT
 from cosim.fastpath.runtime import Unsupported
 
 __all__ = ["Translation", "translate"]
 
 _BINOPS = {ast.Add: "_add", ast.Sub: "_sub", ast.Mult: "_mul", ast.Div: "_div"}
-_CMPS = {ast.Lt: "_lt", ast.LtE: "_le", ast.Gt: "_gt", ast.GtE: "_ge", ast.Eq: "_eq",
-         ast.NotEq: "_ne"}
 #: Conditional chains of at least this many tests are translated as lookups (``_piecewise``),
 #: and chains of chains (a 2-D table's) of any length.
 _CHAIN_MIN = 3
-
-#: Operators that can raise on some values (a member's own run may never evaluate them).
-_RAISING = (ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 
 #: Names of the scalar strategy's values that hold state across ticks (always member arrays).
 _STATE = re.compile(r"^(x\d+|c\d+|z\d+|k\d+_\d+)$")
@@ -254,7 +249,7 @@ class _Translator:
                 return True, dst
             return False, ast.unparse(node)
         shape = "C" if stacked else "N"
-        if isinstance(node, ast.UnaryOp) and _constant(node) and dst is None:
+        if isinstance(node, ast.UnaryOp) and exprs.constant(node) and dst is None:
             # A member's negated constant (``-_k3``, a negative parameter): made once per
             # run (the negation is exact), not per evaluation.
             return True, self._zero_d(ast.unparse(node), member=True)
@@ -292,7 +287,7 @@ class _Translator:
                 node.func.id in ("min", "max") and len(node.args) >= 2 and not node.keywords \
                 and not any(isinstance(a, ast.Starred) for a in node.args):
             return self._extremum(node, dst, stacked, mask)
-        if isinstance(node, ast.Call) and _math_call(node):
+        if isinstance(node, ast.Call) and exprs.math_call(node):
             # math.* per member, by the very function a run calls (numpy's may differ by an
             # ulp): exact, one Python call per member.
             a = self.operand(node.args[0], stacked, mask)
@@ -306,7 +301,7 @@ class _Translator:
     def _into(self, node, dst: str | None, shape: str) -> str:
         """Where a value computed in several calls goes: ``dst`` when ``node`` does not read
         it (the first call would overwrite what a later one reads), else a temporary."""
-        if dst is not None and not _reads(node, self._sharing(dst)):
+        if dst is not None and not exprs.reads(node, self._sharing(dst)):
             return dst
         return self._temp(shape)
 
@@ -335,7 +330,7 @@ class _Translator:
         acc = self._into(node, dst, shape)
         first = True
         for arg in node.args[1:]:
-            if EXTREMA_EXACT and _constant(arg) and not mask:
+            if EXTREMA_EXACT and exprs.constant(arg) and not mask:
                 src = self.operand(node.args[0], stacked) if first else acc
                 c = self.operand(arg, stacked)
                 self.out.not_nan.add(ast.unparse(arg))
@@ -363,7 +358,7 @@ class _Translator:
             self.lines.append("else:")
             self._indented(lambda: self.expr(node.orelse, out, stacked, mask))
             return True, out
-        chain = _chain(node)
+        chain = exprs.conditional_chain(node)
         if not stacked and (len(chain[0]) >= _CHAIN_MIN or
                             all(isinstance(v, ast.IfExp) for v in chain[1])):
             done = self._piecewise(chain, dst, mask)
@@ -371,7 +366,7 @@ class _Translator:
                 return True, done
         cond = self.condition(node.test, stacked, mask)
         sel = self._temp(shape)
-        if _safe(node.body) and _safe(node.orelse):
+        if exprs.safe(node.body) and exprs.safe(node.orelse):
             # Both branches computed for every member (none can raise); each member selects.
             self.expr(node.orelse, sel, stacked, mask)
             b = self.operand(node.body, stacked, mask)
@@ -403,8 +398,8 @@ class _Translator:
         Every test compares one left side ``L`` with a constant; the branches fall into a
         few templates that differ only in constants (``a * (L - b) + c``). Branches that are
         themselves such chains, with the same tests in every branch (a 2-D table's cells,
-        :func:`_axes`), make a product of chains: a cell per combination. Each member's
-        branch is the first whose test holds on each axis
+        :func:`~cosim.fastpath.ensemble_ast.axes`), make a product of chains: a cell per
+        combination. Each member's branch is the first whose test holds on each axis
         (:class:`~cosim.fastpath.ensemble_ops.Chain`,
         :class:`~cosim.fastpath.ensemble_ops.Product`); each template is evaluated once, on
         its constants gathered per member (per-member tables are data), so each member
@@ -416,17 +411,18 @@ class _Translator:
         divisions by a constant when every branch has one template: each member then divides
         by its own branch's divisor, as its own run does.
         """
-        axes, values = _axes(chain)
+        axes, values = exprs.axes(chain)
         if axes is None:
             return None
         groups: dict[str, list[int]] = {}
         slots: dict[str, list[list[str]]] = {}
         for j, v in enumerate(values):
-            shape, consts = _template(v)
+            shape, consts = exprs.template(v)
             groups.setdefault(shape, []).append(j)
             slots.setdefault(shape, []).append(consts)
-        if len(groups) > 3 or not all(_safe(v) or (len(groups) == 1 and _divides_by_constant(v))
-                                      for v in values):
+        if len(groups) > 3 or not all(
+                exprs.safe(v) or (len(groups) == 1 and exprs.divides_by_constant(v))
+                for v in values):
             return None
         tid = f"_pw{len(self.out.tables)}"
         indices = []
@@ -434,7 +430,7 @@ class _Translator:
             left = self.operand(tests[0].left, False, mask)
             name = self._table(f"{tid}_c" + (str(a) if a else ""),
                                [[ast.unparse(t.comparators[0]) for t in tests]], kind="chain")
-            self.out.tables[name]["ops"] = [_CMPS[type(t.ops[0])] for t in tests]
+            self.out.tables[name]["ops"] = [exprs.COMPARISONS[type(t.ops[0])] for t in tests]
             idx = self._buffer(f"{tid}_i" + (str(a) if a else ""), ("int", "N"))
             self.lines.append(f"{idx} = {name}({left}, {idx})")
             indices.append((name, idx))
@@ -446,7 +442,7 @@ class _Translator:
             idx = self._buffer(f"{tid}_ix", ("int", "N"))
             self.lines.append(f"{idx} = {chain}({', '.join(i for _, i in indices)}, {idx})")
         whole = ast.Tuple([*(t for tests in axes for t in tests), *values], ast.Load())
-        out = dst if dst is not None and not _reads(whole, self._sharing(dst)) \
+        out = dst if dst is not None and not exprs.reads(whole, self._sharing(dst)) \
             else self._temp("N")
         # The group of the most branches first, computed into the result; the others are
         # copied over it where members take them.
@@ -484,7 +480,7 @@ class _Translator:
             if shape != "_P0" or target != names[0]:
                 saved = self.member
                 self.member = saved | (set(names) & set(views))
-                self.expr(_fill(ast.parse(shape, mode="eval").body, names), target, False,
+                self.expr(exprs.fill(ast.parse(shape, mode="eval").body, names), target, False,
                           mask)
                 self.member = saved
             if g:
@@ -517,7 +513,7 @@ class _Translator:
         member, src = self.expr(node, None, stacked, mask)
         if member:
             return src
-        if _constant(node):
+        if exprs.constant(node):
             return self._zero_d(src)
         return f"_arr({src})"
 
@@ -528,13 +524,14 @@ class _Translator:
         bshape = "BC" if stacked else "B"
         if not self._reads_member(node):
             return f"_arr(bool({ast.unparse(node)}))"
-        if isinstance(node, ast.Compare) and all(type(op) in _CMPS for op in node.ops):
+        if isinstance(node, ast.Compare) and \
+                all(type(op) in exprs.COMPARISONS for op in node.ops):
             left = self.operand(node.left, stacked, mask)
             out = None
             for op, right_node in zip(node.ops, node.comparators):
                 right = self.operand(right_node, stacked, mask)
                 part = self._temp(bshape)
-                self._call_text(_CMPS[type(op)], [left, right], part, mask)
+                self._call_text(exprs.COMPARISONS[type(op)], [left, right], part, mask)
                 if out is None:
                     out = part
                 else:
@@ -548,7 +545,7 @@ class _Translator:
             self.lines.append(f"_copyto({out}, {first})")
             for v in node.values[1:]:
                 guard = None
-                if not _safe(v):
+                if not exprs.safe(v):
                     # evaluated where the run evaluates it: ``and`` while true, ``or`` while false
                     guard = self._temp(bshape)
                     if fn == "_and":
@@ -824,138 +821,3 @@ def _without_repeated_outputs(body: list) -> list:
         kept.append(st)
     new = ast.If(test=full.test, body=kept, orelse=full.orelse)
     return [new if st is full else st for st in body]
-
-
-# -- helpers of the translation ------------------------------------------------------------
-
-def _reads(node, names: set) -> bool:
-    """True if ``node`` reads one of ``names``."""
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
-
-
-def _math_call(node) -> bool:
-    """``math.<f>(x)``: a one-argument function of the math module."""
-    f = node.func
-    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-        f.value.id == "math" and len(node.args) == 1 and not node.keywords
-
-
-def _safe(node) -> bool:
-    """True if evaluating ``node`` cannot raise whatever the values (no division, power or
-    math function), so every member may compute it whether or not its run does."""
-    for n in ast.walk(node):
-        if isinstance(n, ast.BinOp) and isinstance(n.op, _RAISING):
-            return False
-        if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and
-                                            n.func.id in ("abs", "min", "max")):
-            return False
-    return True
-
-
-def _divides_by_constant(node) -> bool:
-    """True if the only operations of ``node`` that can raise are divisions by a constant
-    (a lookup's cell widths): they raise for a member exactly when its own run's does."""
-    for n in ast.walk(node):
-        if isinstance(n, ast.BinOp) and isinstance(n.op, _RAISING) and not (
-                isinstance(n.op, ast.Div) and _constant(n.right)):
-            return False
-        if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and
-                                            n.func.id in ("abs", "min", "max")):
-            return False
-    return True
-
-
-def _simple_tests(tests) -> bool:
-    """True if every test compares one left side with a constant (one comparison each)."""
-    lefts = {ast.dump(t.left) for t in tests if isinstance(t, ast.Compare)}
-    return len(lefts) == 1 and all(
-        isinstance(t, ast.Compare) and len(t.ops) == 1 and type(t.ops[0]) in _CMPS and
-        _constant(t.comparators[0]) for t in tests)
-
-
-def _outer(chain) -> tuple[list, list]:
-    """A chain over one value: ``chain`` cut at its first test of another value (the last
-    branch of ``a if x < 1 else (b if y < 2 else c)`` is the inner chain, which
-    :func:`_chain` follows as tests of the same chain)."""
-    tests, values = chain
-    left = ast.dump(tests[0].left) if tests and isinstance(tests[0], ast.Compare) else None
-    cut = next((k for k, t in enumerate(tests)
-                if not isinstance(t, ast.Compare) or ast.dump(t.left) != left), len(tests))
-    if cut in (0, len(tests)):
-        return tests, values
-    rest = values[-1]
-    for t, v in zip(reversed(tests[cut:]), reversed(values[cut:-1])):
-        rest = ast.IfExp(test=t, body=v, orelse=rest)
-    return tests[:cut], values[:cut] + [rest]
-
-
-def _axes(chain) -> tuple[list | None, list]:
-    """``(axes, leaves)`` of a conditional chain over one value, whose branches may be
-    chains over another with the same tests in every branch (a 2-D table's rows of cells),
-    and so on: each axis's tests, and the leaves in row-major order (the first axis's
-    branch slowest). ``(None, [])`` when the tests are not comparisons of one value with
-    constants."""
-    tests, values = _outer(chain)
-    if not _simple_tests(tests):
-        return None, []
-    axes = [tests]
-    while all(isinstance(v, ast.IfExp) for v in values):
-        inner = [_outer(_chain(v)) for v in values]
-        first = [ast.unparse(t) for t in inner[0][0]]
-        if not _simple_tests(inner[0][0]) or \
-                any([ast.unparse(t) for t in c[0]] != first for c in inner[1:]):
-            break
-        axes.append(inner[0][0])
-        values = [leaf for _, leaves in inner for leaf in leaves]
-    return axes, values
-
-
-def _chain(node) -> tuple[list, list]:
-    """``(tests, values)`` of ``v0 if t0 else v1 if t1 else ... else vm``."""
-    tests, values = [], []
-    while isinstance(node, ast.IfExp):
-        tests.append(node.test)
-        values.append(node.body)
-        node = node.orelse
-    values.append(node)
-    return tests, values
-
-
-def _constant(node) -> bool:
-    """A constant of the generated code: a number, a constant ``_k<i>`` (shared or a
-    member's), or the negation of one."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        node = node.operand
-    if isinstance(node, ast.Name):
-        return node.id.startswith("_k")
-    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
-
-
-class _Slots(ast.NodeTransformer):
-    """Replaces each constant of an expression by a slot ``_P<i>`` (in evaluation order)."""
-
-    def __init__(self):
-        self.consts: list[str] = []
-
-    def visit(self, node):
-        if _constant(node):
-            self.consts.append(ast.unparse(node))
-            return ast.Name(f"_P{len(self.consts) - 1}", ast.Load())
-        return self.generic_visit(node)
-
-
-def _template(node) -> tuple[str, list[str]]:
-    """``(source with slots, constants' sources)`` of an expression (see :class:`_Slots`)."""
-    slots = _Slots()
-    tree = slots.visit(copy.deepcopy(node))
-    return ast.unparse(tree), slots.consts
-
-
-def _fill(tree, names: list[str]):
-    """``tree`` (a template) with slot ``_P<i>`` read from ``names[i]``."""
-    class Fill(ast.NodeTransformer):
-        def visit_Name(self, n):
-            if re.fullmatch(r"_P\d+", n.id):
-                return ast.parse(names[int(n.id[2:])], mode="eval").body
-            return n
-    return Fill().visit(tree)
