@@ -5,9 +5,11 @@ in the layout that unit's previous Step had is read with one prepared form per u
 (:class:`cluster.prepared.StepForm`: a length, two prefixes and two ``struct`` reads), stepped
 on the unit's generated path (``LocalUnit.step_packed``) and answered with a prepared
 ``Stepped`` (:class:`cluster.prepared.SteppedForm`): no message object, no numpy array and
-no dictionary of layouts in between. A pair in any other form is learnt from (the strict
-decoder has remembered its layout) or the message goes the ordinary way, untouched.
-Replies, errors included, are those of the ordinary way.
+no dictionary of layouts in between. A pair of several Steps (a unit of a coupling through a
+held output: its step, then a refresh setting a part of its inputs) is read likewise
+(:class:`cluster.prepared.StepsForm`) and its Steps taken in order. A pair in any other form
+is learnt from (the strict decoder has remembered its layout) or the message goes the
+ordinary way, untouched. Replies, errors included, are those of the ordinary way.
 """
 
 from __future__ import annotations
@@ -18,26 +20,35 @@ import time
 import zmq
 
 from cluster import prepared
-from cluster.codec import DEFAULT_LIMITS, encode_batch
+import numpy as np
+
+from cluster.codec import DEFAULT_LIMITS, encode, encode_batch
 from cluster.dataplane import guarded, parse, reply
 from cluster.frames import SNDMORE, send, send_frames
+from cosim.master.protocol import Step
 from cosim.master.units import error_reply
 
 __all__ = ["FusedLane"]
 
 _INF = math.inf
+#: Layouts of several Steps a unit's slot remembers.
+SEVERAL_MAX = 8
 
 
 class _Slot:
-    """One unit of the lane: its latest Step form and its Stepped writer."""
+    """One unit of the lane: the form of its latest batch (a StepForm, or a StepsForm of
+    several Steps) and its Stepped writer."""
 
-    __slots__ = ("name", "unit", "step", "form", "out", "write")
+    __slots__ = ("name", "unit", "step", "form", "several", "out", "write")
 
     def __init__(self, name: str, unit, step_packed):
         self.name = name
         self.unit = unit
         self.step = step_packed
         self.form = None            # StepForm of the unit's latest Step
+        # StepsForms learnt (an iterated unit's pairs alternate: kept, rolled back), newest
+        # last, at most SEVERAL_MAX.
+        self.several: list = []
         self.out = None             # SteppedForm of its latest reply
         self.write = None           # its write
 
@@ -93,8 +104,9 @@ class FusedLane:
             slot, step = got
             t0 = time.perf_counter()
             out = [self._serve(slot, step, frames, start)]
-            if rates is not None and step[1] > 0:   # (a Step of h <= 0 was refused)
-                rates[slot.name] = (time.perf_counter() - t0) / step[1]
+            h = _span(step)
+            if rates is not None and h > 0:         # (a Step of h <= 0 was refused)
+                rates[slot.name] = (time.perf_counter() - t0) / h
             return out
         if n <= start or (n - start) % 2:
             return None
@@ -114,7 +126,7 @@ class FusedLane:
             elapsed = time.perf_counter() - t0
             steps: dict[str, float] = {}
             for (slot, step), _ in work:
-                steps[slot.name] = steps.get(slot.name, 0.0) + step[1]
+                steps[slot.name] = steps.get(slot.name, 0.0) + _span(step)
             for name, h in steps.items():
                 if h > 0:
                     rates[name] = elapsed / h
@@ -127,7 +139,23 @@ class FusedLane:
         slot = self._slots.get(key)
         if slot is None or self.units.get(slot.name) is not slot.unit:
             return None
-        args = slot.form.arguments(batch)
+        form = slot.form
+        if type(form) is _SEVERAL:
+            steps = form.read(batch)
+            if steps is None:
+                steps = self._several_form(slot, batch)
+                if steps is None:
+                    return None
+            h = _span(steps)
+            rates = self.rates
+            if rates is not None and rates.get(slot.name, _INF) * h > self.offload_after:
+                return None
+            t0 = time.perf_counter()
+            out = self._several(slot, steps)
+            if rates is not None and h > 0:
+                rates[slot.name] = (time.perf_counter() - t0) / h
+            return out
+        args = form.arguments(batch)
         if args is None:
             return None
         h = args[1]
@@ -204,7 +232,8 @@ class FusedLane:
         return frames
 
     def _read(self, key: bytes, batch: bytes) -> tuple | None:
-        """``(slot, (t, h, values))`` of one pair that takes the lane, or None."""
+        """``(slot, (t, h, values))`` of one pair that takes the lane (a list of each Step's
+        ``step_packed`` arguments for a pair of several), or None."""
         slot = self._slots.get(key)
         # A unit replaced in the served dict (a reload between runs) is learnt again. (A
         # slot is remembered with its form.)
@@ -215,7 +244,7 @@ class FusedLane:
                 return None
             step = slot.form.read(batch)
         rates = self.rates
-        if rates is not None and rates.get(slot.name, _INF) * step[1] > self.offload_after:
+        if rates is not None and rates.get(slot.name, _INF) * _span(step) > self.offload_after:
             return None
         return slot, step
 
@@ -224,6 +253,12 @@ class FusedLane:
         cannot take the lane or ``batch`` is not a fused Step in a remembered layout."""
         try:
             form = prepared.step_form(batch, DEFAULT_LIMITS.max_elements)
+            if form is None:
+                slot = self._slots.get(key)
+                if slot is not None and self.units.get(slot.name) is slot.unit \
+                        and self._several_form(slot, batch) is not None:
+                    return slot
+                form = prepared.steps_form(batch, DEFAULT_LIMITS.max_elements)
             if form is None or form.size > self.max_size:
                 return None                 # (the ordinary way refuses an oversized one)
             slot = self._slots.get(key)
@@ -237,12 +272,18 @@ class FusedLane:
                     self._slots.clear()         # names that decode alike: keep it bounded
                 slot = self._slots[key] = _Slot(name, unit, step_packed)
             slot.form = form
+            if type(form) is _SEVERAL:
+                if len(slot.several) >= SEVERAL_MAX:
+                    del slot.several[0]
+                slot.several.append(form)
             return slot
         except Exception:  # noqa: BLE001 - the ordinary way answers it (or its error)
             return None
 
     def _serve(self, slot: _Slot, got: tuple, frames: list, i: int) -> bytes:
         """One pair's reply batch."""
+        if type(got) is list:
+            return self._several(slot, got)
         t, h, values = got
         inputs, orders, mode = slot.form.fields
         try:
@@ -253,6 +294,45 @@ class FusedLane:
             return guarded(lambda: reply(parse(self.units, frames[i:i + 2], self.max_size),
                                          self.max_size))[0]
         return self._write(slot, done)
+
+    @staticmethod
+    def _several_form(slot: _Slot, batch: bytes) -> list | None:
+        """``batch`` read with one of the StepsForms ``slot`` learnt (made its form), or
+        None."""
+        for form in reversed(slot.several):
+            steps = form.read(batch)
+            if steps is not None:
+                slot.form = form
+                return steps
+        return None
+
+    @staticmethod
+    def _several(slot: _Slot, steps: list) -> bytes:
+        """The reply batch to a pair of several Steps (``steps``: each one's ``step_packed``
+        arguments), taken in order as the ordinary way serves a batch: each answered, a
+        failure with its ErrorReply; from one the generated path does not take on, through
+        ``Unit.handle``."""
+        unit = slot.unit
+        parts = []
+        ordinary = False
+        try:
+            for args in steps:
+                done = None
+                if not ordinary:
+                    try:
+                        done = slot.step(*args)
+                    except Exception as err:  # noqa: BLE001 - answered as Unit.handle does
+                        done = error_reply(err, unit.t)
+                    ordinary = done is None
+                if done is None:
+                    t, h, mode, inputs, orders, values = args
+                    done = unit.handle(Step(inputs, orders, mode, t, h,
+                                            np.array(values, dtype=np.float64)))
+                parts.append(prepared.stepped_message(*done) if type(done) is tuple
+                             else encode(done))
+        except Exception as err:  # noqa: BLE001 - logged and answered by guarded
+            return guarded(lambda err=err: _reraise(err))[0]
+        return bytes([0x90 | len(parts)]) + b"".join(parts)
 
     @staticmethod
     def _write(slot: _Slot, done) -> bytes:
@@ -269,6 +349,17 @@ class FusedLane:
             return out.write(*done)
         except Exception as err:  # noqa: BLE001 - logged and answered by guarded
             return guarded(lambda err=err: _reraise(err))[0]
+
+
+def _span(step) -> float:
+    """The time a pair's Steps take: ``h`` of ``(t, h, values)``, summed over a pair of
+    several (a list of ``step_packed`` arguments)."""
+    if type(step) is list:
+        return sum(args[1] for args in step)
+    return step[1]
+
+
+_SEVERAL = prepared.StepsForm
 
 
 def _reraise(err: Exception):

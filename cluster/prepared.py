@@ -22,12 +22,13 @@ import threading
 
 import numpy as np
 
-from cluster.codec import EXT_NDARRAY, CodecError, encode
+from cluster.codec import EXT_NDARRAY, CodecError, decode_batch, encode
 from cosim.master import protocol as P
 
 __all__ = ["MAX_LAYOUTS", "StepForm", "StepWriter", "SteppedForm", "SteppedReader",
-           "decode_one", "encode_one", "learn", "pack_times", "step_form", "step_values",
-           "stepped_batch"]
+           "StepsForm", "StepsWriter", "SteppedsReader", "decode_one", "encode_one", "learn",
+           "pack_times", "step_form", "step_values", "steps_form", "stepped_batch",
+           "stepped_message"]
 
 #: Most layouts remembered per thread and direction.
 MAX_LAYOUTS = 256
@@ -270,6 +271,85 @@ class StepForm:
         return t, h, mode, inputs, orders, self._floats.unpack_from(data, self._fat)
 
 
+class StepsForm:
+    """One layout of a batch of several Steps (``encode_batch([Step(...), Step(...), ...])``:
+    a unit's step and then a refresh of a part of its inputs, say), read as
+    :class:`StepForm` reads a batch of one.
+
+    Parameters
+    ----------
+    parts : list of (bytes, tuple, int)
+        Per Step, in order: its message up to ``t`` (:func:`_step_header`), its
+        ``(inputs, orders, mode)`` and its number of values.
+
+    Attributes
+    ----------
+    size : int
+        Bytes of every batch of this form.
+    """
+
+    __slots__ = ("parts", "size", "_count")
+
+    def __init__(self, parts: list):
+        self._count = 0x90 | len(parts)       # (msgpack fixarray: at most 15 Steps)
+        self.parts = []
+        at = 1
+        for head, fields, n in parts:
+            vhead = _vector_head(n)
+            start = struct.Struct(f">{len(head)}sBdBd{len(vhead)}s")
+            self.parts.append((at, start, (head, _F64, _F64, vhead), fields,
+                               at + start.size, struct.Struct(f"<{n}d")))
+            at += start.size + 8 * n
+        self.size = at
+
+    def read(self, data: bytes) -> list | None:
+        """Per Step, the arguments of ``LocalUnit.step_packed`` (as
+        :meth:`StepForm.arguments`), if ``data`` is exactly a batch of this form; else
+        None."""
+        if len(data) != self.size or data[0] != self._count:
+            return None
+        out = []
+        for at, start, fixed, (inputs, orders, mode), values_at, floats in self.parts:
+            head, f1, t, f2, h, vhead = start.unpack_from(data, at)
+            if (head, f1, f2, vhead) != fixed:
+                return None
+            out.append((t, h, mode, inputs, orders, floats.unpack_from(data, values_at)))
+        return out
+
+
+def steps_form(data: bytes, max_elements: int) -> StepsForm | None:
+    """The :class:`StepsForm` of ``data`` if it is a batch of 2 to 15 Steps, each with a
+    float64 vector and float times (decoded strictly once, to learn the layout), else
+    None."""
+    if type(data) is not bytes or not data or not 0x92 <= data[0] <= 0x9F:
+        return None
+    try:
+        msgs = decode_batch(data)
+    except CodecError:
+        return None
+    parts = []
+    for m in msgs:
+        if not (type(m) is P.Step and _plain_vector(m.data) and type(m.t) is float
+                and type(m.h) is float and m.data.shape[0] <= max_elements):
+            return None
+        n = m.data.shape[0]
+        head = _step_header(m, n)
+        if head is None:
+            return None
+        parts.append((head, (m.inputs, m.orders, m.mode), n))
+    form = StepsForm(parts)
+    return form if form.read(data) is not None else None
+
+
+def stepped_message(t_reached: float, event: bool, next_event: float, outputs) -> bytes:
+    """``encode(Stepped(...))`` of plain values (``outputs``: floats): one message of a
+    batch (:func:`stepped_batch` is a batch of one)."""
+    n = len(outputs)
+    return b"".join((_STEPPED.pack(0x95, _STEPPED_TAG, _F64, t_reached,
+                                   _TRUE if event else _FALSE, _F64, next_event),
+                     _vector_head(n), _floats(n).pack(*outputs)))
+
+
 def step_form(data: bytes, max_elements: int) -> StepForm | None:
     """The :class:`StepForm` of ``data`` if it is a batch of one Step in a remembered layout
     (what :func:`step_values` reads), else None."""
@@ -351,6 +431,82 @@ class StepWriter:
     def write(self, t: float, h: float, values) -> bytes:
         """The batch of the Step over ``[t, t+h]`` carrying ``values``."""
         return b"".join((self.head, _TH.pack(_F64, t, _F64, h), self.tail, values))
+
+
+class StepsWriter:
+    """Batches of several Steps of fixed layouts (a unit's step and then a refresh of a part
+    of its inputs, say): the bytes of ``encode_batch([Step(...), ...])``, written as
+    :class:`StepWriter` writes a batch of one.
+
+    Parameters
+    ----------
+    layouts : sequence of (tuple, tuple, int, int)
+        Per Step, in order: its ``inputs``, ``orders``, ``mode`` and number of values.
+
+    Raises
+    ------
+    CodecError
+        A layout cannot be encoded.
+    """
+
+    __slots__ = ("parts", "count")
+
+    def __init__(self, layouts):
+        self.count = bytes([0x90 | len(layouts)])  # (msgpack fixarray: at most 15 Steps)
+        self.parts = []
+        for inputs, orders, mode, n in layouts:
+            w = StepWriter(inputs, orders, mode, n)
+            self.parts.append((w.head[1:], w.tail))
+
+    def write(self, steps) -> bytes:
+        """The batch of the Steps ``steps``: per Step ``(t, h, values)``."""
+        out = [self.count]
+        for (head, tail), (t, h, values) in zip(self.parts, steps):
+            out += (head, _TH.pack(_F64, t, _F64, h), tail, values)
+        return b"".join(out)
+
+
+class SteppedsReader:
+    """Reads batches of several Stepped (the replies to a :class:`StepsWriter` batch) of
+    ``ns`` outputs each, as :class:`SteppedReader` reads a batch of one.
+
+    Attributes
+    ----------
+    steps : int
+        Stepped per batch.
+    """
+
+    __slots__ = ("size", "steps", "_count", "_parts")
+
+    _DTYPE = np.dtype(np.float64)
+    #: A Stepped's first three bytes: an array of 5 fields, its tag, a float 64 marker.
+    _FIXED = bytes([0x95, _STEPPED_TAG, _F64])
+
+    def __init__(self, ns):
+        self.steps = len(ns)
+        self._count = 0x90 | len(ns)
+        self._parts = []
+        at = 1
+        for n in ns:
+            head = _vector_head(n)
+            start = struct.Struct(f">3sdB1sd{len(head)}s")
+            self._parts.append((at, start, (self._FIXED, bytes([_F64]), head), n))
+            at += start.size + 8 * n
+        self.size = at
+
+    def read(self, data) -> list | None:
+        """Per Stepped, ``(t_reached, event, next_event, outputs)`` (read-only float64
+        views of ``data``) if ``data`` is exactly such a batch, else None."""
+        if type(data) is not bytes or len(data) != self.size or data[0] != self._count:
+            return None
+        out = []
+        for at, start, fixed, n in self._parts:
+            tag, t, event, f2, nxt, head = start.unpack_from(data, at)
+            if (tag, f2, head) != fixed or (event != _FALSE and event != _TRUE):
+                return None
+            out.append((t, event == _TRUE, nxt,
+                        np.frombuffer(data, self._DTYPE, n, at + start.size)))
+        return out
 
 
 class SteppedReader:

@@ -8,6 +8,10 @@ units), and one reply message whose plain ``Stepped`` batches are read in place
 (:class:`cluster.prepared.SteppedReader`); anything else is decoded strictly. The wire
 format is the ordinary path's, byte for byte.
 
+A unit given several Steps in one round (a unit of a coupling through a held output: its step,
+then a refresh setting a part of its inputs) has them in its one batch
+(:class:`cluster.prepared.StepsWriter`), answered by as many ``Stepped``.
+
 A unit alone on its server (a process per unit: the zmq backend's and Ray's placement) is a
 batch of one: its step and reply go without the loops over units, and a round of that one
 unit is one call (:meth:`StepBatch.exchange`, :meth:`Channel.exchange
@@ -56,19 +60,23 @@ class StepBatch(LaneBatch):
 
     def __init__(self, channel, units: list, gone, timeout: float):
         limit = DEFAULT_LIMITS.max_elements
-        if any(n_in > limit or n_out > limit for *_, n_in, n_out in units):
+        if any(n_in > limit or n_out > limit for _, steps in units
+               for *_, n_in, n_out in steps) or any(len(steps) > 15 for _, steps in units):
             raise CodecError("more values than a message may carry")
         self.channel = channel
         self.gone, self.timeout = gone, timeout
-        self.names = [name for name, *_ in units]
+        self.names = [name for name, _ in units]
         self.first = self.names[0]
         self.keys = [name.encode() for name in self.names]
-        self.writers = [prepared.StepWriter(inputs, orders, mode, n_in)
-                        for _, inputs, orders, mode, n_in, _ in units]
-        self.readers = [prepared.SteppedReader(n_out) for *_, n_out in units]
-        # A batch of one unit: its key, writer and reader (None for more).
-        self.alone = (self.keys[0], self.writers[0], self.readers[0]) if len(units) == 1 \
-            else None
+        self.writers = [prepared.StepWriter(*steps[0][:4]) if len(steps) == 1 else
+                        prepared.StepsWriter([layout[:4] for layout in steps])
+                        for _, steps in units]
+        self.readers = [prepared.SteppedReader(steps[0][4]) if len(steps) == 1 else
+                        prepared.SteppedsReader([layout[4] for layout in steps])
+                        for _, steps in units]
+        # A batch of one unit with one Step: its key, writer and reader (None otherwise).
+        self.alone = (self.keys[0], self.writers[0], self.readers[0]) \
+            if len(units) == 1 and len(units[0][1]) == 1 else None
 
     def send(self, T: float, H: float, payloads: list, times: list | None = None) -> None:
         alone = self.alone
@@ -111,12 +119,14 @@ class StepBatch(LaneBatch):
         if times is not None:
             for key, w, values, (t, h) in zip(self.keys, self.writers, payloads, times):
                 frames.append(key)
-                frames.append(b"".join((w.head, prepared.pack_times(t, h), w.tail, values)))
+                frames.append(b"".join((w.head, prepared.pack_times(t, h), w.tail, values))
+                              if type(w) is _ONE else w.write(values))
             return frames
         packed = prepared.pack_times(T, H)
         for key, w, values in zip(self.keys, self.writers, payloads):
             frames.append(key)
-            frames.append(b"".join((w.head, packed, w.tail, values)))
+            frames.append(b"".join((w.head, packed, w.tail, values)) if type(w) is _ONE
+                          else w.write(values))
         return frames
 
     def _read(self, frames: list, T: float) -> list:
@@ -125,9 +135,16 @@ class StepBatch(LaneBatch):
             got = reader.read(data)
             if got is None:
                 replies = decode_batch(data)
-                if len(replies) != 1:
-                    raise TransportError(name, "Step", f"{len(replies)} replies to one Step",
-                                         t=T)
-                got = replies[0]
+                n = 1 if type(reader) is _ONE_REPLY else reader.steps
+                if len(replies) == 1 and n > 1:
+                    replies = replies * n       # a batch-level error answers all
+                if len(replies) != n:
+                    raise TransportError(name, "Step", f"{len(replies)} replies to {n} "
+                                         "Steps", t=T)
+                got = replies[0] if n == 1 else replies
             out.append(got)
         return out
+
+
+_ONE = prepared.StepWriter
+_ONE_REPLY = prepared.SteppedReader

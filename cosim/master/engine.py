@@ -56,13 +56,12 @@ class Engine:
         local = self.local = {u for u in names if master.proxies[u].in_process() is not None}
         # Units of a coupling through an output held over the step (a discrete output): a
         # held candidate reaches them only at T+H, with a refresh for it there
-        # (PortHistory.held_at_end): they take the separate requests, whose refresh may set
-        # a part of the inputs.
+        # (PortHistory.held_at_end) that sets a part of their inputs: a second Step of the
+        # same message, refresh only (h = 0), names that part.
         graph, period = master.graph, master.history.period
         self.held = {u for g in master.couplings
                      if any(period[k] > 0 for k in graph.coupling_keys(g)) for u in g}
-        self.fusable = {u for u in names if P.FUSED_STEP in master.desc[u].capabilities
-                        and u not in self.held}
+        self.fusable = {u for u in names if P.FUSED_STEP in master.desc[u].capabilities}
         self.program: Program = compile_program(master.graph, self.cfg.scheme, master.order,
                                                 master.delayed, local, self.fusable,
                                                 master.refresh_levels)
@@ -319,10 +318,21 @@ class Engine:
             if after is not None:
                 mode |= P.STEP_RESET
                 after = dict(zip(self.names_of[u], after))
+            if end is not None:             # the held inputs' refresh, after the step's own
+                return (unit, flags, vals, ders, None, t, h, end.values, T_next), \
+                    ("direct", step)
             return (unit, mode, vals, ders, after, t, h), ("direct", step)
         if u in self.fusable:
             mode = flags | self.refresh
             if step:
+                if end is not None:
+                    # Step, then the held inputs set at T+H and the outputs refreshed: two
+                    # Steps of one message (its replies: the step's, the refresh's).
+                    names = tuple(end.values)
+                    return [self.packers[u].request(history, values, T, H, fresh, cand,
+                                                    flags),
+                            P.Step(names, (0,) * len(names), P.STEP_REFRESH, T_next, 0.0,
+                                   _pack(end.values.values()))], "step+held"
                 req = self.packers[u].request(history, values, T, H, fresh, cand,
                                               mode | (P.STEP_RESET if after is not None
                                                       else 0), after)
@@ -373,7 +383,9 @@ class Engine:
             return
         rep = replies[0]
         packer = self.packers[u]
-        if kind == "step+reset":
+        if kind == "step+held":
+            packer.outputs(replies[1], outputs)
+        elif kind == "step+reset":
             out = _halves(u, rep, packer.size)
             packer.outputs(P.Stepped(rep.t_reached, rep.event, rep.next_event, out[0]), outputs)
             packer.outputs(P.Stepped(rep.t_reached, rep.event, rep.next_event, out[1]),

@@ -90,10 +90,12 @@ class Lane(ABC):
 
     @abstractmethod
     def batch(self, units: list) -> LaneBatch | None:
-        """The batch stepping ``units``, a list of ``(name, inputs, orders, mode, n_in,
-        n_out)``: the unit, its ``Step.inputs``, ``Step.orders`` and ``Step.mode``, the
-        number of float64 values of its ``Step.data`` and of its ``Stepped.outputs``; None
-        when this lane cannot carry them (the master then sends Step messages)."""
+        """The batch stepping ``units``, a list of ``(name, steps)``: the unit and, per
+        Step it takes in the round (mostly one; a step and then a refresh of a part of its
+        inputs: two), ``(inputs, orders, mode, n_in, n_out)``: its ``Step.inputs``,
+        ``Step.orders`` and ``Step.mode``, the number of float64 values of its ``Step.data``
+        and of its ``Stepped.outputs``; None when this lane cannot carry them (the master
+        then sends Step messages)."""
 
 
 class LaneBatch(ABC):
@@ -103,7 +105,8 @@ class LaneBatch(ABC):
     def send(self, T: float, H: float, payloads: list, times: list | None = None) -> None:
         """Send every unit its ``Step`` over ``[T, T+H]``; ``payloads[i]``: unit ``i``'s
         ``Step.data``, a C-contiguous float64 buffer of ``n_in`` values; ``times[i]``, when
-        given: unit ``i``'s own ``(t, h)`` instead.
+        given: unit ``i``'s own ``(t, h)`` instead. A unit of several Steps: a list of
+        ``(t, h, data)``, one per Step (``times[i]`` is not read then).
 
         Raises
         ------
@@ -116,7 +119,8 @@ class LaneBatch(ABC):
         """The replies to :meth:`send`, one per unit in order: ``(t_reached, event,
         next_event, outputs)`` (outputs: a read-only float64 array of ``n_out`` values) for
         a plain ``Stepped``, else the decoded reply (an ErrorReply, a Stepped of another
-        size, or anything the unit answered).
+        size, or anything the unit answered); a list of these, one per Step, for a unit of
+        several.
 
         Raises
         ------

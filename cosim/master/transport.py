@@ -93,12 +93,13 @@ class Transport:
                 direct.append((u, reqs))
                 continue
             lane = lanes.get(u)
-            if lane is not None and len(reqs) == 1:
+            if lane is not None:            # (a unit's Steps: mostly one)
+                step = reqs[0] if len(reqs) == 1 else reqs
                 members = groups.get(lane)
                 if members is None:
-                    groups[lane] = [(u, reqs[0])]
+                    groups[lane] = [(u, step)]
                 else:
-                    members.append((u, reqs[0]))
+                    members.append((u, step))
             else:
                 others[u] = reqs
         failures = []                   # ((macro step, unit index), error)
@@ -114,15 +115,16 @@ class Transport:
             lane_batch = self._lane_batch(lane, members)
             if lane_batch is None:
                 for u, step in members:
-                    others[u] = [step]
+                    others[u] = step if type(step) is list else [step]
                 continue
             times = None
             for _, step in members:
-                if step.t != T or step.h != H:
-                    times = [(m.t, m.h) for _, m in members]
+                if type(step) is list or step.t != T or step.h != H:
+                    times = [(0.0, 0.0) if type(m) is list else (m.t, m.h) for _, m in members]
                     break
             try:
-                lane_batch.send(T, H, [step.data for _, step in members], times)
+                lane_batch.send(T, H, [[(s.t, s.h, s.data) for s in step] if type(step) is list
+                                       else step.data for _, step in members], times)
             except Exception as err:  # noqa: BLE001 - raised below, after the others
                 failures.append((self._rank(members[0][0], at), err))
                 break                       # those sent before it are still answered
@@ -133,10 +135,13 @@ class Transport:
                 replies = calls.call(others, min(at[u].T for u in others))
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
                 failures.append((min(self._rank(u, at) for u in others), err))
-        for u, (unit, mode, vals, ders, after, t, h) in direct:
+        for u, item in direct:
+            unit, mode, vals, ders, after, t, h = item[:7]
             begun = clock()
             try:
                 done, stepped = unit.fused(mode, vals, ders, after, t, h)
+                if len(item) > 7:           # then held inputs set at item[8], refreshed
+                    done = unit.fused(P.STEP_REFRESH, item[7], {}, None, item[8], 0.0)[0]
                 outs = unit.get_outputs()
             except Exception as err:  # noqa: BLE001 - raised below, in unit order
                 failures.append((self._rank(u, at), unit_error(
@@ -153,16 +158,17 @@ class Transport:
             elapsed = clock() - started
             for (u, step), rep in zip(members, got):
                 if type(rep) is tuple:      # a plain Stepped, read in place
-                    rep = _Stepped(*rep)
+                    reps = [_Stepped(*rep)]
                 else:
                     try:
-                        rep = _stepped(u, step, rep, step.t)
+                        reps = [_stepped(u, s, r, s.t) for s, r in zip(step, rep)] \
+                            if type(step) is list else [_stepped(u, step, rep, step.t)]
                     except Exception as err:  # noqa: BLE001 - raised below, in unit order
                         _account(calls, u, at[u].T, elapsed, None)
                         failures.append((self._rank(u, at), err))
                         continue
-                _account(calls, u, at[u].T, elapsed, rep)
-                replies[u] = [rep]
+                _account(calls, u, at[u].T, elapsed, reps[-1])   # (the latest decides)
+                replies[u] = reps
         self.replies = replies          # (filed by _send, also when a unit failed)
         if failures:
             (k, index), err = min(failures, key=lambda f: f[0])
@@ -183,7 +189,7 @@ class Transport:
         if len(members) != 1:
             return None
         ((u, step),) = members
-        if step.t != T or step.h != H:
+        if type(step) is list or step.t != T or step.h != H:
             return None
         lane_batch = self._lane_batch(lane, members)
         if lane_batch is None:
@@ -195,20 +201,22 @@ class Transport:
     def _lane_batch(self, lane, members):
         """The lane's batch for ``members`` (unit, Step) in their layout (made once per
         layout), or None when the lane cannot carry it."""
-        if len(members) == 1:           # (a process per unit: the common case, kept cheap)
-            ((u, s),) = members
+        if len(members) == 1 and type(members[0][1]) is not list:
+            ((u, s),) = members             # (a process per unit: the common case, kept cheap)
             key = (lane, u, s.inputs, s.orders, s.mode, s.data.size)
         else:
-            key = (lane,) + tuple((u, s.inputs, s.orders, s.mode, s.data.size)
-                                  for u, s in members)
+            key = (lane,) + tuple((u,) + tuple((s.inputs, s.orders, s.mode, s.data.size)
+                                               for s in (ss if type(ss) is list else (ss,)))
+                                  for u, ss in members)
         found = self.batches.get(key, False)
         if found is not False:
             return found
         if len(self.batches) >= 256:
             self.batches.clear()
-        specs = [(u, s.inputs, s.orders, s.mode, s.data.size,
-                  self.packers[u].size * (2 if s.mode & P.STEP_RESET else 1))
-                 for u, s in members]
+        specs = [(u, [(s.inputs, s.orders, s.mode, s.data.size,
+                       self.packers[u].size * (2 if s.mode & P.STEP_RESET else 1))
+                      for s in (ss if type(ss) is list else (ss,))])
+                 for u, ss in members]
         made = self.batches[key] = lane.batch(specs)
         return made
 

@@ -23,6 +23,11 @@ CASES = [
     ("coupled", dict(scheme="gauss-seidel", extrapolation=1, adaptive=True, rtol=1e-9,
                      atol=1e-12, H_min=0.00125, H_max=0.01)),
     ("held", dict(scheme="jacobi", extrapolation=2)),
+    ("held", dict(scheme="gauss-seidel", extrapolation=1, feedthrough="delay")),
+    ("held", dict(scheme="jacobi", acceleration="newton", tolerance=1e-10)),
+    ("held", dict(scheme="gauss-seidel", adaptive=True, rtol=1e-9, atol=1e-12,
+                  H_min=0.0025, H_max=0.01)),
+    ("discrete-loop", dict(scheme="gauss-seidel", extrapolation=2, tolerance=1e-10)),
     ("relog", dict(scheme="gauss-seidel")),
     ("driven", dict(scheme="jacobi", extrapolation=2)),
 ]

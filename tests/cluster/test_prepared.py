@@ -179,3 +179,72 @@ def test_a_stepped_reader_reads_what_the_strict_decoder_reads(msg, data):
         (strict,) = decode_batch(altered, limits=STRICT)
         assert_identical([Stepped(*got)], [strict])
     assert prepared.SteppedReader(msg.outputs.shape[0] + 1).read(raw) is None
+
+
+# -- batches of several Steps (a unit's step, then a refresh of a part of its inputs) --------
+
+@SETTINGS
+@given(st.lists(steps, min_size=2, max_size=4))
+def test_a_steps_writer_writes_the_encoded_batch(msgs):
+    try:
+        w = prepared.StepsWriter([(m.inputs, m.orders, m.mode, m.data.shape[0])
+                                  for m in msgs])
+    except CodecError:
+        with pytest.raises(CodecError):
+            encode_batch(msgs)
+        return
+    assert w.write([(m.t, m.h, m.data) for m in msgs]) == encode_batch(msgs)
+
+
+@SETTINGS
+@given(st.lists(steps, min_size=2, max_size=4), st.data())
+def test_a_steps_form_reads_what_the_strict_decoder_reads(msgs, data):
+    """A form learnt from one batch of Steps reads every batch of those layouts (new
+    times and values) as the strict decoder does, and refuses altered bytes it cannot
+    read as the strict decoder does."""
+    try:
+        raw = encode_batch(msgs)
+    except CodecError:
+        return
+    form = prepared.steps_form(raw, 2**28)
+    assert form is not None
+    others = [Step(m.inputs, m.orders, m.mode, data.draw(st.floats()), data.draw(st.floats()),
+                   data.draw(hnp.arrays(np.float64, m.data.shape))) for m in msgs]
+    got = form.read(encode_batch(others))
+    assert got is not None
+    for (t, h, mode, inputs, orders, values), m in zip(got, others):
+        assert (inputs, orders, mode) == (m.inputs, m.orders, m.mode)
+        assert struct.pack("<dd", t, h) == struct.pack("<dd", m.t, m.h)
+        assert struct.pack(f"<{len(values)}d", *values) == m.data.tobytes()
+    buf = bytearray(raw)
+    i = data.draw(st.integers(0, len(buf) - 1))
+    buf[i] ^= data.draw(st.integers(1, 255))
+    read = form.read(bytes(buf))
+    if read is not None:
+        strict = decode_batch(bytes(buf), limits=STRICT)
+        assert len(strict) == len(read)
+        for (t, h, mode, inputs, orders, values), m in zip(read, strict):
+            assert type(m) is Step and (inputs, orders, mode) == (m.inputs, m.orders, m.mode)
+            assert struct.pack(f"<dd{len(values)}d", t, h, *values) == \
+                struct.pack("<dd", m.t, m.h) + m.data.tobytes()
+    assert prepared.steps_form(encode_batch(msgs[:1]), 2**28) is None   # a batch of one
+
+
+@SETTINGS
+@given(st.lists(steppeds, min_size=2, max_size=4), st.data())
+def test_a_steppeds_reader_reads_what_the_strict_decoder_reads(msgs, data):
+    raw = encode_batch(msgs)
+    reader = prepared.SteppedsReader([m.outputs.shape[0] for m in msgs])
+    got = reader.read(raw)
+    assert_identical([Stepped(*g) for g in got], msgs)
+    assert b"".join((bytes([0x90 | len(msgs)]),
+                     *(prepared.stepped_message(m.t_reached, m.event, m.next_event,
+                                                [float(x) for x in m.outputs])
+                       for m in msgs))) == raw
+    buf = bytearray(raw)
+    i = data.draw(st.integers(0, len(buf) - 1))
+    buf[i] ^= data.draw(st.integers(1, 255))
+    altered = reader.read(bytes(buf))
+    if altered is not None:
+        assert_identical([Stepped(*g) for g in altered], decode_batch(bytes(buf), limits=STRICT))
+    assert prepared.SteppedsReader([m.outputs.shape[0] + 1 for m in msgs]).read(raw) is None

@@ -18,7 +18,7 @@ from cosim.master.program import compile_program
 from cosim.master.unitgraph import UnitGraph
 from cosim.config import Scheme
 from tests.cosim.test_cosim_semantics import servo_chain
-from tests.cosim.test_semantics_every_model import (driven_loop, held_coupling,
+from tests.cosim.test_semantics_every_model import (driven_loop, gain_loop, held_coupling,
                                                      input_feeding_no_output)
 
 
@@ -75,6 +75,8 @@ MODELS = {"fan": (fan, 0.01), "servo": (lambda: servo_chain(0.02), 0.02),
           # The semantics page's held-out shapes: a coupling through a held (discrete)
           # output, a unit refreshed once more for its logs, drivers with a slope at t0.
           "held": (lambda: held_coupling(0.01), 0.01),
+          # both units of the coupling discrete: each one's input held from the other
+          "discrete-loop": (lambda: gain_loop(0.5), 0.01),
           "relog": (lambda: input_feeding_no_output(0.01, True), 0.01),
           "relog-later": (lambda: input_feeding_no_output(0.01, False), 0.01),
           "driven": (lambda: driven_loop(0.01), 0.01)}
