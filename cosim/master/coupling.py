@@ -19,10 +19,10 @@ from cosim.master import protocol as P
 from cosim.master.records import StepRecord, StepStatus
 from cosim.numerics.fixedpoint import (Aitken, Anderson, Relaxation, converged, magnitude,
                                       ran_away)
-from cosim.numerics.jacobian import FORWARD_REL_STEP, fd_jacobian
+from cosim.numerics.jacobian import FORWARD_REL_STEP
 
 __all__ = ["Solve", "accelerator", "candidates", "coinitialize_units", "iterate", "iterate_step",
-           "links", "newton_update", "not_converged"]
+           "iteration", "links", "newton_update", "not_converged"]
 
 
 def accelerator(cfg):
@@ -43,10 +43,34 @@ def newton_update(c: np.ndarray, G: np.ndarray, run: Callable) -> np.ndarray:
     run : callable
         ``run(c, rollback=True) -> G(c)``, shape (n,).
     """
+    return _drive(_newton(c, G), run)
+
+
+def _newton(c: np.ndarray, G: np.ndarray):
+    """:func:`newton_update` as a generator: yields each Jacobian column's ``(candidate,
+    True)``, is sent its ``G``; returns the new candidate. The forward differences of
+    :func:`~cosim.numerics.jacobian.fd_jacobian` (``rel=FORWARD_REL_STEP``, divided by the
+    nominal step), column by column, so that several couplings can take theirs in the same
+    rounds (:func:`iteration`)."""
     F = G - c
-    J = fd_jacobian(lambda v: run(v, True) - v, c, F, rel=FORWARD_REL_STEP,
-                    represented_step=False)
+    J = np.empty((F.size, c.size))
+    for j in range(c.size):
+        h = FORWARD_REL_STEP * max(1.0, abs(c[j]))
+        x = c.copy()
+        x[j] += h
+        Gx = yield x, True
+        J[:, j] = ((Gx - x) - F) / h
     return c - np.linalg.solve(J, F)
+
+
+def _drive(gen, run: Callable):
+    """Run generator ``gen`` (yielding ``(candidate, rollback)``) on ``run``; its result."""
+    try:
+        ask = next(gen)
+        while True:
+            ask = gen.send(run(*ask))
+    except StopIteration as done:
+        return done.value
 
 
 @dataclass(frozen=True)
@@ -95,8 +119,16 @@ def iterate(c: np.ndarray, run: Callable, cfg) -> Solve:
     -------
     Solve
     """
+    return _drive(iteration(c, cfg), run)
+
+
+def iteration(c: np.ndarray, cfg):
+    """:func:`iterate` as a generator: yields every evaluation it needs as ``(candidate,
+    rollback)``, is sent ``G(candidate)``, and returns the :class:`Solve`. Independent
+    couplings iterate in the same rounds this way (the macro-step engine), each one's
+    values those of :func:`iterate`."""
     accel = accelerator(cfg)
-    G = run(c, False)
+    G = yield c, False
     scale = max(magnitude(c), magnitude(G))
     it = 1
     while True:
@@ -108,13 +140,13 @@ def iterate(c: np.ndarray, run: Callable, cfg) -> Solve:
             return Solve(it, res, magnitude(c), False, away)
         if accel is None:
             try:
-                c = newton_update(c, G, run)
+                c = yield from _newton(c, G)
             except np.linalg.LinAlgError:       # a singular coupling Jacobian
                 return Solve(it, res, magnitude(c), False)
             it += c.size
         else:
             c = accel.update(c, G)
-        G = run(c, True)
+        G = yield c, True
         it += 1
 
 

@@ -174,7 +174,7 @@ class Engine:
             try:
                 held = self._stage(stages, i, steps, cut, held)
             except Exception as err:  # noqa: BLE001 - the master raises it, in time order
-                k = stage.k if stage.coupling else self._failed[0]
+                k = self._failed[0]
                 if error is None or k < cut.limit:
                     error = err
                 cut.limit = min(cut.limit, k)   # the failed step and later ones: dropped
@@ -226,13 +226,21 @@ class Engine:
         # (the macro step a failure is of, unless the exchange names the failing unit's)
         self._failed = (min([s.k for s in stage.sends], default=stage.k), None)
         if stage.coupling:
-            if not cut.runs(stage.k, True):
+            if stage.along:
+                return None                 # iterated with the coupling stage before it
+            group = [stage]
+            for later in stages[i + 1:]:
+                if not later.along:
+                    break
+                group.append(later)
+            group = [s for s in group if cut.runs(s.k, True)]
+            if not group:
                 if held is not None:        # its joined round goes out alone
                     self._send(*held)
                 return None
-            st = steps[stage.k]
-            st.record = self._iterate(stage, st, held)
-            self._stopped(cut, {u: st for u in stage.coupling})
+            self._iterate(group, steps, held)
+            for s in group:
+                self._stopped(cut, {u: steps[s.k] for u in s.coupling})
             return None
         # A round whose next stage is a coupling joined to it goes out with that coupling's
         # first iteration.
@@ -395,25 +403,55 @@ class Engine:
 
     # -- iterated couplings -----------------------------------------------------------------
 
-    def _iterate(self, stage, st, held=None) -> StepRecord:
-        """A coupling iterated to a fixed point over macro step ``st`` (as the protocol
-        path's :func:`~cosim.master.coupling.iterate_step`), its units rolled back on their
-        own side between iterations; ``held``: the ``(batch, kinds, at)`` of the round
-        before it, sent with its first iteration. Returns ``st``'s record updated."""
+    def _iterate(self, group, steps, held=None) -> None:
+        """The couplings of the stages ``group`` (none reads another's outputs) iterated to
+        their fixed points over their macro steps (``steps``), in the same rounds: each
+        round sends every coupling not done yet its next evaluation, each coupling's values
+        those of the protocol path's :func:`~cosim.master.coupling.iterate_step`, its units
+        rolled back on their own side between iterations. ``held``: the ``(batch, kinds,
+        at)`` of the round before, sent with the first. Updates each macro step's record."""
+        runs = [(stage, steps[stage.k], self._coupling(stage, steps[stage.k]))
+                for stage in group]
+        asks = [next(gen) for _, _, gen in runs]    # (every coupling evaluates once)
+        active = list(range(len(runs)))
+        while active:
+            joined: set = set()
+            if held is not None:
+                batch, kinds, at = (dict(x) for x in held)
+                joined, held = set(batch), None
+            else:
+                batch, kinds, at = {}, {}, {}
+            for j in active:
+                b, kd, a = asks[j]
+                batch.update(b)
+                kinds.update(kd)
+                at.update(a)
+            self._send(batch, kinds, at, joined)
+            going = []
+            for j in active:
+                stage, st, gen = runs[j]
+                self._failed = (stage.k, None)  # (a coupling that does not converge)
+                try:
+                    asks[j] = next(gen)
+                except StopIteration as done:
+                    st.record = done.value
+                    continue
+                going.append(j)
+            active = going
+
+    def _coupling(self, stage, st):
+        """A coupling iterated over macro step ``st`` as a generator: yields each round's
+        ``(batch, kinds, at)`` of its units (the outputs are in ``st.outputs`` when it goes
+        on); returns ``st``'s record updated."""
         cfg, master = self.cfg, self.master
         g = stage.coupling
-        T, H, outputs, history = st.T, st.H, st.outputs, st.history
+        H, outputs, history = st.H, st.outputs, st.history
         keys = self.graph.coupling_keys(list(g))
         fresh = self._fresh(g, stage.fresh, outputs)
         graph = self.graph
 
-        def run(cand, extra):
-            nonlocal held
+        def requests(cand, extra):
             batch, kinds, at = {}, {}, {}
-            if held is not None:
-                (batch, kinds, at), held = held, None
-                batch, kinds, at = dict(batch), dict(kinds), dict(at)
-            joined = set(batch)
             for v in g:
                 flags = self._flags[v] | extra
                 self._flags[v] = 0
@@ -421,29 +459,35 @@ class Engine:
                     else None
                 batch[v], kinds[v] = self._requests(v, True, None, fresh, cand, flags, st, end)
                 at[v] = st
-            self._send(batch, kinds, at, joined)
+            return batch, kinds, at
 
-        record = st.record
+        # (st.record is read once done: couplings of one macro step done before update it)
         if not cfg.iterate:
-            run({}, 0)
+            yield requests({}, 0)
             used = {k: history.extrapolate(k, H)[2] for k in keys}
             res = max(float(np.max(np.abs(outputs[k] - used[k]))) for k in keys)
+            record = st.record
             return replace(record, status=StepStatus.UNITERATED,
                            residual=max(record.residual, res))
         start = {k: history.extrapolate(k, H)[2] for k in keys}
         shapes = [(k, start[k].size, start[k].shape) for k in keys]
-
-        def evaluate(c, rollback):
-            run(coupling.candidates(c, shapes), P.STEP_ROLLBACK if rollback else P.STEP_KEEP)
+        solving = coupling.iteration(np.concatenate([start[k].ravel() for k in keys]), cfg)
+        ask = next(solving)
+        while True:
+            c, rollback = ask
+            yield requests(coupling.candidates(c, shapes),
+                           P.STEP_ROLLBACK if rollback else P.STEP_KEEP)
             master.stats["iterations"] += 1
-            return np.concatenate([outputs[k].ravel() for k in keys])
-
-        solve = coupling.iterate(np.concatenate([start[k].ravel() for k in keys]),
-                                 evaluate, cfg)
+            try:
+                ask = solving.send(np.concatenate([outputs[k].ravel() for k in keys]))
+            except StopIteration as done:
+                solve = done.value
+                break
+        record = st.record
         record = replace(record, iterations=max(record.iterations, solve.iterations),
                          residual=max(record.residual, solve.residual))
         if not solve.converged:
-            coupling.not_converged(cfg, "macro step: the", graph, list(g), solve, T)
+            coupling.not_converged(cfg, "macro step: the", graph, list(g), solve, st.T)
             record = replace(record, status=StepStatus.CONTINUED)
         return record
 

@@ -13,7 +13,9 @@ scheduled for the fewest round trips and still give the protocol path's numbers 
   known when the round is sent (a step and its refresh at ``T+H`` in one message when the
   values the refresh reads are already in);
 - an iterated coupling is a stage of its own, one round per iteration, the units rolled back on
-  their own side between iterations (``Step`` modes ``STEP_KEEP`` / ``STEP_ROLLBACK``).
+  their own side between iterations (``Step`` modes ``STEP_KEEP`` / ``STEP_ROLLBACK``);
+  couplings that can start at the same point (none reads another's outputs) iterate in the
+  same rounds, each to its own fixed point (a round per iteration of the slowest).
 
 The program is the list of :class:`Stage` objects the engine (:mod:`cosim.master.engine`) runs
 in order; :meth:`Program.table` prints it and :attr:`Program.round_trips` counts its round
@@ -67,15 +69,18 @@ class Stage:
     algebraic coupling iterated to a fixed point (``coupling``, its steps reading the
     outputs ``fresh`` computed for T+H), each over units all in this process (``local``: no
     round trip) or not. A coupling ``joined`` to the round before it sends its first
-    iteration with that round (both only read what was known before it). ``k``: a
-    coupling's macro step in a window; ``finals``: the ``(k, unit)`` whose outputs at the
-    end of macro step ``k`` are final once this stage ran (their unit's last action there)."""
+    iteration with that round (both only read what was known before it); one ``along`` the
+    coupling stage before it iterates in the same rounds (neither reads the other's
+    outputs). ``k``: a coupling's macro step in a window; ``finals``: the ``(k, unit)``
+    whose outputs at the end of macro step ``k`` are final once this stage ran (their
+    unit's last action there)."""
 
     sends: tuple = ()
     coupling: tuple = ()
     fresh: tuple = ()
     local: bool = False
     joined: bool = False
+    along: bool = False
     k: int = 0
     finals: tuple = ()
 
@@ -91,7 +96,7 @@ class Program:
     def round_trips(self) -> int:
         """Round trips per window when every coupling converges at its first iteration
         (each further iteration of a coupling of units in other processes adds one)."""
-        return sum(1 for s in self.stages if not s.local and not s.joined)
+        return sum(1 for s in self.stages if not s.local and not s.joined and not s.along)
 
     def table(self) -> str:
         """One line per stage: what it sends to whom."""
@@ -104,6 +109,8 @@ class Program:
                 what = "iterate " + " <-> ".join(s.coupling)
                 if s.joined:
                     what += " (first iteration with the round before)"
+                if s.along:
+                    what += " (in the same rounds as the coupling before)"
             else:
                 what = ", ".join(f"{x.unit}:" + "+".join(
                     (["step"] if x.step else []) + (["refresh"] if x.reset else []))
@@ -260,7 +267,7 @@ def _units(n) -> set:
 def _stages(ready, local, fresh_of, sources, finals) -> list:
     """The stages that run the ``ready`` actions (``(k, action)``): one round for the steps
     and refreshes (a unit's two actions of one macro step in one message), then one stage
-    per coupling."""
+    per coupling (those after the first iterating along with it)."""
     sends = {}
     for k, n in ready:
         if n[0] == "iterate":
@@ -281,6 +288,7 @@ def _stages(ready, local, fresh_of, sources, finals) -> list:
             finals=tuple(f for a in ready if a[1][0] != "iterate" for f in finals[a])))
     couplings = [a for a in ready if a[1][0] == "iterate"]
     out += [Stage(coupling=n[1], fresh=fresh_of[n], local=local,
-                  joined=bool(sends) and i == 0 and not local, k=k, finals=finals[(k, n)])
+                  joined=bool(sends) and i == 0 and not local, along=i > 0,
+                  k=k, finals=finals[(k, n)])
             for i, (k, n) in enumerate(couplings)]
     return out

@@ -28,6 +28,8 @@ CASES = [
     ("held", dict(scheme="gauss-seidel", adaptive=True, rtol=1e-9, atol=1e-12,
                   H_min=0.0025, H_max=0.01)),
     ("discrete-loop", dict(scheme="gauss-seidel", extrapolation=2, tolerance=1e-10)),
+    ("pairs", dict(scheme="jacobi", extrapolation=1)),
+    ("pairs", dict(scheme="gauss-seidel", acceleration="newton", tolerance=1e-10)),
     ("relog", dict(scheme="gauss-seidel")),
     ("driven", dict(scheme="jacobi", extrapolation=2)),
 ]

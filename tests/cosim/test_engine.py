@@ -10,7 +10,7 @@ takes the fewest round trips the shape allows.
 import numpy as np
 import pytest
 
-from blocks import Gain, Sine, Sum
+from blocks import Constant, Gain, Sine, Sum
 from blocks.continuous import Integrator
 from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
 from cosim.master.cosimulation import CoSimulation
@@ -70,6 +70,40 @@ def coupled(H=0.01):
     return m
 
 
+def coupled_pairs(n=3, H=0.01):
+    """``n`` independent algebraic couplings, each a discrete unit (y1 = 0.5 u + c_i) and a
+    continuous one (y2 = -0.8 y1 + z, z' = -z + y1, RK4); one pair also drives a third
+    unit that reads no coupling output back."""
+    m = Model("pairs")
+    for i in range(n):
+        a = Subsystem(f"c{i}", atomic=True, dt=H)
+        a.add(Inport("u"), Gain("g", 0.5 - 0.2 * i), Constant("c", 0.3 + i), Sum("s", "++"),
+              Outport("y1"))
+        a.connect("u.out", "g.in")
+        a.connect("g.out", "s.in1")
+        a.connect("c.out", "s.in2")
+        a.connect("s.out", "y1.in")
+        b = Subsystem(f"p{i}", atomic=True, dt=H, solver="RK4")
+        b.add(Inport("y1"), Integrator("z", 0.1 * i), Gain("k", -1.0), Sum("s", "++"),
+              Gain("m", -0.8), Sum("o", "++"), Outport("y2"))
+        b.connect("y1.out", "s.in1", "m.in")
+        b.connect("k.out", "s.in2")
+        b.connect("s.out", "z.in")
+        b.connect("z.out", "k.in", "o.in2")
+        b.connect("m.out", "o.in1")
+        b.connect("o.out", "y2.in")
+        m.add(a, b)
+        m.connect(f"c{i}.y1", f"p{i}.y1")
+        m.connect(f"p{i}.y2", f"c{i}.u")
+    d = Subsystem("d", atomic=True, dt=H, solver="RK4")
+    d.add(Inport("u"), Integrator("w", 0.0), Outport("w_"))
+    d.connect("u.out", "w.in")
+    d.connect("w.out", "w_.in")
+    m.add(d)
+    m.connect("p0.y2", "d.u")
+    return m
+
+
 MODELS = {"fan": (fan, 0.01), "servo": (lambda: servo_chain(0.02), 0.02),
           "coupled": (coupled, 0.01),
           # The semantics page's held-out shapes: a coupling through a held (discrete)
@@ -77,6 +111,8 @@ MODELS = {"fan": (fan, 0.01), "servo": (lambda: servo_chain(0.02), 0.02),
           "held": (lambda: held_coupling(0.01), 0.01),
           # both units of the coupling discrete: each one's input held from the other
           "discrete-loop": (lambda: gain_loop(0.5), 0.01),
+          # three independent couplings (iterated in the same rounds)
+          "pairs": (lambda: coupled_pairs(3), 0.01),
           "relog": (lambda: input_feeding_no_output(0.01, True), 0.01),
           "relog-later": (lambda: input_feeding_no_output(0.01, False), 0.01),
           "driven": (lambda: driven_loop(0.01), 0.01)}
@@ -151,6 +187,25 @@ def programs(model, H, scheme="jacobi", local=None):
         names = set(m.names) if local is None else local
         return compile_program(m.graph, Scheme(scheme), m.order, m.delayed, names,
                                set(m.names))
+    finally:
+        sim.close()
+
+
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+def test_independent_couplings_iterate_in_the_same_rounds(scheme):
+    """Three couplings none of which reads another: one round per iteration of the slowest,
+    not one per iteration of each (the values stay the protocol path's: the test above)."""
+    cfg = CosimConfig(H=0.01, compiled=False, scheme=scheme)
+    sim = CoSimulation(coupled_pairs(3), SimulationConfig(dt=0.01, t_end=0.4, cosim=cfg))
+    try:
+        sim.run()
+        m = sim.master
+        along = [s.along for s in m.engine.program.stages if s.coupling]
+        assert along == [False, True, True]
+        slowest = sum(r.iterations for r in m.step_log)     # (a step's: its slowest's)
+        assert m.stats["iterations"] == 3 * slowest > slowest
+        # a round for d's step, then one per iteration of the slowest coupling
+        assert m.engine.transport.rounds == m.stats["macro_steps"] + slowest
     finally:
         sim.close()
 
