@@ -36,13 +36,14 @@ import time
 import numpy as np
 import pytest
 
-from blocks import Constant, Gain, Sine, Sum
+from blocks import Gain, Sine, Sum
 from blocks.continuous import Integrator
 from cluster.codec import encode_batch
 from cosim import CoSimulation, CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
 from cosim.master import protocol as P
 from tests.benchmarks.rings import ring
 from tests.benchmarks.test_bench_backends import _echo
+from tests.cosim.test_semantics_every_model import add_held_loop
 
 N = 8
 STEPS = 300
@@ -66,28 +67,10 @@ def fan(n: int = N) -> Model:
 def loops(n: int = N) -> Model:
     """``n // 2`` controller/plant loops, each an iterated algebraic coupling: a discrete
     controller ``y = 0.5 u + c`` (held over the step) and an RK4 plant ``y = -0.8 u + z``,
-    ``z' = -z + u``."""
+    ``z' = -z + u`` (the semantics tests' held coupling)."""
     m = Model("loops")
     for i in range(n // 2):
-        c = Subsystem(f"c{i}", atomic=True, dt=0.01)
-        c.add(Inport("u"), Gain("g", 0.5), Constant("k", 0.3 + i), Sum("s", "++"),
-              Outport("y"))
-        c.connect("u.out", "g.in")
-        c.connect("g.out", "s.in1")
-        c.connect("k.out", "s.in2")
-        c.connect("s.out", "y.in")
-        p = Subsystem(f"p{i}", atomic=True, dt=0.01, solver="RK4")
-        p.add(Inport("u"), Integrator("z", 0.0), Gain("d", -1.0), Sum("s", "++"),
-              Gain("f", -0.8), Sum("o", "++"), Outport("y"))
-        p.connect("u.out", "s.in1", "f.in")
-        p.connect("d.out", "s.in2")
-        p.connect("s.out", "z.in")
-        p.connect("z.out", "d.in", "o.in2")
-        p.connect("f.out", "o.in1")
-        p.connect("o.out", "y.in")
-        m.add(c, p)
-        m.connect(f"c{i}.y", f"p{i}.u")
-        m.connect(f"p{i}.y", f"c{i}.u")
+        add_held_loop(m, f"c{i}", f"p{i}", 0.01, offset=0.3 + i)
     return m
 
 

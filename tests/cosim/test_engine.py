@@ -10,7 +10,7 @@ takes the fewest round trips the shape allows.
 import numpy as np
 import pytest
 
-from blocks import Constant, Gain, Sine, Sum
+from blocks import Gain, Sine, Sum
 from blocks.continuous import Integrator
 from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
 from cosim.master.cosimulation import CoSimulation
@@ -18,8 +18,8 @@ from cosim.master.program import compile_program
 from cosim.master.unitgraph import UnitGraph
 from cosim.config import Scheme
 from tests.cosim.test_cosim_semantics import servo_chain
-from tests.cosim.test_semantics_every_model import (driven_loop, gain_loop, held_coupling,
-                                                     input_feeding_no_output)
+from tests.cosim.test_semantics_every_model import (add_held_loop, driven_loop, gain_loop,
+                                                     held_coupling, input_feeding_no_output)
 
 
 def fan(n=4, H=0.01):
@@ -71,30 +71,12 @@ def coupled(H=0.01):
 
 
 def coupled_pairs(n=3, H=0.01):
-    """``n`` independent algebraic couplings, each a discrete unit (y1 = 0.5 u + c_i) and a
-    continuous one (y2 = -0.8 y1 + z, z' = -z + y1, RK4); one pair also drives a third
-    unit that reads no coupling output back."""
+    """``n`` independent held couplings (:func:`held_coupling`'s loop, each with its own
+    gain, offset and initial state); one pair also drives a unit that reads no coupling
+    output back."""
     m = Model("pairs")
     for i in range(n):
-        a = Subsystem(f"c{i}", atomic=True, dt=H)
-        a.add(Inport("u"), Gain("g", 0.5 - 0.2 * i), Constant("c", 0.3 + i), Sum("s", "++"),
-              Outport("y1"))
-        a.connect("u.out", "g.in")
-        a.connect("g.out", "s.in1")
-        a.connect("c.out", "s.in2")
-        a.connect("s.out", "y1.in")
-        b = Subsystem(f"p{i}", atomic=True, dt=H, solver="RK4")
-        b.add(Inport("y1"), Integrator("z", 0.1 * i), Gain("k", -1.0), Sum("s", "++"),
-              Gain("m", -0.8), Sum("o", "++"), Outport("y2"))
-        b.connect("y1.out", "s.in1", "m.in")
-        b.connect("k.out", "s.in2")
-        b.connect("s.out", "z.in")
-        b.connect("z.out", "k.in", "o.in2")
-        b.connect("m.out", "o.in1")
-        b.connect("o.out", "y2.in")
-        m.add(a, b)
-        m.connect(f"c{i}.y1", f"p{i}.y1")
-        m.connect(f"p{i}.y2", f"c{i}.u")
+        add_held_loop(m, f"c{i}", f"p{i}", H, gain=0.5 - 0.2 * i, offset=0.3 + i, z0=0.1 * i)
     d = Subsystem("d", atomic=True, dt=H, solver="RK4")
     d.add(Inport("u"), Integrator("w", 0.0), Outport("w_"))
     d.connect("u.out", "w.in")

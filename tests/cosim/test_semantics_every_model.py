@@ -39,14 +39,21 @@ def held_coupling(H):
     continuous unit (RK4 at H); u = y2: an algebraic coupling whose discrete output is held
     over each macro step."""
     m = Model("held")
-    a = Subsystem("a", atomic=True, dt=H)
-    a.add(Inport("u"), Gain("g", 0.5), Constant("c", 0.3), Sum("s", "++"), Outport("y1"))
+    add_held_loop(m, "a", "b", H)
+    return m
+
+
+def add_held_loop(m, a_name, b_name, H, gain=0.5, offset=0.3, z0=0.0):
+    """Add to ``m`` the units of :func:`held_coupling` (``y1 = gain u + offset``, discrete;
+    ``z(0) = z0``) as ``a_name`` and ``b_name``, coupled."""
+    a = Subsystem(a_name, atomic=True, dt=H)
+    a.add(Inport("u"), Gain("g", gain), Constant("c", offset), Sum("s", "++"), Outport("y1"))
     a.connect("u.out", "g.in")
     a.connect("g.out", "s.in1")
     a.connect("c.out", "s.in2")
     a.connect("s.out", "y1.in")
-    b = Subsystem("b", atomic=True, dt=H, solver="RK4")
-    b.add(Inport("y1"), Integrator("z", 0.0), Gain("k", -1.0), Sum("s", "++"),
+    b = Subsystem(b_name, atomic=True, dt=H, solver="RK4")
+    b.add(Inport("y1"), Integrator("z", z0), Gain("k", -1.0), Sum("s", "++"),
           Gain("m", -0.8), Sum("o", "++"), Outport("y2"))
     b.connect("y1.out", "s.in1", "m.in")
     b.connect("k.out", "s.in2")
@@ -55,9 +62,8 @@ def held_coupling(H):
     b.connect("m.out", "o.in1")
     b.connect("o.out", "y2.in")
     m.add(a, b)
-    m.connect("a.y1", "b.y1")
-    m.connect("b.y2", "a.u")
-    return m
+    m.connect(f"{a_name}.y1", f"{b_name}.y1")
+    m.connect(f"{b_name}.y2", f"{a_name}.u")
 
 
 @pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
