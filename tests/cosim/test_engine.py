@@ -153,11 +153,13 @@ def test_adaptive_steps_roll_back_on_the_units_side(model, scheme):
 
 
 @pytest.mark.parametrize("acceleration", ["none", "aitken", "anderson", "newton"])
-def test_iterated_coupling_accelerations(acceleration):
+@pytest.mark.parametrize("model", ["coupled", "pairs"])
+def test_iterated_coupling_accelerations(acceleration, model):
+    make, H = MODELS[model]
     options = dict(acceleration=acceleration, extrapolation=1, relaxation=0.9, tolerance=1e-9)
-    ref = run(coupled(), 0.01, False, **options)
+    ref = run(make(), H, False, **options)
     assert ref[2]["iterations"] > ref[2]["macro_steps"]
-    assert_identical(run(coupled(), 0.01, True, **options), ref)
+    assert_identical(run(make(), H, True, **options), ref)
 
 
 def programs(model, H, scheme="jacobi", local=None):
@@ -190,6 +192,34 @@ def test_independent_couplings_iterate_in_the_same_rounds(scheme):
         assert m.engine.transport.rounds == m.stats["macro_steps"] + slowest
     finally:
         sim.close()
+
+
+@pytest.mark.parametrize("on", ["continue", "raise"])
+def test_couplings_in_the_same_rounds_that_do_not_converge_end_as_on_the_protocol_path(on):
+    """Three couplings iterated in the same rounds, one of which has no solution from
+    t = 0.1 on (its loop gain becomes 1): continued (each step recorded as the protocol
+    path records it), or its ConvergenceError raised as the protocol path raises it (in
+    the step from 0.09: its end reads the gain of 0.1)."""
+    from cosim.errors import ConvergenceError
+
+    def make():
+        m = gain_loop(0.5, switch=0.1)
+        for i in range(2):
+            add_held_loop(m, f"c{i}", f"p{i}", 0.01, offset=0.3 + i)
+        return m
+
+    options = dict(max_iterations=6, on_nonconvergence=on)
+    if on == "continue":
+        ref = run(make(), 0.01, False, **options)
+        assert "continued" in {r.status.value for r in ref[1]}
+        assert_identical(run(make(), 0.01, True, **options), ref)
+        return
+    errors = []
+    for engine in (False, True):
+        with pytest.raises(ConvergenceError) as err:
+            run(make(), 0.01, engine, **options)
+        errors.append(str(err.value))
+    assert errors[0] == errors[1] and "a <-> b" in errors[0] and "[t=0.09]" in errors[0]
 
 
 def test_program_round_trips():
