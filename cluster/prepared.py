@@ -27,8 +27,7 @@ from cosim.master import protocol as P
 
 __all__ = ["MAX_LAYOUTS", "StepForm", "StepWriter", "SteppedForm", "SteppedReader",
            "StepsForm", "StepsWriter", "SteppedsReader", "decode_one", "encode_one", "learn",
-           "pack_times", "step_form", "step_values", "steps_form", "stepped_batch",
-           "stepped_message"]
+           "pack_times", "step_form", "steps_form", "stepped_message"]
 
 #: Most layouts remembered per thread and direction.
 MAX_LAYOUTS = 256
@@ -203,27 +202,6 @@ def _floats(n: int) -> struct.Struct:
     return s
 
 
-def step_values(data: bytes, max_elements: int):
-    """A batch of one Step (``encode_batch`` bytes) in a remembered layout as plain
-    values, ``(inputs, orders, mode, t, h, data)`` with ``data`` a tuple of floats; or
-    None (then decode strictly: the layout is learnt from that)."""
-    if type(data) is not bytes or data[:1] != b"\x91":
-        return None
-    step = _step(data, 1, max_elements)
-    if step is None:
-        return None
-    *fields, offset, n = step
-    return (*fields, _floats(n).unpack_from(data, offset))
-
-
-def stepped_batch(t_reached: float, event: bool, next_event: float, outputs: list) -> bytes:
-    """``encode_batch([Stepped(...)])`` of plain values (``outputs``: floats)."""
-    n = len(outputs)
-    return b"".join((b"\x91", _STEPPED.pack(0x95, _STEPPED_TAG, _F64, t_reached,
-                                            _TRUE if event else _FALSE, _F64, next_event),
-                     _vector_head(n), _floats(n).pack(*outputs)))
-
-
 class StepForm:
     """One layout of a batch of one Step (``encode_batch([Step(...)])``), read without
     looking anything up: a server's fast lane keeps the form of each unit's latest Step.
@@ -255,7 +233,7 @@ class StepForm:
 
     def read(self, data: bytes) -> tuple | None:
         """``(t, h, values)`` (values: a tuple of floats) if ``data`` is exactly a batch of
-        one Step of this form, else None (the same answer as :func:`step_values`)."""
+        one Step of this form, else None."""
         got = self.arguments(data)
         return None if got is None else (got[0], got[1], got[5])
 
@@ -343,7 +321,7 @@ def steps_form(data: bytes, max_elements: int) -> StepsForm | None:
 
 def stepped_message(t_reached: float, event: bool, next_event: float, outputs) -> bytes:
     """``encode(Stepped(...))`` of plain values (``outputs``: floats): one message of a
-    batch (:func:`stepped_batch` is a batch of one)."""
+    batch."""
     n = len(outputs)
     return b"".join((_STEPPED.pack(0x95, _STEPPED_TAG, _F64, t_reached,
                                    _TRUE if event else _FALSE, _F64, next_event),
@@ -352,7 +330,7 @@ def stepped_message(t_reached: float, event: bool, next_event: float, outputs) -
 
 def step_form(data: bytes, max_elements: int) -> StepForm | None:
     """The :class:`StepForm` of ``data`` if it is a batch of one Step in a remembered layout
-    (what :func:`step_values` reads), else None."""
+    (learnt by the strict decoder, :func:`learn`), else None."""
     if type(data) is not bytes or data[:1] != b"\x91":
         return None
     step = _step(data, 1, max_elements)
@@ -364,8 +342,8 @@ def step_form(data: bytes, max_elements: int) -> StepForm | None:
 
 
 class SteppedForm:
-    """Writes batches of one Stepped of ``n`` outputs (:func:`stepped_batch`, its layout
-    prepared once)."""
+    """Writes batches of one Stepped of ``n`` outputs (``encode_batch([Stepped(...)])``, its
+    layout prepared once)."""
 
     __slots__ = ("n", "_head", "_floats")
 
@@ -377,8 +355,8 @@ class SteppedForm:
         self._floats = struct.Struct(f"<{n}d")
 
     def write(self, t_reached: float, event: bool, next_event: float, outputs) -> bytes:
-        """``stepped_batch(t_reached, event, next_event, outputs)``; ``outputs``: ``n``
-        floats."""
+        """``encode_batch([Stepped(t_reached, event, next_event, outputs)])``;
+        ``outputs``: ``n`` floats."""
         return b"".join((self._START.pack(0x91, 0x95, _STEPPED_TAG, _F64, t_reached,
                                           _TRUE if event else _FALSE, _F64, next_event),
                          self._head, self._floats.pack(*outputs)))

@@ -41,23 +41,10 @@ def test_prepared_bytes_are_the_strict_bytes_and_decode_back(msg):
     assert_identical(decode_batch(data, limits=STRICT), [msg])
 
 
-@SETTINGS
-@given(steps)
-def test_step_values_are_the_decoded_step(msg):
-    data = encode_batch([msg])
-    decode_batch(data)
-    got = prepared.step_values(data, 2**28)
-    assert got is not None
-    inputs, orders, mode, t, h, values = got
-    assert (inputs, orders, mode) == (msg.inputs, msg.orders, msg.mode)
-    assert struct.pack("<dd", t, h) == struct.pack("<dd", msg.t, msg.h)
-    assert struct.pack(f"<{len(values)}d", *values) == msg.data.tobytes()
-
-
-def test_stepped_batch_is_the_encoded_stepped():
+def test_a_stepped_message_is_the_encoded_stepped():
     out = [1.5, -0.0, float("nan"), 3.0]
-    assert prepared.stepped_batch(0.25, True, float("inf"), out) == \
-        encode_batch([Stepped(0.25, True, float("inf"), np.array(out))])
+    assert prepared.stepped_message(0.25, True, float("inf"), out) == \
+        encode(Stepped(0.25, True, float("inf"), np.array(out)))
 
 
 @SETTINGS
@@ -70,9 +57,9 @@ def test_a_stepped_form_writes_the_encoded_stepped(msg):
 
 @SETTINGS
 @given(steps, st.floats(), st.floats(), st.data())
-def test_a_step_form_reads_every_step_of_its_layout_as_step_values(msg, t, h, data):
+def test_a_step_form_reads_every_step_of_its_layout(msg, t, h, data):
     """A form learnt from one Step reads another of the same layout (new t, h and values)
-    exactly as step_values does, and refuses the bytes of any other layout or length."""
+    exactly, and refuses the bytes of any other layout or length."""
     decode_batch(encode_batch([msg]))
     form = prepared.step_form(encode_batch([msg]), 2**28)
     assert form is not None
@@ -120,7 +107,7 @@ def test_altered_bytes_decode_as_the_strict_decoder_says(msg, data):
         assert fast is None
     else:
         assert_identical(fast, strict)
-    if prepared.step_values(altered, 2**28) is not None:
+    if prepared.step_form(altered, 2**28) is not None:
         assert strict is not None and type(strict[0]) is Step
     form = prepared.step_form(raw, 2**28)
     read = form.read(altered) if form is not None else None
@@ -136,7 +123,7 @@ def test_layouts_are_bounded():
     for i in range(prepared.MAX_LAYOUTS * 2):
         msg = Step((f"in{i}",), (0,), 0, 0.0, 0.1, np.zeros(1))
         decode_batch(encode_batch([msg]))
-    assert prepared.step_values(encode_batch([msg]), 2**28) is not None
+    assert prepared.step_form(encode_batch([msg]), 2**28) is not None
 
 
 @pytest.mark.parametrize("n", [0, 1, 30, 8000])
