@@ -183,10 +183,6 @@ class Channel:
             self.address = address
         self._connect()
 
-    def set_timeout(self, timeout: float) -> None:
-        self.timeout = timeout
-        self._sock.RCVTIMEO = self._sock.SNDTIMEO = int(timeout * 1000)
-
     def submit(self, unit: str, requests: list) -> None:
         self._queued.append((unit, requests))
 
