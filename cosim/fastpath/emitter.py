@@ -105,6 +105,10 @@ class Strategy:
         self.preamble: list[str] = []
         self.consts = cache.Consts()
         self._named: dict[tuple, str] = {}      # recipe -> its global's name
+        #: Globals holding live values (:class:`~cosim.model.diagram.Inport`'s, read as
+        #: ``<name>[<i>]``) -> their length: a single step function reads them once per
+        #: call (see :func:`_hoisted`).
+        self.lives: dict[str, int] = {}
 
     def const(self, value, recipe: tuple | None = None) -> str:
         """Name of a new global of the generated function bound to ``value``.
@@ -341,7 +345,10 @@ class Writer:
             if kind == "l":
                 # Live values: singleton groups.
                 recipe = ("l", group[0])
-                return f"{s.const(_recipe_value(recipe, self.kernels), recipe)}[{int(r)}]"
+                values = _recipe_value(recipe, self.kernels)
+                live = s.const(values, recipe)
+                self.top.lives[live] = len(values)
+                return f"{live}[{int(r)}]"
             # Parameters are data (globals of the generated code), never literals in its
             # source: the source then depends only on the plan's structure (see cache).
             # A value shared by the whole group (a parameter of a test) stays one float.
@@ -544,13 +551,36 @@ class Writer:
                                  s, n_stages, limit), columns
         lines = [ln for lines, stmts, _ in integ for ln in lines + stmts]
         upd = [st for stmts in cont + disc for st in stmts]
-        return [_frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,
-                       upd, lines, s.prologue, s.epilogue, s.preamble)], columns
+        return [_hoisted(_frame(config.t0, config.dt, [st for stmts in body for st in stmts],
+                                log_stmts, upd, lines, s.prologue, s.epilogue, s.preamble),
+                         s.lives)], columns
 
 
 def chunk_of(strategy) -> int:
     """Statements per generated function of a large plan for ``strategy``."""
     return CHUNK if strategy.chunk is None else strategy.chunk
+
+
+def _hoisted(source: str, lives: dict) -> str:
+    """``source`` (one step function) reading the live values of ``lives`` (their globals'
+    names -> the lists' lengths) from locals unpacked once when it is called, not from the
+    lists at every use (an Inport's input polynomial reads five of them at each Runge–Kutta
+    stage). The lists change only between calls (the master or the parent sets an Inport
+    before it calls the step function), so every value read is the same. A list read by
+    one statement only (no stage reads it) stays as it is: a call of one tick (a unit's
+    macro step) would read it once anyway, and its unpacking costs more than a held input's
+    two reads."""
+    if not lives:
+        return source
+    lines = [ln for ln in source.split("\n") if "[" in ln]
+    used = [name for name in lives if sum(f"{name}[" in ln for ln in lines) > 1]
+    if not used:
+        return source
+    read = re.compile(rf"\b({'|'.join(map(re.escape, used))})\[(\d+)\]")
+    head, sep, rest = read.sub(r"\1_\2", source).partition(f"def {ADVANCE}):\n")
+    loads = "".join(f"    {', '.join(f'{name}_{i}' for i in range(lives[name]))}, = {name}\n"
+                    for name in used)
+    return head + sep + loads + rest
 
 
 def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue,
