@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cosim.errors import SimulationError
+from cosim.fastpath import cache
 from cosim.master import coupling
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
@@ -321,10 +322,13 @@ class CompiledExchange:
     # -- writing the loop -------------------------------------------------------------------
 
     def _compile(self, directs: dict, timed: bool):
-        """Generate and compile the macro loop for the units' current slots."""
+        """Generate the macro loop for the units' current slots; its code comes from the
+        cache of generated code when the same source was compiled before (a sweep's or a
+        re-run's co-simulation of the same structure)."""
         source = _Source(self, directs, timed).text()
         namespace: dict = {}
-        exec(compile(source, "<cosim compiled exchange>", "exec"), namespace)
+        (code,) = cache.code_for([source], "<cosim compiled exchange>")
+        exec(code, namespace)
         self.source = source
         return namespace["exchange"]
 
