@@ -415,14 +415,23 @@ class Writer:
 
     def logs(self, store, ticks: bool = True) -> tuple[list, list]:
         """``(guard, statement)`` of the log appends (without ``ticks``, only the rows: the
-        caller appends the ticks), and per task ``(log key, column)``."""
+        caller appends the ticks), and per task ``(log key, column)``.
+
+        Signals of a task that are one value (an Outport's recorded input and the output
+        driving it) share a column: a row holds each value once, and the log store gives
+        each key its own copy.
+        """
         plan = self.plan
         columns = [[] for _ in plan.tasks]
         slots = [[] for _ in plan.tasks]
+        at: list[dict[int, int]] = [{} for _ in plan.tasks]      # slot -> its column
         for i, p, key in store.refs:
             ti = plan.task_of[i]
-            columns[ti].append((key, len(slots[ti])))
-            slots[ti].append(self.layout.log_slot(plan, i, p))
+            slot = self.layout.log_slot(plan, i, p)
+            if slot not in at[ti]:
+                at[ti][slot] = len(slots[ti])
+                slots[ti].append(slot)
+            columns[ti].append((key, at[ti][slot]))
         stmts = []
         for n, task in enumerate(plan.tasks):
             gd = guard(task, self.k)
