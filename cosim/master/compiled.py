@@ -29,6 +29,7 @@ unit's wall time per step goes to :attr:`UnitCalls.step_times
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from array import array
@@ -38,6 +39,7 @@ import numpy as np
 
 from cosim.errors import SimulationError
 from cosim.fastpath import cache
+from cosim.fastpath.runtime import warm
 from cosim.master import coupling
 from cosim.master import protocol as P
 from cosim.master.calls import raise_error
@@ -225,12 +227,22 @@ class CompiledExchange:
         records: list | None = [] if self.coupled else None
         counter = [0]
         walls: list = [([], []) for _ in self.names] if timed else []
-        out = self.fn(n, n_stop, n - n % every + every, T, nq, t_end - eps, t_end, *ts, ys, ps,
-                      qs, ks, lasts,
-                      [d.bound for d in directs.values()],
-                      [live for d in directs.values() for live in d.inputs.values()], starts,
-                      [d.stops for d in directs.values()], [d.keep for d in directs.values()],
-                      records, counter, walls, self._helpers(directs))
+        rest = (n - n % every + every, T, nq, t_end - eps, t_end, *ts, ys, ps, qs, ks, lasts,
+                [d.bound for d in directs.values()],
+                [live for d in directs.values() for live in d.inputs.values()], starts,
+                [d.stops for d in directs.values()], [d.keep for d in directs.values()],
+                records, counter, walls, self._helpers(directs))
+        # Specialized before the chunk (a run's macro steps take one call or a few), and run
+        # without the cyclic collector, as the units' own long calls (cosim.fastpath.runtime).
+        warm(self.fn, n, n, *rest)
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
+        try:
+            out = self.fn(n, n_stop, *rest)
+        finally:
+            if collecting:
+                gc.enable()
         err, cur, n1, T1, nq1, ta, tb, tc, ys, ps, qs, ks1, lasts1 = out
         nu = len(self.names)
         call = "DoStep" if cur < nu else "RefreshOutputs"
