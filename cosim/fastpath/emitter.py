@@ -144,7 +144,8 @@ class Strategy:
         raise NotImplementedError
 
     def row(self, task: int, slots: list[int]) -> str:
-        """Statement appending to ``rows[task]`` the signals at ``slots`` (a new row)."""
+        """Statement appending to ``rows[task]`` the signals at ``slots`` (a new row: an
+        array of them, or the values themselves one after the other)."""
         raise NotImplementedError
 
     def stage_sum(self, target: str, terms) -> list[str]:

@@ -287,8 +287,10 @@ class CompiledExchange:
         """What the loop calls besides the units: per unit the dropping of a sample logged
         at its tick (a second refresh there), the iteration, its failure, a record, the
         clock."""
-        unlogs = [(lambda k, R=d.bound[4], G=d.bound[5]: _unlog(R, G, k)) if d.generated
-                  else None for d in directs.values()]
+        unlogs = [(lambda k, R=d.bound[4], G=d.bound[5],
+                   W=[self.units[u].sim.store.width(n) for n in range(len(d.bound[5]))]:
+                   _unlog(R, G, W, k)) if d.generated else None
+                  for u, d in directs.items()]
         cfg, graph = self.cfg, self.graph
 
         def failed(g, solve, T):
@@ -345,17 +347,16 @@ class CompiledExchange:
         return namespace["exchange"]
 
 
-def _unlog(rows: list, ticks: list, k: int) -> None:
+def _unlog(rows: list, ticks: list, widths: list, k: int) -> None:
     """Drop the samples a unit's generated function logged at tick ``k`` (its last), as
     :meth:`LogStore.unlog <cosim.run.logstore.LogStore.unlog>` does: a refresh at a macro
     point refreshed already in this macro step replaces its sample (the relog level, the
-    refresh of a coupling at a held output's sample hit). They are rows not flushed yet: the
-    first refresh ran in this very call."""
-    for task_rows, task_ticks in zip(rows, ticks):
+    refresh of a coupling at a held output's sample hit). They are rows not flushed yet (the
+    first refresh ran in this very call), ``widths[task]`` values each."""
+    for task_rows, task_ticks, width in zip(rows, ticks, widths):
         if task_ticks and task_ticks[-1] == k:
             task_ticks.pop()
-            if task_rows:
-                task_rows.pop()
+            del task_rows[len(task_rows) - width:]
 
 
 class _Source:
