@@ -26,8 +26,9 @@ LONG_CALL = 64
 #: Calls after which CPython 3.11 specializes a function's bytecode (its warm-up; 3.12 on
 #: specialize code as it is made, 3.10 never).
 WARMUP_CALLS = 8
-#: Code objects :func:`warm` has run through their warm-up (the caches share them).
-_warmed: weakref.WeakSet = weakref.WeakSet()
+#: ``id`` -> a weak reference of each code object :func:`warm` ran through its warm-up (the
+#: caches share them). By identity: a code object's hash walks all its constants.
+_warmed: dict[int, weakref.ref] = {}
 
 
 def warm(fn, *args) -> None:
@@ -41,11 +42,12 @@ def warm(fn, *args) -> None:
     leave every value as it is.
     """
     code = fn.__code__
-    if code in _warmed:
+    known = _warmed.get(id(code))
+    if known is not None and known() is code:
         return
     for _ in range(WARMUP_CALLS):
         fn(*args)
-    _warmed.add(code)
+    _warmed[id(code)] = weakref.ref(code, lambda _, key=id(code): _warmed.pop(key, None))
 
 
 class Unsupported(Exception):
@@ -84,6 +86,8 @@ class FastPath:
     key : tuple or bytes or None
         The structural fingerprint its source was written for (see
         :mod:`cosim.fastpath.structure`): a parent inlining this plan keys its own by it.
+    cold : bool
+        :meth:`advance` has not yet made sure the function is specialized (:func:`warm`).
     """
 
     def __init__(self, state, store, source, fn, flat, columns, solver, n_stages):
@@ -96,6 +100,7 @@ class FastPath:
         self.solver = solver
         self.n_stages = n_stages
         self.key = None
+        self.cold = True
         state.flat = flat
         store.columns = columns
 
@@ -107,8 +112,10 @@ class FastPath:
         k_end = k_stop + 1 if outputs else k_stop
         collecting = k_end - k0 >= LONG_CALL and gc.isenabled()
         try:
-            warm(self.fn, k0, k0, store.last, flat.S, flat.D, state.X, store.rows,
-                 store.task_ticks, k0, k0)
+            if self.cold:
+                warm(self.fn, k0, k0, store.last, flat.S, flat.D, state.X, store.rows,
+                     store.task_ticks, k0, k0)
+                self.cold = False
             if collecting:
                 gc.disable()
             k, store.last = self.fn(k0, k_end, store.last, flat.S, flat.D, state.X,
