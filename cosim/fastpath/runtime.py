@@ -9,19 +9,12 @@ costs the ticks it runs and nothing more.
 
 from __future__ import annotations
 
-import gc
 import weakref
 
 from cosim.errors import SimulationError
 
 __all__ = ["FastPath", "Unsupported", "warm"]
 
-#: Ticks from which a call of the step function runs with the cyclic garbage collector off.
-#: The loop allocates floats and tuples of floats only (no cycles), yet every 700 of them
-#: start a collection that walks the young objects: in a run's first call, the whole model
-#: just built (a model with atomic subsystems ran its first 4,000 ticks in 22 ms instead
-#: of 11). A short call (a unit's macro step) is left alone: switching costs more there.
-LONG_CALL = 64
 
 #: Calls after which CPython 3.11 specializes a function's bytecode (its warm-up; 3.12 on
 #: specialize code as it is made, 3.10 never).
@@ -110,14 +103,11 @@ class FastPath:
         state, store, flat = self.state, self.store, self.flat
         k0 = state.k
         k_end = k_stop + 1 if outputs else k_stop
-        collecting = k_end - k0 >= LONG_CALL and gc.isenabled()
         try:
             if self.cold:
                 warm(self.fn, k0, k0, store.last, flat.S, flat.D, state.X, store.rows,
                      store.task_ticks, k0, k0)
                 self.cold = False
-            if collecting:
-                gc.disable()
             k, store.last = self.fn(k0, k_end, store.last, flat.S, flat.D, state.X,
                                     store.rows, store.task_ticks, k_stop, k_stop)
             state.k = min(k, k_stop)
@@ -127,8 +117,6 @@ class FastPath:
                                   "rerun with SimulationConfig(fast=False) to find the block)",
                                   t=t0 + state.k * dt) from err
         finally:
-            if collecting:
-                gc.enable()
             state.mark_stale()
         if self.solver is not None and state.k > k0:
             st = self.solver.stats

@@ -30,7 +30,6 @@ unit's wall time per step goes to :attr:`UnitCalls.step_times
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from array import array
@@ -234,17 +233,9 @@ class CompiledExchange:
                 [live for d in directs.values() for live in d.inputs.values()], starts,
                 [d.stops for d in directs.values()], [d.keep for d in directs.values()],
                 records, counter, walls, self._helpers(directs))
-        # Specialized before the chunk (a run's macro steps take one call or a few), and run
-        # without the cyclic collector, as the units' own long calls (cosim.fastpath.runtime).
+        # Specialized before the chunk: a run's macro steps take one call or a few.
         warm(self.fn, n, n, *rest)
-        collecting = gc.isenabled()
-        if collecting:
-            gc.disable()
-        try:
-            out = self.fn(n, n_stop, *rest)
-        finally:
-            if collecting:
-                gc.enable()
+        out = self.fn(n, n_stop, *rest)
         err, cur, n1, T1, nq1, ta, tb, tc, ys, ps, qs, ks1, lasts1 = out
         nu = len(self.names)
         call = "DoStep" if cur < nu else "RefreshOutputs"
