@@ -20,8 +20,8 @@ import sys
 
 import numpy as np
 
-from cosim.fastpath import cache, chunked, nested, structure
-from cosim.fastpath.chunked import ADVANCE, define, grouped, loop_end, own_globals
+from cosim.fastpath import cache, chunked, frame, nested, structure
+from cosim.fastpath.chunked import own_globals
 from cosim.fastpath.runtime import FastPath, Unsupported
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
@@ -107,7 +107,7 @@ class Strategy:
         self._named: dict[tuple, str] = {}      # recipe -> its global's name
         #: Globals holding live values (:class:`~cosim.model.diagram.Inport`'s, read as
         #: ``<name>[<i>]``) -> their length: a single step function reads them once per
-        #: call (see :func:`_hoisted`).
+        #: call (see :func:`~cosim.fastpath.frame.hoisted`).
         self.lives: dict[str, int] = {}
 
     def const(self, value, recipe: tuple | None = None) -> str:
@@ -561,61 +561,12 @@ class Writer:
                                  s, n_stages, limit), columns
         lines = [ln for lines, stmts, _ in integ for ln in lines + stmts]
         upd = [st for stmts in cont + disc for st in stmts]
-        return [_hoisted(_frame(config.t0, config.dt, [st for stmts in body for st in stmts],
-                                log_stmts, upd, lines, s.prologue, s.epilogue, s.preamble),
-                         s.lives)], columns
+        return [frame.hoisted(frame.single(config.t0, config.dt,
+                                           [st for stmts in body for st in stmts], log_stmts,
+                                           upd, lines, s.prologue, s.epilogue, s.preamble),
+                              s.lives)], columns
 
 
 def chunk_of(strategy) -> int:
     """Statements per generated function of a large plan for ``strategy``."""
     return CHUNK if strategy.chunk is None else strategy.chunk
-
-
-def _hoisted(source: str, lives: dict) -> str:
-    """``source`` (one step function) reading the live values of ``lives`` (their globals'
-    names -> the lists' lengths) from locals unpacked once when it is called, not from the
-    lists at every use (an Inport's input polynomial reads five of them at each Runge–Kutta
-    stage). The lists change only between calls (the master or the parent sets an Inport
-    before it calls the step function), so every value read is the same. A list read by
-    one statement only (no stage reads it) stays as it is: a call of one tick (a unit's
-    macro step) would read it once anyway, and its unpacking costs more than a held input's
-    two reads."""
-    if not lives:
-        return source
-    lines = [ln for ln in source.split("\n") if "[" in ln]
-    used = [name for name in lives if sum(f"{name}[" in ln for ln in lines) > 1]
-    if not used:
-        return source
-    read = re.compile(rf"\b({'|'.join(map(re.escape, used))})\[(\d+)\]")
-    head, sep, rest = read.sub(r"\1_\2", source).partition(f"def {ADVANCE}):\n")
-    loads = "".join(f"    {', '.join(f'{name}_{i}' for i in range(lives[name]))}, = {name}\n"
-                    for name in used)
-    return head + sep + loads + rest
-
-
-def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue,
-           preamble) -> str:
-    """Source of ``advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log)``.
-
-    Per tick ``k`` of ``k .. k_stop-1``: outputs (``body``); logs if
-    ``last_logged < k < k_log``; and, if ``k < k_full``, the state updates (``upd``) and the
-    integration (``integ``) to the next tick. Ticks from ``k_full`` on only compute outputs,
-    so one call can run a unit's macro step and compute its outputs at the end.
-    ``prologue`` / ``epilogue`` load and store the values (the scalar strategy keeps them in
-    locals); ``preamble``, module-level lines, makes the strategy's buffers. An exception
-    leaves with the tick it happened at as its ``cosim_tick`` attribute.
-    """
-    lines = [*prologue, "    try:", "        while k < k_stop:",
-             f"            t = {t0!r} + k * {dt!r}"]
-    lines += grouped(body, 12)
-    lines.append("            if last_logged < k < k_log:")
-    lines += grouped(log_stmts, 16)
-    lines.append("                last_logged = k")
-    if upd or integ:
-        lines.append("            if k < k_full:")
-        lines += grouped(upd, 16)
-        lines += ["                " + s for s in integ]
-    lines += loop_end(epilogue)
-    return "\n".join([*preamble, *define(ADVANCE, lines)]) + "\n"
-
-
