@@ -57,5 +57,3 @@ def single(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue
         lines += ["                " + s for s in integ]
     lines += loop_end(epilogue)
     return "\n".join([*preamble, *define(ADVANCE, lines)]) + "\n"
-
-

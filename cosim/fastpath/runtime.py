@@ -16,8 +16,9 @@ from cosim.errors import SimulationError
 __all__ = ["FastPath", "Unsupported", "warm"]
 
 
-#: Calls after which CPython 3.11 specializes a function's bytecode (its warm-up; 3.12 on
-#: specialize code as it is made, 3.10 never).
+#: Calls after which CPython 3.11 specializes a function's bytecode (its warm-up; later
+#: versions specialize from the first call, 3.10 not at all: the calls are then wasted but
+#: harmless).
 WARMUP_CALLS = 8
 #: ``id`` -> a weak reference of each code object :func:`warm` ran through its warm-up (the
 #: caches share them). By identity: a code object's hash walks all its constants.
