@@ -10,6 +10,8 @@ from cosim.fastpath.chunked import ADVANCE, define, grouped, loop_end
 
 __all__ = ["hoisted", "single"]
 
+_T = re.compile(r"\bt\b")
+
 
 def hoisted(source: str, lives: dict) -> str:
     """``source`` (one step function) reading the live values of ``lives`` (their globals'
@@ -45,15 +47,16 @@ def single(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue
     locals); ``preamble``, module-level lines, makes the strategy's buffers. An exception
     leaves with the tick it happened at as its ``cosim_tick`` attribute.
     """
-    lines = [*prologue, "    try:", "        while k < k_stop:",
-             f"            t = {t0!r} + k * {dt!r}"]
-    lines += grouped(body, 12)
-    lines.append("            if last_logged < k < k_log:")
-    lines += grouped(log_stmts, 16)
-    lines.append("                last_logged = k")
+    loop = grouped(body, 12)
+    loop.append("            if last_logged < k < k_log:")
+    loop += grouped(log_stmts, 16)
+    loop.append("                last_logged = k")
     if upd or integ:
-        lines.append("            if k < k_full:")
-        lines += grouped(upd, 16)
-        lines += ["                " + s for s in integ]
+        loop.append("            if k < k_full:")
+        loop += grouped(upd, 16)
+        loop += ["                " + s for s in integ]
+    # The tick's time only where a statement reads it (a plan of discrete blocks may not).
+    clock = [f"            t = {t0!r} + k * {dt!r}"] if any(map(_T.search, loop)) else []
+    lines = [*prologue, "    try:", "        while k < k_stop:", *clock, *loop]
     lines += loop_end(epilogue)
     return "\n".join([*preamble, *define(ADVANCE, lines)]) + "\n"
