@@ -192,8 +192,9 @@ def guard(task, k: str = "k") -> str | None:
     ``k``; None: every tick)."""
     if task.period == 1 and task.offset == 0:
         return None
-    cond = f"({k} - {task.offset}) % {task.period} == 0"
-    return cond + (f" and {k} >= {task.offset}" if task.offset else "")
+    if not task.offset:
+        return f"{k} % {task.period} == 0"
+    return f"({k} - {task.offset}) % {task.period} == 0 and {k} >= {task.offset}"
 
 
 def tableau(solver):
