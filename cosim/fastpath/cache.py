@@ -21,12 +21,16 @@ from types import CodeType
 
 __all__ = ["Consts", "Emitted", "by_source", "code_for", "emitted", "remember"]
 
-#: Entries kept per cache (least recently used dropped first): a 100,000-block plan's code is
-#: tens of megabytes, so only a few are kept.
-CAPACITY = 8
+#: Entries kept per cache at most (least recently used dropped first): one per plan of a run
+#: (a co-simulation's units, a model's atomic subsystems) and a few runs' worth besides.
+CAPACITY = 64
+#: Characters of generated source the entries of a cache hold at most (the newest is kept
+#: whatever its size): a 100,000-block plan's code is tens of megabytes, so a large plan
+#: displaces the others, while the small plans of a co-simulation with many units all stay.
+BUDGET = 4_000_000
 
-_codes: OrderedDict[tuple, tuple[CodeType, ...]] = OrderedDict()
-_emitted: OrderedDict[tuple, Emitted] = OrderedDict()
+_codes: OrderedDict[tuple, tuple[int, tuple[CodeType, ...]]] = OrderedDict()
+_emitted: OrderedDict[tuple, tuple[int, Emitted]] = OrderedDict()
 
 
 class Consts(Sequence):
@@ -87,16 +91,20 @@ class Emitted:
 
 
 def _get(cache: OrderedDict, key):
-    value = cache.get(key)
-    if value is not None:
-        cache.move_to_end(key)
-    return value
+    entry = cache.get(key)
+    if entry is None:
+        return None
+    cache.move_to_end(key)
+    return entry[1]
 
 
-def _put(cache: OrderedDict, key, value) -> None:
-    cache[key] = value
-    while len(cache) > CAPACITY:
-        cache.popitem(last=False)
+def _put(cache: OrderedDict, key, value, size: int) -> None:
+    """Keep ``value`` (``size`` characters of source) under ``key``, dropping the least
+    recently used entries beyond :data:`CAPACITY` entries or :data:`BUDGET` characters."""
+    cache[key] = (size, value)
+    total = sum(n for n, _ in cache.values())
+    while len(cache) > 1 and (len(cache) > CAPACITY or total > BUDGET):
+        total -= cache.popitem(last=False)[1][0]
 
 
 def emitted(key: tuple) -> Emitted | None:
@@ -108,12 +116,12 @@ def by_source(source: str) -> Emitted | None:
     """The entry whose source is ``source`` (the very string a fast path holds), if still
     cached: its constants' recipes say where each value of a run comes from (ensembles,
     :mod:`cosim.fastpath.ensemble_run`)."""
-    return next((e for e in reversed(_emitted.values()) if e.source is source), None)
+    return next((e for _, e in reversed(_emitted.values()) if e.source is source), None)
 
 
 def remember(key: tuple, entry: Emitted) -> None:
     """Keep ``entry`` as what is emitted for the structural fingerprint ``key``."""
-    _put(_emitted, key, entry)
+    _put(_emitted, key, entry, len(entry.source))
 
 
 def code_for(pieces: list[str], label: str) -> tuple[CodeType, ...]:
@@ -144,7 +152,7 @@ def code_for(pieces: list[str], label: str) -> tuple[CodeType, ...]:
             codes.append(_from_line(compile(piece, label, "exec"), line))
             line += piece.count("\n")
         codes = tuple(codes)
-        _put(_codes, key, codes)
+        _put(_codes, key, codes, sum(map(len, pieces)))
     return codes
 
 

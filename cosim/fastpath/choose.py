@@ -53,8 +53,6 @@ def build(plan, config, state, store, solver, cslices, release: bool = False) ->
     else:
         layout = Layout(plan, cslices)
         strategy = Scalar(plan, layout, n_c)
-        # (Only the log store reads the rows of a plan inlining others: no tuple per sample.)
-        strategy.bare_rows = inlines
     try:
         return emitter.build(plan, config, state, store, solver, layout, kernels, tab, strategy,
                              release)

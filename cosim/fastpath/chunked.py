@@ -13,7 +13,7 @@ import types
 __all__ = ["ADVANCE", "CHUNK_PREFIXES", "define", "frame", "grouped", "loop_end",
            "own_globals"]
 
-#: The generated step function's name and arguments (see :func:`~cosim.fastpath.emitter._frame`).
+#: The generated step function's name and arguments (see :func:`~cosim.fastpath.frame.single`).
 ADVANCE = "advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log"
 
 #: Name prefixes of the functions of a chunked step function (see :func:`frame`).
@@ -74,7 +74,7 @@ def _chunks(groups: list, size: int) -> list[list[str]]:
 
 def frame(t0: float, dt: float, body, log_stmts, upd, integ, strategy, n_stages: int,
           size: int) -> list[str]:
-    """Pieces of ``advance`` (see :func:`~cosim.fastpath.emitter._frame`) for a large plan:
+    """Pieces of ``advance`` (see :func:`~cosim.fastpath.frame.single`) for a large plan:
     outputs, state updates and the statements of each segment ``(lines, statements)`` of
     the integration (see :meth:`~cosim.fastpath.emitter.Writer.integration`; ``lines`` are
     the step function's own) run in functions of at most about ``size`` statements each, the

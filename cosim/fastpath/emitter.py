@@ -20,8 +20,8 @@ import sys
 
 import numpy as np
 
-from cosim.fastpath import cache, chunked, nested, structure
-from cosim.fastpath.chunked import ADVANCE, define, grouped, loop_end, own_globals
+from cosim.fastpath import cache, chunked, frame, nested, structure
+from cosim.fastpath.chunked import own_globals
 from cosim.fastpath.runtime import FastPath, Unsupported
 from cosim.run.state import FlatValues
 from cosim.solvers.explicit import ExplicitRK
@@ -105,6 +105,10 @@ class Strategy:
         self.preamble: list[str] = []
         self.consts = cache.Consts()
         self._named: dict[tuple, str] = {}      # recipe -> its global's name
+        #: Globals holding live values (:class:`~cosim.model.diagram.Inport`'s, read as
+        #: ``<name>[<i>]``) -> their length: a single step function reads them once per
+        #: call (see :func:`~cosim.fastpath.frame.hoisted`).
+        self.lives: dict[str, int] = {}
 
     def const(self, value, recipe: tuple | None = None) -> str:
         """Name of a new global of the generated function bound to ``value``.
@@ -140,7 +144,8 @@ class Strategy:
         raise NotImplementedError
 
     def row(self, task: int, slots: list[int]) -> str:
-        """Statement appending to ``rows[task]`` the signals at ``slots`` (a new row)."""
+        """Statement appending to ``rows[task]`` the signals at ``slots`` (a new row: an
+        array of them, or the values themselves one after the other)."""
         raise NotImplementedError
 
     def stage_sum(self, target: str, terms) -> list[str]:
@@ -187,8 +192,9 @@ def guard(task, k: str = "k") -> str | None:
     ``k``; None: every tick)."""
     if task.period == 1 and task.offset == 0:
         return None
-    cond = f"({k} - {task.offset}) % {task.period} == 0"
-    return cond + (f" and {k} >= {task.offset}" if task.offset else "")
+    if not task.offset:
+        return f"{k} % {task.period} == 0"
+    return f"({k} - {task.offset}) % {task.period} == 0 and {k} >= {task.offset}"
 
 
 def tableau(solver):
@@ -341,7 +347,10 @@ class Writer:
             if kind == "l":
                 # Live values: singleton groups.
                 recipe = ("l", group[0])
-                return f"{s.const(_recipe_value(recipe, self.kernels), recipe)}[{int(r)}]"
+                values = _recipe_value(recipe, self.kernels)
+                live = s.const(values, recipe)
+                self.top.lives[live] = len(values)
+                return f"{live}[{int(r)}]"
             # Parameters are data (globals of the generated code), never literals in its
             # source: the source then depends only on the plan's structure (see cache).
             # A value shared by the whole group (a parameter of a test) stays one float.
@@ -408,14 +417,23 @@ class Writer:
 
     def logs(self, store, ticks: bool = True) -> tuple[list, list]:
         """``(guard, statement)`` of the log appends (without ``ticks``, only the rows: the
-        caller appends the ticks), and per task ``(log key, column)``."""
+        caller appends the ticks), and per task ``(log key, column)``.
+
+        Signals of a task that are one value (an Outport's recorded input and the output
+        driving it) share a column: a row holds each value once, and the log store gives
+        each key its own copy.
+        """
         plan = self.plan
         columns = [[] for _ in plan.tasks]
         slots = [[] for _ in plan.tasks]
+        at: list[dict[int, int]] = [{} for _ in plan.tasks]      # slot -> its column
         for i, p, key in store.refs:
             ti = plan.task_of[i]
-            columns[ti].append((key, len(slots[ti])))
-            slots[ti].append(self.layout.log_slot(plan, i, p))
+            slot = self.layout.log_slot(plan, i, p)
+            if slot not in at[ti]:
+                at[ti][slot] = len(slots[ti])
+                slots[ti].append(slot)
+            columns[ti].append((key, at[ti][slot]))
         stmts = []
         for n, task in enumerate(plan.tasks):
             gd = guard(task, self.k)
@@ -544,38 +562,12 @@ class Writer:
                                  s, n_stages, limit), columns
         lines = [ln for lines, stmts, _ in integ for ln in lines + stmts]
         upd = [st for stmts in cont + disc for st in stmts]
-        return [_frame(config.t0, config.dt, [st for stmts in body for st in stmts], log_stmts,
-                       upd, lines, s.prologue, s.epilogue, s.preamble)], columns
+        return [frame.hoisted(frame.single(config.t0, config.dt,
+                                           [st for stmts in body for st in stmts], log_stmts,
+                                           upd, lines, s.prologue, s.epilogue, s.preamble),
+                              s.lives)], columns
 
 
 def chunk_of(strategy) -> int:
     """Statements per generated function of a large plan for ``strategy``."""
     return CHUNK if strategy.chunk is None else strategy.chunk
-
-
-def _frame(t0: float, dt: float, body, log_stmts, upd, integ, prologue, epilogue,
-           preamble) -> str:
-    """Source of ``advance(k, k_stop, last_logged, S, D, C, rows, ticks, k_full, k_log)``.
-
-    Per tick ``k`` of ``k .. k_stop-1``: outputs (``body``); logs if
-    ``last_logged < k < k_log``; and, if ``k < k_full``, the state updates (``upd``) and the
-    integration (``integ``) to the next tick. Ticks from ``k_full`` on only compute outputs,
-    so one call can run a unit's macro step and compute its outputs at the end.
-    ``prologue`` / ``epilogue`` load and store the values (the scalar strategy keeps them in
-    locals); ``preamble``, module-level lines, makes the strategy's buffers. An exception
-    leaves with the tick it happened at as its ``cosim_tick`` attribute.
-    """
-    lines = [*prologue, "    try:", "        while k < k_stop:",
-             f"            t = {t0!r} + k * {dt!r}"]
-    lines += grouped(body, 12)
-    lines.append("            if last_logged < k < k_log:")
-    lines += grouped(log_stmts, 16)
-    lines.append("                last_logged = k")
-    if upd or integ:
-        lines.append("            if k < k_full:")
-        lines += grouped(upd, 16)
-        lines += ["                " + s for s in integ]
-    lines += loop_end(epilogue)
-    return "\n".join([*preamble, *define(ADVANCE, lines)]) + "\n"
-
-

@@ -668,12 +668,14 @@ class _Translator:
     def _call(self, call, indent: int) -> None:
         text = ast.unparse(call)
         f = call.func
-        if isinstance(f, ast.Attribute) and f.attr == "append" and \
+        if isinstance(f, ast.Attribute) and f.attr in ("append", "extend") and \
                 isinstance(f.value, ast.Subscript) and ast.unparse(f.value.value) == "rows":
-            # A log row: each value copied into its column's row of the (rows, N) arrays.
+            # A log row (its values, or the one value): each value copied into its column's
+            # row of the (rows, N) arrays.
             task = ast.unparse(f.value.slice)
             self.emit(indent, f"_r = len(ticks[{task}]) - 1")
-            for col, v in enumerate(call.args[0].elts):
+            values = call.args[0].elts if f.attr == "extend" else call.args
+            for col, v in enumerate(values):
                 self.emit(indent, f"L[{task}][{col}][_r] = {ast.unparse(v)}")
             return
         if re.fullmatch(r"ticks\[\d+\]\.append\(k\)", text):

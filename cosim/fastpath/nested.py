@@ -140,7 +140,6 @@ class Inlined:
         # values in a later run of the same structure (see cosim.fastpath.cache).
         strategy.const = functools.partial(_const, ps, i)
         strategy.rows, strategy.ticks = pre + "rows", pre + "ticks"
-        strategy.bare_rows = True
         self.writer = Writer(plan, layout, kernels, strategy, pre, top, bound)
         k, last = self.writer.k, pre + "l"
         self.last = last

@@ -18,6 +18,7 @@ import numpy as np
 from cosim.fastpath import cache
 from cosim.fastpath.chunked import own_globals
 from cosim.fastpath.ensemble_run import Members, const_values, reusable
+from cosim.fastpath.runtime import warm
 
 __all__ = ["Rerun"]
 
@@ -95,7 +96,9 @@ class Rerun:
         store = LogStore(plan, cfg.log)
         store.columns = [list(c) for c in self.columns]
         k_end = self.k_end
-        # Ticks 0 .. k_end-1 stepped, and the outputs at k_end logged (as Simulator.run).
+        # Ticks 0 .. k_end-1 stepped, and the outputs at k_end logged (as Simulator.run), by
+        # a function specialized first (a rerun is one call).
+        warm(fn, 0, 0, -1, S, D, X, store.rows, store.task_ticks, k_end, k_end + 1)
         _, store.last = fn(0, k_end + 1, -1, S, D, X, store.rows, store.task_ticks, k_end,
                            k_end + 1)
         return store.logs(cfg.t0, cfg.dt)

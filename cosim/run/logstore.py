@@ -2,15 +2,15 @@
 
 Every logged signal ``"block.port"`` has a :class:`~cosim.run.logs.SampleList` and shares the
 tick list of its block's task (a multirate signal is logged at its own rate). The interpreter
-appends samples one at a time; the generated fast path appends one *row* (a tuple or array of
-the task's logged values) per active tick to ``rows[task]``, and :meth:`flush` moves the rows
-into the sample lists as chunks. Readers (:meth:`logs`, :meth:`since`, snapshots) flush first,
+appends samples one at a time; the generated fast path appends one *row* of the task's logged
+values per active tick to ``rows[task]`` (the values one after the other, or an array of
+them), and :meth:`flush` moves the rows into the sample lists as chunks. Readers (:meth:`logs`, :meth:`since`, snapshots) flush first,
 so they always see every sample.
 """
 
 from __future__ import annotations
 
-from itertools import chain, islice
+from itertools import islice
 
 import numpy as np
 
@@ -41,9 +41,11 @@ class LogStore:
     task_ticks : list of list of int
         Per task, the ticks at which it logged.
     rows : list of list
-        Per task, rows appended by the fast path and not yet flushed.
+        Per task, rows appended by the fast path and not yet flushed: floats, a row's values
+        one after the other (:meth:`width` values a row), or an array per row.
     columns : list of list of (str, int)
-        Per task, ``(key, column)`` of each logged signal in a row (set by the fast path).
+        Per task, ``(key, column)`` of each logged signal in a row (set by the fast path;
+        signals that are one value share a column).
     last : int
         Last logged tick (-1 before any).
     """
@@ -99,23 +101,22 @@ class LogStore:
         """The bound ``append`` of signal ``key``'s sample list (for the interpreter's lists)."""
         return self.lists[key][0].append
 
+    def width(self, task: int) -> int:
+        """Values in a row of ``task`` (its columns)."""
+        return 1 + max((c for _, c in self.columns[task]), default=-1)
+
     def flush(self) -> None:
         """Move the fast path's rows into the sample lists (one chunk per task and signal)."""
         lists = self.lists
-        for rows, cols in zip(self.rows, self.columns):
+        for task, (rows, cols) in enumerate(zip(self.rows, self.columns)):
             if not rows or not cols:
                 rows.clear()
                 continue
-            first = rows[0]
-            if isinstance(first, np.ndarray):
+            if isinstance(rows[0], np.ndarray):
                 arr = np.array(rows, dtype=np.float64)
-            elif not isinstance(first, tuple) or len(first) == 1:
-                arr = _column(rows)
             else:
-                # Rows of floats (the scalar strategy) read in one pass: about 2.5x faster
-                # than converting row by row (a small model's whole run logs in ~0.1 ms).
-                arr = np.fromiter(chain.from_iterable(rows), np.float64,
-                                  len(rows) * len(first)).reshape(len(rows), -1)
+                # Floats (the scalar strategy) read in one pass.
+                arr = np.fromiter(rows, np.float64, len(rows)).reshape(-1, self.width(task))
             for key, c in cols:
                 lists[key][0].add_chunk(arr[:, c:c + 1])
             rows.clear()
@@ -216,18 +217,3 @@ def _ticks(ticks: list, start: int, stop: int) -> np.ndarray:
     n = max(stop - start, 0)
     part = ticks if start == 0 and stop == len(ticks) else islice(ticks, start, stop)
     return np.fromiter(part, np.int64, n).astype(np.float64)
-
-
-def _column(rows: list) -> np.ndarray:
-    """Rows of one value each as an array of shape ``(len(rows), 1)``. A row of one value
-    is the value itself where an inlined plan logged it (:attr:`Scalar.bare_rows
-    <cosim.fastpath.scalar.Scalar.bare_rows>`), a 1-tuple where the plan's own step
-    function did (its final outputs): one list may hold both."""
-    n = len(rows)
-    for values in (rows, chain.from_iterable(rows)):    # all bare, all 1-tuples
-        try:
-            return np.fromiter(values, np.float64, n).reshape(n, 1)
-        except (TypeError, ValueError):
-            pass
-    return np.fromiter((r[0] if type(r) is tuple else r for r in rows), np.float64,
-                       n).reshape(n, 1)
