@@ -34,7 +34,10 @@ def seeds() -> list[bytes]:
         # Fused steps (the server's fast lane): held, with derivatives, refreshed.
         [P.Step(("u",), (0,), 0, 0.0, 0.002, np.ones(1))],
         [P.Step(("u",), (2,), 1, 0.0, 0.004, np.array([1.0, 0.5, -0.25]))],
-        [P.Step(("u",), (1,), 0, 0.0, 0.002, np.array([1.0, 0.5]))])]
+        [P.Step(("u",), (1,), 0, 0.0, 0.002, np.array([1.0, 0.5]))],
+        # A unit of a held coupling: its step kept, then its held input refreshed at T+H.
+        [P.Step(("u",), (0,), P.STEP_KEEP, 0.0, 0.002, np.ones(1)),
+         P.Step(("u",), (0,), P.STEP_REFRESH, 0.002, 0.0, np.ones(1))])]
 
 
 def mutations(rng, seeds):
@@ -116,24 +119,34 @@ def test_twenty_thousand_mutated_messages_kill_nothing(tmp_path):
         t, lane = 0.0, Counter()
         for i in range(3000):
             order = i % 3
-            data = bytearray(encode_batch([P.Step(("u",), (order,), int(i % 4 == 0), t, 0.002,
-                                                  rng.normal(size=1 + order))]))
-            if i % 2:
-                for _ in range(rng.integers(1, 4)):
-                    j = rng.integers(len(data))
-                    data[j] ^= 1 << rng.integers(8)
-            sock.send_multipart([b"a", bytes(data)])
-            (reply,) = sock.recv_multipart()        # a hang fails here (RCVTIMEO)
-            assert proc.poll() is None, "the server exited after a fused step"
-            (rep,) = decode_batch(reply)
-            lane[type(rep).__name__] += 1
-            if type(rep) is P.Stepped:
-                t = rep.t_reached
-            else:
-                # A flipped bit may make another valid Step (its mode rolling the unit back
-                # to a kept state, another h): go on from where the unit is.
-                sock.send_multipart([b"a", encode_batch([P.GetState()])])
-                t = decode_batch(sock.recv_multipart()[0])[0].t
+            messages = [[P.Step(("u",), (order,), int(i % 4 == 0), t, 0.002,
+                                rng.normal(size=1 + order))]]
+            if i % 5 == 1:      # a held coupling's pairs: kept, then rolled back to it
+                messages = [[P.Step(("u",), (0,), hold, t, 0.002, rng.normal(size=1)),
+                             P.Step(("u",), (0,), P.STEP_REFRESH, round(t + 0.002, 12), 0.0,
+                                    rng.normal(size=1))]
+                            for hold in (P.STEP_KEEP, P.STEP_ROLLBACK)]
+            for reqs in messages:
+                data = bytearray(encode_batch(reqs))
+                if i % 2:
+                    for _ in range(rng.integers(1, 4)):
+                        j = rng.integers(len(data))
+                        data[j] ^= 1 << rng.integers(8)
+                sock.send_multipart([b"a", bytes(data)])
+                (reply,) = sock.recv_multipart()        # a hang fails here (RCVTIMEO)
+                assert proc.poll() is None, "the server exited after a fused step"
+                reps = decode_batch(reply)
+                assert len(reps) in (1, len(reqs))
+                rep = reps[0]
+                lane[type(rep).__name__] += 1
+                if type(rep) is not P.Stepped:
+                    # A flipped bit may make another valid Step (its mode rolling the unit
+                    # back to a kept state, another h): go on from where the unit is.
+                    sock.send_multipart([b"a", encode_batch([P.GetState()])])
+                    t = decode_batch(sock.recv_multipart()[0])[0].t
+                    break
+                if reqs is messages[-1]:        # (a kept pair's rollback starts at t)
+                    t = rep.t_reached
         assert lane["Stepped"] > 1500, lane
         sock.close(linger=0)
         print("\n" + ", ".join(f"{k} {v}" for k, v in sorted(outcome.items())), dict(lane))
