@@ -6,9 +6,13 @@ Every unit that serves the fused step (:data:`~cosim.master.protocol.FUSED_STEP`
 interpolated or ramping to coupling candidates, as :class:`~cosim.master.extrapolation.
 PortHistory` gives them), its step, its refresh at ``T+H`` with the values the program says it
 reads (``STEP_RESET``), and the state it keeps or returns to on its own side (``STEP_KEEP``,
-``STEP_ROLLBACK``) when a coupling iterates or an adaptive step is retried. Other units get
-the same actions as separate protocol requests, their states held by the master. All messages
-go through :class:`~cosim.master.calls.UnitCalls` (errors, events, stops, step times).
+``STEP_ROLLBACK``) when a coupling iterates or an adaptive step is retried; a unit of a
+coupling through a held output gets a second Step in the same message, a refresh of its held
+inputs at ``T+H``. Couplings none of which reads another's outputs iterate in the same rounds
+(:attr:`~cosim.master.program.Stage.along`). Other units get the same actions as separate
+protocol requests, their states held by the master. Messages go through the
+:class:`~cosim.master.transport.Transport` (errors, events, stops, step times as
+:class:`~cosim.master.calls.UnitCalls` notes them).
 
 The values are the protocol path's (:meth:`Master._attempt <cosim.master.master.Master>`,
 then the refresh at the macro point), bit for bit; only the number of messages and round trips
