@@ -67,16 +67,19 @@ class Translation:
         Constants the code takes to be no NaN for any member (a ``min``/``max`` limit, see
         :meth:`_Translator._extremum`): the caller checks them.
     views : dict of str to (str, int)
-        Name -> ``(buffer, column)``: a name bound to a column of a 2-D ``(N, k)`` buffer
+        Name -> ``(array, column)``: a name bound to a column of a 2-D ``(N, k)`` array
         (a lookup's gathered constants, one row per member).
+    owned : dict of str to (str, str, int or None)
+        Name -> ``(table, attribute, item)``: a name bound to an array that a table object
+        keeps (``getattr(table, attribute)``, or its ``[item]``): a lookup's constants and
+        masks, kept by its :class:`~cosim.fastpath.ensemble_ops.Cells` between evaluations.
     tables : dict of str to dict
         The constants of the lookups (:meth:`_Translator._piecewise`), made once per run
         by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each
-        entry: constants, which may be members' arrays, one list per slot), ``kind``
-        (float: a :class:`~cosim.fastpath.ensemble_ops.Gather` per member; bool: a mask per
-        branch; chain: a :class:`~cosim.fastpath.ensemble_ops.Chain` of the tests ``ops``;
-        product: a :class:`~cosim.fastpath.ensemble_ops.Product` of the tables ``chains``)
-        and ``chain`` (the chain or product whose calls index a table: made first).
+        entry: constants, which may be members' arrays, one list per slot) and ``kind``:
+        chain, a :class:`~cosim.fastpath.ensemble_ops.Chain` of the tests ``ops``; cells, the
+        :class:`~cosim.fastpath.ensemble_ops.Cells` of the axes ``chains`` (made first),
+        ``texts`` its gathered rows by branch and ``masks`` its groups' branches.
     """
 
     def __init__(self):
@@ -86,6 +89,7 @@ class Translation:
         self.zero_d: dict[str, str] = {}
         self.tables: dict[str, dict] = {}
         self.views: dict[str, tuple[str, int]] = {}
+        self.owned: dict[str, tuple[str, str, int | None]] = {}
         self.not_nan: set[str] = set()
 
 
@@ -425,22 +429,13 @@ class _Translator:
                 for v in values):
             return None
         tid = f"_pw{len(self.out.tables)}"
-        indices = []
+        lefts, chains = [], []
         for a, tests in enumerate(axes):
-            left = self.operand(tests[0].left, False, mask)
+            lefts.append(self.operand(tests[0].left, False, mask))
             name = self._table(f"{tid}_c" + (str(a) if a else ""),
                                [[ast.unparse(t.comparators[0]) for t in tests]], kind="chain")
             self.out.tables[name]["ops"] = [exprs.COMPARISONS[type(t.ops[0])] for t in tests]
-            idx = self._buffer(f"{tid}_i" + (str(a) if a else ""), ("int", "N"))
-            self.lines.append(f"{idx} = {name}({left}, {idx})")
-            indices.append((name, idx))
-        chain, idx = indices[0]
-        if len(axes) > 1:
-            # One index per combination of the axes' cells.
-            chain = self._table(f"{tid}_x", [[]], kind="product")
-            self.out.tables[chain]["chains"] = [c for c, _ in indices]
-            idx = self._buffer(f"{tid}_ix", ("int", "N"))
-            self.lines.append(f"{idx} = {chain}({', '.join(i for _, i in indices)}, {idx})")
+            chains.append(name)
         whole = ast.Tuple([*(t for tests in axes for t in tests), *values], ast.Load())
         out = dst if dst is not None and not exprs.reads(whole, self._sharing(dst)) \
             else self._temp("N")
@@ -461,12 +456,15 @@ class _Translator:
         for row in texts:
             if len(set(row)) > 1:
                 gathered.setdefault(tuple(row), len(gathered))
-        views = []
-        if gathered:
-            table = self._table(f"{tid}_g", [list(r) for r in gathered], chain=chain)
-            vals = self._buffer(f"{tid}_v", ("N", len(gathered)))
-            self.lines.append(f"{table}({idx}, {vals})")
-            views = [self._view(f"{vals}_{r}", vals, r) for r in range(len(gathered))]
+        # Each member's cell and its constants (gathered values, the masks of the further
+        # groups), one object for every evaluation of this lookup (see Cells).
+        cells = self._table(tid, [list(r) for r in gathered], kind="cells")
+        self.out.tables[cells].update(
+            chains=chains, masks=[["1" if b in groups[shape] else "0"
+                                   for b in range(len(values))] for shape in order[1:]])
+        self.lines.append(f"{cells}({', '.join(lefts)})")
+        vals = self._owned(f"{tid}_v", cells, "vals")
+        views = [self._view(f"{vals}_{r}", vals, r) for r in range(len(gathered))]
         rows = [row[0] if len(set(row)) == 1 else views[gathered[tuple(row)]] for row in texts]
         for g, shape in enumerate(order):
             inside = groups[shape]
@@ -484,23 +482,23 @@ class _Translator:
                           mask)
                 self.member = saved
             if g:
-                where = self._table(f"{tid}_m{g}", [["1" if b in inside else "0"
-                                                     for b in range(len(values))]],
-                                    kind="bool", chain=chain)
-                sel = self._temp("B")
-                self.lines.append(f"{where}.take({idx}, None, {sel}, 'clip')")
+                sel = self._owned(f"{tid}_b{g}", cells, "masks", g - 1)
                 self.lines.append(f"_copyto({out}, {target}, where={sel})")
         if dst is not None and out != dst:
             self.lines.append(f"_copyto({dst}, {out})")
             return dst
         return out
 
-    def _table(self, name: str, texts: list[list[str]], kind: str = "float",
-               chain: str | None = None) -> str:
-        """A lookup's constants made once per run from constants' sources, indexed as
-        ``chain``'s calls index (see :attr:`Translation.tables`)."""
-        self.out.tables[name] = {"texts": texts, "kind": kind, "chain": chain}
+    def _table(self, name: str, texts: list[list[str]], kind: str) -> str:
+        """A lookup's constants made once per run from constants' sources (see
+        :attr:`Translation.tables`)."""
+        self.out.tables[name] = {"texts": texts, "kind": kind}
         self._buffer(name, ("table",))
+        return name
+
+    def _owned(self, name: str, table: str, attr: str, item: int | None = None) -> str:
+        """A name bound to an array a table object keeps (see :attr:`Translation.owned`)."""
+        self.out.owned[name] = (table, attr, item)
         return name
 
     def _indented(self, emit) -> None:
@@ -776,7 +774,8 @@ class _Translator:
                                                               if not ln.strip().endswith(":"))))
                   if isinstance(n, ast.Name)}
         out.names = sorted(n for n in loaded - self.alias - self.moved
-                           if n in out.buffers or n in out.views or n in self.member or
+                           if n in out.buffers or n in out.views or n in out.owned or
+                           n in self.member or
                            _STATE.match(n) or re.fullmatch(r"C|C0|Z|K\d+", n))
         head = ["def advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L):",
                 f"    {', '.join(out.names)}, = V" if out.names else "    pass",

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["EXTREMA_EXACT", "UFUNCS", "Chain", "Gather", "Product", "make_table"]
+__all__ = ["EXTREMA_EXACT", "UFUNCS", "Cells", "Chain", "Gather", "Product", "make_table"]
 
 #: The numpy functions the translated code calls (its globals).
 UFUNCS = {"_add": np.add, "_sub": np.subtract, "_mul": np.multiply, "_div": np.true_divide,
@@ -131,6 +131,15 @@ class Chain:
             lut.append(branch)
         lut.append(self._first(math.nan))
         return lut
+
+    def bounds(self) -> list[tuple[float, float]] | None:
+        """``(lo, hi)`` of each cell :meth:`__call__` gives: a left side ``L`` is in cell
+        ``c`` exactly when ``lo <= L < hi`` (NaN bounds for the cell of a NaN, which no value
+        is found in again); None for a chain found by branches."""
+        if self.lut is None:
+            return None
+        v = self.edges[:-1].tolist()
+        return list(zip([-math.inf, *v, math.nan], [*v, math.inf, math.nan]))
 
     @property
     def size(self) -> int:
@@ -263,6 +272,78 @@ class Gather:
             out[:, s] = self.one
 
 
+class Cells:
+    """A lookup's cell per member and the constants of that cell: gathered values (the
+    columns of :attr:`vals`) and masks (:attr:`masks`: which members take a branch group),
+    found again only when some member's input has left its cell.
+
+    One object serves every evaluation of the same lookup (the Runge-Kutta stages' repeats
+    are spelt alike): between two evaluations most members' inputs stay in their cells, and
+    a cell's constants are the same wherever in it the input is. Whether every member is
+    still in its cell is one comparison of the inputs with the bounds of their cells (kept
+    per member, taken with the cells) and a comparison of its bytes; else each axis's
+    cells are found (:class:`Chain`), combined (:class:`Product`) and the constants
+    gathered (:class:`Gather`), as every time for chains found by branches (a member's own
+    thresholds: no bounds).
+
+    Parameters
+    ----------
+    chains : list of Chain
+        One per axis of the table.
+    values : list of list
+        The gathered rows: slot -> branch -> a float, or an ``(n,)`` array for members' own
+        values (as :class:`Gather` takes them, by branch).
+    masks : list of list of bool
+        Per further branch group: branch -> whether the group computes it.
+    n : int
+        Members.
+    """
+
+    def __init__(self, chains: list, values: list, masks: list, n: int):
+        self.chains = chains
+        self.product = Product(chains) if len(chains) > 1 else None
+        order = (self.product or chains[0]).by_cell
+        rows = [order(row) for row in values]
+        self.gather = Gather(rows, n) if rows else None
+        self.vals = np.empty((n, len(rows)))
+        self.mask_tables = [np.array(order(m), dtype=bool) for m in masks]
+        self.masks = [np.zeros(n, dtype=bool) for _ in masks]
+        self.flat = np.zeros(n, dtype=np.intp)
+        self.idx = [np.zeros(n, dtype=np.intp) for _ in chains]
+        bounds = [c.bounds() for c in chains]
+        self.tracked = all(b is not None for b in bounds)
+        if self.tracked:
+            # Each axis's cell bounds (lo, hi) by cell, and each member's as rows: a member
+            # is in its cell when L < lo is False and L < hi True (NaN: not found yet).
+            self.lo_hi = [(np.array([lo for lo, _ in b]), np.array([hi for _, hi in b]))
+                          for b in bounds]
+            self.bounds = np.full((len(chains), 2, n), math.nan)
+            self.inside = b"\x00" * n + b"\x01" * n
+            self.pair = np.empty((2, n), dtype=bool)
+
+    def __call__(self, *lefts) -> None:
+        """Make :attr:`vals` and :attr:`masks` those of each member's cell of ``lefts``
+        (one ``(N,)`` array per axis)."""
+        if self.tracked:
+            pair = self.pair
+            for left, bounds in zip(lefts, self.bounds):
+                np.less(left, bounds, out=pair)
+                if pair.tobytes() != self.inside:
+                    break
+            else:
+                return
+        idx = [c(left, i) for c, left, i in zip(self.chains, lefts, self.idx)]
+        flat = self.product(*idx, self.flat) if self.product is not None else idx[0]
+        if self.gather is not None:
+            self.gather(flat, self.vals)
+        for table, out in zip(self.mask_tables, self.masks):
+            table.take(flat, None, out, "clip")
+        if self.tracked:
+            for i, (lo, hi), bounds in zip(idx, self.lo_hi, self.bounds):
+                lo.take(i, None, bounds[0], "clip")
+                hi.take(i, None, bounds[1], "clip")
+
+
 def _nonzero(divisor, where=None) -> None:
     """Raise ZeroDivisionError as a run's float division does when a divisor (of the
     members ``where`` selects) is zero."""
@@ -273,20 +354,15 @@ def _nonzero(divisor, where=None) -> None:
 UFUNCS.update(_mapf=_mapf, _nonzero=_nonzero)
 
 
-def make_table(spec: dict, value_of, n: int, chain: Chain | None = None):
+def make_table(spec: dict, value_of, n: int, chains: list):
     """The constant object of a lookup (see :attr:`Translation.tables`); ``value_of(text)``
     gives a constant's value (a float, or an ``(n,)`` array for a member's).
 
-    ``texts`` is a list of rows (slots) of entries (branches, or tests for a chain). A
-    chain is a :class:`Chain`; a product a :class:`Product` of ``chain`` (a list of
-    chains); a gathered table a :class:`Gather`; a bool table a 1-D array. Tables of a
-    ``chain`` (a Chain or a Product) are laid out as its calls index them (``by_cell``).
+    A chain is a :class:`Chain` of its tests (``texts``, one row); cells are the
+    :class:`Cells` of ``chains`` (the axes' chains, made first) with the gathered rows
+    ``texts`` and the groups' ``masks``.
     """
     if spec["kind"] == "chain":
         return Chain(spec["ops"], [value_of(t) for t in spec["texts"][0]], n)
-    if spec["kind"] == "product":
-        return Product(chain)
-    order = chain.by_cell if chain is not None else (lambda entries: entries)
-    if spec["kind"] == "bool":
-        return np.array([t != "0" for t in order(spec["texts"][0])], dtype=bool)
-    return Gather([order([value_of(t) for t in row]) for row in spec["texts"]], n)
+    return Cells(chains, [[value_of(t) for t in row] for row in spec["texts"]],
+                 [[t != "0" for t in row] for row in spec["masks"]], n)

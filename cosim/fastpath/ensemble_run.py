@@ -346,6 +346,10 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
     made: dict = {}
 
     def buffer(name: str) -> np.ndarray:
+        if name in tr.owned:
+            owner, attr, item = tr.owned[name]
+            kept = getattr(table(owner), attr)
+            return kept if item is None else kept[item]
         if name not in made:
             shape = tr.buffers[name]
             dtype = {"bool": bool, "int": np.intp}.get(shape[0] if shape else None, np.float64)
@@ -356,20 +360,19 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
 
     def spelt(name: str) -> tuple:
         """What a table is made of: lookups repeated in each Runge-Kutta stage are spelt
-        alike and share one table (a quarter of the memory the step function reads)."""
+        alike and share one table object (and the cells it keeps: see Cells)."""
         spec = tr.tables[name]
         return (spec["kind"], tuple(map(tuple, spec["texts"])), tuple(spec.get("ops", ())),
-                tuple(spelt(c) for c in spec.get("chains", ())),
-                spelt(spec["chain"]) if spec.get("chain") else None)
+                tuple(map(tuple, spec.get("masks", ()))),
+                tuple(spelt(c) for c in spec.get("chains", ())))
 
     def table(name: str):
         if name not in made:
             key = spelt(name)
             if key not in alike:
                 spec = tr.tables[name]
-                chain = [table(c) for c in spec["chains"]] if spec["kind"] == "product" \
-                    else table(spec["chain"]) if spec.get("chain") else None
-                alike[key] = ensemble_ops.make_table(spec, value_of, n, chain)
+                chains = [table(c) for c in spec.get("chains", ())]
+                alike[key] = ensemble_ops.make_table(spec, value_of, n, chains)
             made[name] = alike[key]
         return made[name]
     out = []
@@ -385,7 +388,7 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
             out.append(np.array(v if isinstance(v, np.ndarray) else float(v)))
         elif name in tr.buffers and tr.buffers[name] == ("table",):
             out.append(table(name))
-        elif name in tr.buffers:
+        elif name in tr.owned or name in tr.buffers:
             out.append(buffer(name))
         elif name[0] == "x":
             out.append(D[int(name[1:])].copy())
