@@ -66,9 +66,6 @@ class Translation:
     not_nan : set of str
         Constants the code takes to be no NaN for any member (a ``min``/``max`` limit, see
         :meth:`_Translator._extremum`): the caller checks them.
-    views : dict of str to (str, int)
-        Name -> ``(array, column)``: a name bound to a column of a 2-D ``(N, k)`` array
-        (a lookup's gathered constants, one row per member).
     owned : dict of str to (str, str, int or None)
         Name -> ``(table, attribute, item)``: a name bound to an array that a table object
         keeps (``getattr(table, attribute)``, or its ``[item]``): a lookup's constants and
@@ -88,7 +85,6 @@ class Translation:
         self.buffers: dict[str, tuple] = {}
         self.zero_d: dict[str, str] = {}
         self.tables: dict[str, dict] = {}
-        self.views: dict[str, tuple[str, int]] = {}
         self.owned: dict[str, tuple[str, str, int | None]] = {}
         self.not_nan: set[str] = set()
 
@@ -186,12 +182,6 @@ class _Translator:
 
     def _buffer(self, name: str, shape: tuple) -> str:
         self.out.buffers.setdefault(name, shape)
-        return name
-
-    def _view(self, name: str, parent: str, column: int) -> str:
-        """A name bound to column ``column`` of buffer ``parent`` (see
-        :attr:`Translation.views`)."""
-        self.out.views[name] = (parent, column)
         return name
 
     def _temp(self, shape: str) -> str:
@@ -463,27 +453,33 @@ class _Translator:
             chains=chains, masks=[["1" if b in groups[shape] else "0"
                                    for b in range(len(values))] for shape in order[1:]])
         self.lines.append(f"{cells}({', '.join(lefts)})")
-        vals = self._owned(f"{tid}_v", cells, "vals")
-        views = [self._view(f"{vals}_{r}", vals, r) for r in range(len(gathered))]
+        views = [self._owned(f"{tid}_v{r}", cells, "vals", r) for r in range(len(gathered))]
         rows = [row[0] if len(set(row)) == 1 else views[gathered[tuple(row)]] for row in texts]
         for g, shape in enumerate(order):
-            inside = groups[shape]
             names = rows[first_row[g]:first_row[g] + len(slots[shape][0])]
-            if g == 0:
-                target = out
-            elif shape == "_P0":
-                target = names[0]           # a constant branch: the gathered value itself
-            else:
-                target = self._temp("N")
-            if shape != "_P0" or target != names[0]:
-                saved = self.member
-                self.member = saved | (set(names) & set(views))
-                self.expr(exprs.fill(ast.parse(shape, mode="eval").body, names), target, False,
-                          mask)
-                self.member = saved
+
+            def group(g=g, shape=shape, names=names) -> None:
+                if g == 0:
+                    target = out
+                elif shape == "_P0":
+                    target = names[0]       # a constant branch: the gathered value itself
+                else:
+                    target = self._temp("N")
+                if shape != "_P0" or target != names[0]:
+                    saved = self.member
+                    self.member = saved | (set(names) & set(views))
+                    self.expr(exprs.fill(ast.parse(shape, mode="eval").body, names), target,
+                              False, mask)
+                    self.member = saved
+                if g:
+                    sel = self._owned(f"{tid}_b{g}", cells, "masks", g - 1)
+                    self.lines.append(f"_copyto({out}, {target}, where={sel})")
             if g:
-                sel = self._owned(f"{tid}_b{g}", cells, "masks", g - 1)
-                self.lines.append(f"_copyto({out}, {target}, where={sel})")
+                # A further group is computed only while some member's cell takes it.
+                self.lines.append(f"if {cells}.taken[{g - 1}]:")
+                self._indented(group)
+            else:
+                group()
         if dst is not None and out != dst:
             self.lines.append(f"_copyto({dst}, {out})")
             return dst
@@ -774,7 +770,7 @@ class _Translator:
                                                               if not ln.strip().endswith(":"))))
                   if isinstance(n, ast.Name)}
         out.names = sorted(n for n in loaded - self.alias - self.moved
-                           if n in out.buffers or n in out.views or n in out.owned or
+                           if n in out.buffers or n in out.owned or
                            n in self.member or
                            _STATE.match(n) or re.fullmatch(r"C|C0|Z|K\d+", n))
         head = ["def advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L):",

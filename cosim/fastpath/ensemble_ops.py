@@ -274,8 +274,9 @@ class Gather:
 
 class Cells:
     """A lookup's cell per member and the constants of that cell: gathered values (the
-    columns of :attr:`vals`) and masks (:attr:`masks`: which members take a branch group),
-    found again only when some member's input has left its cell.
+    rows of :attr:`vals`) and masks (:attr:`masks`: which members take a further branch
+    group; :attr:`taken`: whether any does), found again only when some member's input has
+    left its cell.
 
     One object serves every evaluation of the same lookup (the Runge-Kutta stages' repeats
     are spelt alike): between two evaluations most members' inputs stay in their cells, and
@@ -305,7 +306,11 @@ class Cells:
         order = (self.product or chains[0]).by_cell
         rows = [order(row) for row in values]
         self.gather = Gather(rows, n) if rows else None
-        self.vals = np.empty((n, len(rows)))
+        # Gathered a member per row, read a slot per row (contiguous: the arithmetic on
+        # them runs on every evaluation, the gather only where cells changed).
+        self.gathered = np.empty((n, len(rows)))
+        self.vals = np.empty((len(rows), n))
+        self.taken = [True] * len(masks)
         self.mask_tables = [np.array(order(m), dtype=bool) for m in masks]
         self.masks = [np.zeros(n, dtype=bool) for _ in masks]
         self.flat = np.zeros(n, dtype=np.intp)
@@ -335,9 +340,11 @@ class Cells:
         idx = [c(left, i) for c, left, i in zip(self.chains, lefts, self.idx)]
         flat = self.product(*idx, self.flat) if self.product is not None else idx[0]
         if self.gather is not None:
-            self.gather(flat, self.vals)
-        for table, out in zip(self.mask_tables, self.masks):
+            self.gather(flat, self.gathered)
+            np.copyto(self.vals, self.gathered.T)
+        for g, (table, out) in enumerate(zip(self.mask_tables, self.masks)):
             table.take(flat, None, out, "clip")
+            self.taken[g] = bool(out.any())
         if self.tracked:
             for i, (lo, hi), bounds in zip(idx, self.lo_hi, self.bounds):
                 lo.take(i, None, bounds[0], "clip")

@@ -377,10 +377,7 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
         return made[name]
     out = []
     for name in tr.names:
-        if name in tr.views:
-            parent, column = tr.views[name]
-            out.append(buffer(parent)[:, column])
-        elif name in members:
+        if name in members:
             out.append(members[name])
         elif name in tr.zero_d:
             text = tr.zero_d[name]
