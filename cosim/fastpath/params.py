@@ -81,28 +81,28 @@ def lift_like(kern: Kernel, ref: Kernel) -> Kernel | None:
         ``ref``'s expressions with ``kern``'s values (the expression containers are
         ``ref``'s own: kernels are never modified).
     """
-    pattern = _anchored(tuple(_joined(ref)))
+    pattern = _anchored(_joined(ref))
     if pattern is None:
         return None
     found = pattern.fullmatch("\0".join(_joined(kern)))
     if found is None:
         return None
-    params = dict(kern.params)
-    params.update((f"_{j}", float(v)) for j, v in enumerate(found.groups()))
+    # (More literals than names: the keys differ, and lift() is called.)
+    params = {**kern.params, **dict(zip(_NAMES, map(float, found.groups())))}
     if params.keys() != ref.params.keys():
         return None
     return Kernel(ref.outputs, ref.state, ref.derivatives, ref.cstate, params, kern.live,
                   ref.held, ref.surfaces)
 
 
-def _joined(kern: Kernel):
+def _joined(kern: Kernel) -> tuple:
     """Every expression of ``kern``, in the order :func:`lift` numbers their literals."""
-    yield from kern.outputs.values()
-    yield from kern.state.values()
-    yield from kern.derivatives
-    yield from kern.cstate
-    yield from kern.held.values()
-    yield from kern.surfaces
+    return (*kern.outputs.values(), *kern.state.values(), *kern.derivatives, *kern.cstate,
+            *kern.held.values(), *kern.surfaces)
+
+
+#: The names :func:`lift` gives its parameters in ``params``, in order.
+_NAMES = tuple(f"_{j}" for j in range(4096))
 
 
 @functools.lru_cache(maxsize=256)
