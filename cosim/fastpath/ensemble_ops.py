@@ -330,10 +330,10 @@ class Cells:
         """Make :attr:`vals` and :attr:`masks` those of each member's cell of ``lefts``
         (one ``(N,)`` array per axis)."""
         if self.tracked:
-            pair = self.pair
+            pair, inside, less = self.pair, self.inside, np.less
             for left, bounds in zip(lefts, self.bounds):
-                np.less(left, bounds, out=pair)
-                if pair.tobytes() != self.inside:
+                less(left, bounds, pair)
+                if pair.tobytes() != inside:
                     break
             else:
                 return
