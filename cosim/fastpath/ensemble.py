@@ -66,10 +66,11 @@ class Translation:
     not_nan : set of str
         Constants the code takes to be no NaN for any member (a ``min``/``max`` limit, see
         :meth:`_Translator._extremum`): the caller checks them.
-    owned : dict of str to (str, str, int or None)
-        Name -> ``(table, attribute, item)``: a name bound to an array that a table object
-        keeps (``getattr(table, attribute)``, or its ``[item]``): a lookup's constants and
-        masks, kept by its :class:`~cosim.fastpath.ensemble_ops.Cells` between evaluations.
+    owned : dict of str to (str, str, object)
+        Name -> ``(table, attribute, item)``: a name bound to what a table object keeps
+        (``getattr(table, attribute)``, or its ``[item]`` unless None): a lookup's constants,
+        masks and cell bounds, kept by its :class:`~cosim.fastpath.ensemble_ops.Cells`
+        between evaluations, and the check whether to call it.
     tables : dict of str to dict
         The constants of the lookups (:meth:`_Translator._piecewise`), made once per run
         by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each
@@ -85,7 +86,7 @@ class Translation:
         self.buffers: dict[str, tuple] = {}
         self.zero_d: dict[str, str] = {}
         self.tables: dict[str, dict] = {}
-        self.owned: dict[str, tuple[str, str, int | None]] = {}
+        self.owned: dict[str, tuple] = {}
         self.not_nan: set[str] = set()
 
 
@@ -452,7 +453,18 @@ class _Translator:
         self.out.tables[cells].update(
             chains=chains, masks=[["1" if b in groups[shape] else "0"
                                    for b in range(len(values))] for shape in order[1:]])
-        self.lines.append(f"{cells}({', '.join(lefts)})")
+        # Found again only when some member's input has left its cell (see Cells).
+        less = self._owned(f"{tid}_lt", cells, "less")
+        inside = self._owned(f"{tid}_in", cells, "inside")
+        tests = []
+        for a, left in enumerate(lefts):
+            for b, side in enumerate(("lo", "hi")):
+                bound = self._owned(f"{tid}_{side}{a}", cells, "bounds", (a, b))
+                pair = self._owned(f"{tid}_p{a}{side}", cells, "pairs", (a, b))
+                self.lines.append(f"{less}({left}, {bound}, {pair})")
+            tests.append(f"{self._owned(f'{tid}_pb{a}', cells, 'pair_bytes', a)}() != {inside}")
+        self.lines.append(f"if {' or '.join(tests)}:")
+        self.lines.append(f"    {cells}({', '.join(lefts)})")
         views = [self._owned(f"{tid}_v{r}", cells, "vals", r) for r in range(len(gathered))]
         rows = [row[0] if len(set(row)) == 1 else views[gathered[tuple(row)]] for row in texts]
         for g, shape in enumerate(order):
@@ -492,7 +504,7 @@ class _Translator:
         self._buffer(name, ("table",))
         return name
 
-    def _owned(self, name: str, table: str, attr: str, item: int | None = None) -> str:
+    def _owned(self, name: str, table: str, attr: str, item=None) -> str:
         """A name bound to an array a table object keeps (see :attr:`Translation.owned`)."""
         self.out.owned[name] = (table, attr, item)
         return name
@@ -766,8 +778,13 @@ class _Translator:
         self._retargets(body)
         self.statements(body, 12)
         out = self.out
-        loaded = {n.id for n in ast.walk(ast.parse("\n".join(ln.strip() for ln in self.lines
-                                                              if not ln.strip().endswith(":"))))
+        # The names the lines read, the tests of their ``if`` lines too.
+        reads = []
+        for ln in self.lines:
+            test = re.fullmatch(r"(?:if|elif|while) (.*):", ln.strip())
+            if test or not ln.strip().endswith(":"):
+                reads.append(test.group(1) if test else ln.strip())
+        loaded = {n.id for n in ast.walk(ast.parse("\n".join(reads)))
                   if isinstance(n, ast.Name)}
         out.names = sorted(n for n in loaded - self.alias - self.moved
                            if n in out.buffers or n in out.owned or

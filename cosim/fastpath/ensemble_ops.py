@@ -281,10 +281,11 @@ class Cells:
     One object serves every evaluation of the same lookup (the Runge-Kutta stages' repeats
     are spelt alike): between two evaluations most members' inputs stay in their cells, and
     a cell's constants are the same wherever in it the input is. Whether every member is
-    still in its cell is one comparison of the inputs with the bounds of their cells (kept
-    per member, taken with the cells) and a comparison of its bytes; else each axis's
-    cells are found (:class:`Chain`), combined (:class:`Product`) and the constants
-    gathered (:class:`Gather`), as every time for chains found by branches (a member's own
+    still in its cell is asked by the step function before it calls the object: two
+    comparisons of an input with the bounds of the members' cells (kept per member, taken
+    with the cells) and a comparison of their bytes. Called, it finds each axis's cells
+    (:class:`Chain`), combines them (:class:`Product`) and gathers the constants
+    (:class:`Gather`); so every time for chains found by branches (a member's own
     thresholds: no bounds).
 
     Parameters
@@ -315,28 +316,24 @@ class Cells:
         self.masks = [np.zeros(n, dtype=bool) for _ in masks]
         self.flat = np.zeros(n, dtype=np.intp)
         self.idx = [np.zeros(n, dtype=np.intp) for _ in chains]
-        bounds = [c.bounds() for c in chains]
-        self.tracked = all(b is not None for b in bounds)
-        if self.tracked:
-            # Each axis's cell bounds (lo, hi) by cell, and each member's as rows: a member
-            # is in its cell when L < lo is False and L < hi True (NaN: not found yet).
-            self.lo_hi = [(np.array([lo for lo, _ in b]), np.array([hi for _, hi in b]))
-                          for b in bounds]
-            self.bounds = np.full((len(chains), 2, n), math.nan)
-            self.inside = b"\x00" * n + b"\x01" * n
-            self.pair = np.empty((2, n), dtype=bool)
+        # Each member's cell bounds per axis, ``bounds[a]`` = (lo, hi) rows: the step
+        # function keeps a member's cell while L < lo is False and L < hi True, compared
+        # into ``pairs[a]`` by ``less`` and read as bytes (``pair_bytes[a]``) against
+        # ``inside`` (NaN bounds: not found yet). Without bounds (cells found by branches)
+        # ``less`` does nothing and the pairs never read as inside.
+        cell_bounds = [c.bounds() for c in chains]
+        tracked = all(b is not None for b in cell_bounds)
+        self.lo_hi = [(np.array([lo for lo, _ in b]), np.array([hi for _, hi in b]))
+                      for b in cell_bounds] if tracked else None
+        self.bounds = np.full((len(chains), 2, n), math.nan)
+        self.pairs = np.zeros((len(chains), 2, n), dtype=bool)
+        self.pair_bytes = [p.tobytes for p in self.pairs]
+        self.inside = b"\x00" * n + b"\x01" * n
+        self.less = np.less if tracked else _nothing
 
     def __call__(self, *lefts) -> None:
-        """Make :attr:`vals` and :attr:`masks` those of each member's cell of ``lefts``
-        (one ``(N,)`` array per axis)."""
-        if self.tracked:
-            pair, inside, less = self.pair, self.inside, np.less
-            for left, bounds in zip(lefts, self.bounds):
-                less(left, bounds, pair)
-                if pair.tobytes() != inside:
-                    break
-            else:
-                return
+        """Make :attr:`vals`, :attr:`masks` and :attr:`bounds` those of each member's cell
+        of ``lefts`` (one ``(N,)`` array per axis)."""
         idx = [c(left, i) for c, left, i in zip(self.chains, lefts, self.idx)]
         flat = self.product(*idx, self.flat) if self.product is not None else idx[0]
         if self.gather is not None:
@@ -345,10 +342,14 @@ class Cells:
         for g, (table, out) in enumerate(zip(self.mask_tables, self.masks)):
             table.take(flat, None, out, "clip")
             self.taken[g] = bool(out.any())
-        if self.tracked:
+        if self.lo_hi is not None:
             for i, (lo, hi), bounds in zip(idx, self.lo_hi, self.bounds):
                 lo.take(i, None, bounds[0], "clip")
                 hi.take(i, None, bounds[1], "clip")
+
+
+def _nothing(*args) -> None:
+    """What a check does whose answer is always "found again"."""
 
 
 def _nonzero(divisor, where=None) -> None:
