@@ -211,14 +211,16 @@ class _Translator:
 
     def _zero_d(self, text: str, member: bool = False) -> str:
         """A 0-d array holding the constant scalar ``text`` (a literal or shared constant),
-        or with ``member`` the ``(N,)`` array of a constant expression of members' constants
-        (both made once per run from ``text``)."""
+        or with ``member`` the ``(N,)`` array of a constant expression (of members'
+        constants, or a shared one repeated: numpy's extrema run their fast loop on two
+        arrays, not on an array and a 0-d one), both made once per run from ``text``."""
+        shape = ("N",) if member else ()
         for name, t in self.out.zero_d.items():
-            if t == text:
+            if t == text and self.out.buffers[name] == shape:
                 return name
         name = f"_z{len(self.out.zero_d)}"
         self.out.zero_d[name] = text
-        self._buffer(name, ("N",) if member else ())
+        self._buffer(name, shape)
         return name
 
     # -- expressions -------------------------------------------------------------------------
@@ -327,7 +329,8 @@ class _Translator:
         for arg in node.args[1:]:
             if EXTREMA_EXACT and exprs.constant(arg) and not mask:
                 src = self.operand(node.args[0], stacked) if first else acc
-                c = self.operand(arg, stacked)
+                c = self.operand(arg, stacked) if stacked or self._reads_member(arg) else \
+                    self._zero_d(ast.unparse(arg), member=True)
                 self.out.not_nan.add(ast.unparse(arg))
                 self.lines.append(f"_{fn}imum({c}, {src}, out={acc})")
             else:

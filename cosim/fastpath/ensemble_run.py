@@ -382,7 +382,11 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
         elif name in tr.zero_d:
             text = tr.zero_d[name]
             v = eval(text, ns, dict(members))
-            out.append(np.array(v if isinstance(v, np.ndarray) else float(v)))
+            if isinstance(v, np.ndarray):
+                out.append(np.array(v))
+            else:
+                out.append(np.full(n, float(v)) if tr.buffers[name] == ("N",) else
+                           np.array(float(v)))
         elif name in tr.buffers and tr.buffers[name] == ("table",):
             out.append(table(name))
         elif name in tr.owned or name in tr.buffers:
