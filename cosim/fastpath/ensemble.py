@@ -33,12 +33,16 @@ from cosim.fastpath import ensemble_ast as exprs
 from cosim.fastpath.ensemble_ops import EXTREMA_EXACT
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["Translation", "translate"]
+__all__ = ["LOG_CHUNK", "Translation", "translate"]
 
 _BINOPS = {ast.Add: "_add", ast.Sub: "_sub", ast.Mult: "_mul", ast.Div: "_div"}
 #: Conditional chains of at least this many tests are translated as lookups (``_piecewise``),
 #: and chains of chains (a 2-D table's) of any length.
 _CHAIN_MIN = 3
+
+#: Log rows a task's chunk holds before they are copied to the member-major logs (a power
+#: of two: the row in the chunk is the row number's low bits).
+LOG_CHUNK = 64
 
 #: Names of the scalar strategy's values that hold state across ticks (always member arrays).
 _STATE = re.compile(r"^(x\d+|c\d+|z\d+|k\d+_\d+)$")
@@ -53,7 +57,9 @@ class Translation:
     source : str
         ``advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L)``: like the scalar
         step function's, with ``V`` the tuple of its arrays (:attr:`names` order) and
-        ``L[task][column]`` the log arrays, shape ``(rows, N)``.
+        ``L[task][column]`` the log chunks, shape ``(LOG_CHUNK, N)``: row ``r`` of a task's
+        log is written to row ``r % LOG_CHUNK``, and the global ``_flush(task, r)`` is
+        called after the last row of a chunk.
     names : list of str
         The arrays the function unpacks from ``V``.
     buffers : dict of str to tuple
@@ -679,11 +685,16 @@ class _Translator:
         f = call.func
         if isinstance(f, ast.Attribute) and f.attr == "append" and \
                 isinstance(f.value, ast.Subscript) and ast.unparse(f.value.value) == "rows":
-            # A log row: each value copied into its column's row of the (rows, N) arrays.
+            # A log row: each value copied into its column's row of the task's chunk of
+            # rows, a full chunk flushed to the member-major logs (see LogChunks).
             task = ast.unparse(f.value.slice)
+            last = LOG_CHUNK - 1
             self.emit(indent, f"_r = len(ticks[{task}]) - 1")
+            self.emit(indent, f"_q = _r & {last}")
             for col, v in enumerate(call.args[0].elts):
-                self.emit(indent, f"L[{task}][{col}][_r] = {ast.unparse(v)}")
+                self.emit(indent, f"L[{task}][{col}][_q] = {ast.unparse(v)}")
+            self.emit(indent, f"if _q == {last}:")
+            self.emit(indent + 4, f"_flush({task}, _r)")
             return
         if re.fullmatch(r"ticks\[\d+\]\.append\(k\)", text):
             self.emit(indent, text)
