@@ -30,7 +30,10 @@ import ast
 import re
 
 from cosim.fastpath import ensemble_ast as exprs
+from cosim.fastpath.ensemble_lookup import LookupTranslation
 from cosim.fastpath.ensemble_ops import EXTREMA_EXACT
+from cosim.fastpath.ensemble_stages import (StageTranslation, times_one,
+                                            without_repeated_outputs)
 from cosim.fastpath.runtime import Unsupported
 
 __all__ = ["LOG_CHUNK", "Translation", "translate"]
@@ -46,7 +49,6 @@ LOG_CHUNK = 64
 
 #: Names of the scalar strategy's values that hold state across ticks (always member arrays).
 _STATE = re.compile(r"^(x\d+|c\d+|z\d+|k\d+_\d+)$")
-_STACKED = re.compile(r"\b(c|z)(\d+)\b|\bk(\d+)_(\d+)\b")
 
 
 class Translation:
@@ -121,7 +123,7 @@ def translate(source: str, member_consts: set[str], n_c: int,
     return _Translator(source, member_consts, n_c, owners or {}).run()
 
 
-class _Translator:
+class _Translator(LookupTranslation, StageTranslation):
     def __init__(self, source, member_consts, n_c, owners):
         self.owners = owners
         tree = ast.parse(source)
@@ -262,8 +264,8 @@ class _Translator:
                 return True, dst
             return True, node.id
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            a = self.operand(_times_one(node.left), stacked, mask)
-            b = self.operand(_times_one(node.right), stacked, mask)
+            a = self.operand(times_one(node.left), stacked, mask)
+            b = self.operand(times_one(node.right), stacked, mask)
             out = dst or self._result(shape, a, b)
             if isinstance(node.op, ast.Div):
                 # Python raises on every division by zero (0/0, x/-0.0 too), numpy on some:
@@ -394,129 +396,6 @@ class _Translator:
             return True, sel
         self.lines.append(f"_copyto({dst}, {sel})")
         return True, dst
-
-    def _piecewise(self, chain, dst, mask) -> str | None:
-        """A chain ``v0 if L op0 R0 else v1 if L op1 R1 else ... else vm`` (a lookup table's
-        segments) in a fixed number of calls, or None when it has not that form.
-
-        Every test compares one left side ``L`` with a constant; the branches fall into a
-        few templates that differ only in constants (``a * (L - b) + c``). Branches that are
-        themselves such chains, with the same tests in every branch (a 2-D table's cells,
-        :func:`~cosim.fastpath.ensemble_ast.axes`), make a product of chains: a cell per
-        combination. Each member's branch is the first whose test holds on each axis
-        (:class:`~cosim.fastpath.ensemble_ops.Chain`,
-        :class:`~cosim.fastpath.ensemble_ops.Product`); each template is evaluated once, on
-        its constants gathered per member (per-member tables are data), so each member
-        computes its own branch's operations on its own branch's values. A constant the
-        same in every branch is used as it is, not gathered; one repeated in a template is
-        gathered once.
-
-        Branches must be safe to compute for every member (no division, power, math), except
-        divisions by a constant when every branch has one template: each member then divides
-        by its own branch's divisor, as its own run does.
-        """
-        axes, values = exprs.axes(chain)
-        if axes is None:
-            return None
-        groups: dict[str, list[int]] = {}
-        slots: dict[str, list[list[str]]] = {}
-        for j, v in enumerate(values):
-            shape, consts = exprs.template(v)
-            groups.setdefault(shape, []).append(j)
-            slots.setdefault(shape, []).append(consts)
-        if len(groups) > 3 or not all(
-                exprs.safe(v) or (len(groups) == 1 and exprs.divides_by_constant(v))
-                for v in values):
-            return None
-        tid = f"_pw{len(self.out.tables)}"
-        lefts, chains = [], []
-        for a, tests in enumerate(axes):
-            lefts.append(self.operand(tests[0].left, False, mask))
-            name = self._table(f"{tid}_c" + (str(a) if a else ""),
-                               [[ast.unparse(t.comparators[0]) for t in tests]], kind="chain")
-            self.out.tables[name]["ops"] = [exprs.COMPARISONS[type(t.ops[0])] for t in tests]
-            chains.append(name)
-        whole = ast.Tuple([*(t for tests in axes for t in tests), *values], ast.Load())
-        out = dst if dst is not None and not exprs.reads(whole, self._sharing(dst)) \
-            else self._temp("N")
-        # The group of the most branches first, computed into the result; the others are
-        # copied over it where members take them.
-        order = sorted(groups, key=lambda g: (-len(groups[g]), groups[g][0]))
-        # Every group's constants in one table, gathered in one call: a group's rows are
-        # its slots, each entry its branch's constant (another group's branches take the
-        # group's first: computed, never selected).
-        texts, first_row = [], []
-        for shape in order:
-            inside = groups[shape]
-            first_row.append(len(texts))
-            texts += [[slots[shape][inside.index(b) if b in inside else 0][s]
-                       for b in range(len(values))] for s in range(len(slots[shape][0]))]
-        # A row of one constant throughout is that constant; equal rows are gathered once.
-        gathered: dict[tuple, int] = {}
-        for row in texts:
-            if len(set(row)) > 1:
-                gathered.setdefault(tuple(row), len(gathered))
-        # Each member's cell and its constants (gathered values, the masks of the further
-        # groups), one object for every evaluation of this lookup (see Cells).
-        cells = self._table(tid, [list(r) for r in gathered], kind="cells")
-        self.out.tables[cells].update(
-            chains=chains, masks=[["1" if b in groups[shape] else "0"
-                                   for b in range(len(values))] for shape in order[1:]])
-        # Found again only when some member's input has left its cell (see Cells).
-        less = self._owned(f"{tid}_lt", cells, "less")
-        inside = self._owned(f"{tid}_in", cells, "inside")
-        tests = []
-        for a, left in enumerate(lefts):
-            for b, side in enumerate(("lo", "hi")):
-                bound = self._owned(f"{tid}_{side}{a}", cells, "bounds", (a, b))
-                pair = self._owned(f"{tid}_p{a}{side}", cells, "pairs", (a, b))
-                self.lines.append(f"{less}({left}, {bound}, {pair})")
-            tests.append(f"{self._owned(f'{tid}_pb{a}', cells, 'pair_bytes', a)}() != {inside}")
-        self.lines.append(f"if {' or '.join(tests)}:")
-        self.lines.append(f"    {cells}({', '.join(lefts)})")
-        views = [self._owned(f"{tid}_v{r}", cells, "vals", r) for r in range(len(gathered))]
-        rows = [row[0] if len(set(row)) == 1 else views[gathered[tuple(row)]] for row in texts]
-        for g, shape in enumerate(order):
-            names = rows[first_row[g]:first_row[g] + len(slots[shape][0])]
-
-            def group(g=g, shape=shape, names=names) -> None:
-                if g == 0:
-                    target = out
-                elif shape == "_P0":
-                    target = names[0]       # a constant branch: the gathered value itself
-                else:
-                    target = self._temp("N")
-                if shape != "_P0" or target != names[0]:
-                    saved = self.member
-                    self.member = saved | (set(names) & set(views))
-                    self.expr(exprs.fill(ast.parse(shape, mode="eval").body, names), target,
-                              False, mask)
-                    self.member = saved
-                if g:
-                    sel = self._owned(f"{tid}_b{g}", cells, "masks", g - 1)
-                    self.lines.append(f"_copyto({out}, {target}, where={sel})")
-            if g:
-                # A further group is computed only while some member's cell takes it.
-                self.lines.append(f"if {cells}.taken[{g - 1}]:")
-                self._indented(group)
-            else:
-                group()
-        if dst is not None and out != dst:
-            self.lines.append(f"_copyto({dst}, {out})")
-            return dst
-        return out
-
-    def _table(self, name: str, texts: list[list[str]], kind: str) -> str:
-        """A lookup's constants made once per run from constants' sources (see
-        :attr:`Translation.tables`)."""
-        self.out.tables[name] = {"texts": texts, "kind": kind}
-        self._buffer(name, ("table",))
-        return name
-
-    def _owned(self, name: str, table: str, attr: str, item=None) -> str:
-        """A name bound to an array a table object keeps (see :attr:`Translation.owned`)."""
-        self.out.owned[name] = (table, attr, item)
-        return name
 
     def _indented(self, emit) -> None:
         start = len(self.lines)
@@ -710,85 +589,10 @@ class _Translator:
             return
         raise Unsupported(f"statement {text!r}")
 
-    # -- Runge-Kutta combinations of every component at once ----------------------------------
-
-    def _stacked_run(self, body, i: int) -> int:
-        """Number of statements from ``body[i]`` that are one combination per component
-        (``z<g> = c<g> + ...`` or ``c<g> = ...`` for g = 0 .. n_c-1), else 0."""
-        if self.n_c < 2 or i + self.n_c > len(body):
-            return 0
-        texts = []
-        for g, st in enumerate(body[i:i + self.n_c]):
-            if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name)):
-                return 0
-            name = st.targets[0].id
-            if not re.fullmatch(rf"[cz]{g}", name):
-                return 0
-            ok = True
-
-            def sub(m, g=g):
-                nonlocal ok
-                if m.group(1):
-                    ok &= int(m.group(2)) == g
-                    return f"{m.group(1)}G"
-                ok &= int(m.group(4)) == g
-                return f"k{m.group(3)}_G"
-            texts.append(_STACKED.sub(sub, ast.unparse(st)))
-            if not ok:
-                return 0
-        return self.n_c if all(t == texts[0] for t in texts) else 0
-
-    def _stacked(self, st, indent: int) -> None:
-        """One statement over the ``(n_c, N)`` arrays ``C``, ``Z``, ``K<j>``."""
-        text = _STACKED.sub(lambda m: ({"c": "C", "z": "Z"}[m.group(1)] if m.group(1)
-                                       else f"K{m.group(3)}"), ast.unparse(st))
-        tree = ast.parse(text).body[0]
-        for shape in self.temps:
-            self.temps[shape] = 0
-        self.free = {"N": [], "C": []}
-        saved = self.member
-        self.member = saved | {"C", "Z"} | {f"K{j}" for j in range(8)}
-        start = len(self.lines)
-        self.expr(tree.value, tree.targets[0].id, stacked=True)
-        self.member = saved
-        self.lines[start:] = [" " * indent + ln for ln in self.lines[start:]]
-
     # -- the function ------------------------------------------------------------------------
 
-    def _retargets(self, body) -> None:
-        """Signals computed straight into the stage derivative that is a copy of them
-        (``s6 = ...; k0_0 = s6``: the copy is dropped, ``s6`` bound to ``k0_0``'s row).
-
-        Only an unguarded assignment of the signal (the latest before the copy) is moved;
-        ``K<i>``'s rows are written nowhere else within a step.
-        """
-        latest: dict = {}
-        self.retarget, self.dropped = {}, set()
-
-        def walk(stmts, guarded: bool) -> None:
-            for st in stmts:
-                if isinstance(st, ast.If):
-                    inner = guarded or ast.unparse(st.test) != "k < k_full"
-                    walk(st.body, inner)
-                    walk(st.orelse, inner)
-                    continue
-                if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name)):
-                    continue
-                tg, v = st.targets[0].id, st.value
-                if re.fullmatch(r"k\d+_\d+", tg) and isinstance(v, ast.Name):
-                    src = latest.pop(v.id, None)
-                    if src is not None and not guarded:
-                        self.retarget[id(src)] = tg
-                        self.dropped.add(id(st))
-                elif tg in self.member and tg[0] == "s" and tg not in self.alias:
-                    latest[tg] = None if guarded else st
-        walk(body, False)
-        targets = {id(st): st.targets[0].id for st in self._assigns(body)
-                   if isinstance(st.targets[0], ast.Name)}
-        self.moved = {targets[i] for i in self.retarget}
-
     def run(self) -> Translation:
-        body = _without_repeated_outputs(self.loop.body)
+        body = without_repeated_outputs(self.loop.body)
         self._retargets(body)
         self.statements(body, 12)
         out = self.out
@@ -811,51 +615,3 @@ class _Translator:
                 "    return k, last_logged"]
         out.source = "\n".join(head + self.lines + tail) + "\n"
         return out
-
-
-def _times_one(node):
-    """An operand of arithmetic without a product by ``1.0`` (``h * (1.0 * k2)``, a
-    Runge-Kutta coefficient): ``1.0 * x`` is ``x`` for every float, a signalling NaN
-    aside, which the arithmetic reading it quiets either way. One call fewer."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        for one, other in ((node.left, node.right), (node.right, node.left)):
-            if isinstance(one, ast.Constant) and type(one.value) is float and \
-                    one.value == 1.0:
-                return other
-    return node
-
-
-def _identity(st) -> bool:
-    """True for a state update that keeps the state (``x0 = x0``; ``x0, x1 = x0, x1``)."""
-    if not isinstance(st, ast.Assign):
-        return False
-    tg, v = st.targets[0], st.value
-    if isinstance(tg, ast.Tuple):
-        return isinstance(v, ast.Tuple) and all(_identity(ast.Assign([a], b))
-                                                for a, b in zip(tg.elts, v.elts))
-    return isinstance(tg, ast.Name) and isinstance(v, ast.Name) and tg.id == v.id
-
-
-def _without_repeated_outputs(body: list) -> list:
-    """The loop body without the outputs Runge–Kutta stage 0 recomputes when nothing changed
-    since the tick's own outputs (no state update before it): the same statements on the
-    same values give the same results."""
-    full = next((st for st in body if isinstance(st, ast.If) and
-                 ast.unparse(st.test) == "k < k_full"), None)
-    if full is None:
-        return body
-    first = {ast.unparse(st) for st in body if st is not full}
-    kept, before, at_stage0 = [], True, False
-    for st in full.body:
-        text = ast.unparse(st)
-        if before and text.startswith("h = "):
-            before, at_stage0 = False, True
-        elif before and not _identity(st):
-            return body              # a state changes: stage 0 sees new values
-        elif at_stage0 and re.match(r"k0_\d+ = ", text):
-            at_stage0 = False
-        elif at_stage0 and text in first:
-            continue
-        kept.append(st)
-    new = ast.If(test=full.test, body=kept, orelse=full.orelse)
-    return [new if st is full else st for st in body]
