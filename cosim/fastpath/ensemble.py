@@ -36,16 +36,12 @@ from cosim.fastpath.ensemble_stages import (StageTranslation, times_one,
                                             without_repeated_outputs)
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["LOG_CHUNK", "Translation", "translate"]
+__all__ = ["Translation", "translate"]
 
 _BINOPS = {ast.Add: "_add", ast.Sub: "_sub", ast.Mult: "_mul", ast.Div: "_div"}
 #: Conditional chains of at least this many tests are translated as lookups (``_piecewise``),
 #: and chains of chains (a 2-D table's) of any length.
 _CHAIN_MIN = 3
-
-#: Log rows a task's chunk holds before they are copied to the member-major logs (a power
-#: of two: the row in the chunk is the row number's low bits).
-LOG_CHUNK = 64
 
 #: Names of the scalar strategy's values that hold state across ticks (always member arrays).
 _STATE = re.compile(r"^(x\d+|c\d+|z\d+|k\d+_\d+)$")
@@ -59,9 +55,7 @@ class Translation:
     source : str
         ``advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L)``: like the scalar
         step function's, with ``V`` the tuple of its arrays (:attr:`names` order) and
-        ``L[task][column]`` the log chunks, shape ``(LOG_CHUNK, N)``: row ``r`` of a task's
-        log is written to row ``r % LOG_CHUNK``, and the global ``_flush(task, r)`` is
-        called after the last row of a chunk.
+        ``L[task][column]`` the log arrays, shape ``(rows, N)``.
     names : list of str
         The arrays the function unpacks from ``V``.
     buffers : dict of str to tuple
@@ -564,16 +558,11 @@ class _Translator(LookupTranslation, StageTranslation):
         f = call.func
         if isinstance(f, ast.Attribute) and f.attr == "append" and \
                 isinstance(f.value, ast.Subscript) and ast.unparse(f.value.value) == "rows":
-            # A log row: each value copied into its column's row of the task's chunk of
-            # rows, a full chunk flushed to the member-major logs (see LogChunks).
+            # A log row: each value copied into its column's row of the (rows, N) arrays.
             task = ast.unparse(f.value.slice)
-            last = LOG_CHUNK - 1
             self.emit(indent, f"_r = len(ticks[{task}]) - 1")
-            self.emit(indent, f"_q = _r & {last}")
             for col, v in enumerate(call.args[0].elts):
-                self.emit(indent, f"L[{task}][{col}][_q] = {ast.unparse(v)}")
-            self.emit(indent, f"if _q == {last}:")
-            self.emit(indent + 4, f"_flush({task}, _r)")
+                self.emit(indent, f"L[{task}][{col}][_r] = {ast.unparse(v)}")
             return
         if re.fullmatch(r"ticks\[\d+\]\.append\(k\)", text):
             self.emit(indent, text)

@@ -267,9 +267,7 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
                            dict(zip(tr.names, V)), D, k_end)
         ns["_located"] = located
     columns = sim.store.columns
-    logs = LogChunks(columns, k_end + 1, n)
-    ns["_flush"] = logs.flush
-    L = logs.chunks
+    L = [[np.empty((k_end + 1, n)) for _ in cols] for cols in columns]
     ticks = [[] for _ in columns]
     # Scheduled events at tick times fire before the tick's outputs: the run is cut there
     # and each member's events fired between two calls.
@@ -281,14 +279,13 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
                 k, last = ns["advance"](k, k_fire, last, ticks, k_end, k_end + 1, V, L)
             if k_fire <= k_end:
                 located.at_tick(k_fire)
-    logs.tail([len(tk) for tk in ticks])
     base = cfg.t0 + np.arange(0, k_end + 1, dtype=np.float64) * cfg.dt
     keyed = []
     for task, cols in enumerate(columns):
         rows = len(ticks[task])
         tk = np.asarray(ticks[task], dtype=np.intp)
         t = cfg.t0 + tk.astype(np.float64) * cfg.dt
-        keyed += [(key, logs.logs[task][col][:, :rows, None], t, tk) for key, col in cols]
+        keyed += [(key, L[task][col][:rows], t, tk) for key, col in cols]
     out = [None] * len(overrides)
     stopped = located.stopped if located is not None else {}
     for m, j in enumerate(keep):
@@ -296,10 +293,10 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
             # Its own run ended with the tick of its stopping event: so do its logs.
             k_stop = stopped[m]
             rows = {key: int(np.searchsorted(tk, k_stop, "right")) for key, _, _, tk in keyed}
-            out[j] = Logs({key: a[m, :rows[key]] for key, a, _, _ in keyed},
+            out[j] = Logs({key: a[:rows[key], m:m + 1] for key, a, _, _ in keyed},
                           {key: t[:rows[key]] for key, _, t, _ in keyed}, base[:k_stop + 1])
             continue
-        out[j] = Logs({key: a[m] for key, a, _, _ in keyed},
+        out[j] = Logs({key: a[:, m:m + 1] for key, a, _, _ in keyed},
                       {key: t for key, _, t, _ in keyed}, base)
     if switches is not None:
         switches[:] = [[] for _ in overrides]
@@ -310,41 +307,6 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
         for m, j in enumerate(keep):
             events[j] = located.event_log(m) if located is not None else []
     return out
-
-
-class LogChunks:
-    """An ensemble's logs, member-major: ``logs[task][column]``, shape ``(N, rows)``, so
-    that each member's log is contiguous (what is read of it, a final value or a maximum,
-    reads its own memory), written a chunk of rows at a time from ``chunks[task][column]``,
-    shape ``(LOG_CHUNK, N)``, which the step function writes a row per tick.
-
-    Parameters
-    ----------
-    columns : list of list
-        Each task's logged columns (``sim.store.columns``).
-    rows : int
-        Most rows of a task.
-    n : int
-        Members.
-    """
-
-    def __init__(self, columns, rows: int, n: int):
-        self.logs = [[np.empty((n, rows)) for _ in cols] for cols in columns]
-        self.chunks = [[np.empty((ensemble.LOG_CHUNK, n)) for _ in cols] for cols in columns]
-
-    def flush(self, task: int, r: int) -> None:
-        """Copy the chunk ending with row ``r`` of task ``task`` (full) to the logs."""
-        start = r + 1 - ensemble.LOG_CHUNK
-        for log, chunk in zip(self.logs[task], self.chunks[task]):
-            log[:, start:r + 1] = chunk.T
-
-    def tail(self, rows: list[int]) -> None:
-        """Copy each task's rows written since its last full chunk (``rows[task]`` rows
-        written in all) to the logs."""
-        for task, count in enumerate(rows):
-            start = count - count % ensemble.LOG_CHUNK
-            for log, chunk in zip(self.logs[task], self.chunks[task]):
-                log[:, start:count] = chunk[:count - start].T
 
 
 def _owners(sim, fast) -> dict:
