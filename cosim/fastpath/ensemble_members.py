@@ -97,9 +97,10 @@ MEMO_TRIES = 16
 class Members:
     """What differs from ``sim``'s run in runs of ``model`` with other parameter values.
 
-    Only blocks built from parameter expressions can differ: for each member, each is
-    evaluated in the member's workspace, and a copy of it rebuilt and initialized (once per
-    distinct values: the members of a grid share most blocks' values).
+    Only blocks built from parameter expressions can differ: their expressions are
+    evaluated for all members at once where that is exact (else in each member's
+    workspace), and a copy of each rebuilt and initialized per member (once per distinct
+    values: the members of a grid share most blocks' values).
 
     Parameters
     ----------

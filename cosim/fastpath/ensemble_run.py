@@ -28,7 +28,8 @@ _compiled: dict = {}
 
 def reusable(sim, model, fast=None) -> None:
     """Check that runs of ``sim``'s model with other parameter values can reuse its
-    generated code (:class:`Members`, :func:`run_members`).
+    generated code (:class:`~cosim.fastpath.ensemble_members.Members`,
+    :func:`run_members`).
 
     Parameters
     ----------
