@@ -348,7 +348,11 @@ class _Translator(LookupTranslation, StageTranslation):
         first = True
         for arg in node.args[1:]:
             if EXTREMA_EXACT and exprs.constant(arg) and not mask:
-                src = self.operand(node.args[0], stacked) if first else acc
+                # The first argument computed straight into the result where it is a
+                # compound value (see _accumulates).
+                src = acc if not first else self.expr(node.args[0], acc, stacked)[1] \
+                    if self._accumulates(node, acc, node.args[0], node.args[0]) else \
+                    self.operand(node.args[0], stacked)
                 c = self.operand(arg, stacked) if stacked or self._reads_member(arg) else \
                     self._zero_d(ast.unparse(arg), member=True)
                 self.out.not_nan.add(ast.unparse(arg))
