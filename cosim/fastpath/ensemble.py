@@ -30,7 +30,10 @@ import ast
 import re
 
 from cosim.fastpath import ensemble_ast as exprs
+from cosim.fastpath.ensemble_lookup import LookupTranslation
 from cosim.fastpath.ensemble_ops import EXTREMA_EXACT
+from cosim.fastpath.ensemble_stages import (StageTranslation, times_one,
+                                            without_repeated_outputs)
 from cosim.fastpath.runtime import Unsupported
 
 __all__ = ["Translation", "translate"]
@@ -42,7 +45,6 @@ _CHAIN_MIN = 3
 
 #: Names of the scalar strategy's values that hold state across ticks (always member arrays).
 _STATE = re.compile(r"^(x\d+|c\d+|z\d+|k\d+_\d+)$")
-_STACKED = re.compile(r"\b(c|z)(\d+)\b|\bk(\d+)_(\d+)\b")
 
 
 class Translation:
@@ -66,17 +68,18 @@ class Translation:
     not_nan : set of str
         Constants the code takes to be no NaN for any member (a ``min``/``max`` limit, see
         :meth:`_Translator._extremum`): the caller checks them.
-    views : dict of str to (str, int)
-        Name -> ``(buffer, column)``: a name bound to a column of a 2-D ``(N, k)`` buffer
-        (a lookup's gathered constants, one row per member).
+    owned : dict of str to (str, str, object)
+        Name -> ``(table, attribute, item)``: a name bound to what a table object keeps
+        (``getattr(table, attribute)``, or its ``[item]`` unless None): a lookup's constants,
+        masks and cell bounds, kept by its :class:`~cosim.fastpath.ensemble_ops.Cells`
+        between evaluations, and the check whether to call it.
     tables : dict of str to dict
         The constants of the lookups (:meth:`_Translator._piecewise`), made once per run
         by :func:`~cosim.fastpath.ensemble_ops.make_table`: ``texts`` (the source of each
-        entry: constants, which may be members' arrays, one list per slot), ``kind``
-        (float: a :class:`~cosim.fastpath.ensemble_ops.Gather` per member; bool: a mask per
-        branch; chain: a :class:`~cosim.fastpath.ensemble_ops.Chain` of the tests ``ops``;
-        product: a :class:`~cosim.fastpath.ensemble_ops.Product` of the tables ``chains``)
-        and ``chain`` (the chain or product whose calls index a table: made first).
+        entry: constants, which may be members' arrays, one list per slot) and ``kind``:
+        chain, a :class:`~cosim.fastpath.ensemble_ops.Chain` of the tests ``ops``; cells, the
+        :class:`~cosim.fastpath.ensemble_ops.Cells` of the axes ``chains`` (made first),
+        ``texts`` its gathered rows by branch and ``masks`` its groups' branches.
     """
 
     def __init__(self):
@@ -85,7 +88,7 @@ class Translation:
         self.buffers: dict[str, tuple] = {}
         self.zero_d: dict[str, str] = {}
         self.tables: dict[str, dict] = {}
-        self.views: dict[str, tuple[str, int]] = {}
+        self.owned: dict[str, tuple] = {}
         self.not_nan: set[str] = set()
 
 
@@ -114,7 +117,7 @@ def translate(source: str, member_consts: set[str], n_c: int,
     return _Translator(source, member_consts, n_c, owners or {}).run()
 
 
-class _Translator:
+class _Translator(LookupTranslation, StageTranslation):
     def __init__(self, source, member_consts, n_c, owners):
         self.owners = owners
         tree = ast.parse(source)
@@ -184,12 +187,6 @@ class _Translator:
         self.out.buffers.setdefault(name, shape)
         return name
 
-    def _view(self, name: str, parent: str, column: int) -> str:
-        """A name bound to column ``column`` of buffer ``parent`` (see
-        :attr:`Translation.views`)."""
-        self.out.views[name] = (parent, column)
-        return name
-
     def _temp(self, shape: str) -> str:
         if self.free.get(shape):
             return self.free[shape].pop()
@@ -216,14 +213,16 @@ class _Translator:
 
     def _zero_d(self, text: str, member: bool = False) -> str:
         """A 0-d array holding the constant scalar ``text`` (a literal or shared constant),
-        or with ``member`` the ``(N,)`` array of a constant expression of members' constants
-        (both made once per run from ``text``)."""
+        or with ``member`` the ``(N,)`` array of a constant expression (of members'
+        constants, or a shared one repeated: numpy's extrema run their fast loop on two
+        arrays, not on an array and a 0-d one), both made once per run from ``text``."""
+        shape = ("N",) if member else ()
         for name, t in self.out.zero_d.items():
-            if t == text:
+            if t == text and self.out.buffers[name] == shape:
                 return name
         name = f"_z{len(self.out.zero_d)}"
         self.out.zero_d[name] = text
-        self._buffer(name, ("N",) if member else ())
+        self._buffer(name, shape)
         return name
 
     # -- expressions -------------------------------------------------------------------------
@@ -259,8 +258,12 @@ class _Translator:
                 return True, dst
             return True, node.id
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            a = self.operand(node.left, stacked, mask)
-            b = self.operand(node.right, stacked, mask)
+            left, right = times_one(node.left), times_one(node.right)
+            inner = self._accumulates(node, dst, left, right)
+            a = self.expr(left, dst, stacked, mask)[1] if inner is left else \
+                self.operand(left, stacked, mask)
+            b = self.expr(right, dst, stacked, mask)[1] if inner is right else \
+                self.operand(right, stacked, mask)
             out = dst or self._result(shape, a, b)
             if isinstance(node.op, ast.Div):
                 # Python raises on every division by zero (0/0, x/-0.0 too), numpy on some:
@@ -298,6 +301,20 @@ class _Translator:
             return self._select(node, dst, stacked, mask)
         raise Unsupported(f"no exact elementwise form of {ast.unparse(node)!r}")
 
+    def _accumulates(self, node, dst: str | None, left, right):
+        """The operand of ``node`` (a binary operation into ``dst``) computed straight into
+        ``dst`` (``a + b + c``: the sum of ``a`` and ``b`` in ``dst``, then ``c`` added in
+        place), or None: a compound member value (the left one first) when ``node`` does
+        not read ``dst``'s memory (nothing reads what it holds in between). Fewer
+        temporaries touched: the values stay in cache."""
+        if dst is None or exprs.reads(node, self._sharing(dst)):
+            return None
+        for side in (left, right):
+            if isinstance(side, (ast.BinOp, ast.UnaryOp, ast.Call)) and \
+                    self._reads_member(side) and not exprs.constant(side):
+                return side
+        return None
+
     def _into(self, node, dst: str | None, shape: str) -> str:
         """Where a value computed in several calls goes: ``dst`` when ``node`` does not read
         it (the first call would overwrite what a later one reads), else a temporary."""
@@ -331,8 +348,13 @@ class _Translator:
         first = True
         for arg in node.args[1:]:
             if EXTREMA_EXACT and exprs.constant(arg) and not mask:
-                src = self.operand(node.args[0], stacked) if first else acc
-                c = self.operand(arg, stacked)
+                # The first argument computed straight into the result where it is a
+                # compound value (see _accumulates).
+                src = acc if not first else self.expr(node.args[0], acc, stacked)[1] \
+                    if self._accumulates(node, acc, node.args[0], node.args[0]) else \
+                    self.operand(node.args[0], stacked)
+                c = self.operand(arg, stacked) if stacked or self._reads_member(arg) else \
+                    self._zero_d(ast.unparse(arg), member=True)
                 self.out.not_nan.add(ast.unparse(arg))
                 self.lines.append(f"_{fn}imum({c}, {src}, out={acc})")
             else:
@@ -390,118 +412,6 @@ class _Translator:
             return True, sel
         self.lines.append(f"_copyto({dst}, {sel})")
         return True, dst
-
-    def _piecewise(self, chain, dst, mask) -> str | None:
-        """A chain ``v0 if L op0 R0 else v1 if L op1 R1 else ... else vm`` (a lookup table's
-        segments) in a fixed number of calls, or None when it has not that form.
-
-        Every test compares one left side ``L`` with a constant; the branches fall into a
-        few templates that differ only in constants (``a * (L - b) + c``). Branches that are
-        themselves such chains, with the same tests in every branch (a 2-D table's cells,
-        :func:`~cosim.fastpath.ensemble_ast.axes`), make a product of chains: a cell per
-        combination. Each member's branch is the first whose test holds on each axis
-        (:class:`~cosim.fastpath.ensemble_ops.Chain`,
-        :class:`~cosim.fastpath.ensemble_ops.Product`); each template is evaluated once, on
-        its constants gathered per member (per-member tables are data), so each member
-        computes its own branch's operations on its own branch's values. A constant the
-        same in every branch is used as it is, not gathered; one repeated in a template is
-        gathered once.
-
-        Branches must be safe to compute for every member (no division, power, math), except
-        divisions by a constant when every branch has one template: each member then divides
-        by its own branch's divisor, as its own run does.
-        """
-        axes, values = exprs.axes(chain)
-        if axes is None:
-            return None
-        groups: dict[str, list[int]] = {}
-        slots: dict[str, list[list[str]]] = {}
-        for j, v in enumerate(values):
-            shape, consts = exprs.template(v)
-            groups.setdefault(shape, []).append(j)
-            slots.setdefault(shape, []).append(consts)
-        if len(groups) > 3 or not all(
-                exprs.safe(v) or (len(groups) == 1 and exprs.divides_by_constant(v))
-                for v in values):
-            return None
-        tid = f"_pw{len(self.out.tables)}"
-        indices = []
-        for a, tests in enumerate(axes):
-            left = self.operand(tests[0].left, False, mask)
-            name = self._table(f"{tid}_c" + (str(a) if a else ""),
-                               [[ast.unparse(t.comparators[0]) for t in tests]], kind="chain")
-            self.out.tables[name]["ops"] = [exprs.COMPARISONS[type(t.ops[0])] for t in tests]
-            idx = self._buffer(f"{tid}_i" + (str(a) if a else ""), ("int", "N"))
-            self.lines.append(f"{idx} = {name}({left}, {idx})")
-            indices.append((name, idx))
-        chain, idx = indices[0]
-        if len(axes) > 1:
-            # One index per combination of the axes' cells.
-            chain = self._table(f"{tid}_x", [[]], kind="product")
-            self.out.tables[chain]["chains"] = [c for c, _ in indices]
-            idx = self._buffer(f"{tid}_ix", ("int", "N"))
-            self.lines.append(f"{idx} = {chain}({', '.join(i for _, i in indices)}, {idx})")
-        whole = ast.Tuple([*(t for tests in axes for t in tests), *values], ast.Load())
-        out = dst if dst is not None and not exprs.reads(whole, self._sharing(dst)) \
-            else self._temp("N")
-        # The group of the most branches first, computed into the result; the others are
-        # copied over it where members take them.
-        order = sorted(groups, key=lambda g: (-len(groups[g]), groups[g][0]))
-        # Every group's constants in one table, gathered in one call: a group's rows are
-        # its slots, each entry its branch's constant (another group's branches take the
-        # group's first: computed, never selected).
-        texts, first_row = [], []
-        for shape in order:
-            inside = groups[shape]
-            first_row.append(len(texts))
-            texts += [[slots[shape][inside.index(b) if b in inside else 0][s]
-                       for b in range(len(values))] for s in range(len(slots[shape][0]))]
-        # A row of one constant throughout is that constant; equal rows are gathered once.
-        gathered: dict[tuple, int] = {}
-        for row in texts:
-            if len(set(row)) > 1:
-                gathered.setdefault(tuple(row), len(gathered))
-        views = []
-        if gathered:
-            table = self._table(f"{tid}_g", [list(r) for r in gathered], chain=chain)
-            vals = self._buffer(f"{tid}_v", ("N", len(gathered)))
-            self.lines.append(f"{table}({idx}, {vals})")
-            views = [self._view(f"{vals}_{r}", vals, r) for r in range(len(gathered))]
-        rows = [row[0] if len(set(row)) == 1 else views[gathered[tuple(row)]] for row in texts]
-        for g, shape in enumerate(order):
-            inside = groups[shape]
-            names = rows[first_row[g]:first_row[g] + len(slots[shape][0])]
-            if g == 0:
-                target = out
-            elif shape == "_P0":
-                target = names[0]           # a constant branch: the gathered value itself
-            else:
-                target = self._temp("N")
-            if shape != "_P0" or target != names[0]:
-                saved = self.member
-                self.member = saved | (set(names) & set(views))
-                self.expr(exprs.fill(ast.parse(shape, mode="eval").body, names), target, False,
-                          mask)
-                self.member = saved
-            if g:
-                where = self._table(f"{tid}_m{g}", [["1" if b in inside else "0"
-                                                     for b in range(len(values))]],
-                                    kind="bool", chain=chain)
-                sel = self._temp("B")
-                self.lines.append(f"{where}.take({idx}, None, {sel}, 'clip')")
-                self.lines.append(f"_copyto({out}, {target}, where={sel})")
-        if dst is not None and out != dst:
-            self.lines.append(f"_copyto({dst}, {out})")
-            return dst
-        return out
-
-    def _table(self, name: str, texts: list[list[str]], kind: str = "float",
-               chain: str | None = None) -> str:
-        """A lookup's constants made once per run from constants' sources, indexed as
-        ``chain``'s calls index (see :attr:`Translation.tables`)."""
-        self.out.tables[name] = {"texts": texts, "kind": kind, "chain": chain}
-        self._buffer(name, ("table",))
-        return name
 
     def _indented(self, emit) -> None:
         start = len(self.lines)
@@ -692,93 +602,24 @@ class _Translator:
             return
         raise Unsupported(f"statement {text!r}")
 
-    # -- Runge-Kutta combinations of every component at once ----------------------------------
-
-    def _stacked_run(self, body, i: int) -> int:
-        """Number of statements from ``body[i]`` that are one combination per component
-        (``z<g> = c<g> + ...`` or ``c<g> = ...`` for g = 0 .. n_c-1), else 0."""
-        if self.n_c < 2 or i + self.n_c > len(body):
-            return 0
-        texts = []
-        for g, st in enumerate(body[i:i + self.n_c]):
-            if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name)):
-                return 0
-            name = st.targets[0].id
-            if not re.fullmatch(rf"[cz]{g}", name):
-                return 0
-            ok = True
-
-            def sub(m, g=g):
-                nonlocal ok
-                if m.group(1):
-                    ok &= int(m.group(2)) == g
-                    return f"{m.group(1)}G"
-                ok &= int(m.group(4)) == g
-                return f"k{m.group(3)}_G"
-            texts.append(_STACKED.sub(sub, ast.unparse(st)))
-            if not ok:
-                return 0
-        return self.n_c if all(t == texts[0] for t in texts) else 0
-
-    def _stacked(self, st, indent: int) -> None:
-        """One statement over the ``(n_c, N)`` arrays ``C``, ``Z``, ``K<j>``."""
-        text = _STACKED.sub(lambda m: ({"c": "C", "z": "Z"}[m.group(1)] if m.group(1)
-                                       else f"K{m.group(3)}"), ast.unparse(st))
-        tree = ast.parse(text).body[0]
-        for shape in self.temps:
-            self.temps[shape] = 0
-        self.free = {"N": [], "C": []}
-        saved = self.member
-        self.member = saved | {"C", "Z"} | {f"K{j}" for j in range(8)}
-        start = len(self.lines)
-        self.expr(tree.value, tree.targets[0].id, stacked=True)
-        self.member = saved
-        self.lines[start:] = [" " * indent + ln for ln in self.lines[start:]]
-
     # -- the function ------------------------------------------------------------------------
 
-    def _retargets(self, body) -> None:
-        """Signals computed straight into the stage derivative that is a copy of them
-        (``s6 = ...; k0_0 = s6``: the copy is dropped, ``s6`` bound to ``k0_0``'s row).
-
-        Only an unguarded assignment of the signal (the latest before the copy) is moved;
-        ``K<i>``'s rows are written nowhere else within a step.
-        """
-        latest: dict = {}
-        self.retarget, self.dropped = {}, set()
-
-        def walk(stmts, guarded: bool) -> None:
-            for st in stmts:
-                if isinstance(st, ast.If):
-                    inner = guarded or ast.unparse(st.test) != "k < k_full"
-                    walk(st.body, inner)
-                    walk(st.orelse, inner)
-                    continue
-                if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name)):
-                    continue
-                tg, v = st.targets[0].id, st.value
-                if re.fullmatch(r"k\d+_\d+", tg) and isinstance(v, ast.Name):
-                    src = latest.pop(v.id, None)
-                    if src is not None and not guarded:
-                        self.retarget[id(src)] = tg
-                        self.dropped.add(id(st))
-                elif tg in self.member and tg[0] == "s" and tg not in self.alias:
-                    latest[tg] = None if guarded else st
-        walk(body, False)
-        targets = {id(st): st.targets[0].id for st in self._assigns(body)
-                   if isinstance(st.targets[0], ast.Name)}
-        self.moved = {targets[i] for i in self.retarget}
-
     def run(self) -> Translation:
-        body = _without_repeated_outputs(self.loop.body)
+        body = without_repeated_outputs(self.loop.body)
         self._retargets(body)
         self.statements(body, 12)
         out = self.out
-        loaded = {n.id for n in ast.walk(ast.parse("\n".join(ln.strip() for ln in self.lines
-                                                              if not ln.strip().endswith(":"))))
+        # The names the lines read, the tests of their ``if`` lines too.
+        reads = []
+        for ln in self.lines:
+            test = re.fullmatch(r"(?:if|elif|while) (.*):", ln.strip())
+            if test or not ln.strip().endswith(":"):
+                reads.append(test.group(1) if test else ln.strip())
+        loaded = {n.id for n in ast.walk(ast.parse("\n".join(reads)))
                   if isinstance(n, ast.Name)}
         out.names = sorted(n for n in loaded - self.alias - self.moved
-                           if n in out.buffers or n in out.views or n in self.member or
+                           if n in out.buffers or n in out.owned or
+                           n in self.member or
                            _STATE.match(n) or re.fullmatch(r"C|C0|Z|K\d+", n))
         head = ["def advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L):",
                 f"    {', '.join(out.names)}, = V" if out.names else "    pass",
@@ -787,39 +628,3 @@ class _Translator:
                 "    return k, last_logged"]
         out.source = "\n".join(head + self.lines + tail) + "\n"
         return out
-
-
-def _identity(st) -> bool:
-    """True for a state update that keeps the state (``x0 = x0``; ``x0, x1 = x0, x1``)."""
-    if not isinstance(st, ast.Assign):
-        return False
-    tg, v = st.targets[0], st.value
-    if isinstance(tg, ast.Tuple):
-        return isinstance(v, ast.Tuple) and all(_identity(ast.Assign([a], b))
-                                                for a, b in zip(tg.elts, v.elts))
-    return isinstance(tg, ast.Name) and isinstance(v, ast.Name) and tg.id == v.id
-
-
-def _without_repeated_outputs(body: list) -> list:
-    """The loop body without the outputs Runge–Kutta stage 0 recomputes when nothing changed
-    since the tick's own outputs (no state update before it): the same statements on the
-    same values give the same results."""
-    full = next((st for st in body if isinstance(st, ast.If) and
-                 ast.unparse(st.test) == "k < k_full"), None)
-    if full is None:
-        return body
-    first = {ast.unparse(st) for st in body if st is not full}
-    kept, before, at_stage0 = [], True, False
-    for st in full.body:
-        text = ast.unparse(st)
-        if before and text.startswith("h = "):
-            before, at_stage0 = False, True
-        elif before and not _identity(st):
-            return body              # a state changes: stage 0 sees new values
-        elif at_stage0 and re.match(r"k0_\d+ = ", text):
-            at_stage0 = False
-        elif at_stage0 and text in first:
-            continue
-        kept.append(st)
-    new = ast.If(test=full.test, body=kept, orelse=full.orelse)
-    return [new if st is full else st for st in body]

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-__all__ = ["EXTREMA_EXACT", "UFUNCS", "Chain", "Gather", "Product", "make_table"]
+__all__ = ["EXTREMA_EXACT", "UFUNCS", "Cells", "Chain", "Gather", "Product", "make_table"]
 
 #: The numpy functions the translated code calls (its globals).
 UFUNCS = {"_add": np.add, "_sub": np.subtract, "_mul": np.multiply, "_div": np.true_divide,
@@ -132,6 +132,15 @@ class Chain:
         lut.append(self._first(math.nan))
         return lut
 
+    def bounds(self) -> list[tuple[float, float]] | None:
+        """``(lo, hi)`` of each cell :meth:`__call__` gives: a left side ``L`` is in cell
+        ``c`` exactly when ``lo <= L < hi`` (NaN bounds for the cell of a NaN, which no value
+        is found in again); None for a chain found by branches."""
+        if self.lut is None:
+            return None
+        v = self.edges[:-1].tolist()
+        return list(zip([-math.inf, *v, math.nan], [*v, math.inf, math.nan]))
+
     @property
     def size(self) -> int:
         """How many values :meth:`__call__` gives: cells, or branches."""
@@ -201,14 +210,15 @@ GATHER_MAX = 1 << 23
 
 
 class Gather:
-    """A lookup's constants per member: ``out[m, s]`` is slot ``s``'s entry for member
+    """A lookup's constants per member: ``out[s, m]`` is slot ``s``'s entry for member
     ``m``'s cell (or branch) ``idx[m]``, each a member's own where its parameters make it.
 
-    The slots are the columns of one table, so every slot of a member comes from one row:
-    one ``take`` of rows for all slots (at ``m * entries + idx`` from a member-major
-    ``(N * entries, slots)`` table when some entry is a member's own, the flat index one
-    add; at ``idx`` from an ``(entries, slots)`` table when none is), no Python loop over
-    members or slots, every output preallocated.
+    The slots are the rows of one table, so every slot of a member comes from one column:
+    one ``take`` of columns for all slots (at ``m * entries + idx`` from a member-major
+    ``(slots, N * entries)`` table when some entry is a member's own, the flat index one
+    add; at ``idx`` from a ``(slots, entries)`` table when none is), no Python loop over
+    members or slots, every output preallocated; each slot lands in a contiguous row, as
+    the arithmetic reading it wants.
 
     Parameters
     ----------
@@ -222,13 +232,13 @@ class Gather:
         slots, entries = len(values), len(values[0]) if values else 0
         self.offset = self.slots = None
         if not any(isinstance(v, np.ndarray) for row in values for v in row):
-            self.table = np.array(values, dtype=np.float64).reshape(slots, entries).T.copy()
+            self.table = np.array(values, dtype=np.float64).reshape(slots, entries)
         elif n * entries * slots <= GATHER_MAX:
-            table = np.empty((n, entries, slots), dtype=np.float64)
+            table = np.empty((slots, n, entries), dtype=np.float64)
             for s, row in enumerate(values):
                 for e, v in enumerate(row):
-                    table[:, e, s] = v
-            self.table = table.reshape(n * entries, slots)
+                    table[s, :, e] = v
+            self.table = table.reshape(slots, n * entries)
         else:
             # A large table shared by all members is not repeated per member: each slot
             # taken on its own, from a member-major ``(N * entries,)`` row when it is a
@@ -240,27 +250,107 @@ class Gather:
                     self.slots.append((True, np.ascontiguousarray(cells.T).ravel()))
                 else:
                     self.slots.append((False, np.array(row, dtype=np.float64)))
-            self.one = np.empty(n, dtype=np.float64)
-        if self.slots is not None or self.table.shape[0] != entries:
+        if self.slots is not None or self.table.shape[1] != entries:
             self.flat = np.empty(n, dtype=np.intp)
             self.offset = np.arange(n, dtype=np.intp) * entries
         if self.slots is None:
             self._take = self.table.take
 
     def __call__(self, idx, out) -> None:
-        """Fill ``out``, shape ``(N, slots)`` (C-contiguous), from each member's index."""
+        """Fill ``out``, shape ``(slots, N)`` (C-contiguous), from each member's index."""
         # Every index is in range by construction: ``mode="clip"`` spares numpy the copy of
         # the output that its bounds check makes.
         if self.slots is None:
             if self.offset is not None:
                 np.add(self.offset, idx, out=self.flat)
                 idx = self.flat
-            self._take(idx, 0, out, "clip")
+            self._take(idx, 1, out, "clip")
             return
         np.add(self.offset, idx, out=self.flat)
         for s, (own, row) in enumerate(self.slots):
-            row.take(self.flat if own else idx, None, self.one, "clip")
-            out[:, s] = self.one
+            row.take(self.flat if own else idx, None, out[s], "clip")
+
+
+class Cells:
+    """A lookup's cell per member and the constants of that cell: gathered values (the
+    rows of :attr:`vals`) and masks (:attr:`masks`: which members take a further branch
+    group; :attr:`taken`: whether any does), found again only when some member's input has
+    left its cell.
+
+    One object serves every evaluation of the same lookup (the Runge-Kutta stages' repeats
+    are spelt alike): between two evaluations most members' inputs stay in their cells, and
+    a cell's constants are the same wherever in it the input is. Whether every member is
+    still in its cell is asked by the step function before it calls the object: two
+    comparisons of an input with the bounds of the members' cells (kept per member, taken
+    with the cells) and a comparison of their bytes. Called, it finds each axis's cells
+    (:class:`Chain`), combines them (:class:`Product`) and gathers the constants
+    (:class:`Gather`); so every time for chains found by branches (a member's own
+    thresholds: no bounds).
+
+    Parameters
+    ----------
+    chains : list of Chain
+        One per axis of the table.
+    values : list of list
+        The gathered rows: slot -> branch -> a float, or an ``(n,)`` array for members' own
+        values (as :class:`Gather` takes them, by branch).
+    masks : list of list of bool
+        Per further branch group: branch -> whether the group computes it.
+    n : int
+        Members.
+    """
+
+    def __init__(self, chains: list, values: list, masks: list, n: int):
+        self.chains = chains
+        self.product = Product(chains) if len(chains) > 1 else None
+        order = (self.product or chains[0]).by_cell
+        rows = [order(row) for row in values]
+        width = len(rows)
+        self.taken = [True] * len(masks)
+        self.mask_tables = [np.array(order(m), dtype=bool) for m in masks]
+        self.masks = [np.zeros(n, dtype=bool) for _ in masks]
+        self.none = bytes(n)                  # a mask that no member takes
+        self.flat = np.zeros(n, dtype=np.intp)
+        self.idx = [np.zeros(n, dtype=np.intp) for _ in chains]
+        # Each member's cell bounds per axis, ``bounds[a]`` = (lo, hi) rows, gathered with
+        # the constants: the step function keeps a member's cell while L < lo is False and
+        # L < hi True, compared into ``pairs[a]`` by ``less`` and read as bytes
+        # (``pair_bytes[a]``) against ``inside`` (NaN bounds: not found yet). Without
+        # bounds (cells found by branches) ``less`` does nothing and the pairs never read
+        # as inside.
+        cell_bounds = [c.bounds() for c in chains]
+        tracked = all(b is not None for b in cell_bounds)
+        if tracked:
+            cells = list(itertools.product(*(range(c.size) for c in chains)))
+            for a, b in enumerate(cell_bounds):
+                rows += [[b[c[a]][0] for c in cells], [b[c[a]][1] for c in cells]]
+        self.gather = Gather(rows, n) if rows else None
+        # The gathered constants, a slot per row (contiguous, as the arithmetic reads them).
+        self.vals = np.full((len(rows), n), math.nan)
+        self.bounds = self.vals[width:].reshape(len(chains), 2, n) if tracked else \
+            np.full((len(chains), 2, n), math.nan)
+        self.pairs = np.zeros((len(chains), 2, n), dtype=bool)
+        self.pair_bytes = [p.tobytes for p in self.pairs]
+        self.inside = b"\x00" * n + b"\x01" * n
+        self.less = np.less if tracked else _nothing
+
+    def __call__(self, *lefts) -> None:
+        """Make :attr:`vals` (with :attr:`bounds`) and :attr:`masks` those of each
+        member's cell of ``lefts`` (one ``(N,)`` array per axis)."""
+        if self.product is None:
+            flat = self.chains[0](lefts[0], self.idx[0])
+        else:
+            idx = [c(left, i) for c, left, i in zip(self.chains, lefts, self.idx)]
+            flat = self.product(*idx, self.flat)
+        if self.gather is not None:
+            self.gather(flat, self.vals)
+        for g, (table, out) in enumerate(zip(self.mask_tables, self.masks)):
+            table.take(flat, None, out, "clip")
+            self.taken[g] = out.tobytes() != self.none
+
+
+def _nothing(*args) -> None:
+    """What a check does whose answer is always "found again"."""
 
 
 def _nonzero(divisor, where=None) -> None:
@@ -273,20 +363,15 @@ def _nonzero(divisor, where=None) -> None:
 UFUNCS.update(_mapf=_mapf, _nonzero=_nonzero)
 
 
-def make_table(spec: dict, value_of, n: int, chain: Chain | None = None):
+def make_table(spec: dict, value_of, n: int, chains: list):
     """The constant object of a lookup (see :attr:`Translation.tables`); ``value_of(text)``
     gives a constant's value (a float, or an ``(n,)`` array for a member's).
 
-    ``texts`` is a list of rows (slots) of entries (branches, or tests for a chain). A
-    chain is a :class:`Chain`; a product a :class:`Product` of ``chain`` (a list of
-    chains); a gathered table a :class:`Gather`; a bool table a 1-D array. Tables of a
-    ``chain`` (a Chain or a Product) are laid out as its calls index them (``by_cell``).
+    A chain is a :class:`Chain` of its tests (``texts``, one row); cells are the
+    :class:`Cells` of ``chains`` (the axes' chains, made first) with the gathered rows
+    ``texts`` and the groups' ``masks``.
     """
     if spec["kind"] == "chain":
         return Chain(spec["ops"], [value_of(t) for t in spec["texts"][0]], n)
-    if spec["kind"] == "product":
-        return Product(chain)
-    order = chain.by_cell if chain is not None else (lambda entries: entries)
-    if spec["kind"] == "bool":
-        return np.array([t != "0" for t in order(spec["texts"][0])], dtype=bool)
-    return Gather([order([value_of(t) for t in row]) for row in spec["texts"]], n)
+    return Cells(chains, [[value_of(t) for t in row] for row in spec["texts"]],
+                 [[t != "0" for t in row] for row in spec["masks"]], n)

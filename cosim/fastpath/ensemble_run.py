@@ -2,97 +2,34 @@
 
 A reference run (the first parameter set) is built, compiled and initialized once; its
 generated scalar step function is translated for member arrays (:mod:`cosim.fastpath.ensemble`).
-What differs between members is found without building N models: only blocks whose
-parameters are expressions can differ, so for each member those blocks' expressions are
-evaluated in the member's workspace and, where the values differ from the reference's, a
-copy of the block is rebuilt and initialized to read its kernel's parameters, initial state
-and initial continuous state. A member whose kernel template differs (a parameter that
-changes structure) is refused.
+What differs between members is found without building N models
+(:mod:`cosim.fastpath.ensemble_members`).
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import re
-import struct
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.ensemble_events import Located
+from cosim.fastpath.ensemble_members import Members, const_values
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported
 
-__all__ = ["MAX_STATEMENTS", "MEMO_TRIES", "Members", "const_values", "reusable", "run_members",
-           "scalar_fast_path", "why_not_fast"]
+__all__ = ["MAX_STATEMENTS", "reusable", "run_members", "scalar_fast_path", "why_not_fast"]
 
 #: Compiled ensemble step functions by (scalar source, member constants).
 _compiled: dict = {}
 
 
-def _expression_blocks(model) -> list[tuple]:
-    """``(block, subsystem chain, path)`` of every block built from expressions."""
-    from cosim.model.block import Block, has_spec
-    from cosim.model.diagram import Diagram, Subsystem
-    out = []
-
-    def walk(d: Diagram, chain: tuple, prefix: str) -> None:
-        for b in d.blocks:
-            if isinstance(b, Subsystem):
-                walk(b, chain + (b,), f"{prefix}{b.name}/")
-            elif isinstance(b, Block) and has_spec(b) and b.spec_has_expression():
-                out.append((b, chain, f"{prefix}{b.name}"))
-    walk(model, (), "")
-    return out
-
-
-def _structure(b, kern) -> tuple:
-    """What the plan and the generated source take from a block besides parameter values:
-    its ports, rate, feedthrough, states and their shapes, and its kernel's template."""
-    return (type(b), tuple(b.input_names), tuple(b.output_names),
-            tuple(sorted(b.optional_inputs)), repr(b.sample_time), b.direct_feedthrough,
-            b.has_derivative, b.runs_at_stages, getattr(b, "has_modes", False),
-            tuple((n, np.shape(v)) for n, v in b.state.items()), np.shape(b.cstate),
-            tuple(kern.outputs.items()), tuple(kern.state.items()), tuple(kern.derivatives),
-            tuple(kern.cstate), tuple(kern.params), kern.live is not None)
-
-
-#: A parameter under a unary minus in a lifted kernel (``-p__3``, as a negative literal is
-#: lifted: the sign stays in the expression); not the base of a power.
-_NEGATED = re.compile(r"(?<![\w)\]])-(p__\d+)\b(?!\s*\*\*)")
-
-
-def _signed_like(kern, ref):
-    """``kern`` spelt with the signs of ``ref``'s lifted parameters where the two differ
-    only in which parameters carry a unary minus (a swept parameter crossing zero: ``(u -
-    -p__1)`` against ``(u - p__1)``), each such parameter's value negated: ``-v`` and
-    ``-(v)`` are the same float, so the reference's code computes each member's own values.
-    Otherwise ``kern`` itself."""
-    def texts(k):
-        return [*k.outputs.values(), *k.state.values(), *k.derivatives, *k.cstate]
-    mine, theirs = texts(kern), texts(ref)
-    if len(mine) != len(theirs) or not kern.params:
-        return kern
-    flip = set()
-    for a, b in zip(mine, theirs):
-        if _NEGATED.sub(r"\1", a) != _NEGATED.sub(r"\1", b):
-            return kern
-        flip ^= set(_NEGATED.findall(a)) ^ set(_NEGATED.findall(b))
-    if not flip:
-        return kern
-    params = dict(kern.params)
-    for name in flip:
-        params[name[2:]] = -params[name[2:]]
-    from cosim.model.block import Kernel
-    return Kernel(dict(ref.outputs), dict(ref.state), ref.derivatives, ref.cstate, params,
-                  kern.live)
-
-
 def reusable(sim, model, fast=None) -> None:
     """Check that runs of ``sim``'s model with other parameter values can reuse its
-    generated code (:class:`Members`, :func:`run_members`).
+    generated code (:class:`~cosim.fastpath.ensemble_members.Members`,
+    :func:`run_members`).
 
     Parameters
     ----------
@@ -255,163 +192,6 @@ def scalar_fast_path(sim):
     return fast
 
 
-#: Members whose values of a block are all different before the block is built per member
-#: without looking for the same values again (see :meth:`Members.of`).
-MEMO_TRIES = 16
-
-
-class Members:
-    """What differs from ``sim``'s run in runs of ``model`` with other parameter values.
-
-    Only blocks built from parameter expressions can differ: for each member, each is
-    evaluated in the member's workspace, and a copy of it rebuilt and initialized (once per
-    distinct values: the members of a grid share most blocks' values).
-
-    Parameters
-    ----------
-    sim : Simulator
-        The reference run (initialized, not run).
-    model : Model
-        Its model (evaluated).
-
-    Attributes
-    ----------
-    ref_kernels : list of Kernel
-        The reference run's lifted kernels, in plan order.
-    """
-
-    def __init__(self, sim, model):
-        plan = sim.plan
-        self.sim, self.model = sim, model
-        self.ref_kernels = kernels_of(plan)
-        self.specs = [(b, chain, path, plan.index[plan.path_of[id(b)]], b.spec(),
-                       _structure(b, self.ref_kernels[plan.index[plan.path_of[id(b)]]]))
-                      for b, chain, path in _expression_blocks(model)]
-
-    def of(self, overrides: Sequence[Mapping], others: list | None = None) -> dict:
-        """Per plan index of an expression block: the members' lifted kernels, initial
-        states (name -> float) and initial continuous states (lists over ``overrides``).
-
-        Parameters
-        ----------
-        others : list, optional
-            Where given, the members whose parameters change the structure (a sample time,
-            a table's length) are appended to it (their entries stay None) instead of
-            raising: they run in an ensemble of their own structure.
-
-        Raises
-        ------
-        Unsupported
-            A member's parameters change a block's structure (ports, rate, shapes, kernel
-            template), or a block has no kernel for them.
-        """
-        from cosim.model.evaluate import parameter_value
-        from cosim.model.expr import Workspace
-        model, n = self.model, len(overrides)
-        params = dict(model.parameters)
-        out = {i: ([None] * n, [None] * n, [None] * n) for _, _, _, i, _, _ in self.specs}
-        memo: dict = {}
-        shared: dict = {}
-        for j, over in enumerate(overrides):
-            root = Workspace({**params, **over, **model.context}, path=model.name)
-            children: dict = {}
-            found = []
-            for b, chain, path, i, spec, structure in self.specs:
-                ws = root
-                for sub in chain:
-                    key = id(sub)
-                    if key not in children:
-                        children[key] = ws.child(sub.context, path=sub.name)
-                    ws = children[key]
-                values = {k: parameter_value(v, ws, f"{path}.{k}") for k, v in spec.items()}
-                # Members whose values of a block are the same (a grid's) build it once; a
-                # block whose first members all differ (a random design's) is built per
-                # member without keys.
-                seen = shared.setdefault(i, [0, 0])          # misses, hits
-                if seen[1] or seen[0] < MEMO_TRIES:
-                    key = (i, _exact(values))
-                    made = memo.get(key)
-                    seen[made is not None] += 1
-                    if made is None:
-                        made = memo[key] = self._build(b, i, path, values, structure, j)
-                else:
-                    made = self._build(b, i, path, values, structure, j)
-                if made == "structure":
-                    if others is None:
-                        raise Unsupported(f"parameters of member {j} change the structure "
-                                          f"of {path}")
-                    others.append(j)
-                    break
-                found.append((i, *made))
-            else:
-                for i, kern, state, cstate in found:
-                    out[i][0][j], out[i][1][j], out[i][2][j] = kern, state, cstate
-        return out
-
-
-    def _build(self, b, i: int, path: str, values: dict, structure: tuple, j: int):
-        """``(lifted kernel, initial state, initial continuous state)`` of block ``b``
-        (plan index ``i``) rebuilt from ``values`` (first met in member ``j``), or
-        ``"structure"`` when they change its structure."""
-        from cosim.fastpath.params import lift
-        clone = copy.copy(b)
-        clone.rebuild(values)
-        clone.initialize(self.sim.config.t0)
-        kern = clone.kernel()
-        if kern is None:
-            raise Unsupported(f"{path} has no kernel for member {j}")
-        kern = lift(kern)
-        if _structure(clone, kern) != structure:
-            kern = _signed_like(kern, self.ref_kernels[i])
-        if _structure(clone, kern) != structure:
-            return "structure"
-        return (kern, {n: float(v[0]) for n, v in clone.state.items()},
-                None if clone.cstate is None else np.asarray(clone.cstate, float))
-
-
-def _exact(v):
-    """A hashable key equal for two parameter values exactly when they are the same: floats
-    and arrays bit for bit (``0.0`` and ``-0.0`` apart), types too (``1`` and ``1.0``); a
-    value of another type is never shared (a key of its own)."""
-    t = type(v)
-    if t is float:
-        return v if v == v and v != 0.0 else ("float", struct.pack("<d", v))
-    if t is np.ndarray:
-        return ("array", v.dtype.str, v.shape, v.tobytes())
-    if t is dict:
-        return tuple((k, _exact(e)) for k, e in v.items())
-    if t is list or t is tuple:
-        return (t.__name__, tuple(_exact(e) for e in v))
-    if t in (int, bool, str) or v is None:
-        return (t.__name__, v)
-    return object()
-
-
-def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
-    """Each constant of the generated code: one shared value, or an ``(n,)`` array."""
-    values = {}
-    for name, recipe, _ in entry_consts:
-        if recipe is None:
-            continue
-        if recipe[0] != "p":
-            raise Unsupported("live values")
-        _, group, pname = recipe
-        (i,) = (group,) if isinstance(group, int) else group     # one block (scalar strategy)
-        if i not in differ:
-            continue                       # the reference's value (in ``ns``) for all
-        kernels = differ[i][0]
-        if n == 1:
-            ns[name] = float(kernels[0].params[pname])
-            continue
-        col = np.array([float((kernels[j] or ref_kernels[i]).params[pname])
-                        for j in range(n)])
-        if np.all(col == col[0]) and np.all(np.signbit(col) == np.signbit(col[0])):
-            ns[name] = float(col[0])
-        else:
-            values[name] = col
-    return values
-
-
 def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = None,
                 switches: list | None = None, events: list | None = None) -> list:
     """Run ``sim``'s model for each parameter set of ``overrides`` as one ensemble.
@@ -567,6 +347,10 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
     made: dict = {}
 
     def buffer(name: str) -> np.ndarray:
+        if name in tr.owned:
+            owner, attr, item = tr.owned[name]
+            kept = getattr(table(owner), attr)
+            return kept if item is None else kept[item]
         if name not in made:
             shape = tr.buffers[name]
             dtype = {"bool": bool, "int": np.intp}.get(shape[0] if shape else None, np.float64)
@@ -577,36 +361,36 @@ def _bind(tr, ns: dict, members: dict, sim, fast, differ: dict, n: int, n_c: int
 
     def spelt(name: str) -> tuple:
         """What a table is made of: lookups repeated in each Runge-Kutta stage are spelt
-        alike and share one table (a quarter of the memory the step function reads)."""
+        alike and share one table object (and the cells it keeps: see Cells)."""
         spec = tr.tables[name]
         return (spec["kind"], tuple(map(tuple, spec["texts"])), tuple(spec.get("ops", ())),
-                tuple(spelt(c) for c in spec.get("chains", ())),
-                spelt(spec["chain"]) if spec.get("chain") else None)
+                tuple(map(tuple, spec.get("masks", ()))),
+                tuple(spelt(c) for c in spec.get("chains", ())))
 
     def table(name: str):
         if name not in made:
             key = spelt(name)
             if key not in alike:
                 spec = tr.tables[name]
-                chain = [table(c) for c in spec["chains"]] if spec["kind"] == "product" \
-                    else table(spec["chain"]) if spec.get("chain") else None
-                alike[key] = ensemble_ops.make_table(spec, value_of, n, chain)
+                chains = [table(c) for c in spec.get("chains", ())]
+                alike[key] = ensemble_ops.make_table(spec, value_of, n, chains)
             made[name] = alike[key]
         return made[name]
     out = []
     for name in tr.names:
-        if name in tr.views:
-            parent, column = tr.views[name]
-            out.append(buffer(parent)[:, column])
-        elif name in members:
+        if name in members:
             out.append(members[name])
         elif name in tr.zero_d:
             text = tr.zero_d[name]
             v = eval(text, ns, dict(members))
-            out.append(np.array(v if isinstance(v, np.ndarray) else float(v)))
+            if isinstance(v, np.ndarray):
+                out.append(np.array(v))
+            else:
+                out.append(np.full(n, float(v)) if tr.buffers[name] == ("N",) else
+                           np.array(float(v)))
         elif name in tr.buffers and tr.buffers[name] == ("table",):
             out.append(table(name))
-        elif name in tr.buffers:
+        elif name in tr.owned or name in tr.buffers:
             out.append(buffer(name))
         elif name[0] == "x":
             out.append(D[int(name[1:])].copy())

@@ -19,12 +19,12 @@ import re
 
 from cosim.model.block import Kernel
 
-__all__ = ["lift"]
+__all__ = ["lift", "lift_like"]
 
 #: A float literal: digits with a point or an exponent, not part of a name or an attribute.
 #: Integer literals (``% 2``, ``l_0``) stay: they are structure, not parameters.
-_FLOAT = re.compile(r"(?<![\w.])((?:\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
-                    r"|\d+[eE][-+]?\d+))(?![\w.])")
+_LITERAL = r"(?:\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+)"
+_FLOAT = re.compile(rf"(?<![\w.])({_LITERAL})(?![\w.])")
 
 
 def lift(kern: Kernel) -> Kernel:
@@ -56,6 +56,65 @@ def lift(kern: Kernel) -> Kernel:
     params.update((f"_{j}", v) for j, v in enumerate(values))
     return Kernel(dict(outputs), dict(state), derivatives, cstate, params, kern.live,
                   dict(held), surfaces)
+
+
+def lift_like(kern: Kernel, ref: Kernel) -> Kernel | None:
+    """``lift(kern)`` when ``kern``'s float literals stand where ``ref``'s lifted parameters
+    do (another member of an ensemble: the same block with other values), found by one
+    anchored match of ``ref``'s template instead of a scan for literals; else None (lift it
+    and compare).
+
+    The same literals are found: in ``ref``'s template a parameter is never next to a
+    letter, digit or point (a literal's bounds), and the characters around each piece are a
+    literal's in both texts.
+
+    Parameters
+    ----------
+    kern : Kernel
+        As a block gives it (literals inline).
+    ref : Kernel
+        A lifted kernel.
+
+    Returns
+    -------
+    Kernel or None
+        ``ref``'s expressions with ``kern``'s values (the expression containers are
+        ``ref``'s own: kernels are never modified).
+    """
+    pattern = _anchored(_joined(ref))
+    if pattern is None:
+        return None
+    found = pattern.fullmatch("\0".join(_joined(kern)))
+    if found is None:
+        return None
+    # (More literals than names: the keys differ, and lift() is called.)
+    params = {**kern.params, **dict(zip(_NAMES, map(float, found.groups())))}
+    if params.keys() != ref.params.keys():
+        return None
+    return Kernel(ref.outputs, ref.state, ref.derivatives, ref.cstate, params, kern.live,
+                  ref.held, ref.surfaces)
+
+
+def _joined(kern: Kernel) -> tuple:
+    """Every expression of ``kern``, in the order :func:`lift` numbers their literals."""
+    return (*kern.outputs.values(), *kern.state.values(), *kern.derivatives, *kern.cstate,
+            *kern.held.values(), *kern.surfaces)
+
+
+#: The names :func:`lift` gives its parameters in ``params``, in order.
+_NAMES = tuple(f"_{j}" for j in range(4096))
+
+
+@functools.lru_cache(maxsize=256)
+def _anchored(texts: tuple) -> re.Pattern | None:
+    """The lifted expressions ``texts`` (joined by NUL) as a pattern matching a kernel
+    whose literals stand for ``p__0``, ``p__1``, ... in turn; None when they are not
+    numbered in order (or there are none)."""
+    parts = re.split(r"\bp__(\d+)\b", "\0".join(texts))
+    numbers = [int(x) for x in parts[1::2]]
+    if not numbers or numbers != list(range(len(numbers))):
+        return None
+    return re.compile(f"({_LITERAL})".join(re.escape(p) for p in parts[0::2]))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -3,7 +3,7 @@
 Building a run (the model, its evaluation, the compiled plan, block initialization and the
 fast path) costs more than a small model's stepping. A :class:`Rerun` builds one reference
 run and keeps it unrun; each run then re-evaluates only the blocks built from parameter
-expressions (:class:`~cosim.fastpath.ensemble_run.Members`), binds their kernels' values to
+expressions (:class:`~cosim.fastpath.ensemble_members.Members`), binds their kernels' values to
 the generated step function's constants and steps it from the reference's initial values
 with its own: bit for bit what ``Simulator(model with the parameters).run()`` logs.
 """
@@ -17,7 +17,8 @@ import numpy as np
 
 from cosim.fastpath import cache
 from cosim.fastpath.chunked import own_globals
-from cosim.fastpath.ensemble_run import Members, const_values, reusable
+from cosim.fastpath.ensemble_members import Members, const_values
+from cosim.fastpath.ensemble_run import reusable
 from cosim.fastpath.runtime import warm
 
 __all__ = ["Rerun"]

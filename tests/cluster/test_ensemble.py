@@ -457,9 +457,9 @@ def test_members_of_a_grid_share_blocks_built_from_the_same_values_only(tries, m
     """Blocks are built once per distinct values (a grid's members share them): members
     whose values differ only in a zero's sign do not share, every member is its own run
     (and so where blocks are built per member, as after MEMO_TRIES members that differ)."""
-    from cosim.fastpath import ensemble_run
+    from cosim.fastpath import ensemble_members
     from cosim.fastpath.ensemble_run import run_members
-    monkeypatch.setattr(ensemble_run, "MEMO_TRIES", tries)
+    monkeypatch.setattr(ensemble_members, "MEMO_TRIES", tries)
     points = [{"c": c, "g": g} for g in (0.5, 10.0) for c in (0.0, -0.0, 0.0, -0.0)]
     config = _all_logged(sm.zeros_and_nan, SimulationConfig(dt=0.1, t_end=0.3))
     m = sm.zeros_and_nan()
