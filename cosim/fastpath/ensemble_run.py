@@ -18,7 +18,7 @@ from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.ensemble_events import Located
 from cosim.fastpath.ensemble_members import Members, const_values
 from cosim.fastpath.layout import kernels_of
-from cosim.fastpath.runtime import Unsupported
+from cosim.fastpath.runtime import Unsupported, warm
 
 __all__ = ["MAX_STATEMENTS", "reusable", "run_members", "scalar_fast_path", "why_not_fast"]
 
@@ -275,6 +275,8 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
     fire_at = located.fire_ticks if located is not None else []
     k, last = 0, -1
     with np.errstate(all="ignore"):
+        # (specialized by the interpreter before its one long call: runtime.warm)
+        warm(ns["advance"], 0, 0, last, ticks, k_end, k_end + 1, V, L)
         for k_fire in [*fire_at, k_end + 1]:
             if k_fire > k:
                 k, last = ns["advance"](k, k_fire, last, ticks, k_end, k_end + 1, V, L)
