@@ -215,7 +215,8 @@ class CompiledExchange:
         if start is None:
             return None
         timed = self.master.observer is not None
-        signature = (timed,) + tuple((tuple(d.outputs.items()), d.stops is None)
+        # (A unit's step function itself: an inlined one's statements and constants are its.)
+        signature = (timed,) + tuple((tuple(d.outputs.items()), d.stops is None, d.bound[0])
                                      for d in directs.values())
         if signature != self.signature:
             self.fn = self._compile(directs, timed)
@@ -332,8 +333,9 @@ class CompiledExchange:
         """Generate the macro loop for the units' current slots; its code comes from the
         cache of generated code when the same source was compiled before (a sweep's or a
         re-run's co-simulation of the same structure)."""
-        source = ExchangeSource(self, directs, timed).text()
-        namespace: dict = {}
+        writer = ExchangeSource(self, directs, timed)
+        source = writer.text()
+        namespace: dict = dict(writer.namespace)
         (code,) = cache.code_for([source], "<cosim compiled exchange>")
         exec(code, namespace)
         self.source = source

@@ -1,0 +1,127 @@
+"""A unit's generated step function written into the compiled exchange's loop.
+
+The compiled exchange's loop (:mod:`cosim.master.exchange_source`) calls each in-process
+unit's generated step function once per step or refresh. A call of a small unit costs more than its ticks:
+ten arguments, its values loaded from the run state's lists into locals and stored back,
+the ``try`` around its loop. Inlined, the unit's statements are the exchange's own: its
+values stay locals of the exchange for a whole chunk of macro steps (loaded once before it,
+stored back once after it, as one call of the function would), and a step is the function's
+tick loop over them. A live input the function reads into locals once per call
+(:func:`cosim.fastpath.frame.hoisted`) is read at each step, as the exchange writes it
+between steps. The statements are the function's very source, its names made the
+unit's own (``u<i>_s3``, its constants ``u<i>g_k4``), so every value is the one the call
+computes, in the same order: bit for bit the same run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["InlinedUnit"]
+
+#: A string literal (left as it is), or a name: not an attribute (``.append``) nor part of
+#: a number (``1e-05``).
+_NAME = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|(?<![.\w])([A-Za-z_]\w*)""")
+
+#: The lines framing the tick loop of a generated step function (see
+#: :func:`cosim.fastpath.frame.single` and :func:`cosim.fastpath.chunked.loop_end`).
+_LOOP = ("    try:", "        while k < k_stop:")
+#: A prologue line unpacking a list into locals (``a_0, a_1, = a``).
+_LIVE = re.compile(r"^    [\w, ]+, = (\w+)$")
+_EXCEPT = "    except Exception as err:"
+_FINALLY = "    finally:"
+_RETURN = "    return k, last_logged"
+
+
+@dataclass(frozen=True)
+class InlinedUnit:
+    """The statements of one unit's step function, renamed for unit ``i`` of the exchange.
+
+    Attributes
+    ----------
+    i : int
+        The unit's index in the exchange.
+    load : list of str
+        The function's loads of its values into locals (indent 4).
+    reads : list of str
+        Its reads of live inputs into locals (indent 0), once per call.
+    body : list of str
+        One tick of its loop (indent 4, inside ``while u<i>_k < u<i>_k_stop:``).
+    store : list of str
+        Its stores of the locals back into the run state (indent 4).
+    constants : dict
+        Its globals under their names in the exchange.
+    """
+
+    i: int
+    load: list
+    reads: list
+    body: list
+    store: list
+    constants: dict
+
+    @classmethod
+    def of(cls, i: int, unit, direct) -> InlinedUnit | None:
+        """Unit ``unit``'s step function (``direct.bound``) as the exchange's unit ``i``, or
+        None when it is not the plain one-function source of a scalar plan (chunked, vector
+        or hand-written steps are called)."""
+        sim = getattr(unit, "sim", None)
+        fast = getattr(sim, "fast_path", None)
+        fn = direct.bound[0]
+        if fast is None or fast.fn is not fn or fast.vector:
+            return None
+        lines = fast.source.rstrip("\n").split("\n")
+        if not lines[0].startswith("def advance(") or \
+                sum(ln.startswith("def ") for ln in lines) != 1 or lines[-1] != _RETURN:
+            return None
+        try:
+            start = next(n for n in range(len(lines) - 1) if lines[n:n + 2] == list(_LOOP))
+            end = lines.index(_EXCEPT)
+        except (StopIteration, ValueError):
+            return None
+        store = lines[lines.index(_FINALLY) + 1:-1] if _FINALLY in lines else []
+        body = lines[start + 2:end]
+        if any(ln.strip() and not ln.startswith(" " * 12) for ln in body) or \
+                any(not ln.startswith(" " * 8) for ln in store):
+            return None
+        names = set(fn.__code__.co_varnames)
+        glob = {k: v for k, v in fn.__globals__.items() if k != "__builtins__"}
+        # A prologue line unpacking a global (a live input's list) reads what the exchange
+        # writes between calls: once per call, not once per chunk like the run state.
+        head = lines[1:start]
+        live = [ln for ln in head if (m := _LIVE.match(ln)) is not None and m.group(1) in glob]
+
+        def rename(line: str) -> str:
+            def one(m):
+                name = m.group(2)
+                if name is None:
+                    return m.group(1)
+                if name in names:
+                    return f"u{i}_{name}"
+                if name in glob:
+                    return f"u{i}g{name}"
+                return name
+            return _NAME.sub(one, line)
+
+        return cls(i, [rename(ln) for ln in head if ln not in live],
+                   [rename(ln[4:]) for ln in live],
+                   [rename(ln[8:]) for ln in body],
+                   [rename(ln[4:]) for ln in store],
+                   {f"u{i}g{k}": v for k, v in glob.items()})
+
+    def prologue(self, values: str) -> list[str]:
+        """Lines (indent 4) loading the unit's values from ``values`` (the exchange's names
+        of the function's ``S, D, C, rows, ticks``)."""
+        i = self.i
+        return [f"    u{i}_S, u{i}_D, u{i}_C, u{i}_rows, u{i}_ticks = {values}",
+                f"    u{i}_k = k{i}", *self.load]
+
+    def run(self, k: str, k_stop: str, k_full: str, k_log: str) -> list[str]:
+        """Lines of one call ``fn(k, k_stop, l<i>, ..., k_full, k_log)`` (its last logged
+        tick into ``l<i>``; ``u<i>_k`` is where it got, also when it raised)."""
+        i = self.i
+        return [f"u{i}_k = {k}; u{i}_k_stop = {k_stop}; u{i}_last_logged = l{i}; "
+                f"u{i}_k_full = {k_full}; u{i}_k_log = {k_log}", *self.reads,
+                f"while u{i}_k < u{i}_k_stop:", *self.body,
+                f"l{i} = u{i}_last_logged"]
