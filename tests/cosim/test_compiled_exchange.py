@@ -312,6 +312,19 @@ def test_every_shape_takes_the_generated_loop_bit_for_bit(model, scheme, extrapo
         steps >= 40 - extrapolation
 
 
+def test_units_are_inlined_into_the_loop_except_coupled_ones():
+    """Every generated unit's statements are the loop's own (no call of its step function),
+    but for the units of an iterated coupling (rolled back on their side between
+    iterations); bit for bit the protocol path either way."""
+    a, b = both(mixed, 0.01, extrapolation=1)
+    assert_identical(a, b)
+    ex = a[0].master.compiled
+    assert ex.coupled and ex.steps >= 39
+    for i, u in enumerate(ex.names):
+        assert (f" = f{i}(" in ex.source) == (u in ex.coupled), u
+        assert (f"u{i}_k += 1" in ex.source) == (u not in ex.coupled), u
+
+
 def test_the_mixed_model_iterates_refreshes_and_relogs():
     (cs, _), _ = both(mixed, 0.01, scheme="gauss-seidel", extrapolation=1)
     m = cs.master
