@@ -36,12 +36,13 @@ class ExchangeSource:
         self.refreshed: set[int] = set()      # outputs refreshed at T+H (y from r)
         self.stoppers = [i for i, u in enumerate(ex.names) if directs[u].stops is not None]
         # The units whose step function is inlined: not those of an iterated coupling (they
-        # roll back on their side, from the run state) nor those that can stop the run.
+        # roll back on their side, from the run state) nor those that can stop the run;
+        # the small ones (InlinedUnit.of), whose call is a good part of their step.
         self.namespace: dict = {}             # the inlined units' constants
         self.inlined: dict[int, InlinedUnit] = {}
         for i, (u, d) in enumerate(directs.items()):
             if u not in ex.coupled and d.stops is None and d.generated:
-                inl = InlinedUnit.of(i, ex.units[u], d)
+                inl = InlinedUnit.of(i, ex.units[u], d, round(ex.H / d.dt))
                 if inl is not None:
                     self.inlined[i] = inl
                     self.namespace.update(inl.constants)
