@@ -85,8 +85,8 @@ class InlinedUnit:
         if fast is None or fast.fn is not fn or fast.vector or len(fast.source) > LARGEST:
             return None
         glob = {k: v for k, v in fn.__globals__.items() if k != "__builtins__"}
-        parts = _template(fast.source, fn.__code__.co_varnames, frozenset(glob))
-        if parts is None or len(parts[2]) * ticks > SMALL:
+        parts = _template(fast.source, fn.__code__.co_varnames, frozenset(glob), SMALL // ticks)
+        if parts is None:
             return None
         me = f"u{i}"
         load, reads, body, store = ([ln.replace(_ME, me) for ln in part] for part in parts)
@@ -110,10 +110,11 @@ class InlinedUnit:
 
 
 @lru_cache(maxsize=64)
-def _template(source: str, names: tuple, glob: frozenset) -> tuple | None:
+def _template(source: str, names: tuple, glob: frozenset, most: int) -> tuple | None:
     """The parts ``(load, reads, body, store)`` of :class:`InlinedUnit` for the step function
     of ``source`` (its locals ``names``, its globals ``glob``) with :data:`_ME` for the
-    unit's prefix, or None when the source is not of the one plain function inlined.
+    unit's prefix, or None when the source is not of the one plain function inlined or its
+    tick loop has more than ``most`` lines (checked before anything is renamed).
 
     Cached: the renaming costs about 1 µs per name, and the units of a co-simulation, a
     sweep's or a re-run's, share their sources (the code caches give each structure one
@@ -130,7 +131,7 @@ def _template(source: str, names: tuple, glob: frozenset) -> tuple | None:
         return None
     store = lines[lines.index(_FINALLY) + 1:-1] if _FINALLY in lines else []
     body = lines[start + 2:end]
-    if any(ln.strip() and not ln.startswith(" " * 12) for ln in body) or \
+    if len(body) > most or any(ln.strip() and not ln.startswith(" " * 12) for ln in body) or \
             any(not ln.startswith(" " * 8) for ln in store):
         return None
     # A prologue line unpacking a global (a live input's list) reads what the exchange
