@@ -8,9 +8,10 @@ the engine (:mod:`cosim.master.engine`) runs it through :meth:`Unit.fused
 <cosim.master.units.Unit.fused>` calls with a dict and an array per value. Here the same
 program is written as Python source over local floats: per unit step, its inputs
 extrapolated (or interpolated, or ramping to coupling candidates) and written into its
-Inports' live values, its generated step function called, its outputs read from their
-slots; per refresh, its inputs set to the values the program names and its outputs computed
-and logged again; per coupling, a generated evaluation handed to
+Inports' live values, its generated step function called (a small one's statements
+inlined into the loop, :mod:`~cosim.master.inlined`), its outputs read from their slots;
+per refresh, its inputs set to the values the program names and its outputs computed and
+logged again; per coupling, a generated evaluation handed to
 :func:`cosim.master.coupling.iterate`, the units rolled back on their own side
 (:attr:`DirectStep.keep <cosim.master.units.DirectStep>`). Whole chunks of macro steps run in
 one call.

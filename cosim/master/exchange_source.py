@@ -16,7 +16,9 @@ class ExchangeSource:
     X<i>, R<i>, G<i>`` its bound step function and values; ``L<i>_<n>`` the live values of its
     input ``n``; ``y<j>, p<j>, q<j>`` output ``j`` at the latest three macro points ``ta, tb,
     tc``; ``o<j>`` its value as the step computed it for T+H, ``r<j>`` as refreshed there;
-    ``cur`` the unit being called (``i``: its step, ``n_units + i``: a refresh, -1: none).
+    ``cur`` the unit being called (``i``: its step, ``n_units + i``: a refresh, -1: none);
+    ``u<i>_<name>`` the locals of unit ``i``'s step function when it is inlined
+    (:class:`~cosim.master.inlined.InlinedUnit`), ``u<i>g<name>`` its globals.
     Live-value writes are kept as ``("live", L, values)`` until every write is known: a live
     value whose derivatives are zero in all of them is zeroed once, and written value and
     time only.

@@ -1,16 +1,19 @@
 """A unit's generated step function written into the compiled exchange's loop.
 
 The compiled exchange's loop (:mod:`cosim.master.exchange_source`) calls each in-process
-unit's generated step function once per step or refresh. A call of a small unit costs more than its ticks:
-ten arguments, its values loaded from the run state's lists into locals and stored back,
-the ``try`` around its loop. Inlined, the unit's statements are the exchange's own: its
-values stay locals of the exchange for a whole chunk of macro steps (loaded once before it,
-stored back once after it, as one call of the function would), and a step is the function's
-tick loop over them. A live input the function reads into locals once per call
+unit's generated step function once per step or refresh. A call of a small unit costs about
+as much as its ticks: ten arguments, its values loaded from the run state's lists into
+locals and stored back, the ``try`` around its loop. Inlined, the unit's statements are the
+loop's own: its values stay locals of the loop for a whole chunk of macro steps (loaded once
+before it, stored back once after it, as one call of the function would), and a step is the
+function's tick loop over them. A live input the function reads into locals once per call
 (:func:`cosim.fastpath.frame.hoisted`) is read at each step, as the exchange writes it
-between steps. The statements are the function's very source, its names made the
-unit's own (``u<i>_s3``, its constants ``u<i>g_k4``), so every value is the one the call
-computes, in the same order: bit for bit the same run.
+between steps. The statements are the function's very source, its names made the unit's own
+(``u<i>_s3``, its constants ``u<i>g_k4``), so every value is the one the call computes, in
+the same order: bit for bit the same run. Only small units are inlined (:data:`SMALL`); the
+loop holding them is compiled through the code cache and specialized by
+:func:`~cosim.fastpath.runtime.warm` before its chunk, as any loop
+(:meth:`CompiledExchange.run <cosim.master.compiled.CompiledExchange.run>`).
 """
 
 from __future__ import annotations
