@@ -8,9 +8,10 @@ the engine (:mod:`cosim.master.engine`) runs it through :meth:`Unit.fused
 <cosim.master.units.Unit.fused>` calls with a dict and an array per value. Here the same
 program is written as Python source over local floats: per unit step, its inputs
 extrapolated (or interpolated, or ramping to coupling candidates) and written into its
-Inports' live values, its generated step function called, its outputs read from their
-slots; per refresh, its inputs set to the values the program names and its outputs computed
-and logged again; per coupling, a generated evaluation handed to
+Inports' live values, its generated step function called (a small one's statements
+inlined into the loop, :mod:`~cosim.master.inlined`), its outputs read from their slots;
+per refresh, its inputs set to the values the program names and its outputs computed and
+logged again; per coupling, a generated evaluation handed to
 :func:`cosim.master.coupling.iterate`, the units rolled back on their own side
 (:attr:`DirectStep.keep <cosim.master.units.DirectStep>`). Whole chunks of macro steps run in
 one call.
@@ -215,7 +216,8 @@ class CompiledExchange:
         if start is None:
             return None
         timed = self.master.observer is not None
-        signature = (timed,) + tuple((tuple(d.outputs.items()), d.stops is None)
+        # (A unit's step function itself: an inlined one's statements and constants are its.)
+        signature = (timed,) + tuple((tuple(d.outputs.items()), d.stops is None, d.bound[0])
                                      for d in directs.values())
         if signature != self.signature:
             self.fn = self._compile(directs, timed)
@@ -332,8 +334,9 @@ class CompiledExchange:
         """Generate the macro loop for the units' current slots; its code comes from the
         cache of generated code when the same source was compiled before (a sweep's or a
         re-run's co-simulation of the same structure)."""
-        source = ExchangeSource(self, directs, timed).text()
-        namespace: dict = {}
+        writer = ExchangeSource(self, directs, timed)
+        source = writer.text()
+        namespace: dict = dict(writer.namespace)
         (code,) = cache.code_for([source], "<cosim compiled exchange>")
         exec(code, namespace)
         self.source = source

@@ -4,6 +4,8 @@ runs whole chunks of macro steps."""
 
 from __future__ import annotations
 
+from cosim.master.inlined import InlinedUnit
+
 __all__ = ["ExchangeSource"]
 
 
@@ -14,7 +16,9 @@ class ExchangeSource:
     X<i>, R<i>, G<i>`` its bound step function and values; ``L<i>_<n>`` the live values of its
     input ``n``; ``y<j>, p<j>, q<j>`` output ``j`` at the latest three macro points ``ta, tb,
     tc``; ``o<j>`` its value as the step computed it for T+H, ``r<j>`` as refreshed there;
-    ``cur`` the unit being called (``i``: its step, ``n_units + i``: a refresh, -1: none).
+    ``cur`` the unit being called (``i``: its step, ``n_units + i``: a refresh, -1: none);
+    ``u<i>_<name>`` the locals of unit ``i``'s step function when it is inlined
+    (:class:`~cosim.master.inlined.InlinedUnit`), ``u<i>g<name>`` its globals.
     Live-value writes are kept as ``("live", L, values)`` until every write is known: a live
     value whose derivatives are zero in all of them is zeroed once, and written value and
     time only.
@@ -33,6 +37,17 @@ class ExchangeSource:
                 self.live[(u, name)] = f"L{i}_{n}"
         self.refreshed: set[int] = set()      # outputs refreshed at T+H (y from r)
         self.stoppers = [i for i, u in enumerate(ex.names) if directs[u].stops is not None]
+        # The units whose step function is inlined: not those of an iterated coupling (they
+        # roll back on their side, from the run state) nor those that can stop the run;
+        # the small ones (InlinedUnit.of), whose call is a good part of their step.
+        self.namespace: dict = {}             # the inlined units' constants
+        self.inlined: dict[int, InlinedUnit] = {}
+        for i, (u, d) in enumerate(directs.items()):
+            if u not in ex.coupled and d.stops is None and d.generated:
+                inl = InlinedUnit.of(i, ex.units[u], d, round(ex.H / d.dt))
+                if inl is not None:
+                    self.inlined[i] = inl
+                    self.namespace.update(inl.constants)
 
     def text(self) -> str:
         ex = self.ex
@@ -54,6 +69,8 @@ class ExchangeSource:
             head += _unpack([f"{v}{j}" for j in range(nk)], v.upper())
         head += _unpack([f"k{i}" for i in range(nu)], "K")
         head += _unpack([f"l{i}" for i in range(nu)], "LAST")
+        for i, inl in self.inlined.items():
+            head += inl.prologue(f"S{i}, D{i}, X{i}, R{i}, G{i}")
         head += [f"    o{j} = r{j} = y{j}" for j in range(nk)]
         if self.stoppers:
             head += [f"    Z{i} = STOPS[{i}]" for i in self.stoppers]
@@ -93,8 +110,13 @@ class ExchangeSource:
         lines += ["    try:", f"        while n < n_stop and T < t_lim and t_end - T >= {H!r}:"]
         lines += self._render(body, 12)
         back = ", ".join
-        lines += ["    except Exception as e:", "        err = e",
-                  f"    return (err, cur, n, T, nq, ta, tb, tc, "
+        lines += ["    except Exception as e:", "        err = e"]
+        # Where an inlined unit's step failed (its function marks its errors so).
+        lines += [f"        if cur == {i} or cur == {nu + i}: e.cosim_tick = u{i}_k"
+                  for i in self.inlined]
+        for inl in self.inlined.values():
+            lines += inl.store
+        lines += [f"    return (err, cur, n, T, nq, ta, tb, tc, "
                   f"[{back(f'y{j}' for j in range(nk))}], "
                   f"[{back(f'p{j}' for j in range(nk))}], [{back(f'q{j}' for j in range(nk))}], "
                   f"[{back(f'k{i}' for i in range(nu))}], "
@@ -215,10 +237,25 @@ class ExchangeSource:
         # Delayed feedthrough: the outputs at the step's end are logged as computed (the
         # protocol path's RefreshOutputs after DoStep, with the step's inputs).
         k_log = f"k{i} + {m + 1}" if ex.delayed else f"k{i} + {m}"
-        lines += self._call(u, [f"_, l{i} = f{i}(k{i}, k{i} + {m + 1}, l{i}, S{i}, D{i}, X{i}, "
-                                f"R{i}, G{i}, k{i} + {m}, {k_log})", f"k{i} += {m}"], False)
-        lines += [f"o{ex.index[(u, p)]} = S{i}[{slot}]" for p, slot in d.outputs.items()]
+        args = (f"k{i}", f"k{i} + {m + 1}", f"k{i} + {m}", k_log)
+        lines += self._call(u, [*self._run(i, args), f"k{i} += {m}"], False)
+        lines += [f"o{ex.index[(u, p)]} = {self._slot(i, slot)}" for p, slot in d.outputs.items()]
         return lines
+
+    def _run(self, i: int, args: tuple) -> list[str]:
+        """Lines running unit ``i``'s step function over ticks ``k_start .. k_stop - 1``
+        (``args``: ``(k_start, k_stop, k_full, k_log)``), its last logged tick into
+        ``l<i>``: its statements inlined, or a call."""
+        inl = self.inlined.get(i)
+        if inl is not None:
+            return inl.run(*args)
+        k, k_stop, k_full, k_log = args
+        return [f"_, l{i} = f{i}({k}, {k_stop}, l{i}, S{i}, D{i}, X{i}, R{i}, G{i}, {k_full}, "
+                f"{k_log})"]
+
+    def _slot(self, i: int, slot: int) -> str:
+        """Unit ``i``'s signal at ``slot`` of its flat values (an inlined unit's local)."""
+        return f"u{i}_s{slot}" if i in self.inlined else f"S{i}[{slot}]"
 
     def _refresh(self, u: str, values: list, into: str) -> list:
         """Unit ``u``'s refresh at T+H (``RefreshOutputs``): ``values`` ``(input, local)``
@@ -230,12 +267,11 @@ class ExchangeSource:
         call = []
         if d.generated:
             call += [f"if l{i} >= k{i}:", f"    U{i}(k{i})", f"    l{i} = k{i} - 1"]
-        call.append(f"_, l{i} = f{i}(k{i}, k{i} + 1, l{i}, S{i}, D{i}, X{i}, R{i}, G{i}, "
-                    f"k{i}, k{i} + 1)")
+        call += self._run(i, (f"k{i}", f"k{i} + 1", f"k{i}", f"k{i} + 1"))
         lines += self._call(u, call, True)
         for p, slot in d.outputs.items():
             j = ex.index[(u, p)]
-            lines.append(f"{into}{j} = S{i}[{slot}]")
+            lines.append(f"{into}{j} = {self._slot(i, slot)}")
             if into == "r":
                 self.refreshed.add(j)
         return lines

@@ -17,6 +17,7 @@ from blocks.continuous import Integrator
 from cosim import (CosimConfig, Inport, Model, Outport, SimulationConfig, SimulationError,
                    Simulator, Subsystem)
 from cosim.errors import ConvergenceError
+from cosim.master import inlined
 from cosim.master.cosimulation import CoSimulation
 from tests.cluster import scenarios
 from tests.cluster.scenarios import DT, motor_pi
@@ -297,8 +298,13 @@ def both(make, H, **options):
 @pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
 @pytest.mark.parametrize("extrapolation", [0, 1, 2])
 @pytest.mark.parametrize("feedthrough", ["resolve", "delay"])
+@pytest.mark.parametrize("inline", ["small", "all"])
 def test_every_shape_takes_the_generated_loop_bit_for_bit(model, scheme, extrapolation,
-                                                          feedthrough):
+                                                          feedthrough, inline, monkeypatch):
+    """``inline``: the small units' step functions inlined into the loop (the default), or
+    every one that can be."""
+    if inline == "all":
+        monkeypatch.setattr(inlined, "SMALL", 10**9)
     make, H = SHAPES[model]
     a, b = both(make, H, scheme=scheme, extrapolation=extrapolation, feedthrough=feedthrough,
                 log_every=7)
@@ -310,6 +316,30 @@ def test_every_shape_takes_the_generated_loop_bit_for_bit(model, scheme, extrapo
     steps = a[0].master.compiled.steps
     assert steps == 0 if (model, feedthrough) == ("nested", "delay") else \
         steps >= 40 - extrapolation
+
+
+@pytest.mark.parametrize("small", [None, 0, 10**9])
+def test_small_units_are_inlined_into_the_loop_except_coupled_ones(small, monkeypatch):
+    """A generated unit whose macro step runs few statements has them in the loop itself
+    (no call of its step function), but for the units of an iterated coupling (rolled back
+    on their side between iterations); bit for bit the protocol path either way."""
+    if small is not None:
+        monkeypatch.setattr(inlined, "SMALL", small)
+    a, b = both(mixed, 0.01, extrapolation=1)
+    assert_identical(a, b)
+    ex = a[0].master.compiled
+    assert ex.coupled and ex.steps >= 39
+    seen = set()
+    for i, u in enumerate(ex.names):
+        d = ex.units[u].direct()
+        inline = u not in ex.coupled and \
+            inlined.InlinedUnit.of(i, ex.units[u], d, round(ex.H / d.dt)) is not None
+        if small == 10**9:
+            assert inline == (u not in ex.coupled), u
+        seen.add(inline)
+        assert (f" = f{i}(" in ex.source) != inline, u
+        assert (f"u{i}_k += 1" in ex.source) == inline, u
+    assert seen == ({False} if small == 0 else {True, False})
 
 
 def test_the_mixed_model_iterates_refreshes_and_relogs():
