@@ -433,23 +433,29 @@ def test_limits_select_signed_zeros_and_nan_as_a_run_does(monkeypatch, extrema):
     """Both translations of min/max (numpy's extrema where the probe allows, else a
     comparison and a masked copy) select what a run selects: ties of 0.0 and -0.0, NaN."""
     from cosim.fastpath import ensemble
-    from cosim.fastpath.ensemble_run import run_members
     if extrema and not ensemble.EXTREMA_EXACT:
         pytest.skip("numpy's extrema select otherwise on this machine (the probe says so)")
     monkeypatch.setattr(ensemble, "EXTREMA_EXACT", extrema)
     points = [{"c": 0.0, "g": 0.5}, {"c": -0.0, "g": 10.0}, {"c": 0.5, "g": 10.0},
               {"c": -2.0, "g": 0.5}]
-    config = _all_logged(sm.zeros_and_nan, SimulationConfig(dt=0.1, t_end=0.3))
-    m = sm.zeros_and_nan()
-    m.parameters.update(points[0])
-    sim = Simulator(m, config)
-    sim.initialize()
-    got = run_members(sim, m, points)
+    config, got = _zeros_members(points)
     assert np.signbit(got[0]["a.out"][0, 0]) and np.isnan(got[1]["n.out"][0, 0])
     for params, mine in zip(points, got, strict=True):
         alone = own_run(sm.zeros_and_nan, config, params)
         for key in alone:
             assert same_bits(mine[key], alone[key]), (params, key)
+
+
+def _zeros_members(points):
+    """The zeros-and-NaN model's members ``points`` run as one ensemble (every signal
+    logged): ``(config, their logs)``."""
+    from cosim.fastpath.ensemble_run import run_members
+    config = _all_logged(sm.zeros_and_nan, SimulationConfig(dt=0.1, t_end=0.3))
+    m = sm.zeros_and_nan()
+    m.parameters.update(points[0])
+    sim = Simulator(m, config)
+    sim.initialize()
+    return config, run_members(sim, m, points)
 
 
 @pytest.mark.parametrize("tries", [16, 0], ids=["shared", "built per member"])
@@ -458,15 +464,9 @@ def test_members_of_a_grid_share_blocks_built_from_the_same_values_only(tries, m
     whose values differ only in a zero's sign do not share, every member is its own run
     (and so where blocks are built per member, as after MEMO_TRIES members that differ)."""
     from cosim.fastpath import ensemble_members
-    from cosim.fastpath.ensemble_run import run_members
     monkeypatch.setattr(ensemble_members, "MEMO_TRIES", tries)
     points = [{"c": c, "g": g} for g in (0.5, 10.0) for c in (0.0, -0.0, 0.0, -0.0)]
-    config = _all_logged(sm.zeros_and_nan, SimulationConfig(dt=0.1, t_end=0.3))
-    m = sm.zeros_and_nan()
-    m.parameters.update(points[0])
-    sim = Simulator(m, config)
-    sim.initialize()
-    got = run_members(sim, m, points)
+    config, got = _zeros_members(points)
     assert not np.signbit(got[0]["c.out"][0, 0]) and np.signbit(got[1]["c.out"][0, 0])
     for params, mine in zip(points, got, strict=True):
         alone = own_run(sm.zeros_and_nan, config, params)
