@@ -19,10 +19,10 @@ from cosim.master import protocol as P
 from cosim.master.records import StepRecord, StepStatus
 from cosim.numerics.fixedpoint import (Aitken, Anderson, Relaxation, converged, magnitude,
                                       ran_away)
-from cosim.numerics.jacobian import FORWARD_REL_STEP
+from cosim.numerics.jacobian import FORWARD_REL_STEP, forward_points
 
 __all__ = ["Solve", "accelerator", "candidates", "coinitialize_units", "iterate", "iterate_step",
-           "iteration", "links", "newton_update", "not_converged"]
+           "iteration", "links", "not_converged"]
 
 
 def accelerator(cfg):
@@ -33,33 +33,18 @@ def accelerator(cfg):
             Acceleration.NEWTON: None}[cfg.acceleration]
 
 
-def newton_update(c: np.ndarray, G: np.ndarray, run: Callable) -> np.ndarray:
-    """One Newton step on ``F(c) = G(c) - c`` with a forward-difference Jacobian.
-
-    Parameters
-    ----------
-    c, G : ndarray, shape (n,)
-        The candidate and ``G(c)``.
-    run : callable
-        ``run(c, rollback=True) -> G(c)``, shape (n,).
-    """
-    return _drive(_newton(c, G), run)
-
-
 def _newton(c: np.ndarray, G: np.ndarray):
-    """:func:`newton_update` as a generator: yields each Jacobian column's ``(candidate,
-    True)``, is sent its ``G``; returns the new candidate. The forward differences of
-    :func:`~cosim.numerics.jacobian.fd_jacobian` (``rel=FORWARD_REL_STEP``, divided by the
-    nominal step), column by column, so that several couplings can take theirs in the same
-    rounds (:func:`iteration`)."""
+    """One Newton step on ``F(c) = G(c) - c`` with a forward-difference Jacobian, as a
+    generator: yields each Jacobian column's ``(candidate, True)``, is sent its ``G``;
+    returns the new candidate. The columns are :func:`~cosim.numerics.jacobian.fd_jacobian`'s
+    (``rel=FORWARD_REL_STEP``, divided by the nominal step), taken one at a time so that
+    several couplings take theirs in the same rounds (:func:`iteration`)."""
     F = G - c
     J = np.empty((F.size, c.size))
-    for j in range(c.size):
-        h = FORWARD_REL_STEP * max(1.0, abs(c[j]))
-        x = c.copy()
-        x[j] += h
+    for j, (x, d, _) in enumerate(forward_points(c, rel=FORWARD_REL_STEP,
+                                                 represented_step=False)):
         Gx = yield x, True
-        J[:, j] = ((Gx - x) - F) / h
+        J[:, j] = ((Gx - x) - F) / d
     return c - np.linalg.solve(J, F)
 
 

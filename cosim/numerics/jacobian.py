@@ -24,7 +24,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["CENTRAL_REL_STEP", "FORWARD_REL_STEP", "NonFiniteJacobian", "fd_jacobian"]
+__all__ = ["CENTRAL_REL_STEP", "FORWARD_REL_STEP", "NonFiniteJacobian", "fd_jacobian",
+           "forward_points"]
 
 #: Relative step of the forward differences of the algebraic-loop and master Newton iterations.
 FORWARD_REL_STEP = 1e-7
@@ -105,12 +106,31 @@ def fd_jacobian(fun: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
     if f0 is None:
         f0 = fun(x)
     J = np.empty((f0.size, n))
-    for j in range(n):
-        h = rel * max(floor, abs(x[j]))
-        xp = x.copy()
-        xp[j] += h
-        d = xp[j] - x[j] if represented_step else h
+    for j, (xp, d, h) in enumerate(forward_points(x, rel=rel, floor=floor,
+                                                  represented_step=represented_step)):
         J[:, j] = (fun(xp) - f0) / d
         if check_finite and not np.all(np.isfinite(J[:, j])):
             raise NonFiniteJacobian(j, h)
     return J
+
+
+def forward_points(x: np.ndarray, *, rel: float, floor: float = 1.0,
+                   represented_step: bool = True):
+    """The points and divisors of :func:`fd_jacobian`'s forward differences, column by
+    column: for a caller that evaluates ``fun`` elsewhere (the co-simulation master's
+    Newton step, whose evaluations are rounds of messages).
+
+    Yields
+    ------
+    xp : ndarray, shape (n,)
+        A copy of ``x`` with component ``j`` stepped by ``h_j``.
+    d : float
+        What column ``j``'s difference is divided by (see ``represented_step``).
+    h : float
+        The nominal step ``h_j``.
+    """
+    for j in range(x.size):
+        h = rel * max(floor, abs(x[j]))
+        xp = x.copy()
+        xp[j] += h
+        yield xp, (xp[j] - x[j] if represented_step else h), h
