@@ -25,12 +25,17 @@ __all__ = ["Solve", "accelerator", "candidates", "coinitialize_units", "iterate"
            "iteration", "links", "not_converged"]
 
 
+#: Each acceleration's update rule, made from the configuration; None: Newton.
+_RULES = {Acceleration.NONE: lambda cfg: Relaxation(cfg.relaxation),
+          Acceleration.AITKEN: lambda cfg: Aitken(cfg.relaxation),
+          Acceleration.ANDERSON: lambda cfg: Anderson(4),
+          Acceleration.NEWTON: lambda cfg: None}
+
+
 def accelerator(cfg):
     """A fresh update rule for ``cfg.acceleration``; None for Newton."""
-    return {Acceleration.NONE: Relaxation(cfg.relaxation),
-            Acceleration.AITKEN: Aitken(cfg.relaxation),
-            Acceleration.ANDERSON: Anderson(4),
-            Acceleration.NEWTON: None}[cfg.acceleration]
+    # (one rule made per coupling and macro step: not all four)
+    return _RULES[cfg.acceleration](cfg)
 
 
 def _newton(c: np.ndarray, G: np.ndarray):
