@@ -296,6 +296,8 @@ class Engine:
     def _stopped(self, cut, at) -> None:
         """Note in ``cut`` the earliest macro step in which a unit of ``at`` stopped."""
         stopped = self.master.calls.stopped
+        if not stopped:
+            return
         for u, st in at.items():
             if u in stopped:
                 cut.stopped(st.k)
@@ -393,17 +395,16 @@ class Engine:
             for p, v in replies[-1].values.items():
                 into[(u, p)] = v
             return
-        rep = replies[0]
+        # A lane's replies: (t_reached, event, next_event, outputs) per Step.
         packer = self.packers[u]
         if kind == "step+held":
-            packer.outputs(replies[1], outputs)
+            packer.outputs(replies[1][3], outputs)
         elif kind == "step+reset":
-            out = _halves(u, rep, packer.size)
-            packer.outputs(P.Stepped(rep.t_reached, rep.event, rep.next_event, out[0]), outputs)
-            packer.outputs(P.Stepped(rep.t_reached, rep.event, rep.next_event, out[1]),
-                           refreshed)
+            first, then = _halves(u, replies[0][3], packer.size)
+            packer.outputs(first, outputs)
+            packer.outputs(then, refreshed)
         else:
-            packer.outputs(rep, outputs if kind == "step" else refreshed)
+            packer.outputs(replies[0][3], outputs if kind == "step" else refreshed)
 
     # -- iterated couplings -----------------------------------------------------------------
 
@@ -537,9 +538,8 @@ def _pack(values) -> np.ndarray:
     return data
 
 
-def _halves(u: str, rep, n: int) -> tuple:
-    """The step's and the refresh's outputs of a ``STEP_RESET`` reply."""
-    out = rep.outputs
+def _halves(u: str, out, n: int) -> tuple:
+    """The step's and the refresh's outputs of a ``STEP_RESET`` reply's outputs ``out``."""
     if type(out) is not np.ndarray or out.dtype != np.float64 or out.shape != (2 * n,):
         raise TransportError(u, "Step", f"Stepped.outputs of a refreshed step must be "
                              f"float64 of shape ({2 * n},), got {getattr(out, 'dtype', '?')} "

@@ -47,6 +47,10 @@ class FusedStep:
         self.names = tuple(name for name, _ in self.ports)
         self.keys = [key for _, key in self.ports]
         self.held = (0,) * len(self.ports)
+        # The output whose value is the whole of Stepped.outputs as it comes (one output of
+        # shape (size,)), else None.
+        self.whole = (unit, self.layout[0][0]) \
+            if len(self.layout) == 1 and self.layout[0][1] == (self.size,) else None
 
     def request(self, history, values: dict, T: float, H: float, fresh: dict, cand: dict,
                 mode: int, after: list | None = None) -> P.Step:
@@ -81,14 +85,17 @@ class FusedStep:
             data = data.astype(np.float64)
         return P.Step(self.names, tuple(orders), mode, T, H, data)
 
-    def outputs(self, rep: P.Stepped, into: dict) -> None:
-        """Unpack ``rep.outputs`` into ``into[(unit, output)]`` (views, each of its port's
-        shape)."""
-        out = rep.outputs
+    def outputs(self, out: np.ndarray, into: dict) -> None:
+        """Unpack ``out`` (a ``Stepped``'s outputs) into ``into[(unit, output)]`` (views,
+        each of its port's shape)."""
         if type(out) is not np.ndarray or out.dtype != np.float64 or out.shape != (self.size,):
             raise TransportError(self.unit, "Step", f"Stepped.outputs must be float64 of "
                                  f"shape ({self.size},), got {getattr(out, 'dtype', '?')} "
                                  f"{getattr(out, 'shape', '?')}")
+        whole = self.whole
+        if whole is not None:               # one output, a vector: the array is its value
+            into[whole] = out
+            return
         unit = self.unit
         for name, shape, start, end in self.layout:
             into[(unit, name)] = out[start:end].reshape(shape)

@@ -137,7 +137,7 @@ class Reference:
         for u, rs in reps.items():
             rep = rs[index]
             if type(rep) is P.Stepped:
-                self.fused[u].outputs(rep, outputs)
+                self.fused[u].outputs(rep.outputs, outputs)
                 continue
             for p, v in rep.values.items():
                 outputs[(u, p)] = v

@@ -147,7 +147,8 @@ class Transport:
                 failures.append((self._rank(u, at), unit_error(
                     u, _STEP, error_reply(err, getattr(unit, "t", None)), at[u].T)))
                 continue
-            _account(calls, u, at[u].T, clock() - begun if h else None, done)
+            _account(calls, u, at[u].T, clock() - begun if h else None,
+                     (done.t_reached, done.event, done.next_event))
             replies[u] = (outs, stepped)
         for lane_batch, members in sent:
             try:
@@ -158,7 +159,7 @@ class Transport:
             elapsed = clock() - started
             for (u, step), rep in zip(members, got):
                 if type(rep) is tuple:      # a plain Stepped, read in place
-                    reps = [_Stepped(*rep)]
+                    reps = [rep]
                 else:
                     try:
                         reps = [_stepped(u, s, r, s.t) for s, r in zip(step, rep)] \
@@ -224,26 +225,25 @@ class Transport:
 #: The request an error of a unit called directly is reported against (its part names the
 #: call: ErrorReply.call).
 _STEP = P.Step((), (), 0, 0.0, 0.0, np.zeros(0))
-_Stepped = P.Stepped
 
 
-def _stepped(u: str, step, rep, T: float) -> P.Stepped:
-    """A lane's reply to unit ``u``'s ``step`` as a Stepped (a plain one comes as a tuple),
-    or the error it stands for raised."""
+def _stepped(u: str, step, rep, T: float) -> tuple:
+    """A lane's reply to unit ``u``'s ``step`` as ``(t_reached, event, next_event,
+    outputs)`` (a plain Stepped comes as such a tuple), or the error it stands for raised."""
     if type(rep) is tuple:
-        return P.Stepped(*rep)
+        return rep
     if isinstance(rep, P.ErrorReply):
         raise unit_error(u, step, rep, T)
     if type(rep) is not P.Stepped:
         raise TransportError(u, "Step", f"answered {type(rep).__name__} to a Step", t=T)
-    return rep
+    return rep.t_reached, rep.event, rep.next_event, rep.outputs
 
 
-def _account(calls, u: str, T: float, seconds: float | None, done) -> None:
+def _account(calls, u: str, T: float, seconds: float | None, done: tuple | None) -> None:
     """What :meth:`UnitCalls.call <cosim.master.calls.UnitCalls.call>` notes of unit ``u``'s
     reply in a round at ``T``: the round's wall time when it stepped (``seconds``; None: a
-    refresh only), and from ``done`` (a StepDone or Stepped; None: a failure) its next event
-    and whether it stopped at an event."""
+    refresh only), and from ``done`` (``(t_reached, event, next_event, ...)`` of its step;
+    None: a failure) its next event and whether it stopped at an event."""
     if seconds is not None:
         times = calls.step_times.get(u)
         if times is None:
@@ -252,10 +252,10 @@ def _account(calls, u: str, T: float, seconds: float | None, done) -> None:
         times[1].append(seconds)
     if done is None:
         return
-    calls.next_event[u] = done.next_event
-    if done.event:
-        calls.stopped[u] = done.t_reached
-    else:
+    t_reached, event, calls.next_event[u] = done[:3]
+    if event:
+        calls.stopped[u] = t_reached
+    elif calls.stopped:
         calls.stopped.pop(u, None)
 
 
