@@ -17,11 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-try:        # numpy's own least-squares kernel: what np.linalg.lstsq calls, without its checks
-    from numpy.linalg import _umath_linalg
-except ImportError:  # pragma: no cover - a numpy without it: its public function
-    _umath_linalg = None
-
 __all__ = ["Aitken", "Anderson", "RUNAWAY_GROWTH", "Relaxation", "converged", "magnitude",
            "ran_away"]
 
@@ -122,30 +117,8 @@ class Anderson:
             if len(self._dF) > self.m:
                 self._dF.pop(0)
                 self._dG.pop(0)
-            gamma = _lstsq(np.column_stack(self._dF), f)
+            gamma, *_ = np.linalg.lstsq(np.column_stack(self._dF), f, rcond=None)
             out = g - np.column_stack(self._dG) @ gamma
         self._f, self._g = f, g
         return out
 
-
-#: ``np.linalg.lstsq``'s default ``rcond`` is this times the larger dimension.
-_EPS = float(np.finfo(np.float64).eps)
-
-
-def _svd_failed(err, flag):
-    raise np.linalg.LinAlgError("SVD did not converge in Linear Least Squares")
-
-
-def _lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.linalg.lstsq(a, b, rcond=None)[0]`` for a float64 matrix ``a``, shape (n, k),
-    and vector ``b``, shape (n,), bit for bit and with its errors: its LAPACK kernel called
-    directly under the same floating-point error handling (the public function's checks and
-    result wrapping cost ~3.5 µs, a third of a small solve, on every Anderson update)."""
-    if _umath_linalg is None or a.dtype != np.float64 or b.dtype != np.float64:
-        return np.linalg.lstsq(a, b, rcond=None)[0]
-    n, k = a.shape
-    with np.errstate(call=_svd_failed, invalid="call", over="ignore", divide="ignore",
-                     under="ignore"):
-        x, _, _, _ = _umath_linalg.lstsq(a, b[:, None], _EPS * max(n, k),
-                                         signature="ddd->ddid")
-    return x[:, 0]
