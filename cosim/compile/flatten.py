@@ -137,8 +137,8 @@ def flatten(model: Diagram, virtual: bool = False) -> Flat:
             problems.append(f"{where()}: no block named {bname!r} (blocks: {known})")
             return None
         path = _join(prefix, bname)
-        if isinstance(b, Reference):
-            return None
+        if isinstance(b, Reference) or is_deferred(b):
+            return None                 # (the block's own problem is reported)
         names_out = b.output_names if not isinstance(b, (Goto,)) else ()
         names_in = b.input_names
         if isinstance(b, Subsystem) and not b.atomic:

@@ -13,7 +13,7 @@ import pytest
 
 from cluster.sweep import (final, grid, integral_abs_error, lhs, listed, maximum, overshoot,
                            random_uniform, settling_time, sobol, sweep)
-from cosim import Simulator
+from cosim import Model, SimulationConfig, Simulator
 
 from tests.cluster import sweep_models as sm
 
@@ -185,3 +185,26 @@ def test_a_study_after_another_sets_what_it_does_not_name_to_the_models_values(e
                  backend="serial", ensemble=ensemble)
     for row in rows:
         assert row["y"] == pytest.approx(row["gain"] * (1 - np.exp(-0.9 / 0.2)), rel=1e-3)
+
+
+def _misspelt_dead_zone():
+    """A dead zone given keywords its class does not take, through parameter expressions
+    (so the block is only built, and fails, when each run evaluates it)."""
+    from blocks import Constant, DeadZone
+    m = Model("misspelt", parameters={"w": 0.1})
+    m.add(Constant("c", 1.0), DeadZone("dz", lower="=-w", upper="=w"))
+    m.connect("c.out", "dz.in")
+    return m
+
+
+@pytest.mark.parametrize("ensemble", [None, 2])
+def test_a_block_that_cannot_be_built_fails_each_run_with_its_error(ensemble):
+    # Before: with ensemble=..., the sweep crashed with AttributeError ('output_names') in
+    # its check of the model; one by one each run failed naming the block and its error.
+    rows = sweep(_misspelt_dead_zone, SimulationConfig(dt=0.1, t_end=1.0, log=["dz.out"]),
+                 [{"w": 0.1}, {"w": 0.2}], {"end": final("dz.out")}, backend="serial",
+                 progress=False, ensemble=ensemble)
+    assert [r["status"] for r in rows] == ["failed", "failed"]
+    for r, w in zip(rows, (0.1, 0.2)):
+        assert f"dz: DeadZone cannot be built from {{'lower': -{w}, 'upper': {w}}}" in r["error"]
+        assert "unexpected keyword argument 'lower'" in r["error"]

@@ -101,3 +101,17 @@ def test_tasks_grouped_by_sample_time_with_offsets():
 def test_block_declarations_are_checked_when_the_class_is_defined(bad):
     with pytest.raises(TypeError, match="block class B"):
         exec(bad, {"Block": Block})
+
+
+def test_an_unevaluated_block_wired_to_others_is_reported_not_an_attribute_error():
+    # Before: a deferred block (parameter expressions not yet evaluated, or arguments its
+    # class does not take) that was connected crashed compile_model with AttributeError
+    # ('output_names') instead of naming the block: sweep(ensemble=...) checks the model so.
+    from blocks import DeadZone
+    m = Model("deferred", parameters={"w": 0.1})
+    m.add(Constant("c", 1.0), DeadZone("dz", start="=-w", end="=w"), Gain("g", 1.0))
+    m.connect("c.out", "dz.in")
+    m.connect("dz.out", "g.in")
+    with pytest.raises(CompileError) as exc:
+        compile_model(m, 0.1, None)
+    assert "dz: its parameters are expressions that were not evaluated" in str(exc.value)
