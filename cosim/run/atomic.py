@@ -116,6 +116,11 @@ class AtomicSubsystem(Block):
         super().__init__(sub.name, sample_time=sub.dt, inputs=sub.input_names,
                          outputs=sub.output_names)
         self.subsystem = sub
+        # An Inport that declares its shape says what the wire into it carries: checked when
+        # the parent initializes, and the first guess of a loop's tear signal read there.
+        for blk in sub.blocks:
+            if isinstance(blk, Inport) and "shape" in blk.spec():
+                self.input_shapes[blk.name] = blk.shape
         self.dependencies = boundary(sub)
         self.direct_feedthrough = any(self.dependencies.values())
         self.inner = None

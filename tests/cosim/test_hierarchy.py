@@ -258,3 +258,40 @@ def test_checkpoint_with_atomic_subsystems_is_bit_identical(tmp_path):
         n = len(logs[key])
         assert n > 0, key
         np.testing.assert_array_equal(ref[key][-n:], logs[key], err_msg=key)
+
+
+def _vector_gain_unit(shape=None):
+    b = Subsystem("b", atomic=True, dt=0.01)
+    b.add(Inport("u", **({} if shape is None else {"shape": shape})), Gain("g", 0.5),
+          Outport("y"))
+    b.connect("u.out", "g.in")
+    b.connect("g.out", "y.in")
+    return b
+
+
+def test_a_loop_through_an_atomic_subsystem_has_the_shape_its_inport_declares():
+    # Before: the loop's tear signal started as shape (1,) (nothing read it with a declared
+    # shape), so y = 0.5 u closed by a top-level gain of -1 ran on scalars.
+    m = Model("vector_loop")
+    m.add(_vector_gain_unit((2,)), Gain("t", -1.0))
+    m.connect("b.y", "t.in")
+    m.connect("t.out", "b.u")
+    logs = Simulator(m, SimulationConfig(dt=0.01, t_end=0.05)).run()
+    for key in ("b.y", "t.out", "b/u.out"):
+        assert logs[key].shape == (6, 2)
+        assert not np.any(logs[key])           # the loop's one solution, y = u = 0
+
+
+def test_an_atomic_subsystem_inport_refuses_a_wire_of_another_shape():
+    # Before: a 2-vector fed into an Inport declaring shape (3,) ran silently as (2,).
+    for shape, ok in (((2,), True), ((3,), False), (None, True)):
+        m = Model("v")
+        m.add(Constant("c", [1.0, 2.0]), _vector_gain_unit(shape))
+        m.connect("c.out", "b.u")
+        sim = Simulator(m, SimulationConfig(dt=0.01, t_end=0.02))
+        if ok:
+            np.testing.assert_array_equal(sim.run()["b.y"][-1], [0.5, 1.0])
+            continue
+        with pytest.raises(Exception, match=r"c\.out \(shape \(2,\)\) -> b\.u \(expects "
+                                            r"shape \(3,\)\)"):
+            sim.run()
