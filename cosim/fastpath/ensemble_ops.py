@@ -231,6 +231,7 @@ class Gather:
     def __init__(self, values: list, n: int):
         slots, entries = len(values), len(values[0]) if values else 0
         self.offset = self.slots = None
+        self.entries = entries
         if not any(isinstance(v, np.ndarray) for row in values for v in row):
             self.table = np.array(values, dtype=np.float64).reshape(slots, entries)
         elif n * entries * slots <= GATHER_MAX:
@@ -255,6 +256,20 @@ class Gather:
             self.offset = np.arange(n, dtype=np.intp) * entries
         if self.slots is None:
             self._take = self.table.take
+
+    def some(self, members: list, idx, out) -> None:
+        """Fill the columns ``members`` (a few members' indices) of ``out`` (shape
+        ``(slots, N)``) from those members' indices ``idx`` (as :meth:`__call__` fills every
+        column), a column at a time."""
+        entries = self.entries
+        if self.slots is None:
+            table = self.table
+            for m, i in zip(members, idx.tolist()):
+                out[:, m] = table[:, m * entries + i if self.offset is not None else i]
+            return
+        for m, i in zip(members, idx.tolist()):
+            for s, (own, row) in enumerate(self.slots):
+                out[s, m] = row[m * entries + i if own else i]
 
     def __call__(self, idx, out) -> None:
         """Fill ``out``, shape ``(slots, N)`` (C-contiguous), from each member's index."""
@@ -282,10 +297,11 @@ class Cells:
     a cell's constants are the same wherever in it the input is. Whether every member is
     still in its cell is asked by the step function before it calls the object: two
     comparisons of an input with the bounds of the members' cells (kept per member, taken
-    with the cells) and a comparison of their bytes. Called, it finds each axis's cells
-    (:class:`Chain`), combines them (:class:`Product`) and gathers the constants
-    (:class:`Gather`); so every time for chains found by branches (a member's own
-    thresholds: no bounds).
+    with the cells) and a comparison of their bytes. Called, it finds each axis's cells (:class:`Chain`), combines them
+    (:class:`Product`) and gathers the constants (:class:`Gather`): for the members that
+    left their cells alone where they are few (:data:`FEW`: a few calls and a column each;
+    the others' cells are the ones they would be found in again), for every member otherwise, and every time for chains
+    found by branches (a member's own thresholds: no bounds).
 
     Parameters
     ----------
@@ -333,10 +349,20 @@ class Cells:
         self.pair_bytes = [p.tobytes for p in self.pairs]
         self.inside = b"\x00" * n + b"\x01" * n
         self.less = np.less if tracked else _nothing
+        self.tracked = tracked
+        # Each axis's comparisons as bytes, and the most members found alone.
+        self.pair_rows = [(p[0].tobytes, p[1].tobytes) for p in self.pairs]
+        self.few = min(FEW, n // 4)
 
     def __call__(self, *lefts) -> None:
         """Make :attr:`vals` (with :attr:`bounds`) and :attr:`masks` those of each
-        member's cell of ``lefts`` (one ``(N,)`` array per axis)."""
+        member's cell of ``lefts`` (one ``(N,)`` array per axis), as the step function
+        calls it: :attr:`pairs` are the comparisons of ``lefts`` with :attr:`bounds`."""
+        if self.tracked:
+            members = self._away()
+            if members is not None:
+                self._some(members, lefts)
+                return
         if self.product is None:
             flat = self.chains[0](lefts[0], self.idx[0])
         else:
@@ -347,6 +373,48 @@ class Cells:
         for g, (table, out) in enumerate(zip(self.mask_tables, self.masks)):
             table.take(flat, None, out, "clip")
             self.taken[g] = out.tobytes() != self.none
+
+    def _away(self) -> list | None:
+        """The members whose inputs left their cells (on some axis), as the step function
+        compared them (:attr:`pairs`: a member is in its cell while ``L < lo`` is False and
+        ``L < hi`` True; NaN bounds before its cell is found, a NaN input: never), or None
+        when they are more than :attr:`few`."""
+        found: list = []
+        few = self.few
+        for a in range(len(self.pairs)):
+            for b, outside in ((0, 1), (1, 0)):
+                row = self.pair_rows[a][b]()
+                i = row.find(outside)
+                while i >= 0:
+                    if len(found) == few:
+                        return None
+                    found.append(i)
+                    i = row.find(outside, i + 1)
+        return found
+
+    def _some(self, members: list, lefts) -> None:
+        """:meth:`__call__` for the members ``members`` (a few indices) alone: their cells
+        found and their columns of :attr:`vals` and :attr:`masks` gathered."""
+        lefts = [left.take(members) if left.ndim else left.repeat(len(members))
+                 for left in lefts]          # (a left side the same for every member: 0-d)
+        if self.product is None:
+            flat = self.chains[0](lefts[0], None)
+        else:
+            idx = [c(left, None) for c, left in zip(self.chains, lefts)]
+            flat = self.product(*idx, np.empty(len(members), dtype=np.intp))
+        if self.gather is not None:
+            self.gather.some(members, flat, self.vals)
+        cells = flat.tolist()
+        for g, (table, out) in enumerate(zip(self.mask_tables, self.masks)):
+            for m, i in zip(members, cells):
+                out[m] = table[i]
+            self.taken[g] = out.tobytes() != self.none
+
+
+#: A lookup's members whose inputs left their cells are found alone while they are at most
+#: FEW (and a quarter of the members, :class:`Cells`); more, every member is found again (a
+#: fixed number of calls).
+FEW = 8
 
 
 def _nothing(*args) -> None:
