@@ -10,6 +10,7 @@ constants (a member's own where its parameters make them), and Python's division
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 
@@ -95,6 +96,7 @@ class Chain:
         self.lut = self._cells(ops, rights)
         if self.lut is not None:
             self._search = self.edges.searchsorted
+            self._finite = self.edges[:-1].tolist()
             return
         self.rows = np.zeros((len(ops) + 1, n), dtype=bool)
         self.rows[-1] = True
@@ -131,6 +133,13 @@ class Chain:
             lut.append(branch)
         lut.append(self._first(math.nan))
         return lut
+
+    def cell_of(self, left: float) -> int:
+        """The cell :meth:`__call__` gives a member whose left side is ``left`` (a chain
+        found by cells): ``searchsorted(edges, left, "right")``, whose NaN edge sorts
+        last."""
+        return bisect.bisect_right(self._finite, left) if left == left else \
+            len(self._finite) + 1
 
     def bounds(self) -> list[tuple[float, float]] | None:
         """``(lo, hi)`` of each cell :meth:`__call__` gives: a left side ``L`` is in cell
@@ -257,17 +266,17 @@ class Gather:
         if self.slots is None:
             self._take = self.table.take
 
-    def some(self, members: list, idx, out) -> None:
+    def some(self, members: list, idx: list, out) -> None:
         """Fill the columns ``members`` (a few members' indices) of ``out`` (shape
-        ``(slots, N)``) from those members' indices ``idx`` (as :meth:`__call__` fills every
-        column), a column at a time."""
+        ``(slots, N)``) from those members' indices ``idx`` (ints; as :meth:`__call__` fills
+        every column), a column at a time."""
         entries = self.entries
         if self.slots is None:
             table = self.table
-            for m, i in zip(members, idx.tolist()):
+            for m, i in zip(members, idx):
                 out[:, m] = table[:, m * entries + i if self.offset is not None else i]
             return
-        for m, i in zip(members, idx.tolist()):
+        for m, i in zip(members, idx):
             for s, (own, row) in enumerate(self.slots):
                 out[s, m] = row[m * entries + i if own else i]
 
@@ -393,18 +402,18 @@ class Cells:
         return found
 
     def _some(self, members: list, lefts) -> None:
-        """:meth:`__call__` for the members ``members`` (a few indices) alone: their cells
-        found and their columns of :attr:`vals` and :attr:`masks` gathered."""
-        lefts = [left.take(members) if left.ndim else left.repeat(len(members))
-                 for left in lefts]          # (a left side the same for every member: 0-d)
-        if self.product is None:
-            flat = self.chains[0](lefts[0], None)
-        else:
-            idx = [c(left, None) for c, left in zip(self.chains, lefts)]
-            flat = self.product(*idx, np.empty(len(members), dtype=np.intp))
+        """:meth:`__call__` for the members ``members`` (a few indices) alone, on Python
+        floats: their cells found (:meth:`Chain.cell_of`) and their columns of :attr:`vals`
+        and :attr:`masks` gathered."""
+        sizes = self.product.sizes if self.product is not None else (0,)
+        cells = []
+        for m in members:
+            flat = 0
+            for chain, left, size in zip(self.chains, lefts, sizes):
+                flat = flat * size + chain.cell_of(float(left[m] if left.ndim else left))
+            cells.append(flat)
         if self.gather is not None:
-            self.gather.some(members, flat, self.vals)
-        cells = flat.tolist()
+            self.gather.some(members, cells, self.vals)
         for g, (table, out) in enumerate(zip(self.mask_tables, self.masks)):
             for m, i in zip(members, cells):
                 out[m] = table[i]

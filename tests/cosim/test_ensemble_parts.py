@@ -168,3 +168,18 @@ def test_cells_kept_between_evaluations_are_the_cells_found_afresh(axes):
         assert all(a.tobytes() == b.tobytes() for a, b in zip(kept.masks, fresh.masks))
         assert kept.taken == fresh.taken
     assert 0 < found_again < 400
+
+
+@pytest.mark.parametrize("thresholds", [
+    [-1.0, -0.05, -0.01, 0.0, 0.01, 0.05, 1.0], [0.0], [-math.inf, -2.5, 3.0, math.inf]])
+def test_a_members_cell_found_alone_is_the_cell_found_with_the_others(thresholds):
+    """The cell of one member's input on Python floats (found so when a few members left
+    their cells) is the one the whole member vector's search gives: on and next to every
+    edge, at signed zeros, infinities and NaN."""
+    chain = Chain(["_lt"] * len(thresholds), thresholds, 1)
+    assert chain.lut is not None
+    xs = [math.nan, math.inf, -math.inf, 0.0, -0.0, 5e-324, -5e-324, 1e300, -1e300]
+    for v in thresholds:
+        xs += [v, math.nextafter(v, math.inf), math.nextafter(v, -math.inf)]
+    found = chain(np.array(xs), None)
+    assert [chain.cell_of(x) for x in xs] == found.tolist()
