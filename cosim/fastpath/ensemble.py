@@ -30,6 +30,7 @@ import ast
 import re
 
 from cosim.fastpath import ensemble_ast as exprs
+from cosim.fastpath.ensemble_logs import BLOCK as LOG_BLOCK
 from cosim.fastpath.ensemble_lookup import LookupTranslation
 from cosim.fastpath.ensemble_ops import EXTREMA_EXACT
 from cosim.fastpath.ensemble_stages import (StageTranslation, times_one,
@@ -55,7 +56,9 @@ class Translation:
     source : str
         ``advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L)``: like the scalar
         step function's, with ``V`` the tuple of its arrays (:attr:`names` order) and
-        ``L[task][column]`` the log arrays, shape ``(rows, N)``.
+        ``L[task][column]`` the log buffers, shape ``(BLOCK, N)``, that it hands to
+        ``_flush(task, row)`` every :data:`~cosim.fastpath.ensemble_logs.BLOCK` rows
+        (:class:`~cosim.fastpath.ensemble_logs.MemberLogs`).
     names : list of str
         The arrays the function unpacks from ``V``.
     buffers : dict of str to tuple
@@ -581,12 +584,16 @@ class _Translator(LookupTranslation, StageTranslation):
         if isinstance(f, ast.Attribute) and f.attr in ("append", "extend") and \
                 isinstance(f.value, ast.Subscript) and ast.unparse(f.value.value) == "rows":
             # A log row (its values, or the one value): each value copied into its column's
-            # row of the (rows, N) arrays.
+            # row of the (BLOCK, N) buffers, copied into the members' logs after the
+            # block's last row (see MemberLogs).
             task = ast.unparse(f.value.slice)
             self.emit(indent, f"_r = len(ticks[{task}]) - 1")
+            self.emit(indent, f"_b = _r % {LOG_BLOCK}")
             values = call.args[0].elts if f.attr == "extend" else call.args
             for col, v in enumerate(values):
-                self.emit(indent, f"L[{task}][{col}][_r] = {ast.unparse(v)}")
+                self.emit(indent, f"L[{task}][{col}][_b] = {ast.unparse(v)}")
+            self.emit(indent, f"if _b == {LOG_BLOCK - 1}:")
+            self.emit(indent + 4, f"_flush({task}, _r)")
             return
         if re.fullmatch(r"ticks\[\d+\]\.append\(k\)", text):
             self.emit(indent, text)
