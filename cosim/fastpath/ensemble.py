@@ -55,9 +55,10 @@ class Translation:
     ----------
     source : str
         ``advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L)``: like the scalar
-        step function's, with ``V`` the tuple of its arrays (:attr:`names` order) and
-        ``L[task][column]`` the log buffers, shape ``(BLOCK, N)``, that it hands to
-        ``_flush(task, row)`` every :data:`~cosim.fastpath.ensemble_logs.BLOCK` rows
+        step function's, with ``V`` the tuple of its arrays (:attr:`names` order) and ``L``
+        the log buffers ``[task][column]``, shape ``(BLOCK, N)``, with the function it
+        hands them to, ``flush(task, row)``, every
+        :data:`~cosim.fastpath.ensemble_logs.BLOCK` rows
         (:class:`~cosim.fastpath.ensemble_logs.MemberLogs`).
     names : list of str
         The arrays the function unpacks from ``V``.
@@ -630,6 +631,7 @@ class _Translator(LookupTranslation, StageTranslation):
                            _STATE.match(n) or re.fullmatch(r"C|C0|Z|K\d+", n))
         head = ["def advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L):",
                 f"    {', '.join(out.names)}, = V" if out.names else "    pass",
+                "    L, _flush = L",
                 "    try:", f"        while {ast.unparse(self.loop.test)}:"]
         tail = ["    except Exception as err:", "        err.cosim_tick = k", "        raise",
                 "    return k, last_logged"]

@@ -270,8 +270,7 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
         ns["_located"] = located
     columns = sim.store.columns
     logs = MemberLogs(columns, k_end + 1, n)
-    ns["_flush"] = logs.flush
-    L = logs.blocks
+    L = (logs.blocks, logs.flush)
     ticks = [[] for _ in columns]
     # Scheduled events at tick times fire before the tick's outputs: the run is cut there
     # and each member's events fired between two calls.
@@ -285,6 +284,9 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
                 k, last = ns["advance"](k, k_fire, last, ticks, k_end, k_end + 1, V, L)
             if k_fire <= k_end:
                 located.at_tick(k_fire)
+    # The step function's globals hold it (a cycle): its arrays are freed now, not by the
+    # collector's next full pass.
+    ns.clear()
     logs.close([len(t) for t in ticks])
     base = cfg.t0 + np.arange(0, k_end + 1, dtype=np.float64) * cfg.dt
     keyed = []
