@@ -216,8 +216,19 @@ class Members:
         """``(lifted kernel, initial state, initial continuous state)`` of block ``b``
         (plan index ``i``) rebuilt from ``values`` (first met in member ``j``), or
         ``"structure"`` when they change its structure."""
-        from cosim.fastpath.params import lift, lift_like
         clone = _clone(b)
+        try:
+            return self._made(clone, i, path, values, structure, j)
+        finally:
+            if clone.__dict__.get("inputs") is not b.__dict__.get("inputs"):
+                # The copy is dropped: its inputs' reference back to it (a cycle) is cut,
+                # so that it is freed now, not by the collector (thousands of copies per
+                # ensemble, each collection a pass over them).
+                del clone.inputs
+
+    def _made(self, clone, i: int, path: str, values: dict, structure: tuple, j: int):
+        """:meth:`_build` on ``clone``, a copy of the block."""
+        from cosim.fastpath.params import lift, lift_like
         clone.rebuild(values)
         clone.initialize(self.sim.config.t0)
         kern = clone.kernel()
