@@ -96,6 +96,51 @@ class Translation:
         self.not_nan: set[str] = set()
 
 
+#: The step function's arguments (values it is called with, not assigned in its loop).
+_ARGS = frozenset({"k", "k_stop", "last_logged", "ticks", "k_full", "k_log", "V", "L"})
+
+
+def _held_arrays(lines: list[str], loop) -> list[str]:
+    """``lines`` with each shared value that is an operand of numpy calls (``_arr(h)``: a
+    0-d array made per call) made a 0-d array once where it is assigned, ``_a_h =
+    _arr(h)``, and read as that (the step size is an operand of every Runge-Kutta stage),
+    where it is read more often than assigned. Only for a name that the scalar ``loop``
+    assigns by plain assignments alone (each one then followed by its array's), not an
+    argument."""
+    used = set(re.findall(r"_arr\((\w+)\)", "\n".join(lines))) - _ARGS
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Assign) and (len(node.targets) > 1 or
+                                             not isinstance(node.targets[0], ast.Name)):
+            targets = node.targets
+        elif isinstance(node, (ast.For, ast.NamedExpr, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.Delete)):
+            targets = getattr(node, "targets", None) or [i.optional_vars for i in node.items]
+        else:
+            continue
+        used -= {n.id for t in targets if t is not None for n in ast.walk(t)
+                 if isinstance(n, ast.Name)}
+    if not used:
+        return lines
+    assigned = re.compile(rf"^(\s*)({'|'.join(sorted(used))}) (?:[-+*/]?=) ")
+    # Held where it is read more often than assigned (else one array per call is fewer).
+    text = "\n".join(lines)
+    writes = [m.group(2) for ln in lines for m in [assigned.match(ln)] if m]
+    used = {n for n in used if text.count(f"_arr({n})") > writes.count(n)}
+    if not used:
+        return lines
+    assigned = re.compile(rf"^(\s*)({'|'.join(sorted(used))}) (?:[-+*/]?=) ")
+    out = []
+    for ln in lines:
+        for name in used:
+            ln = ln.replace(f"_arr({name})", f"_a_{name}")
+        out.append(ln)
+        m = assigned.match(ln)
+        if m:
+            out.append(f"{m.group(1)}_a_{m.group(2)} = _arr({m.group(2)})")
+    return out
+
+
 def translate(source: str, member_consts: set[str], n_c: int,
               owners: dict | None = None) -> Translation:
     """Translate the scalar strategy's step function for an ensemble.
@@ -258,7 +303,8 @@ class _Translator(LookupTranslation, StageTranslation):
             return True, self._zero_d(ast.unparse(node), member=True)
         if isinstance(node, ast.Name):
             if dst is not None and dst != node.id:
-                self.lines.append(f"_copyto({dst}, {node.id})")
+                # (an assignment to the whole array: numpy.copyto's dispatch costs more)
+                self.lines.append(f"{dst}[...] = {node.id}")
                 return True, dst
             return True, node.id
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
@@ -616,6 +662,7 @@ class _Translator(LookupTranslation, StageTranslation):
         body = without_repeated_outputs(self.loop.body)
         self._retargets(body)
         self.statements(body, 12)
+        self.lines = _held_arrays(self.lines, self.loop)
         out = self.out
         # The names the lines read, the tests of their ``if`` lines too.
         reads = []
