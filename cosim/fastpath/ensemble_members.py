@@ -131,8 +131,9 @@ class Members:
                       for b, chain, path in _expression_blocks(model)]
 
     def of(self, overrides: Sequence[Mapping], others: list | None = None) -> dict:
-        """Per plan index of an expression block: the members' lifted kernels, initial
-        states (name -> float) and initial continuous states (lists over ``overrides``).
+        """Per plan index of an expression block: the members' lifted kernels' parameters
+        (``Kernel.params``: the template is the reference's), initial states (name ->
+        float) and initial continuous states (lists over ``overrides``).
 
         Parameters
         ----------
@@ -193,8 +194,8 @@ class Members:
                     break
                 found.append((i, *made))
             else:
-                for i, kern, state, cstate in found:
-                    out[i][0][j], out[i][1][j], out[i][2][j] = kern, state, cstate
+                for i, kernel_params, state, cstate in found:
+                    out[i][0][j], out[i][1][j], out[i][2][j] = kernel_params, state, cstate
         return out
 
     def _evaluated(self, params: dict, overrides: Sequence[Mapping]) -> dict:
@@ -213,8 +214,8 @@ class Members:
         return every
 
     def _build(self, b, i: int, path: str, values: dict, structure: tuple, j: int):
-        """``(lifted kernel, initial state, initial continuous state)`` of block ``b``
-        (plan index ``i``) rebuilt from ``values`` (first met in member ``j``), or
+        """``(lifted kernel's parameters, initial state, initial continuous state)`` of block
+        ``b`` (plan index ``i``) rebuilt from ``values`` (first met in member ``j``), or
         ``"structure"`` when they change its structure."""
         clone = _clone(b)
         try:
@@ -248,7 +249,9 @@ class Members:
                 kern = _signed_like(kern, ref)
             if _structure(clone, kern) != structure:
                 return "structure"
-        return (kern, {n: float(v[0]) for n, v in clone.state.items()},
+        # Its parameters only (the kernel's template is the reference's): an ensemble holds
+        # thousands, and a dict of floats is none of the collector's business.
+        return (kern.params, {n: float(v[0]) for n, v in clone.state.items()},
                 None if clone.cstate is None else np.asarray(clone.cstate, float))
 
 
@@ -295,11 +298,12 @@ def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
         (i,) = (group,) if isinstance(group, int) else group     # one block (scalar strategy)
         if i not in differ:
             continue                       # the reference's value (in ``ns``) for all
-        kernels = differ[i][0]
+        params = differ[i][0]
         if n == 1:
-            ns[name] = float(kernels[0].params[pname])
+            ns[name] = float(params[0][pname])
             continue
-        col = np.array([float((kernels[j] or ref_kernels[i]).params[pname])
+        ref = ref_kernels[i].params
+        col = np.array([float((ref if params[j] is None else params[j])[pname])
                         for j in range(n)])
         if np.all(col == col[0]) and np.all(np.signbit(col) == np.signbit(col[0])):
             ns[name] = float(col[0])
