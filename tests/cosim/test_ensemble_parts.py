@@ -1,7 +1,8 @@
 """The parts an ensemble is set up from (issue 36), each against its outside oracle: the
 members' parameter values evaluated at once against each member's own workspace evaluation,
-members' kernels lifted by the reference's template against :func:`lift`, and a lookup's
-cells kept between evaluations against cells found afresh every time."""
+members' kernels lifted by the reference's template against :func:`lift`, a lookup's
+cells kept between evaluations (a few members found alone) against cells found afresh every
+time, the members' logs kept member-major against the rows written."""
 
 import math
 import struct
@@ -183,3 +184,49 @@ def test_a_members_cell_found_alone_is_the_cell_found_with_the_others(thresholds
         xs += [v, math.nextafter(v, math.inf), math.nextafter(v, -math.inf)]
     found = chain(np.array(xs), None)
     assert [chain.cell_of(x) for x in xs] == found.tolist()
+
+
+@pytest.mark.parametrize("rows", [1, 63, 64, 65, 200])
+def test_member_logs_hold_each_members_rows_in_order(rows):
+    """What the step function writes a row at a time into a task's blocks (and flushes
+    after each block's last row), closed, is each member's column of the rows written,
+    for every task and column: rows fewer than a block, a block exactly, and beyond."""
+    from cosim.fastpath.ensemble_logs import BLOCK, MemberLogs
+    n, rng = 5, np.random.default_rng(3)
+    columns = [[("a", 0), ("b", 1)], [("c", 0)]]
+    written = {(task, col): rng.normal(size=(rows - task * rows // 2, n))
+               for task, cols in enumerate(columns) for _, col in cols}
+    logs = MemberLogs(columns, rows, n)
+    counts = []
+    for task, cols in enumerate(columns):
+        count = rows - task * rows // 2
+        for r in range(count):
+            for _, col in cols:
+                logs.blocks[task][col][r % BLOCK] = written[(task, col)][r]
+            if r % BLOCK == BLOCK - 1:
+                logs.flush(task, r)
+        counts.append(count)
+    logs.close(counts)
+    for (task, col), values in written.items():
+        kept = logs.full[task][col][:, :counts[task]]
+        assert kept.tobytes() == np.ascontiguousarray(values.T).tobytes()
+
+
+def test_the_step_size_is_made_an_array_once_where_it_is_assigned():
+    """The translated Runge-Kutta step reads the step size ``h`` (a shared value, an
+    operand of every stage) as a 0-d array made right after each assignment of ``h``,
+    not one made per call."""
+    import re
+
+    from cosim import Simulator
+    from cosim.fastpath.ensemble import translate
+    from tests.cluster import sweep_models as sm
+    sim = Simulator(sm.msd_friction(), sm.MSD_CONFIG)
+    sim.initialize()
+    tr = translate(sim.fast_path.source, {"_k36"}, sim.state.X.size)
+    lines = tr.source.splitlines()
+    assigned = [i for i, ln in enumerate(lines) if re.match(r"\s*h = ", ln)]
+    assert assigned and "_arr(h)" not in "\n".join(
+        ln for i, ln in enumerate(lines) if i - 1 not in assigned)
+    assert all(lines[i + 1].strip() == "_a_h = _arr(h)" for i in assigned)
+    assert tr.source.count("_a_h") > 2 * len(assigned)
