@@ -129,12 +129,18 @@ def _step_function_check(cells: Cells, lefts) -> bool:
     return inside
 
 
+@pytest.mark.parametrize("gather_max", [None, 0])
 @pytest.mark.parametrize("axes", [1, 2])
-def test_cells_kept_between_evaluations_are_the_cells_found_afresh(axes):
+def test_cells_kept_between_evaluations_are_the_cells_found_afresh(axes, gather_max,
+                                                                   monkeypatch):
     """A lookup's Cells asked as the step function asks (found again only when some
-    member left its cell) hold, after every evaluation, the constants, masks and bounds of
-    a Cells that finds every member's cell afresh: inputs that stay, creep across edges,
-    land on edges, jump, and are NaN or infinite."""
+    member left its cell: those alone while they are few) hold, after every evaluation,
+    the constants, masks and bounds of a Cells that finds every member's cell afresh:
+    inputs that stay, creep across edges, land on edges, jump, and are NaN or infinite;
+    with the members' tables in one array, and slot by slot (a large table)."""
+    from cosim.fastpath import ensemble_ops
+    if gather_max is not None:
+        monkeypatch.setattr(ensemble_ops, "GATHER_MAX", gather_max)
     n, rng = 64, np.random.default_rng(7)
     thresholds = [-1.0, -0.05, -0.01, 0.0, 0.01, 0.05, 1.0]
     ops = ["_lt"] * 6 + ["_ge"]
