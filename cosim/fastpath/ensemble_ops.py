@@ -306,11 +306,12 @@ class Cells:
     a cell's constants are the same wherever in it the input is. Whether every member is
     still in its cell is asked by the step function before it calls the object: two
     comparisons of an input with the bounds of the members' cells (kept per member, taken
-    with the cells) and a comparison of their bytes. Called, it finds each axis's cells (:class:`Chain`), combines them
-    (:class:`Product`) and gathers the constants (:class:`Gather`): for the members that
-    left their cells alone where they are few (:data:`FEW`: a few calls and a column each;
-    the others' cells are the ones they would be found in again), for every member otherwise, and every time for chains
-    found by branches (a member's own thresholds: no bounds).
+    with the cells) and a comparison of their bytes. Called, it finds each axis's cells
+    (:class:`Chain`), combines them (:class:`Product`) and gathers the constants
+    (:class:`Gather`): for the members that left their cells alone where they are few
+    (:data:`FEW`: on Python floats, a column each; the others' cells are the ones they
+    would be found in again), for every member otherwise, and every time for chains found
+    by branches (a member's own thresholds: no bounds).
 
     Parameters
     ----------
