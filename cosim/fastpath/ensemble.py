@@ -142,7 +142,7 @@ def _held_arrays(lines: list[str], loop) -> list[str]:
 
 
 def translate(source: str, member_consts: set[str], n_c: int,
-              owners: dict | None = None) -> Translation:
+              owners: dict | None = None, ones: frozenset = frozenset()) -> Translation:
     """Translate the scalar strategy's step function for an ensemble.
 
     Parameters
@@ -156,6 +156,9 @@ def translate(source: str, member_consts: set[str], n_c: int,
     owners : dict of str to str, optional
         The block path of each value the source names (``s<j>``, ``x<j>``, ``c<j>``, ...):
         a statement that cannot be translated is reported with its block.
+    ones : frozenset of str, optional
+        Shared constants whose value is ``1.0`` (a gain of one): their products are the
+        other factor (the translation is then for those values only).
 
     Raises
     ------
@@ -163,12 +166,13 @@ def translate(source: str, member_consts: set[str], n_c: int,
         The source uses something without an exact elementwise translation (naming the
         block and the expression).
     """
-    return _Translator(source, member_consts, n_c, owners or {}).run()
+    return _Translator(source, member_consts, n_c, owners or {}, ones).run()
 
 
 class _Translator(LookupTranslation, StageTranslation):
-    def __init__(self, source, member_consts, n_c, owners):
+    def __init__(self, source, member_consts, n_c, owners, ones=frozenset()):
         self.owners = owners
+        self.ones = frozenset(ones) - set(member_consts)
         tree = ast.parse(source)
         fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
         if len(fns) != 1 or fns[0].name != "advance":
@@ -291,6 +295,7 @@ class _Translator(LookupTranslation, StageTranslation):
         (a boolean member array), only the members it selects are computed: the others'
         elements of the result are left undefined (their own runs do not evaluate ``node``).
         """
+        node = times_one(node, self.ones)
         if not self._reads_member(node):
             if dst is not None:
                 self.lines.append(f"{dst}[...] = {ast.unparse(node)}")
@@ -308,7 +313,7 @@ class _Translator(LookupTranslation, StageTranslation):
                 return True, dst
             return True, node.id
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            left, right = times_one(node.left), times_one(node.right)
+            left, right = times_one(node.left, self.ones), times_one(node.right, self.ones)
             inner = self._accumulates(node, dst, left, right)
             a = self.expr(left, dst, stacked, mask)[1] if inner is left else \
                 self.operand(left, stacked, mask)
@@ -602,6 +607,8 @@ class _Translator(LookupTranslation, StageTranslation):
             self.lines.append(f"{target} = {value.id}")
         elif id(st) in self.dropped:
             pass                        # the signal was computed into this derivative
+        elif id(st) in self.bound:
+            self.lines.append(f"{target} = {into}")     # a copy of a signal computed there
         elif into is not None or target in self.moved:
             # The name is bound to where this assignment computes it.
             self.lines.append(f"{target} = {into or self._buffer('_b_' + target, ('N',))}")

@@ -246,10 +246,13 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
     ns = dict(fast.fn.__globals__)
     members = const_values(entry.consts, ns, ref_kernels, differ, n)
     n_c = sim.state.X.size
-    key = (fast.source, frozenset(members), ensemble.EXTREMA_EXACT)
+    # Shared constants of value 1.0 (gains of one): their products are left out.
+    ones = frozenset(name for name, _, _ in entry.consts if name not in members and
+                     type(ns.get(name)) is float and ns[name] == 1.0)
+    key = (fast.source, frozenset(members), ensemble.EXTREMA_EXACT, ones)
     hit = _compiled.get(key)
     if hit is None:
-        tr = ensemble.translate(fast.source, set(members), n_c, _owners(sim, fast))
+        tr = ensemble.translate(fast.source, set(members), n_c, _owners(sim, fast), ones)
         hit = _compiled[key] = (tr, compile(tr.source, "<cosim ensemble>", "exec"))
         while len(_compiled) > 8:
             _compiled.pop(next(iter(_compiled)))
