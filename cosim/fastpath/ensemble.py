@@ -30,6 +30,7 @@ import ast
 import re
 
 from cosim.fastpath import ensemble_ast as exprs
+from cosim.fastpath.ensemble_logs import BLOCK as LOG_BLOCK
 from cosim.fastpath.ensemble_lookup import LookupTranslation
 from cosim.fastpath.ensemble_ops import EXTREMA_EXACT
 from cosim.fastpath.ensemble_stages import (StageTranslation, times_one,
@@ -54,8 +55,11 @@ class Translation:
     ----------
     source : str
         ``advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L)``: like the scalar
-        step function's, with ``V`` the tuple of its arrays (:attr:`names` order) and
-        ``L[task][column]`` the log arrays, shape ``(rows, N)``.
+        step function's, with ``V`` the tuple of its arrays (:attr:`names` order) and ``L``
+        the log buffers ``[task][column]``, shape ``(BLOCK, N)``, with the function it
+        hands them to, ``flush(task, row)``, every
+        :data:`~cosim.fastpath.ensemble_logs.BLOCK` rows
+        (:class:`~cosim.fastpath.ensemble_logs.MemberLogs`).
     names : list of str
         The arrays the function unpacks from ``V``.
     buffers : dict of str to tuple
@@ -92,8 +96,53 @@ class Translation:
         self.not_nan: set[str] = set()
 
 
+#: The step function's arguments (values it is called with, not assigned in its loop).
+_ARGS = frozenset({"k", "k_stop", "last_logged", "ticks", "k_full", "k_log", "V", "L"})
+
+
+def _held_arrays(lines: list[str], loop) -> list[str]:
+    """``lines`` with each shared value that is an operand of numpy calls (``_arr(h)``: a
+    0-d array made per call) made a 0-d array once where it is assigned, ``_a_h =
+    _arr(h)``, and read as that (the step size is an operand of every Runge-Kutta stage),
+    where it is read more often than assigned. Only for a name that the scalar ``loop``
+    assigns by plain assignments alone (each one then followed by its array's), not an
+    argument."""
+    used = set(re.findall(r"_arr\((\w+)\)", "\n".join(lines))) - _ARGS
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Assign) and (len(node.targets) > 1 or
+                                             not isinstance(node.targets[0], ast.Name)):
+            targets = node.targets
+        elif isinstance(node, (ast.For, ast.NamedExpr, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.Delete)):
+            targets = getattr(node, "targets", None) or [i.optional_vars for i in node.items]
+        else:
+            continue
+        used -= {n.id for t in targets if t is not None for n in ast.walk(t)
+                 if isinstance(n, ast.Name)}
+    if not used:
+        return lines
+    assigned = re.compile(rf"^(\s*)({'|'.join(sorted(used))}) (?:[-+*/]?=) ")
+    # Held where it is read more often than assigned (else one array per call is fewer).
+    text = "\n".join(lines)
+    writes = [m.group(2) for ln in lines for m in [assigned.match(ln)] if m]
+    used = {n for n in used if text.count(f"_arr({n})") > writes.count(n)}
+    if not used:
+        return lines
+    assigned = re.compile(rf"^(\s*)({'|'.join(sorted(used))}) (?:[-+*/]?=) ")
+    out = []
+    for ln in lines:
+        for name in used:
+            ln = ln.replace(f"_arr({name})", f"_a_{name}")
+        out.append(ln)
+        m = assigned.match(ln)
+        if m:
+            out.append(f"{m.group(1)}_a_{m.group(2)} = _arr({m.group(2)})")
+    return out
+
+
 def translate(source: str, member_consts: set[str], n_c: int,
-              owners: dict | None = None) -> Translation:
+              owners: dict | None = None, ones: frozenset = frozenset()) -> Translation:
     """Translate the scalar strategy's step function for an ensemble.
 
     Parameters
@@ -107,6 +156,9 @@ def translate(source: str, member_consts: set[str], n_c: int,
     owners : dict of str to str, optional
         The block path of each value the source names (``s<j>``, ``x<j>``, ``c<j>``, ...):
         a statement that cannot be translated is reported with its block.
+    ones : frozenset of str, optional
+        Shared constants whose value is ``1.0`` (a gain of one): their products are the
+        other factor (the translation is then for those values only).
 
     Raises
     ------
@@ -114,12 +166,13 @@ def translate(source: str, member_consts: set[str], n_c: int,
         The source uses something without an exact elementwise translation (naming the
         block and the expression).
     """
-    return _Translator(source, member_consts, n_c, owners or {}).run()
+    return _Translator(source, member_consts, n_c, owners or {}, ones).run()
 
 
 class _Translator(LookupTranslation, StageTranslation):
-    def __init__(self, source, member_consts, n_c, owners):
+    def __init__(self, source, member_consts, n_c, owners, ones=frozenset()):
         self.owners = owners
+        self.ones = frozenset(ones) - set(member_consts)
         tree = ast.parse(source)
         fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
         if len(fns) != 1 or fns[0].name != "advance":
@@ -242,6 +295,7 @@ class _Translator(LookupTranslation, StageTranslation):
         (a boolean member array), only the members it selects are computed: the others'
         elements of the result are left undefined (their own runs do not evaluate ``node``).
         """
+        node = times_one(node, self.ones)
         if not self._reads_member(node):
             if dst is not None:
                 self.lines.append(f"{dst}[...] = {ast.unparse(node)}")
@@ -254,11 +308,12 @@ class _Translator(LookupTranslation, StageTranslation):
             return True, self._zero_d(ast.unparse(node), member=True)
         if isinstance(node, ast.Name):
             if dst is not None and dst != node.id:
-                self.lines.append(f"_copyto({dst}, {node.id})")
+                # (an assignment to the whole array: numpy.copyto's dispatch costs more)
+                self.lines.append(f"{dst}[...] = {node.id}")
                 return True, dst
             return True, node.id
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            left, right = times_one(node.left), times_one(node.right)
+            left, right = times_one(node.left, self.ones), times_one(node.right, self.ones)
             inner = self._accumulates(node, dst, left, right)
             a = self.expr(left, dst, stacked, mask)[1] if inner is left else \
                 self.operand(left, stacked, mask)
@@ -552,6 +607,8 @@ class _Translator(LookupTranslation, StageTranslation):
             self.lines.append(f"{target} = {value.id}")
         elif id(st) in self.dropped:
             pass                        # the signal was computed into this derivative
+        elif id(st) in self.bound:
+            self.lines.append(f"{target} = {into}")     # a copy of a signal computed there
         elif into is not None or target in self.moved:
             # The name is bound to where this assignment computes it.
             self.lines.append(f"{target} = {into or self._buffer('_b_' + target, ('N',))}")
@@ -581,12 +638,16 @@ class _Translator(LookupTranslation, StageTranslation):
         if isinstance(f, ast.Attribute) and f.attr in ("append", "extend") and \
                 isinstance(f.value, ast.Subscript) and ast.unparse(f.value.value) == "rows":
             # A log row (its values, or the one value): each value copied into its column's
-            # row of the (rows, N) arrays.
+            # row of the (BLOCK, N) buffers, copied into the members' logs after the
+            # block's last row (see MemberLogs).
             task = ast.unparse(f.value.slice)
             self.emit(indent, f"_r = len(ticks[{task}]) - 1")
+            self.emit(indent, f"_b = _r % {LOG_BLOCK}")
             values = call.args[0].elts if f.attr == "extend" else call.args
             for col, v in enumerate(values):
-                self.emit(indent, f"L[{task}][{col}][_r] = {ast.unparse(v)}")
+                self.emit(indent, f"L[{task}][{col}][_b] = {ast.unparse(v)}")
+            self.emit(indent, f"if _b == {LOG_BLOCK - 1}:")
+            self.emit(indent + 4, f"_flush({task}, _r)")
             return
         if re.fullmatch(r"ticks\[\d+\]\.append\(k\)", text):
             self.emit(indent, text)
@@ -608,6 +669,7 @@ class _Translator(LookupTranslation, StageTranslation):
         body = without_repeated_outputs(self.loop.body)
         self._retargets(body)
         self.statements(body, 12)
+        self.lines = _held_arrays(self.lines, self.loop)
         out = self.out
         # The names the lines read, the tests of their ``if`` lines too.
         reads = []
@@ -623,6 +685,7 @@ class _Translator(LookupTranslation, StageTranslation):
                            _STATE.match(n) or re.fullmatch(r"C|C0|Z|K\d+", n))
         head = ["def advance(k, k_stop, last_logged, ticks, k_full, k_log, V, L):",
                 f"    {', '.join(out.names)}, = V" if out.names else "    pass",
+                "    L, _flush = L",
                 "    try:", f"        while {ast.unparse(self.loop.test)}:"]
         tail = ["    except Exception as err:", "        err.cosim_tick = k", "        raise",
                 "    return k, last_logged"]

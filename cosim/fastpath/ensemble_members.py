@@ -55,7 +55,14 @@ def _block_structure(b) -> tuple:
     return (type(b), tuple(b.input_names), tuple(b.output_names),
             tuple(sorted(b.optional_inputs)), repr(b.sample_time), b.direct_feedthrough,
             b.has_derivative, b.runs_at_stages, getattr(b, "has_modes", False),
-            tuple((n, np.shape(v)) for n, v in b.state.items()), np.shape(b.cstate))
+            tuple((n, _shape(v)) for n, v in b.state.items()), _shape(b.cstate))
+
+
+def _shape(v) -> tuple:
+    """``numpy.shape(v)``, an array's and None's without the call (about 1 us)."""
+    if type(v) is np.ndarray:
+        return v.shape
+    return () if v is None else np.shape(v)
 
 
 #: A parameter under a unary minus in a lifted kernel (``-p__3``, as a negative literal is
@@ -124,8 +131,9 @@ class Members:
                       for b, chain, path in _expression_blocks(model)]
 
     def of(self, overrides: Sequence[Mapping], others: list | None = None) -> dict:
-        """Per plan index of an expression block: the members' lifted kernels, initial
-        states (name -> float) and initial continuous states (lists over ``overrides``).
+        """Per plan index of an expression block: the members' lifted kernels' parameters
+        (``Kernel.params``: the template is the reference's), initial states (name ->
+        float) and initial continuous states (lists over ``overrides``).
 
         Parameters
         ----------
@@ -186,8 +194,8 @@ class Members:
                     break
                 found.append((i, *made))
             else:
-                for i, kern, state, cstate in found:
-                    out[i][0][j], out[i][1][j], out[i][2][j] = kern, state, cstate
+                for i, kernel_params, state, cstate in found:
+                    out[i][0][j], out[i][1][j], out[i][2][j] = kernel_params, state, cstate
         return out
 
     def _evaluated(self, params: dict, overrides: Sequence[Mapping]) -> dict:
@@ -206,11 +214,22 @@ class Members:
         return every
 
     def _build(self, b, i: int, path: str, values: dict, structure: tuple, j: int):
-        """``(lifted kernel, initial state, initial continuous state)`` of block ``b``
-        (plan index ``i``) rebuilt from ``values`` (first met in member ``j``), or
+        """``(lifted kernel's parameters, initial state, initial continuous state)`` of block
+        ``b`` (plan index ``i``) rebuilt from ``values`` (first met in member ``j``), or
         ``"structure"`` when they change its structure."""
+        clone = _clone(b)
+        try:
+            return self._made(clone, i, path, values, structure, j)
+        finally:
+            if clone.__dict__.get("inputs") is not b.__dict__.get("inputs"):
+                # The copy is dropped: its inputs' reference back to it (a cycle) is cut,
+                # so that it is freed now, not by the collector (thousands of copies per
+                # ensemble, each collection a pass over them).
+                del clone.inputs
+
+    def _made(self, clone, i: int, path: str, values: dict, structure: tuple, j: int):
+        """:meth:`_build` on ``clone``, a copy of the block."""
         from cosim.fastpath.params import lift, lift_like
-        clone = copy.copy(b)
         clone.rebuild(values)
         clone.initialize(self.sim.config.t0)
         kern = clone.kernel()
@@ -230,8 +249,23 @@ class Members:
                 kern = _signed_like(kern, ref)
             if _structure(clone, kern) != structure:
                 return "structure"
-        return (kern, {n: float(v[0]) for n, v in clone.state.items()},
+        # Its parameters only (the kernel's template is the reference's): an ensemble holds
+        # thousands, and a dict of floats is none of the collector's business.
+        return (kern.params, {n: float(v[0]) for n, v in clone.state.items()},
                 None if clone.cstate is None else np.asarray(clone.cstate, float))
+
+
+def _clone(b):
+    """``copy.copy(b)``: for a block that copies as every object does (its ``__dict__``),
+    without the copy protocol's lookups (a few microseconds a member)."""
+    cls = type(b)
+    if cls.__reduce_ex__ is not object.__reduce_ex__ or cls.__reduce__ is not \
+            object.__reduce__ or cls.__getstate__ is not object.__getstate__ or \
+            hasattr(cls, "__copy__") or not hasattr(b, "__dict__"):
+        return copy.copy(b)
+    clone = object.__new__(cls)
+    clone.__dict__.update(b.__dict__)
+    return clone
 
 
 def _exact(v):
@@ -264,11 +298,12 @@ def const_values(entry_consts, ns: dict, ref_kernels, differ, n: int) -> dict:
         (i,) = (group,) if isinstance(group, int) else group     # one block (scalar strategy)
         if i not in differ:
             continue                       # the reference's value (in ``ns``) for all
-        kernels = differ[i][0]
+        params = differ[i][0]
         if n == 1:
-            ns[name] = float(kernels[0].params[pname])
+            ns[name] = float(params[0][pname])
             continue
-        col = np.array([float((kernels[j] or ref_kernels[i]).params[pname])
+        ref = ref_kernels[i].params
+        col = np.array([float((ref if params[j] is None else params[j])[pname])
                         for j in range(n)])
         if np.all(col == col[0]) and np.all(np.signbit(col) == np.signbit(col[0])):
             ns[name] = float(col[0])

@@ -10,6 +10,7 @@ constants (a member's own where its parameters make them), and Python's division
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 
@@ -95,6 +96,7 @@ class Chain:
         self.lut = self._cells(ops, rights)
         if self.lut is not None:
             self._search = self.edges.searchsorted
+            self._finite = self.edges[:-1].tolist()
             return
         self.rows = np.zeros((len(ops) + 1, n), dtype=bool)
         self.rows[-1] = True
@@ -131,6 +133,13 @@ class Chain:
             lut.append(branch)
         lut.append(self._first(math.nan))
         return lut
+
+    def cell_of(self, left: float) -> int:
+        """The cell :meth:`__call__` gives a member whose left side is ``left`` (a chain
+        found by cells): ``searchsorted(edges, left, "right")``, whose NaN edge sorts
+        last."""
+        return bisect.bisect_right(self._finite, left) if left == left else \
+            len(self._finite) + 1
 
     def bounds(self) -> list[tuple[float, float]] | None:
         """``(lo, hi)`` of each cell :meth:`__call__` gives: a left side ``L`` is in cell
@@ -231,6 +240,7 @@ class Gather:
     def __init__(self, values: list, n: int):
         slots, entries = len(values), len(values[0]) if values else 0
         self.offset = self.slots = None
+        self.entries = entries
         if not any(isinstance(v, np.ndarray) for row in values for v in row):
             self.table = np.array(values, dtype=np.float64).reshape(slots, entries)
         elif n * entries * slots <= GATHER_MAX:
@@ -255,6 +265,20 @@ class Gather:
             self.offset = np.arange(n, dtype=np.intp) * entries
         if self.slots is None:
             self._take = self.table.take
+
+    def some(self, members: list, idx: list, out) -> None:
+        """Fill the columns ``members`` (a few members' indices) of ``out`` (shape
+        ``(slots, N)``) from those members' indices ``idx`` (ints; as :meth:`__call__` fills
+        every column), a column at a time."""
+        entries = self.entries
+        if self.slots is None:
+            table = self.table
+            for m, i in zip(members, idx):
+                out[:, m] = table[:, m * entries + i if self.offset is not None else i]
+            return
+        for m, i in zip(members, idx):
+            for s, (own, row) in enumerate(self.slots):
+                out[s, m] = row[m * entries + i if own else i]
 
     def __call__(self, idx, out) -> None:
         """Fill ``out``, shape ``(slots, N)`` (C-contiguous), from each member's index."""
@@ -284,8 +308,10 @@ class Cells:
     comparisons of an input with the bounds of the members' cells (kept per member, taken
     with the cells) and a comparison of their bytes. Called, it finds each axis's cells
     (:class:`Chain`), combines them (:class:`Product`) and gathers the constants
-    (:class:`Gather`); so every time for chains found by branches (a member's own
-    thresholds: no bounds).
+    (:class:`Gather`): for the members that left their cells alone where they are few
+    (:data:`FEW`: on Python floats, a column each; the others' cells are the ones they
+    would be found in again), for every member otherwise, and every time for chains found
+    by branches (a member's own thresholds: no bounds).
 
     Parameters
     ----------
@@ -333,10 +359,20 @@ class Cells:
         self.pair_bytes = [p.tobytes for p in self.pairs]
         self.inside = b"\x00" * n + b"\x01" * n
         self.less = np.less if tracked else _nothing
+        self.tracked = tracked
+        # Each axis's comparisons as bytes, and the most members found alone.
+        self.pair_rows = [(p[0].tobytes, p[1].tobytes) for p in self.pairs]
+        self.few = min(FEW, n // 4)
 
     def __call__(self, *lefts) -> None:
         """Make :attr:`vals` (with :attr:`bounds`) and :attr:`masks` those of each
-        member's cell of ``lefts`` (one ``(N,)`` array per axis)."""
+        member's cell of ``lefts`` (one ``(N,)`` array per axis), as the step function
+        calls it: :attr:`pairs` are the comparisons of ``lefts`` with :attr:`bounds`."""
+        if self.tracked:
+            members = self._away()
+            if members is not None:
+                self._some(members, lefts)
+                return
         if self.product is None:
             flat = self.chains[0](lefts[0], self.idx[0])
         else:
@@ -347,6 +383,48 @@ class Cells:
         for g, (table, out) in enumerate(zip(self.mask_tables, self.masks)):
             table.take(flat, None, out, "clip")
             self.taken[g] = out.tobytes() != self.none
+
+    def _away(self) -> list | None:
+        """The members whose inputs left their cells (on some axis), as the step function
+        compared them (:attr:`pairs`: a member is in its cell while ``L < lo`` is False and
+        ``L < hi`` True; NaN bounds before its cell is found, a NaN input: never), or None
+        when they are more than :attr:`few`."""
+        found: list = []
+        few = self.few
+        for a in range(len(self.pairs)):
+            for b, outside in ((0, 1), (1, 0)):
+                row = self.pair_rows[a][b]()
+                i = row.find(outside)
+                while i >= 0:
+                    if len(found) == few:
+                        return None
+                    found.append(i)
+                    i = row.find(outside, i + 1)
+        return found
+
+    def _some(self, members: list, lefts) -> None:
+        """:meth:`__call__` for the members ``members`` (a few indices) alone, on Python
+        floats: their cells found (:meth:`Chain.cell_of`) and their columns of :attr:`vals`
+        and :attr:`masks` gathered."""
+        sizes = self.product.sizes if self.product is not None else (0,)
+        cells = []
+        for m in members:
+            flat = 0
+            for chain, left, size in zip(self.chains, lefts, sizes):
+                flat = flat * size + chain.cell_of(float(left[m] if left.ndim else left))
+            cells.append(flat)
+        if self.gather is not None:
+            self.gather.some(members, cells, self.vals)
+        for g, (table, out) in enumerate(zip(self.mask_tables, self.masks)):
+            for m, i in zip(members, cells):
+                out[m] = table[i]
+            self.taken[g] = out.tobytes() != self.none
+
+
+#: A lookup's members whose inputs left their cells are found alone while they are at most
+#: FEW (and a quarter of the members, :class:`Cells`); more, every member is found again (a
+#: fixed number of calls).
+FEW = 8
 
 
 def _nothing(*args) -> None:

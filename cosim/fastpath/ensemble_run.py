@@ -16,6 +16,7 @@ import numpy as np
 
 from cosim.fastpath import ensemble, ensemble_ops
 from cosim.fastpath.ensemble_events import Located
+from cosim.fastpath.ensemble_logs import MemberLogs
 from cosim.fastpath.ensemble_members import Members, const_values
 from cosim.fastpath.layout import kernels_of
 from cosim.fastpath.runtime import Unsupported, warm
@@ -245,10 +246,13 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
     ns = dict(fast.fn.__globals__)
     members = const_values(entry.consts, ns, ref_kernels, differ, n)
     n_c = sim.state.X.size
-    key = (fast.source, frozenset(members), ensemble.EXTREMA_EXACT)
+    # Shared constants of value 1.0 (gains of one): their products are left out.
+    ones = frozenset(name for name, _, _ in entry.consts if name not in members and
+                     type(ns.get(name)) is float and ns[name] == 1.0)
+    key = (fast.source, frozenset(members), ensemble.EXTREMA_EXACT, ones)
     hit = _compiled.get(key)
     if hit is None:
-        tr = ensemble.translate(fast.source, set(members), n_c, _owners(sim, fast))
+        tr = ensemble.translate(fast.source, set(members), n_c, _owners(sim, fast), ones)
         hit = _compiled[key] = (tr, compile(tr.source, "<cosim ensemble>", "exec"))
         while len(_compiled) > 8:
             _compiled.pop(next(iter(_compiled)))
@@ -268,7 +272,8 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
                            dict(zip(tr.names, V)), D, k_end)
         ns["_located"] = located
     columns = sim.store.columns
-    L = [[np.empty((k_end + 1, n)) for _ in cols] for cols in columns]
+    logs = MemberLogs(columns, k_end + 1, n)
+    L = (logs.blocks, logs.flush)
     ticks = [[] for _ in columns]
     # Scheduled events at tick times fire before the tick's outputs: the run is cut there
     # and each member's events fired between two calls.
@@ -282,13 +287,17 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
                 k, last = ns["advance"](k, k_fire, last, ticks, k_end, k_end + 1, V, L)
             if k_fire <= k_end:
                 located.at_tick(k_fire)
+    # The step function's globals hold it (a cycle): its arrays are freed now, not by the
+    # collector's next full pass.
+    ns.clear()
+    logs.close([len(t) for t in ticks])
     base = cfg.t0 + np.arange(0, k_end + 1, dtype=np.float64) * cfg.dt
     keyed = []
     for task, cols in enumerate(columns):
         rows = len(ticks[task])
         tk = np.asarray(ticks[task], dtype=np.intp)
         t = cfg.t0 + tk.astype(np.float64) * cfg.dt
-        keyed += [(key, L[task][col][:rows], t, tk) for key, col in cols]
+        keyed += [(key, logs.full[task][col][:, :rows], t, tk) for key, col in cols]
     out = [None] * len(overrides)
     stopped = located.stopped if located is not None else {}
     for m, j in enumerate(keep):
@@ -296,10 +305,11 @@ def run_members(sim, model, overrides: Sequence[Mapping], others: list | None = 
             # Its own run ended with the tick of its stopping event: so do its logs.
             k_stop = stopped[m]
             rows = {key: int(np.searchsorted(tk, k_stop, "right")) for key, _, _, tk in keyed}
-            out[j] = Logs({key: a[:rows[key], m:m + 1] for key, a, _, _ in keyed},
+            out[j] = Logs({key: a[m, :rows[key], None] for key, a, _, _ in keyed},
                           {key: t[:rows[key]] for key, _, t, _ in keyed}, base[:k_stop + 1])
             continue
-        out[j] = Logs({key: a[:, m:m + 1] for key, a, _, _ in keyed},
+        # (rows, 1): a member's row of the member-major logs.
+        out[j] = Logs({key: a[m, :, None] for key, a, _, _ in keyed},
                       {key: t for key, _, t, _ in keyed}, base)
     if switches is not None:
         switches[:] = [[] for _ in overrides]

@@ -66,13 +66,15 @@ class StageTranslation:
 
     def _retargets(self, body) -> None:
         """Signals computed straight into the stage derivative that is a copy of them
-        (``s6 = ...; k0_0 = s6``: the copy is dropped, ``s6`` bound to ``k0_0``'s row).
+        (``s6 = ...; k0_0 = s6``: the copy is dropped, ``s6`` bound to ``k0_0``'s row), and
+        so the signals they are copies of in turn (``s5 = ...; s6 = s5``, a gain of one:
+        ``s5`` computed into the row, ``s6`` bound to it).
 
         Only an unguarded assignment of the signal (the latest before the copy) is moved;
         ``K<i>``'s rows are written nowhere else within a step.
         """
         latest: dict = {}
-        self.retarget, self.dropped = {}, set()
+        self.retarget, self.dropped, self.bound = {}, set(), set()
 
         def walk(stmts, guarded: bool) -> None:
             for st in stmts:
@@ -89,6 +91,12 @@ class StageTranslation:
                     if src is not None and not guarded:
                         self.retarget[id(src)] = tg
                         self.dropped.add(id(st))
+                        value = times_one(src.value, self.ones)
+                        while isinstance(value, ast.Name) and latest.get(value.id):
+                            inner = latest.pop(value.id)
+                            self.retarget[id(inner)] = tg
+                            self.bound.add(id(src))
+                            src, value = inner, times_one(inner.value, self.ones)
                 elif tg in self.member and tg[0] == "s" and tg not in self.alias:
                     latest[tg] = None if guarded else st
         walk(body, False)
@@ -97,14 +105,15 @@ class StageTranslation:
         self.moved = {targets[i] for i in self.retarget}
 
 
-def times_one(node):
-    """An operand of arithmetic without a product by ``1.0`` (``h * (1.0 * k2)``, a
-    Runge-Kutta coefficient): ``1.0 * x`` is ``x`` for every float, a signalling NaN
-    aside, which the arithmetic reading it quiets either way. One call fewer."""
+def times_one(node, ones=frozenset()):
+    """A value of arithmetic without a product by ``1.0`` (``h * (1.0 * k2)``, a
+    Runge-Kutta coefficient; a gain of 1.0, a constant in ``ones``): ``1.0 * x`` is ``x``
+    for every float, a signalling NaN aside, which the arithmetic reading it quiets either
+    way. One call fewer."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
         for one, other in ((node.left, node.right), (node.right, node.left)):
-            if isinstance(one, ast.Constant) and type(one.value) is float and \
-                    one.value == 1.0:
+            if (isinstance(one, ast.Constant) and type(one.value) is float and
+                    one.value == 1.0) or (isinstance(one, ast.Name) and one.id in ones):
                 return other
     return node
 

@@ -529,3 +529,52 @@ def test_events_that_do_not_translate_run_one_by_one_saying_why():
     assert e["path"] == "one by one"
     assert "block d (TransportDelay) has no fast-path kernel; its events (floor) are " \
            "located per run" in e["reason"]
+
+
+def unit_gain():
+    """A gain ``g`` (1.0 unless swept) between a force ``f`` and a velocity's derivative,
+    ``f`` read by a second integrator too: with ``g`` one, ``f`` is computed straight into
+    the stage derivative and the gain's output bound to it."""
+    from blocks import Gain, Integrator, Sum
+    from cosim import Model
+    m = Model("unit", parameters={"g": 1.0, "k": 2.0})
+    m.add(sm.Step("ref", step_time=0.0, final=1.0), Sum("e", "+-"), Gain("kp", "=k"),
+          Sum("f", "+-"), Gain("g", "=g"), Integrator("v", 0.0), Integrator("x", 0.0),
+          Integrator("fi", 0.0))
+    m.connect("ref.out", "e.in1")
+    m.connect("x.out", "e.in2")
+    m.connect("e.out", "kp.in")
+    m.connect("kp.out", "f.in1")
+    m.connect("v.out", "f.in2", "x.in")
+    m.connect("f.out", "g.in", "fi.in")
+    m.connect("g.out", "v.in")
+    return m
+
+
+@pytest.mark.parametrize("shared, points", [
+    ({"g": 1.0}, lhs({"k": (0.5, 4.0)}, 4, seed=1)),
+    ({"g": 2.0}, lhs({"k": (0.5, 4.0)}, 4, seed=1)),
+    ({"g": 1.0}, [{"k": 1.5, "g": 1.0}, {"k": 2.5, "g": 2.0}, {"k": 0.5, "g": -1.0}])],
+    ids=["gain of one shared", "the same structure with another gain", "gain swept"])
+def test_a_gain_of_one_is_left_out_and_every_signal_is_bit_identical(shared, points):
+    """A shared gain of exactly 1.0 is no product (its input is computed into the stage
+    derivative); the same structure with another gain, run after it, is its own
+    translation; a swept gain that is one for some members is a product for all. Every
+    signal of every member is its own run's."""
+    from cosim.fastpath.ensemble_run import run_members
+    config = SimulationConfig(dt=0.01, t_end=0.5, solver="RK4",
+                              log=["e.out", "f.out", "g.out", "v.out", "x.out", "fi.out"])
+
+    def factory():
+        m = unit_gain()
+        m.parameters.update(shared)
+        return m
+    m = factory()
+    m.parameters.update(points[0])
+    sim = Simulator(m, config)
+    sim.initialize()
+    for params, mine in zip(points, run_members(sim, m, points), strict=True):
+        alone = own_run(factory, config, params)
+        assert sorted(mine) == sorted(alone)
+        for key in alone:
+            assert same_bits(mine[key], alone[key]), (shared, params, key)

@@ -1,7 +1,8 @@
 """The parts an ensemble is set up from (issue 36), each against its outside oracle: the
 members' parameter values evaluated at once against each member's own workspace evaluation,
-members' kernels lifted by the reference's template against :func:`lift`, and a lookup's
-cells kept between evaluations against cells found afresh every time."""
+members' kernels lifted by the reference's template against :func:`lift`, a lookup's
+cells kept between evaluations (a few members found alone) against cells found afresh every
+time, the members' logs kept member-major against the rows written."""
 
 import math
 import struct
@@ -128,12 +129,18 @@ def _step_function_check(cells: Cells, lefts) -> bool:
     return inside
 
 
+@pytest.mark.parametrize("gather_max", [None, 0])
 @pytest.mark.parametrize("axes", [1, 2])
-def test_cells_kept_between_evaluations_are_the_cells_found_afresh(axes):
+def test_cells_kept_between_evaluations_are_the_cells_found_afresh(axes, gather_max,
+                                                                   monkeypatch):
     """A lookup's Cells asked as the step function asks (found again only when some
-    member left its cell) hold, after every evaluation, the constants, masks and bounds of
-    a Cells that finds every member's cell afresh: inputs that stay, creep across edges,
-    land on edges, jump, and are NaN or infinite."""
+    member left its cell: those alone while they are few) hold, after every evaluation,
+    the constants, masks and bounds of a Cells that finds every member's cell afresh:
+    inputs that stay, creep across edges, land on edges, jump, and are NaN or infinite;
+    with the members' tables in one array, and slot by slot (a large table)."""
+    from cosim.fastpath import ensemble_ops
+    if gather_max is not None:
+        monkeypatch.setattr(ensemble_ops, "GATHER_MAX", gather_max)
     n, rng = 64, np.random.default_rng(7)
     thresholds = [-1.0, -0.05, -0.01, 0.0, 0.01, 0.05, 1.0]
     ops = ["_lt"] * 6 + ["_ge"]
@@ -168,3 +175,64 @@ def test_cells_kept_between_evaluations_are_the_cells_found_afresh(axes):
         assert all(a.tobytes() == b.tobytes() for a, b in zip(kept.masks, fresh.masks))
         assert kept.taken == fresh.taken
     assert 0 < found_again < 400
+
+
+@pytest.mark.parametrize("thresholds", [
+    [-1.0, -0.05, -0.01, 0.0, 0.01, 0.05, 1.0], [0.0], [-math.inf, -2.5, 3.0, math.inf]])
+def test_a_members_cell_found_alone_is_the_cell_found_with_the_others(thresholds):
+    """The cell of one member's input on Python floats (found so when a few members left
+    their cells) is the one the whole member vector's search gives: on and next to every
+    edge, at signed zeros, infinities and NaN."""
+    chain = Chain(["_lt"] * len(thresholds), thresholds, 1)
+    assert chain.lut is not None
+    xs = [math.nan, math.inf, -math.inf, 0.0, -0.0, 5e-324, -5e-324, 1e300, -1e300]
+    for v in thresholds:
+        xs += [v, math.nextafter(v, math.inf), math.nextafter(v, -math.inf)]
+    found = chain(np.array(xs), None)
+    assert [chain.cell_of(x) for x in xs] == found.tolist()
+
+
+@pytest.mark.parametrize("rows", [1, 63, 64, 65, 200])
+def test_member_logs_hold_each_members_rows_in_order(rows):
+    """What the step function writes a row at a time into a task's blocks (and flushes
+    after each block's last row), closed, is each member's column of the rows written,
+    for every task and column: rows fewer than a block, a block exactly, and beyond."""
+    from cosim.fastpath.ensemble_logs import BLOCK, MemberLogs
+    n, rng = 5, np.random.default_rng(3)
+    columns = [[("a", 0), ("b", 1)], [("c", 0)]]
+    written = {(task, col): rng.normal(size=(rows - task * rows // 2, n))
+               for task, cols in enumerate(columns) for _, col in cols}
+    logs = MemberLogs(columns, rows, n)
+    counts = []
+    for task, cols in enumerate(columns):
+        count = rows - task * rows // 2
+        for r in range(count):
+            for _, col in cols:
+                logs.blocks[task][col][r % BLOCK] = written[(task, col)][r]
+            if r % BLOCK == BLOCK - 1:
+                logs.flush(task, r)
+        counts.append(count)
+    logs.close(counts)
+    for (task, col), values in written.items():
+        kept = logs.full[task][col][:, :counts[task]]
+        assert kept.tobytes() == np.ascontiguousarray(values.T).tobytes()
+
+
+def test_the_step_size_is_made_an_array_once_where_it_is_assigned():
+    """The translated Runge-Kutta step reads the step size ``h`` (a shared value, an
+    operand of every stage) as a 0-d array made right after each assignment of ``h``,
+    not one made per call."""
+    import re
+
+    from cosim import Simulator
+    from cosim.fastpath.ensemble import translate
+    from tests.cluster import sweep_models as sm
+    sim = Simulator(sm.msd_friction(), sm.MSD_CONFIG)
+    sim.initialize()
+    tr = translate(sim.fast_path.source, {"_k36"}, sim.state.X.size)
+    lines = tr.source.splitlines()
+    assigned = [i for i, ln in enumerate(lines) if re.match(r"\s*h = ", ln)]
+    assert assigned and "_arr(h)" not in "\n".join(
+        ln for i, ln in enumerate(lines) if i - 1 not in assigned)
+    assert all(lines[i + 1].strip() == "_a_h = _arr(h)" for i in assigned)
+    assert tr.source.count("_a_h") > 2 * len(assigned)
