@@ -6,9 +6,18 @@ members): every reducer then reads one value per cache line, and every tick's ro
 memory the caches do not hold. Here the rows go into a small ``(BLOCK, N)`` buffer (kept in
 cache), copied every :data:`BLOCK` ticks into the ``(N, ticks)`` array that each member's
 log is a contiguous row of.
+
+The ``(N, ticks)`` arrays are large (80 MB for 1,000 members over 10,000 ticks) and made anew
+for every ensemble. numpy advises the kernel to back an array of 4 MB or more with huge pages;
+where the kernel then compacts memory on the fault (``transparent_hugepage/defrag`` =
+``madvise``, the common default), a process whose memory is fragmented (after many small runs,
+say: a sweep's one-by-one runs) waits ~0.13 s on that fault instead of ~0.03 s. These arrays
+are mapped without that advice (:func:`_mapped`): their faults never wait for compaction.
 """
 
 from __future__ import annotations
+
+import mmap
 
 import numpy as np
 
@@ -40,7 +49,7 @@ class MemberLogs:
     """
 
     def __init__(self, columns: list, rows: int, n: int):
-        self.full = [[np.empty((n, rows)) for _ in cols] for cols in columns]
+        self.full = [[_mapped(n, rows) for _ in cols] for cols in columns]
         self.blocks = [[np.empty((BLOCK, n)) for _ in cols] for cols in columns]
 
     def flush(self, task: int, r: int) -> None:
@@ -56,3 +65,18 @@ class MemberLogs:
         for task, count in enumerate(rows):
             if count % BLOCK:
                 self.flush(task, count - 1)
+
+
+#: Arrays from this size on are mapped by :func:`_mapped` (numpy's own threshold for its
+#: huge-page advice).
+MAPPED_FROM = 4 << 20
+
+
+def _mapped(n: int, rows: int) -> np.ndarray:
+    """An uninitialized float64 array of shape ``(n, rows)``: anonymous memory mapped on its
+    own, without huge-page advice, when large (see the module notes), else ``np.empty``."""
+    size = n * rows * 8
+    if size < MAPPED_FROM:
+        return np.empty((n, rows))
+    # (the array holds the map: unmapped when the last view of it goes)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=np.float64).reshape(n, rows)

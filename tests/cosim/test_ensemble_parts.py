@@ -192,13 +192,16 @@ def test_a_members_cell_found_alone_is_the_cell_found_with_the_others(thresholds
     assert [chain.cell_of(x) for x in xs] == found.tolist()
 
 
-@pytest.mark.parametrize("rows", [1, 63, 64, 65, 200])
-def test_member_logs_hold_each_members_rows_in_order(rows):
+@pytest.mark.parametrize("rows, n", [(1, 5), (63, 5), (64, 5), (65, 5), (200, 5),
+                                     (1100, 700)])
+def test_member_logs_hold_each_members_rows_in_order(rows, n):
     """What the step function writes a row at a time into a task's blocks (and flushes
     after each block's last row), closed, is each member's column of the rows written,
-    for every task and column: rows fewer than a block, a block exactly, and beyond."""
-    from cosim.fastpath.ensemble_logs import BLOCK, MemberLogs
-    n, rng = 5, np.random.default_rng(3)
+    for every task and column: rows fewer than a block, a block exactly, and beyond; and
+    logs large enough to be mapped on their own (MAPPED_FROM)."""
+    from cosim.fastpath.ensemble_logs import BLOCK, MAPPED_FROM, MemberLogs
+    rng = np.random.default_rng(3)
+    assert (n * rows * 8 >= MAPPED_FROM) == (n == 700)
     columns = [[("a", 0), ("b", 1)], [("c", 0)]]
     written = {(task, col): rng.normal(size=(rows - task * rows // 2, n))
                for task, cols in enumerate(columns) for _, col in cols}
