@@ -1,0 +1,197 @@
+"""The macro-step engine and the compiled exchange against the protocol path, bit for bit, on
+random models (:mod:`tests.cosim.random_models`): what a fixed list of hand-built models hides.
+
+Each draw is a model (2–6 atomic units at their own steps and solvers, discrete-only units,
+vector signals, top-level blocks between the units, chains, rings, fans, algebraic loops
+through feedthrough units and held outputs) and a configuration (scheme, extrapolation,
+feedthrough mode, coupling iteration and its acceleration, adaptive H, log and checkpoint
+strides, Gauss–Seidel order, start time, a short last step). It runs through the protocol's
+separate requests (``CosimConfig(engine=False, compiled=False)``, the reference), through the
+engine (``compiled=False``; windows of macro steps on or off) and through the compiled
+exchange (the default), and every logged sample and its time, every step record, the
+statistics, the end time, every unit's final outputs — or the error, where the reference
+fails — must be the same.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
+
+from cosim.errors import CosimError
+from blocks import Gain, Sine, Sum
+from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
+from cosim.master.cosimulation import CoSimulation
+from cosim.master.engine import Engine
+from tests.cosim.random_models import build, configs, fed_from_outside, models
+from tests.cosim.test_engine import assert_identical
+
+#: Paths to the reference: CosimConfig options (and windows of the engine on or off).
+PATHS = {"engine": dict(compiled=False), "engine-windows": dict(compiled=False),
+         "compiled": dict()}
+REFERENCE = dict(engine=False, compiled=False)
+
+
+def outcome(spec, config, windows=None):
+    """Run ``spec`` under ``config``: (logs, step records, statistics), the error (type and
+    text, or None), the end time and every unit's final outputs. ``windows``: force the
+    engine's windows of macro steps on or off (None: the engine decides)."""
+    try:
+        sim = CoSimulation(build(spec), config)
+    except CosimError as err:        # (a model the co-simulation refuses: every path alike)
+        event(f"refused: {type(err).__name__}")
+        return (None, (type(err).__name__, str(err)), None, {})
+    patch = mock.patch.object(Engine, "gains", lambda self: windows) if windows is not None \
+        else mock.patch.object(Engine, "gains", Engine.gains)
+    try:
+        with patch, warnings.catch_warnings():
+            warnings.simplefilter("ignore")         # (couplings run without iteration)
+            try:
+                sim.run()
+                error = None
+            except CosimError as err:
+                error = (type(err).__name__, str(err))
+        m = sim.master
+        event(f"{config.cosim.engine and 'engine' or 'reference'}: "
+              f"{'error ' + error[0] if error else 'ran'}, "
+              f"{len(getattr(m, 'couplings', ()))} coupling(s), "
+              f"{'compiled' if getattr(m, 'compiled', None) and m.compiled.steps else 'not compiled'}")
+        return ((m.logs, list(m.step_log), dict(m.stats)), error, sim.t,
+                {k: v.copy() for k, v in m.values.items()})
+    finally:
+        sim.close()
+
+
+def with_cosim(config, **options):
+    return replace(config, cosim=replace(config.cosim, **options))
+
+
+def assert_same_as_reference(spec, config, paths=PATHS):
+    """Every path of ``paths`` gives the reference's outcome for ``spec`` under ``config``."""
+    ref = outcome(spec, with_cosim(config, **REFERENCE))
+    # (a loop the generator could not give one rate: a top-level hold inside it)
+    assume(not (ref[1] and ref[1][0] == "CompileError" and (
+        "couples atomic subsystems" in ref[1][1] or "mixes sample times" in ref[1][1])))
+    for path, options in paths.items():
+        windows = {"engine": False, "engine-windows": True}.get(path)
+        got = outcome(spec, with_cosim(config, **options), windows)
+        assert got[1] == ref[1], path
+        if ref[0] is None:
+            assert got[0] is None, path
+            continue
+        assert_identical(got[0], ref[0])
+        assert got[2] == ref[2], path
+        assert got[3].keys() == ref[3].keys(), path
+        for key in ref[3]:
+            np.testing.assert_array_equal(got[3][key], ref[3][key], err_msg=f"{path} {key}",
+                                          strict=True)
+
+
+SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.filter_too_much])
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.data())
+def test_random_models_engine_and_compiled_are_the_protocol_path(data):
+    spec = data.draw(models(), label="model")
+    assert_same_as_reference(spec, data.draw(configs(spec), label="config"))
+
+
+@pytest.mark.slow
+@settings(max_examples=1500, **SETTINGS)
+@given(st.data())
+def test_many_random_models_engine_and_compiled_are_the_protocol_path(data):
+    spec = data.draw(models(), label="model")
+    assert_same_as_reference(spec, data.draw(configs(spec), label="config"))
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(st.data())
+def test_random_discrete_models_are_their_monolithic_run(data):
+    """The outside oracle where the co-simulation is exact (docs/cosim-semantics.md): every
+    unit discrete at the macro step, couplings resolved and iterated — Jacobi and
+    Gauss–Seidel at every extrapolation order give the monolithic run of the same model (to
+    the iteration's tolerance where a loop is solved). Loops fed from outside are left out
+    (an open defect: see the xfail below)."""
+    from cosim import Simulator
+    spec = data.draw(models(max_units=4, discrete=True), label="model")
+    # (a loop fed from outside lags one macro step: the open defect of
+    # test_a_coupling_sees_its_outside_inputs_at_the_macro_point)
+    assume(not fed_from_outside(spec))
+    config = data.draw(configs(spec, adaptive=False), label="config")
+    config = with_cosim(config, feedthrough="resolve", iterate=True, tolerance=1e-13,
+                        on_nonconvergence="raise", acceleration="anderson", relaxation=1.0)
+    mono = Simulator(build(spec), replace(config, cosim=None, tolerance_fpi=1e-14)).run()
+    (logs, _, _), error, _, _ = outcome(spec, config)
+    assert error is None
+    keys = [k for k in mono if k in logs]
+    assert keys
+    for key in keys:
+        np.testing.assert_array_equal(logs.time_of(key), mono.time_of(key), err_msg=key)
+        np.testing.assert_allclose(logs[key], mono[key], rtol=1e-10, atol=1e-11,
+                                   err_msg=key)
+
+
+# -- defects the random models found ------------------------------------------------------
+
+def coupling_fed_from_outside(H=0.01):
+    """Found by :func:`test_random_discrete_models_are_their_monolithic_run` (shrunk): unit
+    a, ``y_a = 0.5 u``, and unit b, ``y_b = -0.5 (v + w)``, both discrete at H, coupled
+    (``u = y_b``, ``v = y_a``); b's other input ``w = sin(2 pi 2.3 t + 0.4)`` comes from a
+    top-level Sine, a held output (discrete at H). The loop's solution is
+    ``y_b = -0.4 w``, ``y_a = 0.5 y_b`` at every sample."""
+    m = Model("outside")
+    a = Subsystem("a", atomic=True, dt=H)
+    a.add(Inport("u"), Gain("g", 0.5), Outport("y"))
+    a.connect("u.out", "g.in")
+    a.connect("g.out", "y.in")
+    b = Subsystem("b", atomic=True, dt=H)
+    b.add(Inport("v"), Inport("w"), Sum("s", "++"), Gain("g", -0.5), Outport("y"))
+    b.connect("v.out", "s.in1")
+    b.connect("w.out", "s.in2")
+    b.connect("s.out", "g.in")
+    b.connect("g.out", "y.in")
+    m.add(a, b, Sine("w", frequency=2.3, phase=0.4))
+    m.connect("a.y", "b.v")
+    m.connect("b.y", "a.u")
+    m.connect("w.out", "b.w")
+    return m
+
+
+@pytest.mark.xfail(strict=True, reason="open defect of the protocol path (and so of every "
+                   "path): a coupling's outputs at T+H use its outside inputs' values at T, "
+                   "one macro step late")
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+def test_a_coupling_sees_its_outside_inputs_at_the_macro_point(scheme):
+    """docs/cosim-semantics.md: discrete units sampling at the macro step, driven by held
+    sources, with an iterated coupling, co-simulate to exactly the monolithic run. Found:
+    the coupling's outputs at T+H are solved with the top-level sine's value at T (its
+    units are stepped and iterated, never refreshed with the inputs exchanged at T+H), so
+    they lag the loop's solution by one macro step (0.19 at t = 0.01 here); so does b's
+    logged input w. The same on the protocol path, the engine and the compiled exchange."""
+    from cosim import Simulator
+    H = 0.01
+    config = SimulationConfig(dt=H, t_end=0.1, cosim=CosimConfig(H=H, scheme=scheme,
+                                                                 tolerance=1e-13))
+    mono = Simulator(coupling_fed_from_outside(), replace(config, cosim=None,
+                                                          tolerance_fpi=1e-14)).run()
+    t = mono.time_of("b.y")
+    w = np.sin(2 * np.pi * 2.3 * t + 0.4)
+    np.testing.assert_allclose(mono["b.y"][:, 0], -0.4 * w, rtol=1e-12, atol=1e-13)
+    for engine in (False, True):
+        sim = CoSimulation(coupling_fed_from_outside(), with_cosim(
+            config, engine=engine, compiled=engine))
+        try:
+            logs = sim.run()
+        finally:
+            sim.close()
+        np.testing.assert_allclose(logs["b/w.out"][:, 0], w, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(logs["b.y"][:, 0], -0.4 * w, rtol=1e-12, atol=1e-13)
