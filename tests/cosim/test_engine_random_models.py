@@ -63,7 +63,7 @@ def outcome(spec, config, windows=None):
               f"{len(getattr(m, 'couplings', ()))} coupling(s), "
               f"{'compiled' if getattr(m, 'compiled', None) and m.compiled.steps else 'not compiled'}")
         return ((m.logs, list(m.step_log), dict(m.stats)), error, sim.t,
-                {k: v.copy() for k, v in m.values.items()})
+                {k: v.copy() for k, v in getattr(m, "values", {}).items()})
     finally:
         sim.close()
 
@@ -195,3 +195,41 @@ def test_a_coupling_sees_its_outside_inputs_at_the_macro_point(scheme):
             sim.close()
         np.testing.assert_allclose(logs["b/w.out"][:, 0], w, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(logs["b.y"][:, 0], -0.4 * w, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@settings(max_examples=6, **SETTINGS)
+@given(st.data())
+def test_random_models_on_zmq_are_the_protocol_path(data):
+    """The engine over the wire (real server processes: a process each, or the units shared
+    between two; the top-level blocks beside the master or in a process of their own)."""
+    spec = data.draw(models(max_units=4), label="model")
+    config = data.draw(configs(spec), label="config")
+    placement = data.draw(st.sampled_from([{}, {"processes": 2}, {"units": {
+        "main": {"process": "glue"}}}]), label="placement")
+    if "units" in placement and not spec.top:
+        placement = {}
+    assert_same_as_reference(spec, config, {"zmq": dict(backend="zmq", **placement)})
+
+
+def test_a_block_made_with_blocks_own_arguments_is_written_and_rebuilt():
+    """Found by :func:`test_random_models_on_zmq_are_the_protocol_path`: a unit holding a
+    ZeroOrderHold could not run in a server process ("ZeroOrderHold was not built through
+    its constructor; its parameters are unknown"): a block class without an ``__init__``
+    of its own (ZeroOrderHold, Abs, Clock, Terminator) recorded no specification, so the
+    unit could not be written as the model file its server rebuilds it from."""
+    from blocks import Abs, Clock
+    from blocks.discrete import ZeroOrderHold
+    from blocks.sinks import Terminator
+    from cosim.modelfile import dump_model, load_model
+    m = Model("own")
+    m.add(Sine("s"), ZeroOrderHold("h", sample_time=0.02), Abs("a"), Clock("c"),
+          Terminator("t"))
+    m.connect("s.out", "h.in")
+    m.connect("h.out", "a.in")
+    m.connect("a.out", "t.in")
+    back = load_model(dump_model(m))
+    assert [(type(b).__name__, b.name) for b in back.blocks] == \
+        [(type(b).__name__, b.name) for b in m.blocks]
+    assert back["h"].sample_time == 0.02
