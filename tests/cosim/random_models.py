@@ -113,20 +113,24 @@ def _follows(spec: ModelSpec, ref) -> set:
     return {(ref[1], ref[2])} if ref[0] == "u" else _top_signals(spec)[ref[1]]
 
 
-def coupled_groups(spec: ModelSpec) -> list[tuple[set, bool]]:
-    """Sets of units in one algebraic loop (strongly connected through outputs that follow
-    their units' inputs directly), each with whether the loop passes through top-level
-    blocks (then the top-level blocks' unit is in it)."""
+def coupled_groups(spec: ModelSpec, ports: bool = True) -> list[tuple[set, bool]]:
+    """Sets of units in one algebraic loop, each with whether the loop passes through
+    top-level blocks (then the top-level blocks' unit is in it). ``ports``: strongly
+    connected through outputs that follow their units' inputs directly (the master's
+    couplings); else through units with any such output, whichever input and output (the
+    monolithic compile's view of an atomic subsystem, which refuses such a loop of units
+    at different steps)."""
     n = len(spec.units)
     edges = {k: set() for k in range(n)}        # unit -> units its direct outputs feed
     via_top = set()                             # (k, v) through top-level blocks
     for v, unit in enumerate(spec.units):
         dep, _ = _unit_signals(unit)
+        direct = [i for i in range(unit.n_in) if not ports and _direct_outputs(spec, v)]
         for j, (ref, _) in enumerate(unit.outputs):
-            for i in dep[ref]:
+            for i in (dep[ref] if ports else direct):
                 for (k, _o) in _follows(spec, spec.drivers[v][i]):
                     # output o of unit k drives input i of v, which output j of v follows
-                    if _o in _direct_outputs(spec, k):
+                    if not ports or _o in _direct_outputs(spec, k):
                         edges[k].add(v)
                         if spec.drivers[v][i][0] == "t":
                             via_top.add((k, v))
@@ -213,12 +217,18 @@ def units(draw, width: int, divs=(1, 2, 3, 4), solvers=("RK4", "Euler", None)):
     blocks = [replace(b, inputs=(draw(st.sampled_from(pool)),)) if b.kind in STATES else b
               for b in blocks]
     n_out = draw(st.integers(1, 2))
-    draft = UnitSpec(div, solver, n_in, tuple(blocks), ())
-    _, lip = _unit_signals(draft)
-    outputs = []
+    own = [("b", i) for i, b in enumerate(blocks) if b.kind in STATES + SOURCES]
+    refs = []
     for _ in range(n_out):
         ref = draw(st.sampled_from(pool))
-        outputs.append((ref, draw(_scales) / max(1.0, lip[ref])))
+        if own and draw(st.booleans()):
+            # the output follows the inputs and the unit's own states or sources
+            blocks.append(BlockSpec("sum", (ref, draw(st.sampled_from(own))), 1.0, "++"))
+            ref = ("b", len(blocks) - 1)
+        refs.append(ref)
+    draft = UnitSpec(div, solver, n_in, tuple(blocks), ())
+    _, lip = _unit_signals(draft)
+    outputs = [(ref, draw(_scales) / max(1.0, lip[ref])) for ref in refs]
     return replace(draft, outputs=tuple(outputs))
 
 
@@ -228,7 +238,10 @@ def models(draw, max_units: int = 6, discrete: bool = False):
     ``H`` and no continuous top-level block (a model whose co-simulation is exact)."""
     width = draw(st.sampled_from([1, 1, 2]))
     n = draw(st.integers(2, max_units))
-    us = [draw(units(width, (1,), (None,)) if discrete else units(width)) for _ in range(n)]
+    # (units all faster than H in some draws: a grid an adaptive H can shrink to)
+    divs = (1,) if discrete else draw(st.sampled_from([(1, 2, 3, 4), (1, 2, 3, 4), (2, 4)]))
+    us = [draw(units(width, divs, (None,)) if discrete else units(width, divs))
+          for _ in range(n)]
     outs = [("u", k, j) for k, u in enumerate(us) for j in range(len(u.outputs))]
     # top-level blocks: sources, states and blocks between the units
     top: list = []
@@ -275,7 +288,7 @@ def same_steps_in_couplings(spec: ModelSpec) -> ModelSpec:
     through top-level blocks (which run at the base step) makes its units' step the base
     step: every other unit's step becomes a multiple of it."""
     us = list(spec.units)
-    groups = coupled_groups(spec)
+    groups = coupled_groups(spec, ports=False)
     for g, _ in groups:
         div = us[min(g)].div
         for k in g:
@@ -378,6 +391,7 @@ def configs(draw, spec: ModelSpec, adaptive: bool = True) -> SimulationConfig:
                 relaxation=draw(st.sampled_from([1.0, 1.0, 0.8])),
                 tolerance=draw(st.sampled_from([1e-10, 1e-12])),
                 on_nonconvergence=draw(st.sampled_from(["raise", "continue"])),
+                max_iterations=draw(st.sampled_from([50, 50, 3])),
                 iterate=draw(st.sampled_from([True, True, True, False])),
                 log_every=draw(st.integers(1, 12)),
                 checkpoint_every=draw(st.sampled_from([None, None, 3, 7])))
@@ -388,7 +402,7 @@ def configs(draw, spec: ModelSpec, adaptive: bool = True) -> SimulationConfig:
     if adaptive and grid < TICKS and draw(st.booleans()):
         opts.update(adaptive=True, rtol=draw(st.sampled_from([1e-3, 1e-6])), atol=1e-8,
                     H_min=grid * H / TICKS, H_max=H)
-    steps = draw(st.integers(3, 30))
+    steps = draw(st.sampled_from([3, 7, 18, 33]))        # (windows hold up to 16 steps)
     extra = draw(st.integers(0, TICKS // grid - 1)) * grid
     t0 = draw(st.sampled_from([0.0, 0.0, 0.3]))
     dt = base_step(spec)

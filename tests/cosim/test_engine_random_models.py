@@ -38,10 +38,11 @@ PATHS = {"engine": dict(compiled=False), "engine-windows": dict(compiled=False),
 REFERENCE = dict(engine=False, compiled=False)
 
 
-def outcome(spec, config, windows=None):
+def outcome(spec, config, windows=None, pause=None):
     """Run ``spec`` under ``config``: (logs, step records, statistics), the error (type and
     text, or None), the end time and every unit's final outputs. ``windows``: force the
-    engine's windows of macro steps on or off (None: the engine decides)."""
+    engine's windows of macro steps on or off (None: the engine decides); ``pause``: run to
+    this time first, then on to the end."""
     try:
         sim = CoSimulation(build(spec), config)
     except CosimError as err:        # (a model the co-simulation refuses: every path alike)
@@ -53,6 +54,8 @@ def outcome(spec, config, windows=None):
         with patch, warnings.catch_warnings():
             warnings.simplefilter("ignore")         # (couplings run without iteration)
             try:
+                if pause is not None:
+                    sim.run(t_end=pause)
                 sim.run()
                 error = None
             except CosimError as err:
@@ -72,15 +75,16 @@ def with_cosim(config, **options):
     return replace(config, cosim=replace(config.cosim, **options))
 
 
-def assert_same_as_reference(spec, config, paths=PATHS):
-    """Every path of ``paths`` gives the reference's outcome for ``spec`` under ``config``."""
-    ref = outcome(spec, with_cosim(config, **REFERENCE))
+def assert_same_as_reference(spec, config, paths=PATHS, pause=None):
+    """Every path of ``paths`` gives the reference's outcome for ``spec`` under ``config``
+    (each run to ``pause`` first, if given)."""
+    ref = outcome(spec, with_cosim(config, **REFERENCE), pause=pause)
     # (a loop the generator could not give one rate: a top-level hold inside it)
     assume(not (ref[1] and ref[1][0] == "CompileError" and (
         "couples atomic subsystems" in ref[1][1] or "mixes sample times" in ref[1][1])))
     for path, options in paths.items():
         windows = {"engine": False, "engine-windows": True}.get(path)
-        got = outcome(spec, with_cosim(config, **options), windows)
+        got = outcome(spec, with_cosim(config, **options), windows, pause)
         assert got[1] == ref[1], path
         if ref[0] is None:
             assert got[0] is None, path
@@ -102,15 +106,22 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=True,
 @given(st.data())
 def test_random_models_engine_and_compiled_are_the_protocol_path(data):
     spec = data.draw(models(), label="model")
-    assert_same_as_reference(spec, data.draw(configs(spec), label="config"))
+    config = data.draw(configs(spec), label="config")
+    assert_same_as_reference(spec, config, pause=data.draw(pauses(config), label="pause"))
+
+
+def pauses(config):
+    """None, or a macro point inside the run to stop at and continue from."""
+    steps = int((config.t_end - config.t0) / config.cosim.H)
+    return st.sampled_from([None, None] + ([config.t0 + (steps // 2) * config.cosim.H]
+                                           if steps > 2 else []))
 
 
 @pytest.mark.slow
 @settings(max_examples=1500, **SETTINGS)
 @given(st.data())
 def test_many_random_models_engine_and_compiled_are_the_protocol_path(data):
-    spec = data.draw(models(), label="model")
-    assert_same_as_reference(spec, data.draw(configs(spec), label="config"))
+    test_random_models_engine_and_compiled_are_the_protocol_path.hypothesis.inner_test(data)
 
 
 @settings(max_examples=80, **SETTINGS)
