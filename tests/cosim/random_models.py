@@ -381,9 +381,10 @@ def base_step(spec: ModelSpec) -> float:
 @st.composite
 def configs(draw, spec: ModelSpec, adaptive: bool = True) -> SimulationConfig:
     """A SimulationConfig co-simulating ``spec``: scheme, extrapolation, feedthrough mode,
-    coupling iteration (acceleration, relaxation, tolerance, what non-convergence does),
-    adaptive H, log and checkpoint strides, Gauss–Seidel order, start and end times (a last
-    macro step shorter than H where the units' common grid allows)."""
+    coupling iteration (acceleration, relaxation, tolerance, iterations allowed, what
+    non-convergence does), adaptive H, log and checkpoint strides, Gauss–Seidel order,
+    start and end times (a last macro step shorter than H where the units' common grid
+    allows), the main solver, generated code or the interpreter, a log selection."""
     scheme = draw(st.sampled_from(["jacobi", "gauss-seidel"]))
     opts = dict(scheme=scheme, extrapolation=draw(st.integers(0, 2)),
                 feedthrough=draw(st.sampled_from(["resolve", "resolve", "delay"])),
@@ -408,4 +409,7 @@ def configs(draw, spec: ModelSpec, adaptive: bool = True) -> SimulationConfig:
     dt = base_step(spec)
     return SimulationConfig(dt=dt, t0=t0, t_end=t0 + (steps * TICKS + extra) * H / TICKS,
                             solver=draw(st.sampled_from(["RK4", "Euler"])),
+                            # (the interpreter in every unit: no generated code anywhere)
+                            fast=draw(st.sampled_from([True, True, True, False])),
+                            log=draw(st.sampled_from([None, None, ("u0.y0", "u1/o0.out")])),
                             cosim=CosimConfig(H=H, **opts))
