@@ -233,13 +233,13 @@ def units(draw, width: int, divs=(1, 2, 3, 4), solvers=("RK4", "Euler", None)):
 
 
 @st.composite
-def models(draw, max_units: int = 6, discrete: bool = False):
-    """A :class:`ModelSpec` (see the module docstring); ``discrete``: every unit discrete at
-    ``H`` and no continuous top-level block (a model whose co-simulation is exact)."""
+def models(draw, max_units: int = 6, at_H: bool = False, discrete: bool = False):
+    """A :class:`ModelSpec` (see the module docstring); ``at_H``: every unit steps at
+    ``H``; ``discrete``: every unit discrete, and no continuous top-level block."""
     width = draw(st.sampled_from([1, 1, 2]))
     n = draw(st.integers(2, max_units))
     # (units all faster than H in some draws: a grid an adaptive H can shrink to)
-    divs = (1,) if discrete else draw(st.sampled_from([(1, 2, 3, 4), (1, 2, 3, 4), (2, 4)]))
+    divs = (1,) if at_H else draw(st.sampled_from([(1, 2, 3, 4), (1, 2, 3, 4), (2, 4)]))
     us = [draw(units(width, divs, (None,)) if discrete else units(width, divs))
           for _ in range(n)]
     outs = [("u", k, j) for k, u in enumerate(us) for j in range(len(u.outputs))]
