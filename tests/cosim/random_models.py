@@ -143,22 +143,6 @@ def coupled_groups(spec: ModelSpec, ports: bool = True) -> list[tuple[set, bool]
     return groups
 
 
-def fed_from_outside(spec: ModelSpec) -> bool:
-    """Whether a unit of an algebraic loop has an input that does not come from the loop's
-    own outputs alone (through top-level blocks without sources or states), or the loop
-    passes through top-level blocks that read a source or state: a value from outside
-    the loop that changes at the macro point."""
-    def inside(ref, g):
-        if ref[0] == "u":
-            return ref[1] in g
-        b = spec.top[ref[1]]
-        return b.kind in DIRECT and all(inside(r, g) for r in b.inputs)
-    for g, _ in coupled_groups(spec):
-        if not all(inside(r, g) for v in g for r in spec.drivers[v]):
-            return True
-    return False
-
-
 def _direct_outputs(spec: ModelSpec, k: int) -> set:
     unit = spec.units[k]
     dep, _ = _unit_signals(unit)
