@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from cosim.errors import CompileError, CosimError
 from blocks import Constant, Gain, Sine, Sum
+from blocks.continuous import Integrator
 from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
 from cosim.master.cosimulation import CoSimulation
 from cosim.master.engine import Engine
@@ -358,4 +359,38 @@ def test_a_unit_reading_its_own_output_runs_on_zmq(scheme):
     ref = outcome(reads_itself(H), with_cosim(config, **REFERENCE))
     got = outcome(reads_itself(H), with_cosim(config, backend="zmq"))
     assert ref[1] is None and got[1] is None
+    assert_identical(got[0], ref[0])
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_top_level_blocks_in_a_process_of_their_own_read_vectors():
+    """Found by :func:`test_random_models_on_zmq_are_the_protocol_path` (shrunk): a unit's
+    2-vector output read by a top-level Gain, the top-level blocks placed in a server
+    process (``units={"main": {"process": ...}}``). Before: CompileError "link u.y ->
+    main.u__y: shapes differ ((2,) vs (1,))": the top-level unit's Inport got its shape as
+    an attribute after it was made, so the server, rebuilding the unit from its
+    constructor arguments, made it of shape (1,)."""
+    H = 0.01
+
+    def model():
+        m = Model("vector_glue")
+        u = Subsystem("u", atomic=True, dt=H, solver="RK4")
+        u.add(Constant("c", [1.0, -2.0]), Integrator("x", [0.5, 0.25]), Outport("y"))
+        u.connect("c.out", "x.in")
+        u.connect("x.out", "y.in")
+        v = Subsystem("v", atomic=True, dt=H)
+        v.add(Inport("u", shape=(2,)), Gain("g", -0.75), Outport("y"))
+        v.connect("u.out", "g.in")
+        v.connect("g.out", "y.in")
+        m.add(u, v, Gain("t", -0.9))
+        m.connect("u.y", "t.in", "v.u")
+        return m
+
+    config = SimulationConfig(dt=H, t_end=10 * H, cosim=CosimConfig(H=H))
+    ref = outcome(model(), with_cosim(config, **REFERENCE))
+    got = outcome(model(), with_cosim(config, backend="zmq",
+                                      units={"main": {"process": "glue"}}))
+    assert ref[1] is None and got[1] is None
+    assert ref[0][0]["t.out"].shape == (11, 2)
     assert_identical(got[0], ref[0])
