@@ -261,6 +261,17 @@ def test_random_models_on_zmq_are_the_protocol_path(data):
     assert_same_as_reference(spec, config, {"zmq": dict(backend="zmq", **placement)})
 
 
+@pytest.mark.slow
+@pytest.mark.cluster
+@settings(max_examples=6, **SETTINGS)
+@given(st.data())
+def test_random_models_on_ray_are_the_protocol_path(ray_session, data):
+    """The engine over Ray's data plane (real local Ray, an actor per unit)."""
+    spec = data.draw(models(max_units=3), label="model")
+    assert_same_as_reference(spec, data.draw(configs(spec), label="config"),
+                             {"ray": dict(backend="ray")})
+
+
 def test_a_block_made_with_blocks_own_arguments_is_written_and_rebuilt():
     """Found by :func:`test_random_models_on_zmq_are_the_protocol_path`: a unit holding a
     ZeroOrderHold could not run in a server process ("ZeroOrderHold was not built through
