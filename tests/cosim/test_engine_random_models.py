@@ -24,10 +24,10 @@ import pytest
 from hypothesis import HealthCheck, assume, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from cosim.errors import CompileError, CosimError
 from blocks import Constant, Gain, Sine, Sum
 from blocks.continuous import Integrator
 from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
+from cosim.errors import CompileError, CosimError
 from cosim.master.cosimulation import CoSimulation
 from cosim.master.engine import Engine
 from tests.cosim.random_models import ModelSpec, build, configs, coupled_groups, models
@@ -40,10 +40,10 @@ REFERENCE = dict(engine=False, compiled=False)
 
 
 def outcome(spec, config, windows=None, pause=None):
-    """Run ``spec`` (a ModelSpec, or a Model) under ``config``: (logs, step records, statistics), the error (type and
-    text, or None), the end time and every unit's final outputs. ``windows``: force the
-    engine's windows of macro steps on or off (None: the engine decides); ``pause``: run to
-    this time first, then on to the end."""
+    """Run ``spec`` (a ModelSpec, or a Model) under ``config``: (logs, step records,
+    statistics), the error (type and text, or None), the end time and every unit's final
+    outputs. ``windows``: force the engine's windows of macro steps on or off (None: the
+    engine decides); ``pause``: run to this time first, then on to the end."""
     try:
         sim = CoSimulation(build(spec) if isinstance(spec, ModelSpec) else spec, config)
     except CosimError as err:        # (a model the co-simulation refuses: every path alike)
@@ -62,10 +62,11 @@ def outcome(spec, config, windows=None, pause=None):
             except CosimError as err:
                 error = (type(err).__name__, str(err))
         m = sim.master
+        compiled = getattr(m, "compiled", None)         # (None before an initialize failed)
         note(f"{config.cosim.engine and 'engine' or 'reference'}: "
-              f"{'error ' + error[0] if error else 'ran'}, "
-              f"{len(getattr(m, 'couplings', ()))} coupling(s), "
-              f"{'compiled' if getattr(m, 'compiled', None) and m.compiled.steps else 'not compiled'}")
+             f"{'error ' + error[0] if error else 'ran'}, "
+             f"{len(getattr(m, 'couplings', ()))} coupling(s), "
+             f"{'compiled' if compiled and compiled.steps else 'not compiled'}")
         return ((m.logs, list(m.step_log), dict(m.stats)), error, sim.t,
                 {k: v.copy() for k, v in getattr(m, "values", {}).items()})
     finally:
@@ -125,6 +126,7 @@ SETTINGS = dict(deadline=None, derandomize=True, database=None, print_blob=True,
 @settings(max_examples=250, **SETTINGS)
 @given(st.data())
 def test_random_models_engine_and_compiled_are_the_protocol_path(data):
+    """See the module notes; some runs stop half-way and go on (``run(t_end=...)``)."""
     spec = data.draw(models(), label="model")
     config = data.draw(configs(spec), label="config")
     assert_same_as_reference(spec, config, pause=data.draw(pauses(config), label="pause"))
@@ -141,6 +143,7 @@ def pauses(config):
 @settings(max_examples=2000, **SETTINGS)
 @given(st.data())
 def test_many_random_models_engine_and_compiled_are_the_protocol_path(data):
+    """The same with many more draws (opt-in: slow)."""
     test_random_models_engine_and_compiled_are_the_protocol_path.hypothesis.inner_test(data)
 
 
