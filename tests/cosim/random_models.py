@@ -8,7 +8,9 @@ draw that hypothesis shrank can be pasted into a regression test) and built by
 step, Integrator, Constant, Sine), with outputs that do or do not follow the unit's inputs
 directly; scalar or vector signals; top-level blocks between the units (sources, gains, sums,
 holds, states) fed by and feeding units; the units wired as chains, rings, fans or at random,
-so that algebraic loops through feedthrough units (held discrete outputs among them) occur.
+so that algebraic loops through feedthrough units (held discrete outputs among them) occur;
+in some draws a scheduled event of the top-level blocks off the macro grid, which may stop
+the run.
 
 Every output of a unit that follows its inputs is scaled so that its Lipschitz constant in
 the max norm of the unit's inputs is at most 0.75, and no top-level path from the units'
@@ -28,6 +30,7 @@ from hypothesis import strategies as st
 from blocks import Constant, Gain, Mux, Saturation, Sine, Sum, UnitDelay, ZeroOrderHold
 from blocks.continuous import Integrator
 from cosim import CosimConfig, Inport, Model, Outport, SimulationConfig, Subsystem
+from cosim.model.events import Scheduled
 
 #: Macro step (s) of every drawn model.
 H = 0.01
@@ -71,13 +74,16 @@ class UnitSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model: signals of ``width`` elements, its ``units``, its ``top``-level blocks and,
-    per unit, the driver of each input (a top-level signal reference)."""
+    """A model: signals of ``width`` elements, its ``units``, its ``top``-level blocks,
+    per unit the driver of each input (a top-level signal reference), and the times of a
+    scheduled event of the top-level blocks (``stop``: it stops the run)."""
 
     width: int
     units: tuple
     top: tuple
     drivers: tuple
+    events: tuple = ()
+    stop: bool = False
 
 
 # -- what follows what --------------------------------------------------------------------
@@ -263,7 +269,13 @@ def models(draw, max_units: int = 6, at_H: bool = False, discrete: bool = False)
         elif ins and shape == "fan" and top:
             ins[0] = ("t", 0)
         drivers.append(tuple(ins))
-    spec = ModelSpec(width, tuple(us), tuple(top), tuple(drivers))
+    events, stop = (), False
+    if top and draw(st.integers(0, 3)) == 0:
+        # (off the macro grid: an adaptive macro step ends there)
+        events = tuple(draw(st.lists(st.sampled_from([0.0125, 0.04, 0.1175]), min_size=1,
+                                     max_size=2, unique=True)))
+        stop = draw(st.booleans())
+    spec = ModelSpec(width, tuple(us), tuple(top), tuple(drivers), events, stop)
     return same_steps_in_couplings(spec)
 
 
@@ -351,6 +363,8 @@ def build(spec: ModelSpec) -> Model:
     for k, ins in enumerate(spec.drivers):
         for j, r in enumerate(ins):
             m.connect(outer(r), f"u{k}.in{j}")
+    if spec.events:
+        m.add_event(Scheduled("ev", times=spec.events, stop=spec.stop))
     return m
 
 

@@ -3,9 +3,11 @@ random models (:mod:`tests.cosim.random_models`): what a fixed list of hand-buil
 
 Each draw is a model (2–6 atomic units at their own steps and solvers, discrete-only units,
 vector signals, top-level blocks between the units, chains, rings, fans, algebraic loops
-through feedthrough units and held outputs) and a configuration (scheme, extrapolation,
-feedthrough mode, coupling iteration and its acceleration, adaptive H, log and checkpoint
-strides, Gauss–Seidel order, start time, a short last step). It runs through the protocol's
+through feedthrough units and held outputs, scheduled events that may stop the run) and a
+configuration (scheme, extrapolation, feedthrough mode, coupling iteration and its
+acceleration, adaptive H, log and checkpoint strides, Gauss–Seidel order, start time, a
+short last step, generated code or the interpreter, a log selection; a run stopped half-way
+and continued). It runs through the protocol's
 separate requests (``CosimConfig(engine=False, compiled=False)``, the reference), through the
 engine (``compiled=False``; windows of macro steps on or off) and through the compiled
 exchange (the default), and every logged sample and its time, every step record, the
