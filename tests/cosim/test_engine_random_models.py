@@ -410,3 +410,28 @@ def test_top_level_blocks_in_a_process_of_their_own_read_vectors():
     assert ref[1] is None and got[1] is None
     assert ref[0][0]["t.out"].shape == (11, 2)
     assert_identical(got[0], ref[0])
+
+
+def test_a_run_stopped_by_an_event_goes_no_further():
+    """Found by :func:`test_many_random_models_engine_and_compiled_are_the_protocol_path`
+    (shrunk): a top-level stop event at 0.04 inside ``run(t_end=0.09)``, then ``run()``.
+    Before: the second run stepped from 0.04 again although the units had gone on to the
+    end of their macro step (0.05): ModelError "unit 'u0': do_step(t=0.04) but the unit is
+    at t=0.05" on the protocol path, naming another unit through the engine. Now, as a
+    Simulator stopped by an event, the run is over: the same logs, on every path."""
+    from cosim.model.events import Scheduled
+    H = 0.01
+
+    def model():
+        m = reads_itself(H)
+        m.add(Constant("c", 1.0))
+        m.add_event(Scheduled("halt", times=[0.04], stop=True))
+        return m
+
+    config = SimulationConfig(dt=H, t_end=0.2, cosim=CosimConfig(H=H))
+    ref = outcome(model(), with_cosim(config, **REFERENCE), pause=0.09)
+    assert ref[1] is None and ref[2] == pytest.approx(0.04)
+    for options in PATHS.values():
+        got = outcome(model(), with_cosim(config, **options), pause=0.09)
+        assert got[1] is None
+        assert_identical(got[0], ref[0])
