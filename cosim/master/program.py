@@ -167,6 +167,9 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         for u in lv:
             at.setdefault(u, []).append(i)
     rank = {u: i for i, u in enumerate(order)}
+    # (a coupling steps, iterated, at its first unit's place in the order: all its units'
+    # outputs at T+H are known to the units after that place)
+    place = {u: min(rank[v] for v in coupling_of.get(u, (u,))) for u in order}
     gs = scheme is Scheme.GAUSS_SEIDEL
 
     def node(u):                        # the action that computes u's outputs at T+H
@@ -190,7 +193,7 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         if gs:
             for v in members:
                 fresh |= {key for _, key in graph.inputs[v]
-                          if key[0] not in members and rank[key[0]] < first}
+                          if key[0] not in members and place[key[0]] < first}
         fresh_of[n] = tuple(sorted(fresh))
         needs[n] = {node(key[0]) for key in fresh}
     sources = {}
