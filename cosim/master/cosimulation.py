@@ -116,9 +116,12 @@ class CoSimulation(PacedRuns):
                 shapes[f"{name}__{p}"] = blk.outputs[p].shape
         for spec in self.partition.units:
             if spec.name == REST:
-                for b in spec.subsystem.blocks:
-                    if isinstance(b, Inport) and b.name in shapes:
-                        b.shape = shapes[b.name]
+                # Made anew with the shape (not the attribute set): a top-level unit run in
+                # a server process is rebuilt there from its constructor arguments.
+                spec.subsystem.blocks = [
+                    Inport(b.name, shape=shapes[b.name])
+                    if isinstance(b, Inport) and b.name in shapes else b
+                    for b in spec.subsystem.blocks]
         # Each unit runs on its registered backend: the configured one, or the remote one
         # for units other teams serve (an ``address``). The configured backend is made even
         # when no unit uses it, so that ``self.backend`` always exists.

@@ -83,6 +83,9 @@ class Master:
         self.T = config.t0
         self._checkpoint = None
         self._provisional = None    # (capture, records) before a provisional step, see run()
+        #: The time a unit's stop event ended the run at (then :meth:`run` and
+        #: :meth:`advance` take no further step, as a Simulator stopped by an event), or None.
+        self.stopped_at = None
         self.engine = None          # the macro-step program's runner, see initialize()
         self.reference = None       # or the protocol path's (engine=False, traced runs)
         self._initialized = False
@@ -281,6 +284,8 @@ class Master:
         if not self._initialized:
             self.initialize()
         self._resume()
+        if self.stopped_at is not None:
+            return self.logs                # the run ended at a stop event
         t_end = self.config.t_end if t_end is None else t_end
         self.control.check_end(self.config.t0, t_end)
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
@@ -305,6 +310,8 @@ class Master:
         if not self._initialized:
             self.initialize()
         self._resume()
+        if self.stopped_at is not None:
+            return 0.0                      # the run ended at a stop event
         t_end = self.config.t_end if t_end is None else t_end
         self.control.check_end(self.config.t0, t_end)
         eps = time_tolerance(t_end, EXCHANGE_RTOL)
@@ -485,7 +492,7 @@ class Master:
         ran on to the end of the macro step; their samples after ``t_e`` are dropped."""
         t_e = min(self.calls.stopped.values())
         units = sorted(u for u, t in self.calls.stopped.items() if t == t_e)
-        self.T = t_e
+        self.T = self.stopped_at = t_e
         self.step_log.append(StepRecord(t_e, 0.0, status=StepStatus.STOPPED,
                                         message=f"stop event in {', '.join(units)}"))
         self._collect()
@@ -542,6 +549,7 @@ class Master:
                    cp["master"]["T"])
         m = cp["master"]
         self.T, self.n, self._nq, self.H = m["T"], m["n"], m["nq"], m["H"]
+        self.stopped_at = None              # (a capture is never past a stop)
         self.stats.update(m["stats"])
         self.values, self.history.points = checkpoints.ports(cp)
         if logs == "truncate":

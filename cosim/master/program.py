@@ -167,6 +167,9 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         for u in lv:
             at.setdefault(u, []).append(i)
     rank = {u: i for i, u in enumerate(order)}
+    # (a coupling steps, iterated, at its first unit's place in the order: all its units'
+    # outputs at T+H are known to the units after that place)
+    place = {u: min(rank[v] for v in coupling_of.get(u, (u,))) for u in order}
     gs = scheme is Scheme.GAUSS_SEIDEL
 
     def node(u):                        # the action that computes u's outputs at T+H
@@ -190,18 +193,19 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         if gs:
             for v in members:
                 fresh |= {key for _, key in graph.inputs[v]
-                          if key[0] not in members and rank[key[0]] < first}
+                          if key[0] not in members and place[key[0]] < first}
         fresh_of[n] = tuple(sorted(fresh))
         needs[n] = {node(key[0]) for key in fresh}
     sources = {}
+    reads = {}                          # refresh -> the actions whose outputs are its inputs
     for u, indices in at.items():
         for i in indices:
             src = tuple((name, key, latest(key[0], i) is not None)
                         for name, key in graph.inputs[u])
             sources[("refresh", u, i)] = src
-            needs[("refresh", u, i)] = {latest(key[0], i) or node(key[0])
-                                        for _, key in graph.inputs[u]} | {
-                latest(u, i) or node(u)}
+            reads[("refresh", u, i)] = {latest(key[0], i) or node(key[0])
+                                        for _, key in graph.inputs[u]}
+            needs[("refresh", u, i)] = reads[("refresh", u, i)] | {latest(u, i) or node(u)}
     # The action after which a unit's outputs at T+H are final (its last refresh, or the
     # action that computes them), and the window's actions: (k, action).
     last = {u: ("refresh", u, at[u][-1]) if u in at else node(u) for u in order}
@@ -241,12 +245,13 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
             if pending:
                 raise RuntimeError(f"macro-step program: no action can run among {pending}")
             break
-        # A remote unit's refresh joins its step when all it reads is known already.
+        # A remote unit's refresh joins its step when all it reads is known already (not
+        # when it reads, through an input of the unit's own, what that step computes).
         batch = set(ready)
         for k, n in ready:
             r = (k, ("refresh", n[1], at[n[1]][0])) if n[0] == "step" and n[1] in at else None
             if (r is not None and r in pending and n[1] in fusable
-                    and tagged[r] - {(k, n)} <= done):
+                    and tagged[r] - {(k, n)} <= done and n not in reads[r[1]]):
                 batch.add(r)
         ready = sorted(batch, key=lambda a: (a[0], _position(a[1], rank)))
         stages += _stages(ready, False, fresh_of, sources, finals)

@@ -283,6 +283,11 @@ class Block:
         super().__init_subclass__(**kwargs)
         if "__init__" in cls.__dict__:
             cls.__init__ = _recording(cls.__dict__["__init__"])
+        elif cls.__init__ is Block.__init__:
+            # A block class taking Block's own arguments (ZeroOrderHold, Abs, ...) records
+            # them too: without a specification it could be neither written to a model
+            # file nor rebuilt in a unit's server process.
+            cls.__init__ = _recording(Block.__init__)
         where = f"block class {cls.__qualname__}"
         for attr in ("input_ports", "output_ports"):
             ports = getattr(cls, attr)
