@@ -33,7 +33,7 @@ from cosim.errors import CompileError, CosimError
 from cosim.master.cosimulation import CoSimulation
 from cosim.master.engine import Engine
 from tests.cosim.random_models import (BlockSpec, ModelSpec, UnitSpec, build, configs,
-                                       coupled_groups, models)
+                                       models)
 from tests.cosim.test_engine import assert_identical
 
 #: Paths to the reference: CosimConfig options (and windows of the engine on or off).
@@ -159,14 +159,11 @@ def test_random_models_at_H_are_their_monolithic_run(data):
     unit at the macro step, couplings resolved and iterated — Jacobi and Gauss–Seidel give
     the monolithic run of the same model (to the iteration's tolerance where a loop is
     solved): at every extrapolation order when every unit is discrete, at order 0 with
-    continuous units (and top-level integrators) too. Couplings fed from outside, and
-    vector loops, are left out (open defects: see the strict xfails below)."""
+    continuous units (and top-level integrators) too. Couplings fed from outside are
+    left out (an open defect: see the strict xfail below)."""
     from cosim import Simulator
     discrete = data.draw(st.booleans(), label="discrete")
     spec = data.draw(models(max_units=4, at_H=True, discrete=discrete), label="model")
-    # (a vector loop through an atomic subsystem: the open defect of
-    # test_a_vector_loop_through_an_atomic_subsystem_keeps_its_shape)
-    assume(spec.width == 1 or not coupled_groups(spec, ports=False))
     config = data.draw(configs(spec, adaptive=False), label="config")
     config = with_cosim(config, feedthrough="resolve", iterate=True, tolerance=1e-13,
                         on_nonconvergence="raise", acceleration="anderson", relaxation=1.0,
@@ -302,12 +299,11 @@ def test_a_block_made_with_blocks_own_arguments_is_written_and_rebuilt():
     assert back["h"].sample_time == 0.02
 
 
-@pytest.mark.xfail(strict=True, reason="open defect of the monolithic Simulator: the loop "
-                   "through an atomic subsystem is solved on signals of shape (1,)")
 def test_a_vector_loop_through_an_atomic_subsystem_keeps_its_shape():
-    """Found by :func:`test_random_models_at_H_are_their_monolithic_run` (shrunk): an atomic
+    """Found by :func:`test_random_models_at_H_are_their_monolithic_run` (shrunk; fixed: the
+    atomic subsystem's block declares its Inports' shapes): an atomic
     subsystem ``y = 0.5 u`` on 2-vectors (its Inport declares shape (2,)) closed through a
-    top-level Gain: the monolithic run logs ``y`` with shape (1,) (other draws of the
+    top-level Gain: the monolithic run logged ``y`` with shape (1,) (other draws of the
     same shape fail at initialize: "operands could not be broadcast", "in0.out (shape
     (1,)) -> b0.in (expects shape (2,))"). The loop's solution is ``y = 0``, a 2-vector."""
     from cosim import Simulator
