@@ -82,6 +82,23 @@ def same_bits(a, b) -> bool:
     return a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
+def assert_members_are_their_own_runs(factory, config, points, label) -> None:
+    """Every member of the ensemble of ``points`` (run by ``run_members``) is its own run
+    bit for bit: the same signals, values and times."""
+    from cosim.fastpath.ensemble_run import run_members
+    m = factory()
+    m.parameters.update(points[0])
+    sim = Simulator(m, config)
+    sim.initialize()
+    for params, mine in zip(points, run_members(sim, m, points), strict=True):
+        alone = own_run(factory, config, params)
+        assert sorted(mine) == sorted(alone)
+        for key in alone:
+            assert same_bits(mine[key], alone[key]), (label, params, key)
+            assert np.array_equal(mine.time_of(key), alone.time_of(key))
+        assert np.array_equal(mine.time, alone.time)
+
+
 def test_translated_division_and_abs_are_bit_identical():
     from cosim.fastpath.ensemble_run import run_members
     points = [{"den": 2.0}, {"den": 0.3}, {"den": 7.0}]
@@ -97,19 +114,8 @@ def test_translated_division_and_abs_are_bit_identical():
 
 @pytest.mark.parametrize("case", list(TRANSLATED))
 def test_translated_members_are_bit_identical_to_their_own_runs(case):
-    from cosim.fastpath.ensemble_run import run_members
     factory, config, points = TRANSLATED[case]
-    m = factory()
-    m.parameters.update(points[0])
-    sim = Simulator(m, config)
-    sim.initialize()
-    for params, mine in zip(points, run_members(sim, m, points), strict=True):
-        alone = own_run(factory, config, params)
-        assert sorted(mine) == sorted(alone)
-        for key in alone:
-            assert same_bits(mine[key], alone[key]), (case, params, key)
-            assert np.array_equal(mine.time_of(key), alone.time_of(key))
-        assert np.array_equal(mine.time, alone.time)
+    assert_members_are_their_own_runs(factory, config, points, case)
 
 
 def test_a_translated_ensemble_refuses_a_parameter_that_changes_structure():
@@ -561,7 +567,6 @@ def test_a_gain_of_one_is_left_out_and_every_signal_is_bit_identical(shared, poi
     derivative); the same structure with another gain, run after it, is its own
     translation; a swept gain that is one for some members is a product for all. Every
     signal of every member is its own run's."""
-    from cosim.fastpath.ensemble_run import run_members
     config = SimulationConfig(dt=0.01, t_end=0.5, solver="RK4",
                               log=["e.out", "f.out", "g.out", "v.out", "x.out", "fi.out"])
 
@@ -569,12 +574,4 @@ def test_a_gain_of_one_is_left_out_and_every_signal_is_bit_identical(shared, poi
         m = unit_gain()
         m.parameters.update(shared)
         return m
-    m = factory()
-    m.parameters.update(points[0])
-    sim = Simulator(m, config)
-    sim.initialize()
-    for params, mine in zip(points, run_members(sim, m, points), strict=True):
-        alone = own_run(factory, config, params)
-        assert sorted(mine) == sorted(alone)
-        for key in alone:
-            assert same_bits(mine[key], alone[key]), (shared, params, key)
+    assert_members_are_their_own_runs(factory, config, points, shared)
