@@ -287,7 +287,11 @@ def test_magnitude_is_numpys_max_norm(values):
     got = magnitude(v)
     assert type(got) is float
     assert (got == ref) or (math.isnan(got) and math.isnan(ref))
-    assert magnitude(np.array([3, -5])) == 5.0          # (integers too)
+
+
+def test_magnitude_of_integers_is_a_float():
+    got = magnitude(np.array([3, -5]))
+    assert type(got) is float and got == 5.0
 
 
 def _anderson_textbook(m, pairs):
