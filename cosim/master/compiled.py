@@ -137,6 +137,7 @@ class CompiledExchange:
         # feedthrough), which must then take direct refreshes (DirectStep.refreshes).
         self.refreshed = set(units) if master.delayed else \
             {x.unit for s in self.program.stages for x in s.sends if x.reset} | \
+            {v for s in self.program.stages for v, _ in s.resolve} | \
             {u for u in self.coupled if any(master.history.held(key, float(cfg.H))
                                             for _, key in master.graph.inputs[u]
                                             if key[0] in self.coupled)}
@@ -288,8 +289,9 @@ class CompiledExchange:
                   for u, d in directs.items()]
         cfg, graph = self.cfg, self.graph
 
-        def failed(g, solve, T):
-            coupling.not_converged(cfg, "macro step: the", graph, list(g), solve, T)
+        def failed(g, solve, T, again=False):
+            coupling.not_converged(cfg, coupling.AGAIN if again else "macro step: the",
+                                   graph, list(g), solve, T)
 
         return (unlogs, lambda c, run: coupling.iterate(c, run, cfg), failed, np.array,
                 StepRecord, StepStatus, time.perf_counter)

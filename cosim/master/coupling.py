@@ -22,8 +22,12 @@ from cosim.numerics.fixedpoint import (Aitken, Anderson, Relaxation, converged, 
 from cosim.numerics.jacobian import FORWARD_REL_STEP, forward_points
 
 __all__ = ["Solve", "accelerator", "candidates", "coinitialize_units", "iterate", "iterate_step",
-           "iteration", "links", "not_converged"]
+           "iteration", "links", "not_converged", "resolved"]
 
+
+#: How a coupling solved again at a macro point (:func:`resolved`) is named when it does not
+#: converge.
+AGAIN = "refresh at the macro point: the"
 
 #: Each acceleration's update rule, made from the configuration; None: Newton.
 _RULES = {Acceleration.NONE: lambda cfg: Relaxation(cfg.relaxation),
@@ -257,6 +261,20 @@ def coinitialize_units(graph, values: dict, refresh: Callable, cfg, t0: float) -
     if graph.relog_t0:
         refresh(graph.relog_t0)     # their logs: inputs refreshed after them (UnitGraph)
     return records
+
+
+def resolved(cfg, graph, g, solve: Solve, t: float, record: StepRecord) -> StepRecord:
+    """``record`` of a macro step ending at ``t`` once coupling ``g`` was solved again
+    there (``solve``): its iterations and residual the larger of the step's and these; a
+    coupling that did not converge raises (:func:`not_converged`) or marks it
+    ``CONTINUED``."""
+    status = record.status
+    if not solve.converged:
+        not_converged(cfg, AGAIN, graph, list(g), solve, t)
+        status = StepStatus.CONTINUED
+    return StepRecord(record.t, record.H, max(record.iterations, solve.iterations),
+                      max(record.residual, solve.residual), status, record.coupling_error,
+                      record.message)
 
 
 def links(graph, g: list[str]) -> list[str]:

@@ -83,6 +83,7 @@ class Engine:
         self._gains = None             # see gains
         self.out_keys = {u: [(u, p.name) for p in master.desc[u].outputs] for u in names}
         self._failed: tuple = ()       # (macro step, unit) of a stage's failure
+        self.resolved = 0              # see attempt
 
     @property
     def lanes(self) -> dict:
@@ -118,6 +119,9 @@ class Engine:
             Outputs of the units refreshed at ``T+H``, as refreshed (applied once the step is
             accepted and no unit stopped).
         record : StepRecord
+
+        The evaluations of couplings solved again at ``T+H`` go to :attr:`resolved` (the
+        master counts them once the step is accepted, as the protocol path solves them).
         """
         master = self.master
         first = (P.STEP_KEEP if keep else 0) | (P.STEP_ROLLBACK if rollback else 0)
@@ -131,6 +135,7 @@ class Engine:
         stages = self.program.stages
         for i in range(len(stages)):
             held = self._stage(stages, i, [step], cut, held)
+        self.resolved = step.resolved
         return step.outputs, step.refreshed, step.record
 
     # -- a window of macro steps ------------------------------------------------------------
@@ -196,9 +201,12 @@ class Engine:
                         later.setdefault(key, []).append(
                             (st.T_next, st.outputs[key] if v is None else v))
         end = K if cut.stop is None else cut.stop + 1
-        if error is not None and cut.limit < end:
-            return [(st.outputs, st.refreshed, st.record) for st in steps[:cut.limit]], \
-                error, False
+        failed = error is not None and cut.limit < end
+        if failed:
+            end = cut.limit
+        master.stats["iterations"] += sum(st.resolved for st in steps[:end])
+        if failed:
+            return [(st.outputs, st.refreshed, st.record) for st in steps[:end]], error, False
         return [(st.outputs, st.refreshed, st.record) for st in steps[:end]], None, \
             cut.stop is not None
 
@@ -229,6 +237,10 @@ class Engine:
         stage = stages[i]
         # (the macro step a failure is of, unless the exchange names the failing unit's)
         self._failed = (min([s.k for s in stage.sends], default=stage.k), None)
+        if stage.resolve:
+            if cut.runs(stage.k, False):  # (after a stop nothing is refreshed)
+                self._resolve(stage, steps[stage.k])
+            return None
         if stage.coupling:
             if stage.along:
                 return None                 # iterated with the coupling stage before it
@@ -498,12 +510,43 @@ class Engine:
                           max(r.residual, solve.residual), status, r.coupling_error, r.message)
 
 
+    def _resolve(self, stage, st) -> None:
+        """A coupling solved again at ``T+H`` (the protocol path's :meth:`Reference.refresh
+        <cosim.master.reference.Reference.refresh>`): its units refreshed for candidates of
+        its coupling outputs (first: as its step left them) and their other inputs as the
+        stage's sources say, iterated (:func:`~cosim.master.coupling.iterate`); the outputs
+        of its last refresh into ``st.refreshed``, ``st.record`` updated."""
+        g = stage.coupling
+        keys = self.graph.coupling_keys(list(g))
+        outputs, refreshed = st.outputs, st.refreshed
+        shapes = [(k, outputs[k].size, outputs[k].shape) for k in keys]
+
+        def run(c, rollback):
+            cand = coupling.candidates(c, shapes)
+            batch, kinds, at = {}, {}, {}
+            for v, sources in stage.resolve:
+                after = [cand[key] if post is None else (refreshed[key] if post else
+                                                          outputs[key])
+                         for _, key, post in sources]
+                flags = self._flags[v]
+                self._flags[v] = 0
+                batch[v], kinds[v] = self._requests(v, False, after, {}, {}, flags, st)
+                at[v] = st
+            self._send(batch, kinds, at)
+            st.resolved += 1
+            return np.concatenate([refreshed[k].ravel() for k in keys])
+
+        solve = coupling.iterate(np.concatenate([outputs[k].ravel() for k in keys]), run,
+                                 self.cfg)
+        st.record = coupling.resolved(self.cfg, self.graph, g, solve, st.T_next, st.record)
+
+
 class _Step:
     """One macro step of an attempt or a window: its times, the history and the values at
     its start it reads, and what it computed (outputs, refreshed outputs, its record)."""
 
     __slots__ = ("k", "T", "H", "T_next", "history", "values", "outputs", "refreshed",
-                 "record")
+                 "record", "resolved")
 
     def __init__(self, k: int, T: float, H: float, T_next: float, history, values):
         self.k, self.T, self.H, self.T_next = k, T, H, T_next
@@ -511,6 +554,7 @@ class _Step:
         self.outputs: dict = {}
         self.refreshed: dict = {}
         self.record = StepRecord(T, H)
+        self.resolved = 0               # evaluations of couplings solved again at T_next
 
 
 class _Cut:

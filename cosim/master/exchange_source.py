@@ -83,7 +83,9 @@ class ExchangeSource:
             body.append("stop = False")
         closures = []
         for c, stage in enumerate(ex.program.stages):
-            if stage.coupling:
+            if stage.resolve:
+                body += self._resolve(c, stage, closures)
+            elif stage.coupling:
                 body += self._coupling(c, stage, closures)
             else:
                 body += self._round(stage)
@@ -369,6 +371,38 @@ class ExchangeSource:
                   f"    FAILED({tuple(g)!r}, sv, T)",
                   "    status = CONTINUED"]
         return lines
+
+
+    def _resolve(self, c: int, stage, closures: list) -> list:
+        """A coupling solved again at T+H (:meth:`Engine._resolve
+        <cosim.master.engine.Engine>`): a generated evaluation refreshing its units for
+        candidates of its coupling outputs and the values its sources name, handed to
+        :func:`cosim.master.coupling.iterate` from the outputs its step left."""
+        ex = self.ex
+        g = list(stage.coupling)
+        keys = ex.graph.coupling_keys(g)
+        idx = [ex.index[k] for k in keys]
+        cand = {key: f"c{m}" for m, key in enumerate(keys)}
+        mine = [self.unit_index[u] for u in g]
+        state = [f"l{i}" for i in mine] + \
+            [f"r{ex.index[(u, p)]}" for u in g for p in self.directs[u].outputs]
+        ev = [f"{', '.join(cand.values())}, = c.tolist()"]
+        for v, sources in stage.resolve:
+            values = [(name, cand[key] if post is None else
+                       f"{'r' if post else 'o'}{ex.index[key]}") for name, key, post in sources]
+            ev += self._refresh(v, values, "r")
+        ev += ["counter[0] += 1", f"return ARRAY([{', '.join(f'r{j}' for j in idx)}])"]
+        closures.append(([f"    def rv{c}(c, rollback):",
+                          f"        nonlocal cur, {', '.join(state)}"], ev))
+        lines = [f"sv = ITERATE(ARRAY([{', '.join(f'o{j}' for j in idx)}]), rv{c})",
+                 "its = max(its, sv.iterations)", "res = max(res, sv.residual)",
+                 "if not sv.converged:",
+                 "    cur = -1",
+                 f"    FAILED({tuple(g)!r}, sv, {ex.t0!r} + (nq + {ex.nq_step}) * "
+                 f"{ex.quantum!r}, True)",
+                 "    status = CONTINUED"]
+        # (a unit stopped the run in this step: nothing is refreshed, Master.step)
+        return ["if not stop:", *_indent(lines)] if self.stoppers else lines
 
 
 def _indent(lines: list) -> list:

@@ -135,7 +135,7 @@ class Master:
         t0 = self.config.t0
         reps = self._call({u: [P.Initialize(t0), P.Describe()] for u in self.names}, t0)
         self.desc = {u: reps[u][1] for u in self.names}
-        self.graph = UnitGraph(self.names, self.links, self.desc)
+        self.graph = UnitGraph(self.names, self.links, self.desc, resolve=self.cfg.iterate)
         # What a macro step does with the graph: with delayed feedthrough nothing is
         # algebraic (every output is the one computed at the end of the step) and nothing is
         # refreshed at a macro point; co-initialization at t0 resolves the graph either way.
@@ -217,17 +217,19 @@ class Master:
             self.stats["rejected"] += 1
             tries += 1                      # (the next attempt rolls the units back first)
             H = self.control.propose(H, err, shrink=True)
-        self.step_log.append(record)
         self._accept(H, outputs, collect=False)
         if self.calls.stopped:
+            self.step_log.append(record)
             self._collect_due()
             return H                        # a unit stopped at an event: run() ends there
         if self.engine is not None:
             for key, v in refreshed.items():
                 self.values[key] = v
                 self.history.replace_last(key, self.T, v)
+            self.stats["iterations"] += self.engine.resolved
         else:
-            self.reference.refresh()
+            record = self.reference.refresh(record)
+        self.step_log.append(record)
         # Logs are collected once the macro point is refreshed (its samples final).
         self._collect_due()
         if self.cfg.adaptive:

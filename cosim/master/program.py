@@ -15,7 +15,9 @@ scheduled for the fewest round trips and still give the protocol path's numbers 
 - an iterated coupling is a stage of its own, one round per iteration, the units rolled back on
   their own side between iterations (``Step`` modes ``STEP_KEEP`` / ``STEP_ROLLBACK``);
   couplings that can start at the same point (none reads another's outputs) iterate in the
-  same rounds, each to its own fixed point (a round per iteration of the slowest).
+  same rounds, each to its own fixed point (a round per iteration of the slowest);
+- a coupling that reads outputs from outside it is solved again at ``T+H`` (its outside
+  inputs' values there) as a stage of its own: refreshes iterated, a round per iteration.
 
 The program is the list of :class:`Stage` objects the engine (:mod:`cosim.master.engine`) runs
 in order; :meth:`Program.table` prints it and :attr:`Program.round_trips` counts its round
@@ -67,8 +69,10 @@ class Send:
 class Stage:
     """What runs at one point of the macro step: a round of messages (``sends``), or an
     algebraic coupling iterated to a fixed point (``coupling``, its steps reading the
-    outputs ``fresh`` computed for T+H), each over units all in this process (``local``: no
-    round trip) or not. A coupling ``joined`` to the round before it sends its first
+    outputs ``fresh`` computed for T+H), or a coupling solved again at T+H by refreshes
+    iterated to a fixed point (``coupling`` with ``resolve``: per unit, ``(unit, sources)``
+    as :attr:`Send.sources`, an input inside the coupling reading its candidate: None),
+    each over units all in this process (``local``: no round trip) or not. A coupling ``joined`` to the round before it sends its first
     iteration with that round (both only read what was known before it); one ``along`` the
     coupling stage before it iterates in the same rounds (neither reads the other's
     outputs). ``k``: a coupling's macro step in a window; ``finals``: the ``(k, unit)``
@@ -78,6 +82,7 @@ class Stage:
     sends: tuple = ()
     coupling: tuple = ()
     fresh: tuple = ()
+    resolve: tuple = ()
     local: bool = False
     joined: bool = False
     along: bool = False
@@ -105,7 +110,9 @@ class Program:
                  " (+1 per further coupling iteration)"]
         for i, s in enumerate(self.stages):
             where = "in process" if s.local else "round trip"
-            if s.coupling:
+            if s.resolve:
+                what = "solve " + " <-> ".join(s.coupling) + " again at T+H (refreshes)"
+            elif s.coupling:
                 what = "iterate " + " <-> ".join(s.coupling)
                 if s.joined:
                     what += " (first iteration with the round before)"
@@ -145,10 +152,11 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         Units in this process (their actions cost no round trip).
     fusable : set of str
         Units that take a step and a refresh in one message (``FUSED_STEP``).
-    levels : list of list of str, optional
+    levels : list of list of (str or tuple of str), optional
         The refresh levels, in order (default: the graph's; the master's add a last level
-        refreshing some units once more for their logs, :attr:`UnitGraph.relog`). A unit
-        may be refreshed at several levels.
+        refreshing some units once more for their logs, :attr:`UnitGraph.relog`): a unit's
+        name (its refresh) or a coupling's units (solved again, :attr:`UnitGraph.
+        refresh_levels`). A unit may be refreshed at several levels.
     steps : int, optional
         Macro steps in the window (default 1).
 
@@ -163,9 +171,12 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
     elif levels is None:
         levels = graph.refresh_levels
     at = {}                             # unit -> the levels it is refreshed at, in order
+    action = {}                         # (unit, level) -> its refresh there, or coupling's
     for i, lv in enumerate(levels):
-        for u in lv:
-            at.setdefault(u, []).append(i)
+        for x in lv:
+            for u in ((x,) if type(x) is str else x):
+                at.setdefault(u, []).append(i)
+                action[(u, i)] = ("refresh", u, i) if type(x) is str else ("resolve", x, i)
     rank = {u: i for i, u in enumerate(order)}
     # (a coupling steps, iterated, at its first unit's place in the order: all its units'
     # outputs at T+H are known to the units after that place)
@@ -178,7 +189,7 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
 
     def latest(d, i):                   # d's last refresh before level i, or None
         before = [j for j in at.get(d, ()) if j < i]
-        return ("refresh", d, before[-1]) if before else None
+        return action[(d, before[-1])] if before else None
 
     # What each action reads (the protocol path's values, fixed here once).
     needs: dict = {}
@@ -200,25 +211,49 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
     reads = {}                          # refresh -> the actions whose outputs are its inputs
     for u, indices in at.items():
         for i in indices:
+            a = action[(u, i)]
+            if a[0] == "resolve":
+                # a coupling solved again: its outputs inside it are candidates (None)
+                g = a[1]
+                src = tuple((name, key, None if key[0] in g else latest(key[0], i) is not None)
+                            for name, key in graph.inputs[u])
+                sources[a] = sources.get(a, ()) + ((u, src),)
+                reads[a] = reads.get(a, set()) | {latest(key[0], i) or node(key[0])
+                                                  for _, key in graph.inputs[u]
+                                                  if key[0] not in g}
+                needs[a] = reads[a] | {node(u)}
+                continue
             src = tuple((name, key, latest(key[0], i) is not None)
                         for name, key in graph.inputs[u])
-            sources[("refresh", u, i)] = src
-            reads[("refresh", u, i)] = {latest(key[0], i) or node(key[0])
-                                        for _, key in graph.inputs[u]}
-            needs[("refresh", u, i)] = reads[("refresh", u, i)] | {latest(u, i) or node(u)}
+            sources[a] = src
+            reads[a] = {latest(key[0], i) or node(key[0]) for _, key in graph.inputs[u]}
+            needs[a] = reads[a] | {latest(u, i) or node(u)}
+    # A unit refreshed at several levels holds one refreshed value at a time: a refresh that
+    # replaces the one an action reads goes no earlier than that action (in the same round
+    # only when both are refreshes of that round, which read what was known before it).
+    anti: dict = {}                     # refresh -> the actions reading the one it replaces
+    for a, src in sources.items():
+        i = a[2]
+        rows = src if a[0] == "refresh" else [x for _, unit_src in src for x in unit_src]
+        for _, key, post in rows:
+            if post:
+                j = latest(key[0], i)[2]
+                nxt = [x for x in at[key[0]] if x > j]
+                if nxt and action[(key[0], nxt[0])] != a:
+                    anti.setdefault(action[(key[0], nxt[0])], set()).add(a)
     # The action after which a unit's outputs at T+H are final (its last refresh, or the
     # action that computes them), and the window's actions: (k, action).
-    last = {u: ("refresh", u, at[u][-1]) if u in at else node(u) for u in order}
+    last = {u: action[(u, at[u][-1])] if u in at else node(u) for u in order}
     # Every step of k - 1 is done before anything of k runs: a unit that stops the run at an
     # event in k - 1 is known before any unit goes further (the run ends there).
-    stepping = [n for n in needs if n[0] != "refresh"]
+    stepping = [n for n in needs if n[0] in ("step", "iterate")]
     tagged = {}
     for k in range(steps):
         for n, ns in needs.items():
             deps = {(k, d) for d in ns}
             if k:
                 deps.update((k - 1, d) for d in stepping)
-                if n[0] != "refresh":
+                if n[0] in ("step", "iterate"):
                     for v in (n[1] if n[0] == "iterate" else (n[1],)):
                         deps.add((k - 1, last[v]))
                         deps.update((k - 1, last[key[0]]) for _, key in graph.inputs[v])
@@ -234,7 +269,8 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         progress = True
         while progress:                 # in-process actions: free, repeat until none is ready
             progress = False
-            ready = [a for a in pending if tagged[a] <= done and _units(a[1]) <= local]
+            ready = _unblocked([a for a in pending if tagged[a] <= done
+                                and _units(a[1]) <= local], anti, done)
             if ready:
                 stages += _stages(ready, True, fresh_of, sources, finals)
                 done.update(ready)
@@ -249,24 +285,45 @@ def compile_program(graph, scheme: Scheme, order: list, delayed: bool, local: se
         # when it reads, through an input of the unit's own, what that step computes).
         batch = set(ready)
         for k, n in ready:
-            r = (k, ("refresh", n[1], at[n[1]][0])) if n[0] == "step" and n[1] in at else None
+            r = (k, action[(n[1], at[n[1]][0])]) if n[0] == "step" and n[1] in at else None
             if (r is not None and r in pending and n[1] in fusable
                     and tagged[r] - {(k, n)} <= done and n not in reads[r[1]]):
                 batch.add(r)
-        ready = sorted(batch, key=lambda a: (a[0], _position(a[1], rank)))
+        ready = sorted(_unblocked(batch, anti, done), key=lambda a: (a[0], _position(a[1], rank)))
+        if not ready:
+            raise RuntimeError(f"macro-step program: no action can run among {pending}")
         stages += _stages(ready, False, fresh_of, sources, finals)
         done.update(ready)
         pending = [a for a in pending if a not in done]
     return Program(stages, steps)
 
 
+def _unblocked(ready, anti: dict, done: set) -> list:
+    """The actions of ``ready`` (``(k, action)``) that may run now: not a refresh replacing
+    a value an action still to run reads, unless that action is a refresh of the same round
+    (:func:`compile_program`'s ``anti``)."""
+    ok = set(ready)
+    changed = True
+    while changed:
+        changed = False
+        for w in list(ok):
+            for r in anti.get(w[1], ()):
+                kr = (w[0], r)
+                if kr not in done and not (kr in ok and r[0] == "refresh"):
+                    ok.discard(w)
+                    changed = True
+                    break
+    return [a for a in ready if a in ok]
+
+
 def _position(n, rank) -> tuple:
-    units = n[1] if n[0] == "iterate" else (n[1],)
-    return (min(rank[u] for u in units), n[0] == "refresh", n[2] if n[0] == "refresh" else 0)
+    units = (n[1],) if n[0] in ("step", "refresh") else n[1]
+    again = n[0] in ("refresh", "resolve")
+    return (min(rank[u] for u in units), again, n[2] if again else 0)
 
 
 def _units(n) -> set:
-    return set(n[1]) if n[0] == "iterate" else {n[1]}
+    return {n[1]} if n[0] in ("step", "refresh") else set(n[1])
 
 
 def _stages(ready, local, fresh_of, sources, finals) -> list:
@@ -275,7 +332,7 @@ def _stages(ready, local, fresh_of, sources, finals) -> list:
     per coupling (those after the first iterating along with it)."""
     sends = {}
     for k, n in ready:
-        if n[0] == "iterate":
+        if n[0] in ("iterate", "resolve"):
             continue
         u = n[1]
         _, step, reset = sends.get(u, (k, False, None))
@@ -290,10 +347,13 @@ def _stages(ready, local, fresh_of, sources, finals) -> list:
             Send(u, step, reset is not None, fresh_of.get(("step", u), ()) if step else (),
                  sources[reset] if reset is not None else (), k)
             for u, (k, step, reset) in sends.items()), local=local,
-            finals=tuple(f for a in ready if a[1][0] != "iterate" for f in finals[a])))
+            finals=tuple(f for a in ready if a[1][0] in ("step", "refresh")
+                         for f in finals[a])))
     couplings = [a for a in ready if a[1][0] == "iterate"]
     out += [Stage(coupling=n[1], fresh=fresh_of[n], local=local,
                   joined=bool(sends) and i == 0 and not local, along=i > 0,
                   k=k, finals=finals[(k, n)])
             for i, (k, n) in enumerate(couplings)]
+    out += [Stage(coupling=n[1], resolve=sources[n], local=local, k=k, finals=finals[(k, n)])
+            for k, n in ready if n[0] == "resolve"]
     return out

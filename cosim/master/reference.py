@@ -6,8 +6,8 @@ Per attempt of ``[T, T+H]``: every unit's ``SetInputs`` (or, in another process,
 coupling) after the other; couplings iterated with ``GetState`` / ``SetState`` between
 iterations (:func:`~cosim.master.coupling.iterate_step`); the state kept for a retried attempt
 held by the master (``GetState`` before, ``SetState`` to roll back). Once the master has
-accepted the step, feedthrough units are refreshed at the new macro point level by level
-(:meth:`Reference.refresh`). Used when ``CosimConfig(engine=False)`` and for traced runs
+accepted the step, feedthrough units are refreshed at the new macro point level by level,
+couplings with outside inputs solved again there (:meth:`Reference.refresh`). Used when ``CosimConfig(engine=False)`` and for traced runs
 (every request recorded).
 """
 
@@ -103,17 +103,55 @@ class Reference:
                 done.update(g)
         return outputs, record
 
-    def refresh(self) -> None:
-        """Make feedthrough outputs at the new macro point (the master's ``T``, accepted)
-        consistent with the exchanged inputs (they were computed with extrapolated ones),
-        level by level."""
+    def refresh(self, record: StepRecord) -> StepRecord:
+        """Make outputs at the new macro point (the master's ``T``, accepted) consistent
+        with the exchanged inputs (they were computed with extrapolated ones), level by
+        level: feedthrough units refreshed, couplings solved again by refreshes iterated
+        to a fixed point (every action of a level reads the values before it); returns
+        ``record`` with those iterations."""
         m = self.master
         T = m.T
         for level in m.refresh_levels:
-            for u, outs in m.refresh_units(level, T).items():
-                for p, v in outs.items():
-                    m.values[(u, p)] = v
-                    m.history.replace_last((u, p), T, v)
+            plain = [x for x in level if type(x) is str]
+            groups = [x for x in level if type(x) is tuple]
+            before = dict(m.values) if groups else m.values
+            if plain:
+                for u, outs in m.refresh_units(plain, T).items():
+                    for p, v in outs.items():
+                        m.values[(u, p)] = v
+                        m.history.replace_last((u, p), T, v)
+            for g in groups:
+                record = self._resolve(g, T, before, record)
+        return record
+
+    def _resolve(self, g: tuple, T: float, before: dict, record: StepRecord) -> StepRecord:
+        """Coupling ``g`` solved at the macro point ``T``: its units refreshed for
+        candidates of its coupling outputs (first: as its step left them) and their other
+        inputs' values in ``before``, iterated (:func:`~cosim.master.coupling.iterate`);
+        the last refresh's outputs are the macro point's."""
+        m = self.master
+        graph, values = m.graph, m.values
+        keys = graph.coupling_keys(list(g))
+        shapes = [(k, before[k].size, before[k].shape) for k in keys]
+
+        def run(c, rollback):
+            cand = coupling.candidates(c, shapes)
+            reps = m.calls.call({v: [P.SetInputs({name: cand[key] if key in cand else
+                                                  before[key] for name, key in
+                                                  graph.inputs[v]}, {}),
+                                     P.RefreshOutputs(), P.GetOutputs()] for v in g}, T)
+            for v in g:
+                for p, y in reps[v][2].values.items():
+                    values[(v, p)] = y
+            m.stats["iterations"] += 1
+            return np.concatenate([values[k].ravel() for k in keys])
+
+        solve = coupling.iterate(np.concatenate([before[k].ravel() for k in keys]), run,
+                                 m.cfg)
+        for v in g:
+            for p in m.desc[v].outputs:
+                m.history.replace_last((v, p.name), T, values[(v, p.name)])
+        return coupling.resolved(m.cfg, graph, g, solve, T, record)
 
     def _step_requests(self, u: str, T: float, H: float, fresh: dict) -> list:
         """Unit ``u``'s requests for the macro step ``[T, T+H]``, its outputs last. With

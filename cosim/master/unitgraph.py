@@ -21,6 +21,9 @@ class UnitGraph:
         Unit names, in the master's order.
     links : list of Link
     desc : dict of str to UnitDescription
+    resolve : bool, optional
+        Couplings are solved again at each macro point (default; ``CosimConfig(iterate=
+        False)``: not, their outputs are those of their steps).
 
     Attributes
     ----------
@@ -35,9 +38,12 @@ class UnitGraph:
     order : list of str
         Units in the order of the unit graph (Gauss–Seidel): upstream first; inside a cycle
         (broken by a unit without feedthrough), in the order of direct feedthrough.
-    refresh_levels : list of list of str
-        Feedthrough units outside couplings, level by level of the direct-feedthrough graph:
-        refreshed at each macro point once their inputs are known (one level together).
+    refresh_levels : list of list of (str or tuple of str)
+        What is refreshed at each macro point once its inputs are known, level by level of
+        the direct-feedthrough graph (one level together): feedthrough units outside
+        couplings (their names), and couplings that read an output from outside them (a
+        tuple of their units, as in :attr:`groups`), solved again there by refreshes
+        iterated to a fixed point for their outside inputs' values at the macro point.
     relog : list of str
         Units of :attr:`refresh_levels` refreshed once more after the last level, for their
         logs: an input of theirs that feeds none of their outputs is driven by a unit
@@ -52,7 +58,7 @@ class UnitGraph:
         twice or not at all.
     """
 
-    def __init__(self, names: list[str], links, desc: dict):
+    def __init__(self, names: list[str], links, desc: dict, resolve: bool = True):
         self.names = names
         self.driver = self._check(links, desc)
         self.inputs = {u: [(p.name, self.driver[(u, p.name)]) for p in desc[u].inputs
@@ -82,20 +88,49 @@ class UnitGraph:
         comps = strongly_connected_components(names, succ)
         sorder, _ = condensation_levels(names, comps, succ)
         self.order = [u for c in sorder for u in sorted(comps[c], key=rank.__getitem__)]
+        # Refreshed at a macro point, level by level of the direct-feedthrough graph: the
+        # feedthrough units outside couplings, and the couplings that read an output from
+        # outside them (solved again there for their outside inputs' values at T+H; a
+        # coupling reading only its own outputs is solved by its step's iteration).
         level = {}
-        for u in sorted(names, key=rank.__getitem__):
-            if feeds[u] and u not in self.group_of:
-                level[u] = 1 + max((level[s] for s in names if u in direct[s] and s in level),
-                                   default=0)
-        self.refresh_levels = [[u for u in self.order if level.get(u) == n]
-                               for n in range(1, max(level.values(), default=0) + 1)]
+        for c in corder:
+            comp = dcomps[c]
+            g = self.group_of.get(comp[0])
+            if g is None and not feeds[comp[0]]:
+                continue
+            if g is not None and (not resolve or all(key[0] in g for v in g
+                                                     for _, key in self.inputs[v])):
+                continue
+            if g is None:
+                before = {s for s in names if not direct[s].isdisjoint(comp)}
+            else:
+                # (a coupling is solved again after every driver refreshed before it, not
+                # only its direct ones: its units then log those drivers' values at T+H,
+                # with no refresh of theirs once more at the end for it)
+                before = {d for v in g for _, (d, _) in self.inputs[v]}
+            n = 1 + max((level[s] for s in before if s in level and s not in comp),
+                        default=0)
+            level.update(dict.fromkeys(comp, n))
+        self.refresh_levels = []
+        for n in range(1, max(level.values(), default=0) + 1):
+            lv = []
+            for u in self.order:
+                g = self.group_of.get(u)
+                if level.get(u) != n:
+                    continue
+                if g is None:
+                    lv.append(u)
+                elif tuple(g) not in lv:
+                    lv.append(tuple(g))
+            self.refresh_levels.append(lv)
         # A unit logs the inputs it is refreshed with. An input that feeds none of its
         # outputs does not order it after its driver, so a driver refreshed with it or later
         # leaves it logging the driver's value before that refresh (one macro step late):
         # such units are refreshed once more at the end, for their log (their outputs,
         # following only inputs from earlier units, stay the same).
         self._fed = fed
-        self.relog = self._late(level, self.refresh_levels)
+        self.relog = self._late(level, [[u for x in lv for u in ((x,) if type(x) is str else x)]
+                                        for lv in self.refresh_levels])
         at = {}
         for i, u in enumerate(self.order):
             if u not in at:

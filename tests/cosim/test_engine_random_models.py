@@ -76,19 +76,6 @@ def outcome(spec, config, windows=None, pause=None):
         sim.close()
 
 
-def fed_from_outside(spec, config) -> bool:
-    """Whether a unit of an algebraic coupling of the co-simulation (as its master groups
-    units: the top-level blocks' unit among them) reads an output of a unit outside it."""
-    sim = CoSimulation(build(spec), config)
-    try:
-        m = sim.master
-        m.initialize()
-        return any(d not in g for g in m.couplings for v in g
-                   for _, (d, _) in m.graph.inputs[v])
-    finally:
-        sim.close()
-
-
 def note(text: str) -> None:
     """Count ``text`` in the statistics of the hypothesis test running (if one is)."""
     if currently_in_test_context():
@@ -159,8 +146,7 @@ def test_random_models_at_H_are_their_monolithic_run(data):
     unit at the macro step, couplings resolved and iterated — Jacobi and Gauss–Seidel give
     the monolithic run of the same model (to the iteration's tolerance where a loop is
     solved): at every extrapolation order when every unit is discrete, at order 0 with
-    continuous units (and top-level integrators) too. Couplings fed from outside are
-    left out (an open defect: see the strict xfail below)."""
+    continuous units (and top-level integrators) too."""
     from cosim import Simulator
     discrete = data.draw(st.booleans(), label="discrete")
     spec = data.draw(models(max_units=4, at_H=True, discrete=discrete), label="model")
@@ -180,9 +166,6 @@ def test_random_models_at_H_are_their_monolithic_run(data):
         assume("couples atomic subsystems" not in str(err)
                and "mixes sample times" not in str(err))
         raise
-    # (a coupling fed from outside lags one macro step: the open defect of
-    # test_a_coupling_sees_its_outside_inputs_at_the_macro_point)
-    assume(not fed_from_outside(spec, config))
     (logs, _, _), error, _, _ = outcome(spec, config)
     assert error is None
     keys = [k for k in mono if k in logs]
@@ -219,9 +202,6 @@ def coupling_fed_from_outside(H=0.01):
     return m
 
 
-@pytest.mark.xfail(strict=True, reason="open defect of the protocol path (and so of every "
-                   "path): a coupling's outputs at T+H use its outside inputs' values at T, "
-                   "one macro step late")
 @pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
 def test_a_coupling_sees_its_outside_inputs_at_the_macro_point(scheme):
     """docs/cosim-semantics.md: discrete units sampling at the macro step, driven by held
