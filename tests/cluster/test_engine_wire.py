@@ -1,7 +1,8 @@
 """The macro-step engine over the wire: rounds through the connections' lanes (zmq server
 processes, Ray actors' data planes) give bit for bit the in-process protocol path, for the
 shapes users build (feedthrough refreshed with the step, Gauss–Seidel chains, iterated
-couplings rolled back on the units' side, extrapolation, adaptive steps)."""
+couplings rolled back on the units' side, couplings fed from outside solved again at the
+macro point, extrapolation, adaptive steps)."""
 
 import numpy as np
 import pytest
@@ -32,6 +33,11 @@ CASES = [
     ("pairs", dict(scheme="gauss-seidel", acceleration="newton", tolerance=1e-10)),
     ("relog", dict(scheme="gauss-seidel")),
     ("driven", dict(scheme="jacobi", extrapolation=2)),
+    ("fed", dict(scheme="jacobi", extrapolation=1)),
+    ("fed", dict(scheme="gauss-seidel", extrapolation=2, acceleration="anderson",
+                 tolerance=1e-11)),
+    ("fed", dict(scheme="jacobi", adaptive=True, rtol=1e-9, atol=1e-12, H_min=0.0025,
+                 H_max=0.01)),
 ]
 
 

@@ -86,6 +86,48 @@ def coupled_pairs(n=3, H=0.01):
     return m
 
 
+def fed_loop(H=0.01):
+    """A controller/plant coupling fed from outside (solved again at each macro point): a
+    setpoint ``r`` (a top-level Sine, continuous) into controller ``c`` (discrete at H, ``u
+    = 2 (r - y) + e(T - H)``, feedthrough), plant ``p`` (RK4 at H, ``x' = -x + u``, ``y
+    = x + 0.3 u``, feedthrough); a monitor ``m`` integrating ``y`` and adding ``u`` (a
+    refresh level after the coupling's) and reading ``r`` through an input that feeds none
+    of its outputs."""
+    from blocks.discrete import UnitDelay
+    m = Model("fed")
+    c = Subsystem("c", atomic=True, dt=H)
+    c.add(Inport("r"), Inport("y"), Sum("e", "+-"), Gain("kp", 2.0),
+          UnitDelay("d", sample_time=H), Sum("u", "++"), Outport("u_out"))
+    c.connect("r.out", "e.in1")
+    c.connect("y.out", "e.in2")
+    c.connect("e.out", "kp.in", "d.in")
+    c.connect("kp.out", "u.in1")
+    c.connect("d.out", "u.in2")
+    c.connect("u.out", "u_out.in")
+    p = Subsystem("p", atomic=True, dt=H, solver="RK4")
+    p.add(Inport("u"), Integrator("x", 0.2), Gain("k", -1.0), Sum("s", "++"),
+          Gain("d", 0.3), Sum("y", "++"), Outport("y_out"))
+    p.connect("u.out", "s.in1", "d.in")
+    p.connect("k.out", "s.in2")
+    p.connect("s.out", "x.in")
+    p.connect("x.out", "k.in", "y.in1")
+    p.connect("d.out", "y.in2")
+    p.connect("y.out", "y_out.in")
+    mon = Subsystem("m", atomic=True, dt=H / 2, solver="RK4")
+    mon.add(Inport("y"), Inport("u"), Inport("r"), Integrator("i", 0.0), Sum("s", "++"),
+            Gain("g", 1.0), Outport("o"))
+    mon.connect("y.out", "i.in")
+    mon.connect("i.out", "s.in1")
+    mon.connect("u.out", "s.in2")
+    mon.connect("r.out", "g.in")
+    mon.connect("s.out", "o.in")
+    m.add(c, p, mon, Sine("r", frequency=1.3, amplitude=0.8))
+    m.connect("r.out", "c.r", "m.r")
+    m.connect("p.y_out", "c.y", "m.y")
+    m.connect("c.u_out", "p.u", "m.u")
+    return m
+
+
 MODELS = {"fan": (fan, 0.01), "servo": (lambda: servo_chain(0.02), 0.02),
           "coupled": (coupled, 0.01),
           # The semantics page's held-out shapes: a coupling through a held (discrete)
@@ -97,7 +139,8 @@ MODELS = {"fan": (fan, 0.01), "servo": (lambda: servo_chain(0.02), 0.02),
           "pairs": (lambda: coupled_pairs(3), 0.01),
           "relog": (lambda: input_feeding_no_output(0.01, True), 0.01),
           "relog-later": (lambda: input_feeding_no_output(0.01, False), 0.01),
-          "driven": (lambda: driven_loop(0.01), 0.01)}
+          "driven": (lambda: driven_loop(0.01), 0.01),
+          "fed": (fed_loop, 0.01)}
 
 
 def run(model, H, engine, **options):
@@ -236,6 +279,40 @@ def test_program_round_trips():
     # Jacobi: the coupling's first iteration travels with the other unit's step.
     loop = programs(coupled(), 0.01, local=set())
     assert loop.round_trips == 1 and loop.stages[-1].joined, loop.table()
+
+
+def test_a_coupling_fed_from_outside_is_solved_again_after_its_drivers_refresh():
+    """docs/cosim-semantics.md, step 3: the controller/plant coupling of :func:`fed_loop`
+    reads the setpoint from outside it, so it is a refresh level of its own, solved again
+    (a stage of refreshes iterated) once its step's iteration is done and before the
+    monitor reading it is refreshed; every unit remote: step round, iteration, solve,
+    refresh. With ``iterate=False`` a coupling is stepped once and not solved again."""
+    sim = CoSimulation(fed_loop(), SimulationConfig(dt=0.0025, t_end=0.01, cosim=CosimConfig(
+        H=0.01)))
+    try:
+        m = sim.master
+        m.initialize()
+        assert m.refresh_levels == [[("c", "p")], ["m"]] and not m.graph.relog
+        program = compile_program(m.graph, Scheme.JACOBI, m.order, m.delayed, set(),
+                                  set(m.names), m.refresh_levels)
+    finally:
+        sim.close()
+    kinds = [("solve" if s.resolve else "iterate") if s.coupling else
+             "+".join(sorted({x.unit for x in s.sends})) for s in program.stages]
+    assert kinds == ["m+main", "iterate", "solve", "m"], program.table()
+    assert program.round_trips == 3 and "solve c <-> p again at T+H" in program.table()
+    solve = program.stages[2]
+    assert dict(solve.resolve) == {
+        "c": (("r", ("main", "r__out"), False), ("y", ("p", "y_out"), None)),
+        "p": (("u", ("c", "u_out"), None),)}
+    sim = CoSimulation(fed_loop(), SimulationConfig(dt=0.0025, t_end=0.01, cosim=CosimConfig(
+        H=0.01, iterate=False)))
+    try:
+        with pytest.warns(UserWarning, match="without iteration"):
+            sim.master.initialize()
+        assert sim.master.refresh_levels == [["m"]]
+    finally:
+        sim.close()
 
 
 def test_a_window_sends_what_reads_nothing_pending_ahead():

@@ -178,24 +178,25 @@ def test_random_models_at_H_are_their_monolithic_run(data):
 
 # -- defects the random models found ------------------------------------------------------
 
-def coupling_fed_from_outside(H=0.01):
+def coupling_fed_from_outside(H=0.01, gain=-0.5, phase=0.4):
     """Found by :func:`test_random_models_at_H_are_their_monolithic_run` (shrunk): unit
     a, ``y_a = 0.5 u``, and unit b, ``y_b = -0.5 (v + w)``, both discrete at H, coupled
     (``u = y_b``, ``v = y_a``); b's other input ``w = sin(2 pi 2.3 t + 0.4)`` comes from a
     top-level Sine, a held output (discrete at H). The loop's solution is
-    ``y_b = -0.4 w``, ``y_a = 0.5 y_b`` at every sample."""
+    ``y_b = -0.4 w``, ``y_a = 0.5 y_b`` at every sample (b's ``gain``: -0.5; the sine's
+    ``phase``: 0.4)."""
     m = Model("outside")
     a = Subsystem("a", atomic=True, dt=H)
     a.add(Inport("u"), Gain("g", 0.5), Outport("y"))
     a.connect("u.out", "g.in")
     a.connect("g.out", "y.in")
     b = Subsystem("b", atomic=True, dt=H)
-    b.add(Inport("v"), Inport("w"), Sum("s", "++"), Gain("g", -0.5), Outport("y"))
+    b.add(Inport("v"), Inport("w"), Sum("s", "++"), Gain("g", gain), Outport("y"))
     b.connect("v.out", "s.in1")
     b.connect("w.out", "s.in2")
     b.connect("s.out", "g.in")
     b.connect("g.out", "y.in")
-    m.add(a, b, Sine("w", frequency=2.3, phase=0.4))
+    m.add(a, b, Sine("w", frequency=2.3, phase=phase))
     m.connect("a.y", "b.v")
     m.connect("b.y", "a.u")
     m.connect("w.out", "b.w")
@@ -206,10 +207,11 @@ def coupling_fed_from_outside(H=0.01):
 def test_a_coupling_sees_its_outside_inputs_at_the_macro_point(scheme):
     """docs/cosim-semantics.md: discrete units sampling at the macro step, driven by held
     sources, with an iterated coupling, co-simulate to exactly the monolithic run. Found:
-    the coupling's outputs at T+H are solved with the top-level sine's value at T (its
-    units are stepped and iterated, never refreshed with the inputs exchanged at T+H), so
-    they lag the loop's solution by one macro step (0.19 at t = 0.01 here); so does b's
-    logged input w. The same on the protocol path, the engine and the compiled exchange."""
+    the coupling's outputs at T+H were solved with the top-level sine's value at T (its
+    units stepped and iterated, never refreshed with the inputs exchanged at T+H), so they
+    lagged the loop's solution by one macro step (0.19 at t = 0.01 here); so did b's
+    logged input w, on the protocol path, the engine and the compiled exchange. Now the
+    coupling is solved again at T+H, a refresh level of its own."""
     from cosim import Simulator
     H = 0.01
     config = SimulationConfig(dt=H, t_end=0.1, cosim=CosimConfig(H=H, scheme=scheme,
@@ -224,10 +226,74 @@ def test_a_coupling_sees_its_outside_inputs_at_the_macro_point(scheme):
             config, engine=engine, compiled=engine))
         try:
             logs = sim.run()
+            m = sim.master
+            assert m.refresh_levels == [[("a", "b")]]
+            if engine:
+                assert m.compiled.steps == 10 and "solve a <-> b again at T+H" in \
+                    m.compiled.program.table()
         finally:
             sim.close()
         np.testing.assert_allclose(logs["b/w.out"][:, 0], w, rtol=1e-12, atol=1e-13)
         np.testing.assert_allclose(logs["b.y"][:, 0], -0.4 * w, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+def test_a_coupling_solved_again_that_does_not_converge_is_named_or_recorded(scheme):
+    """The loop of :func:`coupling_fed_from_outside` with a loop gain of -0.9, the sine
+    starting at 0, and three plain fixed-point iterations: co-initialization and each macro
+    step's own iteration converge at once (gains only, the outside input held at its value
+    at T: the last macro point's solution), the solve at T+H for the sine's new value does
+    not. Raised, the error names the refresh at
+    the macro point, the coupling and its links, alike on every path (the engine fails
+    the macro step, the protocol path had accepted it: as for a unit failing its refresh,
+    test_compiled_exchange.py); continued, the steps are recorded ``continued`` with their
+    residual, every path bit for bit."""
+    config = SimulationConfig(dt=0.01, t_end=0.05, cosim=CosimConfig(
+        H=0.01, scheme=scheme, tolerance=1e-12, max_iterations=3, acceleration="none"))
+    model = coupling_fed_from_outside(gain=-1.8, phase=0.0)
+    ref = outcome(model, with_cosim(config, **REFERENCE))
+    assert ref[1][0] == "ConvergenceError"
+    assert ref[1][1].startswith("[t=0.01] refresh at the macro point: the algebraic coupling "
+                                "a <-> b (links a.y -> b.v, b.y -> a.u)")
+    for path, options in PATHS.items():
+        assert outcome(model, with_cosim(config, **options))[1] == ref[1], path
+    config = with_cosim(config, on_nonconvergence="continue")
+    (logs, records, stats), error, _, _ = outcome(model, with_cosim(config, **REFERENCE))
+    assert error is None
+    steps = [r for r in records if r.H > 0]
+    assert len(steps) == 5 and all(r.status.value == "continued" and r.iterations == 3
+                                   and r.residual > 1e-3 for r in steps)
+    # the first step's iteration converges at once, the solve at its end does not; every
+    # later step starts from that unconverged solution (three iterations), then its solve
+    assert stats["iterations"] == 1 + 3 + 4 * (3 + 3)
+    assert_same_as_reference(model, config)
+
+
+def test_a_refresh_waits_for_the_readers_of_the_value_it_replaces():
+    """Found by :func:`test_many_random_models_engine_and_compiled_are_the_protocol_path`:
+    u0 (a coupling of its own, through a self-link) is solved again at T+H and refreshed
+    once more at the end for its log, as are u1 and u2, which read u0 and whose first
+    refresh the program put after u0's second. u2's last refresh then read u0's value of
+    that second refresh instead of the solve's (the reference refreshes a level together,
+    from the values before it): 1.8e-12 apart. A refresh now goes no earlier than the
+    actions reading the value it replaces."""
+    gain = BlockSpec(kind="gain", inputs=(("in", 0),), p=-0.9)
+    delay = BlockSpec(kind="delay", inputs=(("in", 0),), p=-1.5)
+    spec = ModelSpec(
+        width=1,
+        units=(UnitSpec(div=1, solver=None, n_in=2,
+                        blocks=(delay, delay, gain, gain, gain,
+                                BlockSpec(kind="sum", inputs=(("in", 0), ("in", 1)), m="++")),
+                        outputs=((("in", 0), -0.75), (("b", 5), -0.375))),
+               UnitSpec(div=1, solver="RK4", n_in=2, blocks=(),
+                        outputs=((("in", 0), -0.75),)),
+               UnitSpec(div=1, solver="RK4", n_in=2, blocks=(),
+                        outputs=((("in", 0), -0.75),))),
+        top=(BlockSpec(kind="const", p=-1.5),),
+        drivers=((("t", 0), ("u", 0, 1)), (("t", 0), ("u", 0, 0)), (("t", 0), ("u", 0, 1))))
+    config = SimulationConfig(dt=0.01, t_end=0.03, cosim=CosimConfig(
+        H=0.01, scheme="gauss-seidel", tolerance=1e-10, acceleration="none"))
+    assert_same_as_reference(spec, config)
 
 
 @pytest.mark.slow
