@@ -189,12 +189,16 @@ def main(argv=None) -> None:
     sim = CoSimulation(build(), config(args.backend, args.t_end, remote))
     logs = sim.run()
     sim.close()
+    # (per macro step: the coupling's iteration over the step, then its solve at the macro
+    # point for the control's and the vehicle's values there)
     iters = [r.iterations for r in sim.step_log if r.t > 0]
+    steps = sim.stats["macro_steps"]
     v = logs["vehicle/speed.out"][:, 0]
     ref = logs["cycle/profile.out"][:, 0]
     print(f"units: {', '.join(sorted(u.name for u in sim.partition.units))}")
-    print(f"{sim.stats['macro_steps']} macro steps; battery<->motor coupling iterated "
-          f"{np.mean(iters):.1f} times per step on average (max {max(iters)})")
+    print(f"{steps} macro steps; battery<->motor coupling evaluated "
+          f"{sim.stats['iterations'] / steps:.1f} times per step (iterated over the step and "
+          f"solved again at its end: up to {max(iters)} evaluations each)")
     print(f"final speed {v[-1]:.2f} m/s, max speed {v.max():.2f} m/s "
           f"(cycle max {ref.max():.2f}); final SOC {logs['battery/soc.out'][-1, 0]:.5f}")
     if args.plot:
