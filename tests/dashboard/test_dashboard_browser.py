@@ -80,6 +80,15 @@ def test_the_dashboard_of_a_zmq_run_with_a_recovery_in_a_real_browser(tmp_path):
                 assert where["address"].startswith("tcp://127.0.0.1:")
                 if name in drawn:                       # a subsystem unit: its box
                     shown = drawn[name]["where"]
+                    if where["address"] not in shown:
+                        # (killed and recovered since the page drew it, on a loaded
+                        # machine: its box follows it to its new server)
+                        shown = page.wait_for_function(
+                            "([id, at]) => [...document.querySelectorAll("
+                            "'#diagram g.node-unit')].map(e => e.dataset.id === id && "
+                            "(e.dataset.where || '').includes(at) && e.dataset.where)"
+                            ".find(Boolean)", arg=[name, where["address"]],
+                            timeout=30_000).json_value()
                     assert "zmq" in shown and where["address"] in shown, (name, shown)
                 # every block of the model, drawn inside its unit's box or as a top-level
                 # block of the top-level unit, is marked with its unit
