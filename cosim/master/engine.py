@@ -84,6 +84,7 @@ class Engine:
         self.out_keys = {u: [(u, p.name) for p in master.desc[u].outputs] for u in names}
         self._failed: tuple = ()       # (macro step, unit) of a stage's failure
         self.resolved = 0              # see attempt
+        self.solves: list = []         # see attempt
 
     @property
     def lanes(self) -> dict:
@@ -120,8 +121,10 @@ class Engine:
             accepted and no unit stopped).
         record : StepRecord
 
-        The evaluations of couplings solved again at ``T+H`` go to :attr:`resolved` (the
-        master counts them once the step is accepted, as the protocol path solves them).
+        The evaluations of couplings solved again at ``T+H`` go to :attr:`resolved` and
+        their ``(coupling, Solve)`` to :attr:`solves`, not into ``record``: the master
+        counts them and records them (:meth:`settle`) once the step is accepted, as the
+        protocol path solves them (a rejected attempt's record is its step's alone).
         """
         master = self.master
         first = (P.STEP_KEEP if keep else 0) | (P.STEP_ROLLBACK if rollback else 0)
@@ -135,8 +138,16 @@ class Engine:
         stages = self.program.stages
         for i in range(len(stages)):
             held = self._stage(stages, i, [step], cut, held)
-        self.resolved = step.resolved
+        self.resolved, self.solves = step.resolved, step.solves
         return step.outputs, step.refreshed, step.record
+
+    def settle(self, record: StepRecord, t: float, solves: list | None = None) -> StepRecord:
+        """``record`` of an accepted macro step ending at ``t`` with its couplings' solves
+        at ``t`` (default: :attr:`solves`, the last attempt's) taken in
+        (:func:`~cosim.master.coupling.resolved`)."""
+        for g, solve in self.solves if solves is None else solves:
+            record = coupling.resolved(self.cfg, self.graph, g, solve, t, record)
+        return record
 
     # -- a window of macro steps ------------------------------------------------------------
 
@@ -205,6 +216,8 @@ class Engine:
         if failed:
             end = cut.limit
         master.stats["iterations"] += sum(st.resolved for st in steps[:end])
+        for st in steps[:end]:
+            st.record = self.settle(st.record, st.T_next, st.solves)
         if failed:
             return [(st.outputs, st.refreshed, st.record) for st in steps[:end]], error, False
         return [(st.outputs, st.refreshed, st.record) for st in steps[:end]], None, \
@@ -515,7 +528,7 @@ class Engine:
         <cosim.master.reference.Reference.refresh>`): its units refreshed for candidates of
         its coupling outputs (first: as its step left them) and their other inputs as the
         stage's sources say, iterated (:func:`~cosim.master.coupling.iterate`); the outputs
-        of its last refresh into ``st.refreshed``, ``st.record`` updated."""
+        of its last refresh into ``st.refreshed``, the solve into ``st.solves``."""
         g = stage.coupling
         keys = self.graph.coupling_keys(list(g))
         outputs, refreshed = st.outputs, st.refreshed
@@ -538,7 +551,9 @@ class Engine:
 
         solve = coupling.iterate(np.concatenate([outputs[k].ravel() for k in keys]), run,
                                  self.cfg)
-        st.record = coupling.resolved(self.cfg, self.graph, g, solve, st.T_next, st.record)
+        if not solve.converged:             # (raises, unless the run goes on: recorded)
+            coupling.resolved(self.cfg, self.graph, g, solve, st.T_next, st.record)
+        st.solves.append((g, solve))
 
 
 class _Step:
@@ -546,7 +561,7 @@ class _Step:
     its start it reads, and what it computed (outputs, refreshed outputs, its record)."""
 
     __slots__ = ("k", "T", "H", "T_next", "history", "values", "outputs", "refreshed",
-                 "record", "resolved")
+                 "record", "resolved", "solves")
 
     def __init__(self, k: int, T: float, H: float, T_next: float, history, values):
         self.k, self.T, self.H, self.T_next = k, T, H, T_next
@@ -555,6 +570,7 @@ class _Step:
         self.refreshed: dict = {}
         self.record = StepRecord(T, H)
         self.resolved = 0               # evaluations of couplings solved again at T_next
+        self.solves: list = []          # their (coupling, Solve), recorded once accepted
 
 
 class _Cut:

@@ -227,6 +227,7 @@ class Master:
                 self.values[key] = v
                 self.history.replace_last(key, self.T, v)
             self.stats["iterations"] += self.engine.resolved
+            record = self.engine.settle(record, self.T)
         else:
             record = self.reference.refresh(record)
         self.step_log.append(record)
