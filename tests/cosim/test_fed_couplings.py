@@ -111,7 +111,7 @@ K = np.array([[0.3, -0.2], [0.1, 0.4]])
 M = np.array([[-0.5, 0.2], [0.3, -0.6]])
 
 
-def vector_loop(H=0.01):
+def vector_loop(H=0.01, delay=True):
     """Vector signals: ``y_a = K y_b`` (2,), ``y_b = M (y_a + w) + z`` with ``z`` the unit
     delay of ``y_a`` (2,); ``w`` a top-level Mux of a sine and a step. Without ``z`` the loop
     is ``y_b = (I - M K)^-1 M w``; with it, the monolithic run is the oracle."""
@@ -122,13 +122,18 @@ def vector_loop(H=0.01):
     a.connect("K.out", "y.in")
     b = unit("b", H)
     b.add(Inport("v", shape=2), Inport("w", shape=2), Sum("s", "++"), Gain("M", M),
-          UnitDelay("z", initial=[0.05, -0.05], sample_time=H), Sum("y_", "++"), Outport("y"))
-    b.connect("v.out", "s.in1", "z.in")
+          Outport("y"))
+    b.connect("v.out", "s.in1")
     b.connect("w.out", "s.in2")
     b.connect("s.out", "M.in")
-    b.connect("M.out", "y_.in1")
-    b.connect("z.out", "y_.in2")
-    b.connect("y_.out", "y.in")
+    if delay:
+        b.add(UnitDelay("z", initial=[0.05, -0.05], sample_time=H), Sum("y_", "++"))
+        b.connect("v.out", "z.in")
+        b.connect("M.out", "y_.in1")
+        b.connect("z.out", "y_.in2")
+        b.connect("y_.out", "y.in")
+    else:
+        b.connect("M.out", "y.in")
     m.add(a, b, Sine("w1", amplitude=0.7, frequency=1.3), Step("w2", step_time=7 * H,
                                                               final=0.4),
           Mux("w", 2))
@@ -317,4 +322,104 @@ def test_a_fed_coupling_is_its_monolithic_run(name, scheme, extrapolation, path)
         cfg = with_cosim(cfg, **REFERENCE)
     logs, master = cosimulate(make(H), cfg)
     assert master.couplings, "no iterated coupling: the model tests nothing"
+    assert_is_monolithic_run(logs, monolithic(make(H), cfg))
+
+
+def sine(t, frequency, phase=0.0):
+    return np.sin(2 * np.pi * frequency * t + phase)
+
+
+#: name: (key, its closed form at the macro points t)
+CLOSED_FORMS = {
+    "ring3": ("b.y", lambda t: -0.8 * sine(t, 1.7) / 1.24),
+    "integrator-fed": ("c.u", lambda t: 0.5 * (0.2 + t) / 1.4),
+    "logged-only": ("b/w.out", lambda t: sine(t, 2.1, 0.5)),
+    "through-top": ("a.y", lambda t: -0.21 * sine(t, 1.9) / 1.21),
+    "through-top-fed-by-a-unit": ("a.y", lambda t: -0.21 * sine(t, 1.9) / 1.21)}
+
+
+@pytest.mark.parametrize("name", sorted(CLOSED_FORMS))
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+def test_a_fed_coupling_is_its_closed_form_at_every_macro_point(name, scheme):
+    """Static loops solved at each macro point for the outside input's value there (before
+    the coupling was solved again at T+H, with the value at T: one macro step late)."""
+    make, _ = MODELS[name]
+    key, exact = CLOSED_FORMS[name]
+    logs, _ = cosimulate(make(H), exact_config(scheme, 1))
+    t = logs.time_of(key)
+    np.testing.assert_array_equal(t, np.round(t / H) * H)
+    assert len(t) == 26
+    np.testing.assert_allclose(logs[key][:, 0], exact(t), rtol=1e-12, atol=1e-13)
+
+
+def test_a_vector_coupling_without_its_delay_is_its_closed_form():
+    """``y_b = (I - M K)^-1 M w`` at every macro point, ``w = (0.7 sin(2 pi 1.3 t), step)``
+    (the vector loop without its delay)."""
+    logs, _ = cosimulate(vector_loop(H, delay=False), exact_config("jacobi", 2))
+    t = logs.time_of("b.y")
+    w = np.stack([0.7 * sine(t, 1.3), np.where(t >= 7 * H - 1e-12, 0.4, 0.0)], axis=1)
+    exact = np.linalg.solve(np.eye(2) - M @ K, M @ w.T).T
+    np.testing.assert_allclose(logs["b.y"], exact, rtol=1e-12, atol=1e-13)
+
+
+# -- 2./3. every path is the protocol path, under every option ------------------------------
+
+#: CosimConfig options each path must reproduce bit for bit
+OPTIONS = {"e0": dict(extrapolation=0), "e1": dict(extrapolation=1),
+           "e2": dict(extrapolation=2),
+           "plain": dict(acceleration="none", relaxation=0.8, tolerance=1e-10),
+           "aitken": dict(acceleration="aitken", tolerance=1e-10, extrapolation=1),
+           "anderson": dict(acceleration="anderson", tolerance=1e-11, extrapolation=2),
+           "newton": dict(acceleration="newton", tolerance=1e-12, extrapolation=1),
+           "log-every": dict(log_every=3, extrapolation=1),
+           "checkpoints": dict(checkpoint_every=4, extrapolation=2),
+           "delay": dict(feedthrough="delay", extrapolation=1)}
+
+
+def path_cases(every):
+    """(model, scheme, option): every combination (``every``), or each model and scheme
+    with one option, in turn, so that the fast set still holds every option and model."""
+    options = sorted(OPTIONS)
+    cases = [(name, scheme, option) for name in sorted(MODELS)
+             for scheme in ("jacobi", "gauss-seidel") for option in options]
+    if every:
+        return [c for i, c in enumerate(cases) if i % len(options) != (i // len(options))
+                % len(options)]
+    return [c for i, c in enumerate(cases) if i % len(options) == (i // len(options))
+            % len(options)]
+
+
+def check_paths(name, scheme, option):
+    make, _ = MODELS[name]
+    assert_same_as_reference(make(H), config(scheme, **OPTIONS[option]))
+
+
+@pytest.mark.parametrize("name, scheme, option", path_cases(False))
+def test_every_path_is_the_protocol_path(name, scheme, option):
+    """The engine (windows off and on) and the compiled exchange give the protocol path's
+    logs, times, step records, statistics, end time and final outputs, bit for bit."""
+    check_paths(name, scheme, option)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, scheme, option", path_cases(True))
+def test_every_path_is_the_protocol_path_under_every_option(name, scheme, option):
+    """The other combinations of :func:`test_every_path_is_the_protocol_path` (slow)."""
+    check_paths(name, scheme, option)
+
+
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_paused_run_is_the_protocol_path_and_its_monolithic_run(name, scheme):
+    """Run to 0.12, then on to the end: bit for bit the protocol path (paused alike), and
+    still the monolithic run."""
+    make, discrete = MODELS[name]
+    cfg = exact_config(scheme, 2 if discrete else 0)
+    assert_same_as_reference(make(H), cfg, pause=0.12)
+    sim = CoSimulation(make(H), cfg)
+    try:
+        sim.run(t_end=0.12)
+        logs = sim.run()
+    finally:
+        sim.close()
     assert_is_monolithic_run(logs, monolithic(make(H), cfg))
