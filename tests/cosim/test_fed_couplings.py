@@ -496,3 +496,28 @@ def test_a_rejected_adaptive_step_is_recorded_as_on_the_protocol_path():
     got = outcome(small(), with_cosim(cfg, compiled=False))
     assert ref[0][1][0].status.name == "REJECTED"
     assert got[0][1] == ref[0][1]
+
+
+@pytest.mark.xfail(strict=True, reason="the engine raises from the solve at T+H of an "
+                   "attempt the protocol path rejects and retries smaller")
+def test_a_rejected_adaptive_attempt_fails_no_solve_at_its_macro_point():
+    """The same defect with ``on_nonconvergence="raise"``: ``y_b = -1.8 (y_a + w)`` (loop
+    gain -0.9), three plain iterations. The protocol path rejects the first attempt (H =
+    0.01; no solve at T+H for a rejected step), retries at 0.0025 and raises "[t=0.0025]
+    refresh at the macro point ..."; the engine solves the coupling at T+H inside the
+    rejected attempt and raises "[t=0.01] refresh at the macro point ..." instead."""
+    def small():
+        m = Model("small")
+        m.add(gain_unit("a", H / 4, 0.5), gain_unit("b", H / 4, -1.8, ("v", "w")),
+              Sine("w", frequency=2.3))
+        m.connect("a.y", "b.v")
+        m.connect("b.y", "a.u")
+        m.connect("w.out", "b.w")
+        return m
+
+    cfg = config("jacobi", 1, t_end=0.02, dt=H / 4, adaptive=True, rtol=0.05, atol=5e-4,
+                 H_min=H / 4, H_max=2 * H, acceleration="none", max_iterations=3)
+    ref = outcome(small(), with_cosim(cfg, **REFERENCE))
+    assert ref[1][0] == "ConvergenceError" and ref[1][1].startswith(
+        "[t=0.0025] refresh at the macro point: the algebraic coupling a <-> b")
+    assert outcome(small(), with_cosim(cfg, compiled=False))[1] == ref[1]
