@@ -85,6 +85,7 @@ class Engine:
         self._failed: tuple = ()       # (macro step, unit) of a stage's failure
         self.resolved = 0              # see attempt
         self.solves: list = []         # see attempt
+        self._windowed = False         # running a window (see _resolve)
 
     @property
     def lanes(self) -> dict:
@@ -133,6 +134,7 @@ class Engine:
         if rollback:
             master.calls.stopped.clear()  # (a stop in the rejected attempt is undone with it)
         step = _Step(0, T, H, T_next, master.history, master.values)
+        self._windowed = False
         cut = _Cut(1)
         held = None
         stages = self.program.stages
@@ -144,7 +146,8 @@ class Engine:
     def settle(self, record: StepRecord, t: float, solves: list | None = None) -> StepRecord:
         """``record`` of an accepted macro step ending at ``t`` with its couplings' solves
         at ``t`` (default: :attr:`solves`, the last attempt's) taken in
-        (:func:`~cosim.master.coupling.resolved`)."""
+        (:func:`~cosim.master.coupling.resolved`: raises ConvergenceError for one that did
+        not converge, unless the run goes on)."""
         for g, solve in self.solves if solves is None else solves:
             record = coupling.resolved(self.cfg, self.graph, g, solve, t, record)
         return record
@@ -185,6 +188,7 @@ class Engine:
             steps.append(_Step(k, points[k], H, points[k + 1], history, history.latest()))
         self._flags = dict.fromkeys(master.names, 0)
         self._predicted = {}
+        self._windowed = True
         cut = _Cut(K)
         error = None
         held = None
@@ -551,7 +555,10 @@ class Engine:
 
         solve = coupling.iterate(np.concatenate([outputs[k].ravel() for k in keys]), run,
                                  self.cfg)
-        if not solve.converged:             # (raises, unless the run goes on: recorded)
+        if not solve.converged and self._windowed:
+            # (a window fails at the macro step whose solve raises; a single macro step's
+            # attempt leaves it to settle, once accepted: an adaptive attempt may be
+            # rejected, and the protocol path solves accepted steps only)
             coupling.resolved(self.cfg, self.graph, g, solve, st.T_next, st.record)
         st.solves.append((g, solve))
 

@@ -425,16 +425,9 @@ def test_a_paused_run_is_the_protocol_path_and_its_monolithic_run(name, scheme):
     assert_is_monolithic_run(logs, monolithic(make(H), cfg))
 
 
-REJECTED_RECORD = ("a rejected adaptive step's record: the engine and compiled exchange fold "
-                   "the solve at T+H into it, the protocol path does not (see "
-                   "test_a_rejected_adaptive_step_is_recorded_as_on_the_protocol_path)")
-
-
-@pytest.mark.parametrize("name, scheme", [
-    pytest.param(n, s, marks=pytest.mark.xfail(strict=True, reason=REJECTED_RECORD)
-                 if s == "jacobi" and n != "integrator-fed-continuous-monitor" else ())
-    for n in ["pid-continuous-plant", "integrator-fed-continuous-monitor", "vector",
-              "two-couplings"] for s in ["jacobi", "gauss-seidel"]])
+@pytest.mark.parametrize("scheme", ["jacobi", "gauss-seidel"])
+@pytest.mark.parametrize("name", ["pid-continuous-plant", "integrator-fed-continuous-monitor",
+                                  "vector", "two-couplings"])
 def test_adaptive_macro_steps_are_the_protocol_path(name, scheme):
     """Units at H/4, the macro step adapted between H/4 and 2H (discrete outputs jump at
     their samples, so only a loose target lets it grow): every path bit for bit."""
@@ -471,16 +464,16 @@ def test_gauss_seidel_in_a_given_order_is_the_monolithic_run_on_every_path(name,
 
 # -- defects found ---------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=REJECTED_RECORD)
 def test_a_rejected_adaptive_step_is_recorded_as_on_the_protocol_path():
-    """Smallest reproducer: ``y_a = 0.5 y_b``, ``y_b = -0.5 (y_a + w)``, units discrete at
+    """Found here (fixed: the engine's attempt keeps its solves apart, ``Engine.settle``
+    records them once the step is accepted). Smallest reproducer: ``y_a = 0.5 y_b``, ``y_b = -0.5 (y_a + w)``, units discrete at
     H/4, ``w`` a top-level sine, Jacobi, adaptive. The first attempt (H = 0.01) is rejected.
     The protocol path records it before any solve at T+H (1 iteration, residual 0: the
     coupling's own iteration, ``w`` held at w(0) = 0); the engine (and the compiled exchange,
-    which hands adaptive steps to it) records 31 iterations, residual 6.7e-11: its attempt
-    solved the coupling again at T+H (cosim/master/engine.py, ``_resolve``:
-    ``st.record = coupling.resolved(...)``) and master.py's ``step`` appends that record as
-    REJECTED. Logs and stats agree (the engine counts ``resolved`` only once accepted)."""
+    which hands adaptive steps to it) recorded 31 iterations, residual 6.7e-11: its attempt
+    solved the coupling again at T+H and folded that into the record master.py's ``step``
+    appends as REJECTED. Logs and stats agreed (the engine counts ``resolved`` only once
+    accepted)."""
     def small():
         m = Model("small")
         m.add(gain_unit("a", H / 4, 0.5), gain_unit("b", H / 4, -0.5, ("v", "w")),
@@ -498,14 +491,13 @@ def test_a_rejected_adaptive_step_is_recorded_as_on_the_protocol_path():
     assert got[0][1] == ref[0][1]
 
 
-@pytest.mark.xfail(strict=True, reason="the engine raises from the solve at T+H of an "
-                   "attempt the protocol path rejects and retries smaller")
 def test_a_rejected_adaptive_attempt_fails_no_solve_at_its_macro_point():
-    """The same defect with ``on_nonconvergence="raise"``: ``y_b = -1.8 (y_a + w)`` (loop
+    """Found here (fixed: a single macro step's attempt leaves a solve that did not converge
+    to ``Engine.settle``, which raises once the step is accepted). The same defect with ``on_nonconvergence="raise"``: ``y_b = -1.8 (y_a + w)`` (loop
     gain -0.9), three plain iterations. The protocol path rejects the first attempt (H =
     0.01; no solve at T+H for a rejected step), retries at 0.0025 and raises "[t=0.0025]
     refresh at the macro point ..."; the engine solves the coupling at T+H inside the
-    rejected attempt and raises "[t=0.01] refresh at the macro point ..." instead."""
+    rejected attempt and raised "[t=0.01] refresh at the macro point ..." instead."""
     def small():
         m = Model("small")
         m.add(gain_unit("a", H / 4, 0.5), gain_unit("b", H / 4, -1.8, ("v", "w")),
