@@ -464,6 +464,18 @@ def test_gauss_seidel_in_a_given_order_is_the_monolithic_run_on_every_path(name,
 
 # -- defects found ---------------------------------------------------------------------------
 
+def small_loop(gain_b: float) -> Model:
+    """``y_a = 0.5 y_b``, ``y_b = gain_b (y_a + w)``: units discrete at H/4, ``w`` a
+    top-level sine."""
+    m = Model("small")
+    m.add(gain_unit("a", H / 4, 0.5), gain_unit("b", H / 4, gain_b, ("v", "w")),
+          Sine("w", frequency=2.3))
+    m.connect("a.y", "b.v")
+    m.connect("b.y", "a.u")
+    m.connect("w.out", "b.w")
+    return m
+
+
 def test_a_rejected_adaptive_step_is_recorded_as_on_the_protocol_path():
     """Found here (fixed: the engine's attempt keeps its solves apart, ``Engine.settle``
     records them once the step is accepted). Smallest reproducer: ``y_a = 0.5 y_b``, ``y_b = -0.5 (y_a + w)``, units discrete at
@@ -474,42 +486,25 @@ def test_a_rejected_adaptive_step_is_recorded_as_on_the_protocol_path():
     solved the coupling again at T+H and folded that into the record master.py's ``step``
     appends as REJECTED. Logs and stats agreed (the engine counts ``resolved`` only once
     accepted)."""
-    def small():
-        m = Model("small")
-        m.add(gain_unit("a", H / 4, 0.5), gain_unit("b", H / 4, -0.5, ("v", "w")),
-              Sine("w", frequency=2.3))
-        m.connect("a.y", "b.v")
-        m.connect("b.y", "a.u")
-        m.connect("w.out", "b.w")
-        return m
-
     cfg = config("jacobi", 1, t_end=0.01, dt=H / 4, adaptive=True, rtol=0.05, atol=5e-4,
                  H_min=H / 4, H_max=2 * H, acceleration="none")
-    ref = outcome(small(), with_cosim(cfg, **REFERENCE))
-    got = outcome(small(), with_cosim(cfg, compiled=False))
+    ref = outcome(small_loop(-0.5), with_cosim(cfg, **REFERENCE))
     assert ref[0][1][0].status.name == "REJECTED"
-    assert got[0][1] == ref[0][1]
+    assert_same_as_reference(small_loop(-0.5), cfg)
 
 
 def test_a_rejected_adaptive_attempt_fails_no_solve_at_its_macro_point():
-    """Found here (fixed: a single macro step's attempt leaves a solve that did not converge
-    to ``Engine.settle``, which raises once the step is accepted). The same defect with ``on_nonconvergence="raise"``: ``y_b = -1.8 (y_a + w)`` (loop
-    gain -0.9), three plain iterations. The protocol path rejects the first attempt (H =
+    """Found here (fixed: a single macro step's attempt leaves a solve that did not
+    converge to ``Engine.settle``, which raises once the step is accepted). The same defect
+    with ``on_nonconvergence="raise"``: ``y_b = -1.8 (y_a + w)`` (loop gain -0.9), three
+    plain iterations. The protocol path rejects the first attempt (H =
     0.01; no solve at T+H for a rejected step), retries at 0.0025 and raises "[t=0.0025]
     refresh at the macro point ..."; the engine solves the coupling at T+H inside the
     rejected attempt and raised "[t=0.01] refresh at the macro point ..." instead."""
-    def small():
-        m = Model("small")
-        m.add(gain_unit("a", H / 4, 0.5), gain_unit("b", H / 4, -1.8, ("v", "w")),
-              Sine("w", frequency=2.3))
-        m.connect("a.y", "b.v")
-        m.connect("b.y", "a.u")
-        m.connect("w.out", "b.w")
-        return m
-
     cfg = config("jacobi", 1, t_end=0.02, dt=H / 4, adaptive=True, rtol=0.05, atol=5e-4,
                  H_min=H / 4, H_max=2 * H, acceleration="none", max_iterations=3)
-    ref = outcome(small(), with_cosim(cfg, **REFERENCE))
+    ref = outcome(small_loop(-1.8), with_cosim(cfg, **REFERENCE))
     assert ref[1][0] == "ConvergenceError" and ref[1][1].startswith(
         "[t=0.0025] refresh at the macro point: the algebraic coupling a <-> b")
-    assert outcome(small(), with_cosim(cfg, compiled=False))[1] == ref[1]
+    # (raised once the step is accepted, on every path: the same state, logs and records)
+    assert_same_as_reference(small_loop(-1.8), cfg)
