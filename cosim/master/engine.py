@@ -526,7 +526,6 @@ class Engine:
         return StepRecord(r.t, r.H, max(r.iterations, solve.iterations),
                           max(r.residual, solve.residual), status, r.coupling_error, r.message)
 
-
     def _resolve(self, stage, st) -> None:
         """A coupling solved again at ``T+H`` (the protocol path's :meth:`Reference.refresh
         <cosim.master.reference.Reference.refresh>`): its units refreshed for candidates of

@@ -72,8 +72,9 @@ class Stage:
     outputs ``fresh`` computed for T+H), or a coupling solved again at T+H by refreshes
     iterated to a fixed point (``coupling`` with ``resolve``: per unit, ``(unit, sources)``
     as :attr:`Send.sources`, an input inside the coupling reading its candidate: None),
-    each over units all in this process (``local``: no round trip) or not. A coupling ``joined`` to the round before it sends its first
-    iteration with that round (both only read what was known before it); one ``along`` the
+    each over units all in this process (``local``: no round trip) or not. A coupling
+    ``joined`` to the round before it sends its first iteration with that round (both only
+    read what was known before it); one ``along`` the
     coupling stage before it iterates in the same rounds (neither reads the other's
     outputs). ``k``: a coupling's macro step in a window; ``finals``: the ``(k, unit)``
     whose outputs at the end of macro step ``k`` are final once this stage ran (their

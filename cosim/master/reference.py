@@ -7,8 +7,8 @@ coupling) after the other; couplings iterated with ``GetState`` / ``SetState`` b
 iterations (:func:`~cosim.master.coupling.iterate_step`); the state kept for a retried attempt
 held by the master (``GetState`` before, ``SetState`` to roll back). Once the master has
 accepted the step, feedthrough units are refreshed at the new macro point level by level,
-couplings with outside inputs solved again there (:meth:`Reference.refresh`). Used when ``CosimConfig(engine=False)`` and for traced runs
-(every request recorded).
+couplings with outside inputs solved again there (:meth:`Reference.refresh`). Used when
+``CosimConfig(engine=False)`` and for traced runs (every request recorded).
 """
 
 from __future__ import annotations

@@ -478,8 +478,8 @@ def small_loop(gain_b: float) -> Model:
 
 def test_a_rejected_adaptive_step_is_recorded_as_on_the_protocol_path():
     """Found here (fixed: the engine's attempt keeps its solves apart, ``Engine.settle``
-    records them once the step is accepted). Smallest reproducer: ``y_a = 0.5 y_b``, ``y_b = -0.5 (y_a + w)``, units discrete at
-    H/4, ``w`` a top-level sine, Jacobi, adaptive. The first attempt (H = 0.01) is rejected.
+    records them once the step is accepted). Smallest reproducer: :func:`small_loop`
+    (``y_b = -0.5 (y_a + w)``), Jacobi, adaptive. The first attempt (H = 0.01) is rejected.
     The protocol path records it before any solve at T+H (1 iteration, residual 0: the
     coupling's own iteration, ``w`` held at w(0) = 0); the engine (and the compiled exchange,
     which hands adaptive steps to it) recorded 31 iterations, residual 6.7e-11: its attempt
